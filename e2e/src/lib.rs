@@ -1,0 +1,1 @@
+//! End-to-end suite for cpmlab; the tests live in `tests/`.

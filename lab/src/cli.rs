@@ -1,0 +1,304 @@
+//! The `cpmlab` command line.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::errors::{exit_code, BadInput};
+use crate::progress::{Mode, Progress};
+use crate::provider::docker::engine::Engine;
+use crate::provider::docker::{down, images, up};
+use crate::topology::{check_label, Topology};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cpmlab",
+    version,
+    about = "Local dual-seed lab for Gardener's Live Control Plane Migration",
+    long_about = "Builds two seeds with a real TLS etcd cluster, DNS and SNI gateways, \
+                  joined only through a wan router, to test Live Control Plane Migration.\n\n\
+                  Exit status: 0 ok, 1 failed, 2 bad input, 3 environment not ready."
+)]
+pub struct Cli {
+    /// Directory holding each lab's state (state.json, CA, client certificates).
+    #[arg(long, global = true, env = "CPMLAB_STATE_DIR", default_value = ".cpmlab")]
+    pub state_dir: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Lab name: prefixes every Docker object and labels it `cpmlab.lab=<NAME>`.
+    #[arg(long, env = "CPMLAB_NAME", default_value = "cpmlab")]
+    pub name: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build the lab: networks, wan router, gateways, etcd, DNS.
+    Up {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Topology file (YAML); defaults to two seeds and three etcd members.
+        #[arg(long)]
+        topology: Option<PathBuf>,
+        /// Keep what was created when `up` fails (for debugging).
+        #[arg(long)]
+        retain: bool,
+    },
+    /// Show the lab as it is now: containers, etcd members, DNS.
+    Status {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Remove every object of the lab (also after a crashed `up`).
+    Down {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Remove every cpmlab lab on this Docker engine.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Check this host: Docker, images, kernel qdiscs, optional tools.
+    Doctor {
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Lab images.
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ImagesCommand {
+    /// Build the lab image from host binaries (cached by content).
+    Build {
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn check_name(name: &str) -> Result<()> {
+    check_label(name, 20).map_err(|m| BadInput(format!("--name: {m}")))?;
+    Ok(())
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("serialisable output")
+    );
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Up {
+            lab,
+            topology,
+            retain,
+        } => cmd_up(&cli.state_dir, &lab, topology.as_deref(), retain).await,
+        Command::Status { lab } => {
+            check_name(&lab.name)?;
+            let engine = Engine::connect().await?;
+            let report = crate::status::status(&engine, &cli.state_dir, &lab.name).await?;
+            match lab.output {
+                Output::Json => print_json(&report),
+                Output::Text => print!("{}", report.render()),
+            }
+            Ok(0)
+        }
+        Command::Down { lab, all } => {
+            check_name(&lab.name)?;
+            let engine = Engine::connect().await?;
+            let labs = if all {
+                down::all_labs(&engine, &cli.state_dir).await?
+            } else {
+                vec![lab.name.clone()]
+            };
+            let progress = Progress::new(Mode::detect(lab.output == Output::Json));
+            let mut reports = Vec::new();
+            for l in labs {
+                let step = progress.step(format!("remove lab {l}"));
+                let r = down::down(&engine, &l, &cli.state_dir).await?;
+                step.done_with(&format!(
+                    "{} containers, {} networks, {} volumes",
+                    r.removed.containers.len(),
+                    r.removed.networks.len(),
+                    r.removed.volumes.len()
+                ));
+                reports.push(r);
+            }
+            if lab.output == Output::Json {
+                print_json(&serde_json::json!({"event": "down", "labs": reports}));
+            }
+            Ok(0)
+        }
+        Command::Doctor { output } => {
+            let report = crate::doctor::doctor().await;
+            match output {
+                Output::Json => print_json(&report),
+                Output::Text => print!("{}", report.render()),
+            }
+            Ok(if report.ready() {
+                0
+            } else {
+                crate::errors::EXIT_ENV
+            })
+        }
+        Command::Images {
+            command: ImagesCommand::Build { output },
+        } => {
+            let engine = Engine::connect().await?;
+            let progress = Progress::new(Mode::detect(output == Output::Json));
+            let step = progress.step("lab image");
+            let (tag, built) = images::ensure(&engine).await?;
+            step.done_with(if built { "built" } else { "cached" });
+            match output {
+                Output::Json => print_json(&serde_json::json!({"image": tag, "built": built})),
+                Output::Text => println!("{tag}"),
+            }
+            Ok(0)
+        }
+    }
+}
+
+async fn cmd_up(
+    state_root: &Path,
+    lab: &LabArgs,
+    topology: Option<&Path>,
+    retain: bool,
+) -> Result<u8> {
+    // All input is checked before anything is created.
+    check_name(&lab.name)?;
+    let topology = match topology {
+        Some(p) => Topology::load(p)?,
+        None => Topology::default(),
+    };
+    let engine = Engine::connect().await?;
+    let progress = Progress::new(Mode::detect(lab.output == Output::Json));
+    let req = up::UpRequest {
+        lab: lab.name.clone(),
+        topology,
+        state_root: state_root.to_path_buf(),
+    };
+    if let Some(state) = up::preflight(&engine, &req).await? {
+        progress.note(&format!(
+            "lab `{}` is already up; nothing to do",
+            state.name
+        ));
+        if lab.output == Output::Json {
+            print_json(&serde_json::json!({"event": "up", "lab": state.name, "result": "already-up"}));
+        }
+        return Ok(0);
+    }
+    let started = std::time::Instant::now();
+    let result = tokio::select! {
+        r = up::create(&engine, &req, &progress) => Some(r),
+        _ = interrupted() => None,
+    };
+    let cleanup = |why: &str| {
+        progress.note(&format!("{why}: removing what `up` created for lab `{}`", req.lab));
+    };
+    match result {
+        Some(Ok(state)) => {
+            let secs = started.elapsed().as_secs_f64();
+            match lab.output {
+                Output::Json => print_json(&serde_json::json!({
+                    "event": "up", "lab": state.name, "result": "created", "elapsed_s": secs,
+                })),
+                Output::Text => {
+                    progress.note(&format!(
+                        "lab `{}` is up in {secs:.1}s; shoot API name {} (DNS {}); see `cpmlab status --name {}`",
+                        state.name, state.dns.api_name, state.dns.server.ip, state.name
+                    ));
+                }
+            }
+            Ok(0)
+        }
+        Some(Err(e)) => {
+            if retain {
+                progress.note(&format!(
+                    "kept the half-built lab for debugging (--retain); remove it with `cpmlab down --name {}`",
+                    req.lab
+                ));
+            } else {
+                cleanup("up failed");
+                down::down(&engine, &req.lab, state_root)
+                    .await
+                    .context("cleaning up after a failed up")?;
+            }
+            Err(e)
+        }
+        None => {
+            cleanup("interrupted");
+            // Let requests already sent to the engine land before sweeping.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            down::down(&engine, &req.lab, state_root)
+                .await
+                .context("cleaning up after an interrupted up")?;
+            Ok(130)
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! `cpmlab doctor`: is this host ready for a lab, and if not, what fixes it.
+
+use serde::Serialize;
+
+use crate::kernel::{qdisc_support, QdiscSupport};
+use crate::provider::docker::engine::Engine;
+use crate::provider::docker::images;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Info,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub level: Level,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    pub checks: Vec<Check>,
+    /// The link-shaping backend this host gets.
+    pub link_backend: &'static str,
+}
+
+impl DoctorReport {
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|c| c.level != Level::Fail)
+    }
+
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        for c in &self.checks {
+            let tag = match c.level {
+                Level::Ok => "ok  ",
+                Level::Info => "info",
+                Level::Warn => "warn",
+                Level::Fail => "FAIL",
+            };
+            o.push_str(&format!("[{tag}] {:<16} {}\n", c.name, c.detail));
+            if let Some(f) = &c.fix {
+                o.push_str(&format!("       {:<16} fix: {f}\n", ""));
+            }
+        }
+        o.push_str(&format!(
+            "\n{}; link shaping backend: {}\n",
+            if self.ready() {
+                "this host can run a docker-provider lab"
+            } else {
+                "this host is NOT ready"
+            },
+            self.link_backend
+        ));
+        o
+    }
+}
+
+fn which(bin: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(bin))
+        .find(|p| p.is_file())
+}
+
+pub async fn doctor() -> DoctorReport {
+    let mut checks = Vec::new();
+    let engine = match Engine::connect().await {
+        Ok(e) => {
+            let v = e.version().await.unwrap_or_default();
+            checks.push(Check {
+                name: "docker",
+                level: Level::Ok,
+                detail: format!("engine {} (API {}) at {}", v.0, v.1, crate::provider::docker::engine::docker_host()),
+                fix: None,
+            });
+            Some(e)
+        }
+        Err(e) => {
+            checks.push(Check {
+                name: "docker",
+                level: Level::Fail,
+                detail: e.problem,
+                fix: Some(e.fix),
+            });
+            None
+        }
+    };
+
+    match images::current_tag() {
+        Err(e) => {
+            let (detail, fix) = match e.downcast_ref::<crate::errors::EnvNotReady>() {
+                Some(env) => (env.problem.clone(), env.fix.clone()),
+                None => (format!("{e:#}"), "run `scripts/setup`".to_string()),
+            };
+            checks.push(Check {
+                name: "lab image",
+                level: Level::Fail,
+                detail,
+                fix: Some(fix),
+            });
+        }
+        Ok(tag) => {
+            let exists = match &engine {
+                Some(e) => e.image_exists(&tag).await.unwrap_or(false),
+                None => false,
+            };
+            checks.push(if exists {
+                Check {
+                    name: "lab image",
+                    level: Level::Ok,
+                    detail: format!("{tag} is built"),
+                    fix: None,
+                }
+            } else {
+                Check {
+                    name: "lab image",
+                    level: Level::Warn,
+                    detail: format!("{tag} is not built yet (`cpmlab up` builds it, ~10 s)"),
+                    fix: Some("cpmlab images build".into()),
+                }
+            });
+        }
+    }
+
+    let netem = qdisc_support("netem", "delay 1ms");
+    let link_backend = if netem == QdiscSupport::Works || netem == QdiscSupport::Loaded {
+        "netem"
+    } else {
+        "delayline"
+    };
+    checks.push(Check {
+        name: "kernel netem",
+        level: match netem {
+            QdiscSupport::Works | QdiscSupport::Loaded => Level::Ok,
+            QdiscSupport::Missing => Level::Info,
+            QdiscSupport::Unknown => Level::Warn,
+        },
+        detail: match netem {
+            QdiscSupport::Works => "sch_netem works: links are shaped with tc netem".into(),
+            QdiscSupport::Loaded => "sch_netem is loaded (not tested: needs root and unshare)".into(),
+            QdiscSupport::Missing => {
+                "no sch_netem in this kernel: links are shaped by the userspace delay line".into()
+            }
+            QdiscSupport::Unknown => "could not test for sch_netem (needs root, unshare and tc); assuming the delay line".into(),
+        },
+        fix: None,
+    });
+    for (q, args) in [("htb", "default 1"), ("tbf", "rate 1mbit burst 32kbit latency 50ms")] {
+        let s = qdisc_support(q, args);
+        checks.push(Check {
+            name: if q == "htb" { "kernel htb" } else { "kernel tbf" },
+            level: if s == QdiscSupport::Works || s == QdiscSupport::Loaded {
+                Level::Ok
+            } else {
+                Level::Info
+            },
+            detail: format!("sch_{q}: {s:?}").to_lowercase(),
+            fix: None,
+        });
+    }
+
+    for (bin, why, fix) in [
+        ("kind", "kind provider (seeds as kind clusters)", "install kind from its release page (not packaged by Debian)"),
+        ("istioctl", "kind provider (Istio gateways)", "install istioctl from Istio's release page"),
+        ("kube-apiserver", "the real API server (else the stand-in is used)", "set KUBEBUILDER_ASSETS or put kube-apiserver on PATH"),
+        ("kubectl", "talking to the shoot API by hand", "apt-get install -y kubectl (or your distribution's package)"),
+    ] {
+        let found = which(bin).or_else(|| {
+            std::env::var_os("KUBEBUILDER_ASSETS")
+                .map(|d| std::path::PathBuf::from(d).join(bin))
+                .filter(|p| p.is_file())
+        });
+        checks.push(match found {
+            Some(p) => Check {
+                name: bin,
+                level: Level::Ok,
+                detail: format!("{} ({why})", p.display()),
+                fix: None,
+            },
+            None => Check {
+                name: bin,
+                level: Level::Info,
+                detail: format!("not found; needed only for {why}"),
+                fix: Some(fix.into()),
+            },
+        });
+    }
+    DoctorReport {
+        checks,
+        link_backend,
+    }
+}

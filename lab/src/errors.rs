@@ -1,0 +1,58 @@
+//! The two failures the CLI maps to their own exit status: bad input (2) and
+//! an environment that is not ready (3). Everything else is exit 1.
+
+/// Input the user can fix by changing what they typed or wrote. Exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// The machine lacks something; `fix` says what to run. Exit 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{problem}\n  fix: {fix}")]
+pub struct EnvNotReady {
+    pub problem: String,
+    pub fix: String,
+}
+
+impl EnvNotReady {
+    pub fn new(problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        EnvNotReady {
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_BAD_INPUT: u8 = 2;
+pub const EXIT_ENV: u8 = 3;
+
+/// The exit status an error chain deserves.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.is::<BadInput>() || cause.is::<crate::topology::TopologyError>() {
+            return EXIT_BAD_INPUT;
+        }
+        if cause.is::<EnvNotReady>() {
+            return EXIT_ENV;
+        }
+    }
+    EXIT_FAILED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn exit_codes_follow_the_cause_through_context() {
+        let e = anyhow::Error::new(BadInput("x".into())).context("while parsing");
+        assert_eq!(exit_code(&e), 2);
+        let e = Err::<(), _>(EnvNotReady::new("no docker", "run scripts/setup"))
+            .context("up")
+            .unwrap_err();
+        assert_eq!(exit_code(&e), 3);
+        assert_eq!(exit_code(&anyhow::anyhow!("boom")), 1);
+    }
+}

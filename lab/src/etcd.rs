@@ -1,0 +1,315 @@
+//! The shoot's etcd: how a member is started (flags as etcd-druid renders
+//! them for a TLS cluster behind a gateway), and the cluster as seen through
+//! the etcd v3 API, member by member, over each seed's gateway by SNI.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use serde::Serialize;
+
+use crate::state::{LabState, MemberState};
+
+/// Paths inside a member container.
+pub const PKI_DIR: &str = "/etc/etcd/pki";
+pub const DATA_DIR: &str = "/var/lib/etcd";
+
+/// TLS material for talking to members.
+#[derive(Clone)]
+pub struct EtcdTls {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// `--initial-cluster-state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterState {
+    New,
+    Existing,
+}
+
+/// The etcd command line of `member`, joining `cluster` (itself included).
+pub fn member_command(
+    member: &MemberState,
+    cluster: &[&MemberState],
+    state: ClusterState,
+    token: &str,
+) -> Vec<String> {
+    let initial: Vec<String> = cluster
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url()))
+        .collect();
+    let mut args = vec![
+        "etcd".to_string(),
+        format!("--name={}", member.name),
+        format!("--data-dir={DATA_DIR}/data"),
+        "--listen-client-urls=https://0.0.0.0:2379".into(),
+        format!("--advertise-client-urls={}", member.client_url()),
+        "--listen-peer-urls=https://0.0.0.0:2380".into(),
+        format!("--initial-advertise-peer-urls={}", member.peer_url()),
+        format!("--initial-cluster={}", initial.join(",")),
+        format!(
+            "--initial-cluster-state={}",
+            match state {
+                ClusterState::New => "new",
+                ClusterState::Existing => "existing",
+            }
+        ),
+        format!("--initial-cluster-token={token}"),
+        "--listen-metrics-urls=http://0.0.0.0:2381".into(),
+        "--client-cert-auth=true".into(),
+        format!("--trusted-ca-file={PKI_DIR}/ca.crt"),
+        format!("--cert-file={PKI_DIR}/server.crt"),
+        format!("--key-file={PKI_DIR}/server.key"),
+        "--peer-client-cert-auth=true".into(),
+        format!("--peer-trusted-ca-file={PKI_DIR}/ca.crt"),
+        format!("--peer-cert-file={PKI_DIR}/server.crt"),
+        format!("--peer-key-file={PKI_DIR}/server.key"),
+        // Peers arrive from the gateway's address, not their own (see gateway.rs).
+        "--experimental-peer-skip-client-san-verification=true".into(),
+        "--snapshot-count=10000".into(),
+        "--logger=zap".into(),
+        "--log-outputs=stderr".into(),
+    ];
+    args.shrink_to_fit();
+    args
+}
+
+/// One member as `cpmlab status` reports it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MemberView {
+    /// Member ID as etcd prints it (hex).
+    pub id: String,
+    pub name: String,
+    pub seed: String,
+    pub is_learner: bool,
+    pub is_leader: bool,
+    pub healthy: bool,
+    pub peer_urls: Vec<String>,
+    pub client_urls: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raft_index: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterView {
+    pub members: Vec<MemberView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ClusterView {
+    pub fn voters(&self) -> impl Iterator<Item = &MemberView> {
+        self.members.iter().filter(|m| !m.is_learner)
+    }
+    /// Every member healthy, exactly one leader, and it is a voter.
+    pub fn is_settled(&self, expected: usize) -> bool {
+        self.error.is_none()
+            && self.members.len() == expected
+            && self.members.iter().all(|m| m.healthy)
+            && self.members.iter().filter(|m| m.is_leader).count() == 1
+    }
+}
+
+/// A client for one member, reached at `gateway` with SNI = the member's name.
+pub async fn member_client(
+    gateway: Ipv4Addr,
+    host: &str,
+    tls: &EtcdTls,
+    timeout: Duration,
+) -> Result<Client, etcd_client::Error> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(timeout)
+        .with_timeout(timeout)
+        .with_tls(
+            TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+                .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
+                .domain_name(host),
+        );
+    Client::connect([format!("https://{gateway}:2379")], Some(opts)).await
+}
+
+/// A client for the whole cluster: the first member of `state` that answers.
+pub async fn cluster_client(
+    state: &LabState,
+    tls: &EtcdTls,
+    timeout: Duration,
+) -> Result<Client, etcd_client::Error> {
+    let mut last = None;
+    for m in &state.members {
+        let Some(seed) = state.seed(&m.seed) else { continue };
+        match member_client(seed.gateway.ip, &m.host, tls, timeout).await {
+            Ok(mut c) => match c.status().await {
+                Ok(_) => return Ok(c),
+                Err(e) => last = Some(e),
+            },
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| etcd_client::Error::InvalidArgs("the lab has no members".into())))
+}
+
+fn seed_of(state: &LabState, name: &str) -> String {
+    state
+        .members
+        .iter()
+        .find(|m| m.name == name)
+        .map(|m| m.seed.clone())
+        .or_else(|| {
+            state
+                .seeds
+                .iter()
+                .find(|s| name.starts_with(&format!("{}-", s.name)))
+                .map(|s| s.name.clone())
+        })
+        .unwrap_or_default()
+}
+
+/// The cluster as etcd reports it: membership from the API, health and
+/// leadership by asking each member itself, all in parallel.
+pub async fn cluster_view(state: &LabState, tls: &EtcdTls, timeout: Duration) -> ClusterView {
+    let probes = state.members.iter().map(|m| {
+        let gw = state.seed(&m.seed).map(|s| s.gateway.ip);
+        async move {
+            let Some(gw) = gw else {
+                return (m.name.clone(), Err("unknown seed".to_string()));
+            };
+            let r = async {
+                let mut c = member_client(gw, &m.host, tls, timeout).await?;
+                let st = c.status().await?;
+                let list = c.member_list().await.ok();
+                Ok::<_, etcd_client::Error>((st, list))
+            };
+            let r = tokio::time::timeout(timeout, r)
+                .await
+                .map_err(|_| format!("no answer within {timeout:?}"))
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            (m.name.clone(), r)
+        }
+    });
+    let results = futures_util::future::join_all(probes).await;
+
+    let mut list = None;
+    let mut leader = None;
+    let mut by_name = std::collections::HashMap::new();
+    for (name, r) in results {
+        match r {
+            Ok((st, l)) => {
+                if st.leader() != 0 {
+                    leader = Some(st.leader());
+                }
+                if list.is_none() {
+                    list = l;
+                }
+                by_name.insert(name, Ok(st));
+            }
+            Err(e) => {
+                by_name.insert(name, Err(e));
+            }
+        }
+    }
+    let Some(list) = list else {
+        return ClusterView {
+            members: Vec::new(),
+            leader: None,
+            error: Some(format!(
+                "no member answered: {}",
+                by_name
+                    .iter()
+                    .filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
+        };
+    };
+    let mut members: Vec<MemberView> = list
+        .members()
+        .iter()
+        .map(|m| {
+            let st = by_name.get(m.name());
+            MemberView {
+                id: format!("{:x}", m.id()),
+                name: m.name().to_string(),
+                seed: seed_of(state, m.name()),
+                is_learner: m.is_learner(),
+                is_leader: leader == Some(m.id()),
+                healthy: matches!(st, Some(Ok(s)) if s.errors().is_empty()),
+                peer_urls: m.peer_urls().to_vec(),
+                client_urls: m.client_urls().to_vec(),
+                version: st.and_then(|r| r.as_ref().ok()).map(|s| s.version().to_string()),
+                raft_index: st.and_then(|r| r.as_ref().ok()).map(|s| s.raft_index()),
+                error: match st {
+                    Some(Err(e)) => Some(e.clone()),
+                    Some(Ok(s)) if !s.errors().is_empty() => Some(s.errors().join("; ")),
+                    None if m.name().is_empty() => Some("not started yet".into()),
+                    None => Some("not a member the lab knows how to reach".into()),
+                    _ => None,
+                },
+            }
+        })
+        .collect();
+    members.sort_by(|a, b| a.name.cmp(&b.name));
+    ClusterView {
+        members,
+        leader: leader.map(|l| format!("{l:x}")),
+        error: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_flags_are_tls_with_skip_san_and_named_urls() {
+        let s = crate::state::sample_state();
+        let all: Vec<&MemberState> = s.members.iter().collect();
+        let cmd = member_command(&s.members[1], &all, ClusterState::New, "tok");
+        let has = |f: &str| cmd.iter().any(|a| a == f);
+        assert!(has("--name=seed-a-etcd-1"));
+        assert!(has("--experimental-peer-skip-client-san-verification=true"));
+        assert!(has("--client-cert-auth=true"));
+        assert!(has("--peer-client-cert-auth=true"));
+        assert!(has("--initial-cluster-state=new"));
+        assert!(has("--advertise-client-urls=https://seed-a-etcd-1.local.cpmlab.test:2379"));
+        assert!(has("--initial-cluster=seed-a-etcd-0=https://seed-a-etcd-0.local.cpmlab.test:2380,seed-a-etcd-1=https://seed-a-etcd-1.local.cpmlab.test:2380,seed-a-etcd-2=https://seed-a-etcd-2.local.cpmlab.test:2380"));
+    }
+
+    #[test]
+    fn settled_means_all_healthy_one_leader() {
+        let m = |name: &str, leader: bool, healthy: bool| MemberView {
+            id: "1".into(),
+            name: name.into(),
+            seed: "seed-a".into(),
+            is_learner: false,
+            is_leader: leader,
+            healthy,
+            peer_urls: vec![],
+            client_urls: vec![],
+            version: None,
+            raft_index: None,
+            error: None,
+        };
+        let v = ClusterView {
+            members: vec![m("a", true, true), m("b", false, true), m("c", false, true)],
+            leader: Some("1".into()),
+            error: None,
+        };
+        assert!(v.is_settled(3));
+        assert!(!v.is_settled(5));
+        let mut w = v.clone();
+        w.members[1].healthy = false;
+        assert!(!w.is_settled(3));
+        let mut w = v.clone();
+        w.members[1].is_leader = true;
+        assert!(!w.is_settled(3));
+    }
+}

@@ -1,0 +1,19 @@
+//! cpmlab: a local dual-seed lab and end-to-end test suite for Gardener's
+//! Live Control Plane Migration. See DESIGN.md in the shared folder and the
+//! README for the architecture.
+
+pub mod addressing;
+pub mod cli;
+pub mod dns;
+pub mod doctor;
+pub mod errors;
+pub mod etcd;
+pub mod gateway;
+pub mod kernel;
+pub mod pki;
+pub mod plan;
+pub mod progress;
+pub mod provider;
+pub mod state;
+pub mod status;
+pub mod topology;

@@ -1,0 +1,157 @@
+//! From a topology and the networks allocated to it, every name and address
+//! of the lab: a pure function, so it can be checked without Docker.
+
+use crate::addressing::{host, Net24};
+use crate::state::{
+    ContainerRef, DnsState, LabState, MemberState, NetworkState, Phase, SeedState, STATE_VERSION,
+};
+use crate::topology::{Topology, CLIENTS};
+
+pub struct LabPlan<'a> {
+    pub lab: &'a str,
+    pub topology: &'a Topology,
+    pub nets: &'a [Net24],
+    pub image: &'a str,
+}
+
+/// Docker object names, all prefixed by the lab name.
+pub fn network_name(lab: &str, net: &str) -> String {
+    format!("{lab}-{net}")
+}
+pub fn container_name(lab: &str, what: &str) -> String {
+    format!("{lab}-{what}")
+}
+/// etcd member names carry the seed's name (upstream `memberNamePrefix`).
+pub fn member_name(seed: &str, index: usize) -> String {
+    format!("{seed}-etcd-{index}")
+}
+
+impl<'a> LabPlan<'a> {
+    pub fn new(lab: &'a str, topology: &'a Topology, nets: &'a [Net24], image: &'a str) -> Self {
+        assert_eq!(nets.len(), topology.network_names().len());
+        LabPlan {
+            lab,
+            topology,
+            nets,
+            image,
+        }
+    }
+
+    fn net(&self, name: &str) -> Net24 {
+        let i = self
+            .topology
+            .network_names()
+            .iter()
+            .position(|n| n == name)
+            .expect("known network");
+        self.nets[i]
+    }
+
+    pub fn initial_state(&self, tsig_secret: String) -> LabState {
+        let t = self.topology;
+        let lab = self.lab;
+        let networks = t
+            .network_names()
+            .into_iter()
+            .map(|n| {
+                let subnet = self.net(&n);
+                NetworkState {
+                    docker_name: network_name(lab, &n),
+                    router_ip: subnet.host(host::ROUTER),
+                    subnet,
+                    name: n,
+                }
+            })
+            .collect();
+        let seeds = t
+            .seeds
+            .iter()
+            .map(|s| SeedState {
+                name: s.name.clone(),
+                role: s.role,
+                network: s.name.clone(),
+                gateway: ContainerRef {
+                    container: container_name(lab, &format!("{}-gateway", s.name)),
+                    ip: self.net(&s.name).host(host::GATEWAY),
+                },
+            })
+            .collect();
+        let src = t.source();
+        let zone = t.shoot.zone();
+        let members = (0..t.etcd.members as usize)
+            .map(|i| self.member(&src.name, i, &zone))
+            .collect();
+        let clients = self.net(CLIENTS);
+        LabState {
+            version: STATE_VERSION,
+            name: lab.to_string(),
+            phase: Phase::Creating,
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            image: self.image.to_string(),
+            topology: t.clone(),
+            networks,
+            seeds,
+            router: ContainerRef {
+                container: container_name(lab, "router"),
+                ip: clients.host(host::ROUTER),
+            },
+            toolbox: ContainerRef {
+                container: container_name(lab, "toolbox"),
+                ip: clients.host(host::TOOLBOX),
+            },
+            dns: DnsState {
+                server: ContainerRef {
+                    container: container_name(lab, "dns"),
+                    ip: clients.host(host::DNS),
+                },
+                zone,
+                api_name: t.shoot.api_name(),
+                ttl: t.dns.ttl,
+                tsig_key_name: "cpmlab-update".into(),
+                tsig_secret,
+            },
+            members,
+        }
+    }
+
+    /// Member `index` of `seed`: its container, volume, address and DNS name.
+    pub fn member(&self, seed: &str, index: usize, zone: &str) -> MemberState {
+        let name = member_name(seed, index);
+        MemberState {
+            container: container_name(self.lab, &name),
+            volume: container_name(self.lab, &format!("{name}-data")),
+            ip: self.net(seed).host(host::ETCD + index as u8),
+            host: format!("{name}.{zone}"),
+            seed: seed.to_string(),
+            name,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn names_are_prefixed_and_addresses_fixed() {
+        let s = crate::state::sample_state();
+        assert_eq!(s.networks[0].docker_name, "t-seed-a");
+        assert_eq!(s.networks[2].docker_name, "t-clients");
+        assert_eq!(s.networks[1].router_ip, Ipv4Addr::new(10, 213, 1, 2));
+        assert_eq!(s.seeds[0].gateway.ip, Ipv4Addr::new(10, 213, 0, 3));
+        assert_eq!(s.seeds[0].gateway.container, "t-seed-a-gateway");
+        assert_eq!(s.dns.server.ip, Ipv4Addr::new(10, 213, 2, 3));
+        assert_eq!(s.dns.api_name, "api.local.cpmlab.test");
+        let names: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["seed-a-etcd-0", "seed-a-etcd-1", "seed-a-etcd-2"]);
+        assert!(s.members.iter().all(|m| m.seed == "seed-a"));
+        assert_eq!(s.members[2].ip, Ipv4Addr::new(10, 213, 0, 12));
+        assert_eq!(s.members[1].container, "t-seed-a-etcd-1");
+        assert_eq!(s.members[1].volume, "t-seed-a-etcd-1-data");
+        assert_eq!(s.members[1].host, "seed-a-etcd-1.local.cpmlab.test");
+    }
+}

@@ -1,0 +1,512 @@
+//! A thin layer over the Docker Engine API (bollard): only the calls the lab
+//! makes, with the lab's labels applied and errors that say what failed.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use anyhow::{Context, Result};
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerCreateBody, ContainerSummary, EndpointIpamConfig, EndpointSettings, HostConfig, Ipam,
+    IpamConfig, NetworkConnectRequest, NetworkCreateRequest, NetworkingConfig, VolumeCreateRequest,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
+    ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    UploadToContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::{LABEL_LAB, LABEL_ROLE, LABEL_SEED};
+use crate::errors::EnvNotReady;
+
+#[derive(Clone)]
+pub struct Engine {
+    pub api: bollard::Docker,
+}
+
+/// What `exec` returned.
+#[derive(Debug, Clone)]
+pub struct ExecOutput {
+    pub code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ExecOutput {
+    pub fn ok(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// A file to place in a container before it starts.
+pub struct FileSpec {
+    pub path: String,
+    pub contents: Vec<u8>,
+    pub mode: u32,
+}
+
+impl FileSpec {
+    pub fn new(path: impl Into<String>, contents: impl Into<Vec<u8>>, mode: u32) -> Self {
+        FileSpec {
+            path: path.into(),
+            contents: contents.into(),
+            mode,
+        }
+    }
+}
+
+/// One container of the lab.
+pub struct ContainerSpec {
+    pub name: String,
+    pub lab: String,
+    pub role: String,
+    pub seed: Option<String>,
+    pub image: String,
+    pub cmd: Vec<String>,
+    /// (docker network, address); the first is attached at create.
+    pub networks: Vec<(String, Ipv4Addr)>,
+    pub cap_add: Vec<String>,
+    pub sysctls: HashMap<String, String>,
+    /// (volume, mount path)
+    pub volumes: Vec<(String, String)>,
+    pub files: Vec<FileSpec>,
+}
+
+pub fn lab_labels(lab: &str, role: &str, seed: Option<&str>) -> HashMap<String, String> {
+    let mut l = HashMap::from([
+        (LABEL_LAB.to_string(), lab.to_string()),
+        (LABEL_ROLE.to_string(), role.to_string()),
+    ]);
+    if let Some(s) = seed {
+        l.insert(LABEL_SEED.to_string(), s.to_string());
+    }
+    l
+}
+
+fn lab_filter(lab: Option<&str>) -> HashMap<String, Vec<String>> {
+    let v = match lab {
+        Some(l) => format!("{LABEL_LAB}={l}"),
+        None => LABEL_LAB.to_string(),
+    };
+    HashMap::from([("label".to_string(), vec![v])])
+}
+
+/// A 404 from Docker: the object is already gone.
+pub fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+/// Objects of one lab, as Docker lists them.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct LabObjects {
+    pub containers: Vec<String>,
+    pub networks: Vec<String>,
+    pub volumes: Vec<String>,
+}
+
+impl LabObjects {
+    pub fn is_empty(&self) -> bool {
+        self.containers.is_empty() && self.networks.is_empty() && self.volumes.is_empty()
+    }
+    pub fn count(&self) -> usize {
+        self.containers.len() + self.networks.len() + self.volumes.len()
+    }
+}
+
+impl Engine {
+    /// Connects to the local engine and agrees on an API version.
+    pub async fn connect() -> Result<Engine, EnvNotReady> {
+        let fix = "run `scripts/setup` (installs docker.io and starts dockerd), or start the Docker daemon yourself";
+        let api = bollard::Docker::connect_with_local_defaults().map_err(|e| {
+            EnvNotReady::new(format!("cannot reach the Docker engine: {e}"), fix)
+        })?;
+        let api = api.negotiate_version().await.map_err(|e| {
+            EnvNotReady::new(
+                format!("the Docker engine does not answer ({}): {e}", docker_host()),
+                fix,
+            )
+        })?;
+        Ok(Engine { api })
+    }
+
+    /// (server version, API version)
+    pub async fn version(&self) -> Result<(String, String)> {
+        let v = self.api.version().await.context("docker version")?;
+        Ok((
+            v.version.unwrap_or_default(),
+            v.api_version.unwrap_or_default(),
+        ))
+    }
+
+    pub async fn image_exists(&self, image: &str) -> Result<bool> {
+        match self.api.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("inspect image {image}")),
+        }
+    }
+
+    /// Subnets of every Docker network, to allocate around them.
+    pub async fn taken_subnets(&self) -> Result<Vec<String>> {
+        let nets = self
+            .api
+            .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+            .await
+            .context("list Docker networks")?;
+        Ok(nets
+            .into_iter()
+            .flat_map(|n| n.ipam.and_then(|i| i.config).unwrap_or_default())
+            .filter_map(|c| c.subnet)
+            .collect())
+    }
+
+    pub async fn create_network(
+        &self,
+        lab: &str,
+        name: &str,
+        logical: &str,
+        subnet: &str,
+        bridge_ip: Ipv4Addr,
+    ) -> Result<(), bollard::errors::Error> {
+        self.api
+            .create_network(NetworkCreateRequest {
+                name: name.to_string(),
+                driver: Some("bridge".into()),
+                ipam: Some(Ipam {
+                    driver: Some("default".into()),
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(subnet.to_string()),
+                        gateway: Some(bridge_ip.to_string()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                labels: Some(lab_labels(lab, "network", Some(logical))),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn create_volume(&self, lab: &str, name: &str, seed: &str) -> Result<()> {
+        self.api
+            .create_volume(VolumeCreateRequest {
+                name: Some(name.to_string()),
+                labels: Some(lab_labels(lab, "etcd-data", Some(seed))),
+                ..Default::default()
+            })
+            .await
+            .with_context(|| format!("create volume {name}"))?;
+        Ok(())
+    }
+
+    /// Creates the container, attaches its networks, uploads its files.
+    /// It is not started.
+    pub async fn create_container(&self, spec: &ContainerSpec) -> Result<()> {
+        let endpoint = |ip: Ipv4Addr| EndpointSettings {
+            ipam_config: Some(EndpointIpamConfig {
+                ipv4_address: Some(ip.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (first_net, first_ip) = spec.networks.first().context("container has no network")?;
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(spec.cmd.clone()),
+            hostname: Some(spec.name.clone()),
+            labels: Some(lab_labels(&spec.lab, &spec.role, spec.seed.as_deref())),
+            host_config: Some(HostConfig {
+                network_mode: Some(first_net.clone()),
+                cap_add: (!spec.cap_add.is_empty()).then(|| spec.cap_add.clone()),
+                sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone()),
+                binds: (!spec.volumes.is_empty()).then(|| {
+                    spec.volumes
+                        .iter()
+                        .map(|(v, p)| format!("{v}:{p}"))
+                        .collect()
+                }),
+                init: Some(true),
+                ..Default::default()
+            }),
+            networking_config: Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(first_net.clone(), endpoint(*first_ip))])),
+            }),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default()
+            .name(&spec.name)
+            .build();
+        self.api
+            .create_container(Some(opts), body)
+            .await
+            .with_context(|| format!("create container {}", spec.name))?;
+        for (net, ip) in spec.networks.iter().skip(1) {
+            self.api
+                .connect_network(
+                    net,
+                    NetworkConnectRequest {
+                        container: spec.name.clone(),
+                        endpoint_config: Some(endpoint(*ip)),
+                    },
+                )
+                .await
+                .with_context(|| format!("connect {} to network {net}", spec.name))?;
+        }
+        if !spec.files.is_empty() {
+            self.upload(&spec.name, &spec.files).await?;
+        }
+        Ok(())
+    }
+
+    /// Copies files into a container (created or running) as one tar.
+    pub async fn upload(&self, container: &str, files: &[FileSpec]) -> Result<()> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for f in files {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(f.contents.len() as u64);
+            h.set_mode(f.mode);
+            h.set_mtime(0);
+            h.set_entry_type(tar::EntryType::Regular);
+            tar.append_data(&mut h, f.path.trim_start_matches('/'), f.contents.as_slice())
+                .context("build tar")?;
+        }
+        let bytes = tar.into_inner().context("build tar")?;
+        let opts = UploadToContainerOptionsBuilder::default().path("/").build();
+        self.api
+            .upload_to_container(container, Some(opts), bollard::body_full(bytes.into()))
+            .await
+            .with_context(|| format!("upload files to {container}"))
+    }
+
+    pub async fn start(&self, container: &str) -> Result<()> {
+        self.api
+            .start_container(
+                container,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+            .with_context(|| format!("start container {container}"))
+    }
+
+    /// Runs `cmd` in a running container and waits for it.
+    pub async fn exec(&self, container: &str, cmd: &[&str], privileged: bool) -> Result<ExecOutput> {
+        let exec = self
+            .api
+            .create_exec(
+                container,
+                CreateExecOptions {
+                    cmd: Some(cmd.iter().map(|s| s.to_string()).collect()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    privileged: Some(privileged),
+                    ..Default::default()
+                },
+            )
+            .await
+            .with_context(|| format!("exec in {container}: {}", cmd.join(" ")))?;
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        if let StartExecResults::Attached { mut output, .. } = self
+            .api
+            .start_exec(&exec.id, None::<StartExecOptions>)
+            .await
+            .with_context(|| format!("start exec in {container}"))?
+        {
+            while let Some(chunk) = output.next().await {
+                match chunk.with_context(|| format!("read exec output in {container}"))? {
+                    bollard::container::LogOutput::StdErr { message } => {
+                        stderr.push_str(&String::from_utf8_lossy(&message))
+                    }
+                    other => stdout.push_str(&String::from_utf8_lossy(&other.into_bytes())),
+                }
+            }
+        }
+        let code = self
+            .api
+            .inspect_exec(&exec.id)
+            .await
+            .context("inspect exec")?
+            .exit_code
+            .unwrap_or(-1);
+        Ok(ExecOutput {
+            code,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Like `exec`, but a non-zero exit is an error carrying its output.
+    pub async fn exec_ok(&self, container: &str, cmd: &[&str], privileged: bool) -> Result<String> {
+        let out = self.exec(container, cmd, privileged).await?;
+        if !out.ok() {
+            anyhow::bail!(
+                "`{}` in {container} exited {}: {}{}",
+                cmd.join(" "),
+                out.code,
+                out.stderr.trim(),
+                out.stdout.trim()
+            );
+        }
+        Ok(out.stdout)
+    }
+
+    pub async fn containers(&self, lab: Option<&str>) -> Result<Vec<ContainerSummary>> {
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&lab_filter(lab))
+            .build();
+        self.api
+            .list_containers(Some(opts))
+            .await
+            .context("list containers")
+    }
+
+    /// Everything labelled for `lab` (or for any lab when `None`).
+    pub async fn lab_objects(&self, lab: Option<&str>) -> Result<LabObjects> {
+        let containers = self
+            .containers(lab)
+            .await?
+            .into_iter()
+            .filter_map(|c| c.names.and_then(|n| n.first().cloned()))
+            .map(|n| n.trim_start_matches('/').to_string())
+            .collect();
+        let networks = self
+            .api
+            .list_networks(Some(
+                ListNetworksOptionsBuilder::default()
+                    .filters(&lab_filter(lab))
+                    .build(),
+            ))
+            .await
+            .context("list networks")?
+            .into_iter()
+            .filter_map(|n| n.name)
+            .collect();
+        let volumes = self
+            .api
+            .list_volumes(Some(
+                ListVolumesOptionsBuilder::default()
+                    .filters(&lab_filter(lab))
+                    .build(),
+            ))
+            .await
+            .context("list volumes")?
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        Ok(LabObjects {
+            containers,
+            networks,
+            volumes,
+        })
+    }
+
+    /// Lab names that own at least one labelled object.
+    pub async fn lab_names(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .containers(None)
+            .await?
+            .into_iter()
+            .filter_map(|c| c.labels.and_then(|l| l.get(LABEL_LAB).cloned()))
+            .collect();
+        let nets = self
+            .api
+            .list_networks(Some(
+                ListNetworksOptionsBuilder::default()
+                    .filters(&lab_filter(None))
+                    .build(),
+            ))
+            .await
+            .context("list networks")?;
+        names.extend(
+            nets.into_iter()
+                .filter_map(|n| n.labels.and_then(|l| l.get(LABEL_LAB).cloned())),
+        );
+        let vols = self
+            .api
+            .list_volumes(Some(
+                ListVolumesOptionsBuilder::default()
+                    .filters(&lab_filter(None))
+                    .build(),
+            ))
+            .await
+            .context("list volumes")?;
+        names.extend(
+            vols.volumes
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|v| v.labels.get(LABEL_LAB).cloned()),
+        );
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    pub async fn remove_container(&self, name: &str) -> Result<()> {
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match self.api.remove_container(name, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            // "removal already in progress": another `down` got there first.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("remove container {name}")),
+        }
+    }
+
+    pub async fn remove_network(&self, name: &str) -> Result<()> {
+        match self.api.remove_network(name).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("remove network {name}")),
+        }
+    }
+
+    pub async fn remove_volume(&self, name: &str) -> Result<()> {
+        let opts = RemoveVolumeOptionsBuilder::default().force(true).build();
+        match self.api.remove_volume(name, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("remove volume {name}")),
+        }
+    }
+
+    /// `running`, `exited`, `paused`, ... or `missing`.
+    pub async fn container_state(&self, name: &str) -> Result<String> {
+        match self
+            .api
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => Ok(c
+                .state
+                .and_then(|s| s.status)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "unknown".into())),
+            Err(e) if is_not_found(&e) => Ok("missing".into()),
+            Err(e) => Err(e).with_context(|| format!("inspect container {name}")),
+        }
+    }
+}
+
+/// Where bollard looks for the engine, for messages.
+pub fn docker_host() -> String {
+    std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into())
+}

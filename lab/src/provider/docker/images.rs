@@ -1,0 +1,374 @@
+//! The lab image, built from the host's own binaries where no registry can be
+//! reached: etcd, HAProxy, bind9, iproute2, iptables, iperf3 and busybox,
+//! each with the shared libraries `ldd` names, packed into a root file system
+//! and loaded with `docker import`. The tag is a digest of every input's path,
+//! size and modification time, so an unchanged host rebuilds nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use bollard::query_parameters::CreateImageOptionsBuilder;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::engine::Engine;
+use super::LABEL_IMAGE;
+use crate::errors::EnvNotReady;
+
+pub const REPO: &str = "cpmlab/lab";
+
+/// Bumped whenever the layout below changes, to force a rebuild.
+const LAYOUT_VERSION: &str = "1";
+
+/// (host path, Debian package that provides it)
+pub const BINARIES: &[(&str, &str)] = &[
+    ("/usr/bin/etcd", "etcd-server"),
+    ("/usr/bin/etcdctl", "etcd-client"),
+    ("/usr/sbin/haproxy", "haproxy"),
+    ("/usr/sbin/named", "bind9"),
+    ("/usr/bin/nsupdate", "bind9-dnsutils"),
+    ("/usr/bin/dig", "bind9-dnsutils"),
+    ("/usr/sbin/ip", "iproute2"),
+    ("/usr/sbin/tc", "iproute2"),
+    ("/usr/sbin/iptables", "iptables"),
+    ("/usr/sbin/iptables-save", "iptables"),
+    ("/usr/sbin/nft", "nftables"),
+    ("/usr/bin/iperf3", "iperf3"),
+    ("/bin/busybox", "busybox-static"),
+];
+
+/// Directories copied whole when present (iptables extensions, tc tables).
+const DIRS: &[&str] = &["/usr/lib/x86_64-linux-gnu/xtables", "/usr/lib/tc"];
+
+/// Host files copied as they are when present.
+const ETC: &[&str] = &["/etc/protocols", "/etc/services", "/etc/ssl/openssl.cnf"];
+
+/// busybox applets linked into /usr/local/bin (ahead of nothing: the image
+/// has no other shell or core utilities).
+const APPLETS: &[&str] = &[
+    "sh", "cat", "echo", "sleep", "ls", "mkdir", "rm", "cp", "mv", "touch", "nc", "ping", "wget",
+    "ps", "kill", "grep", "sed", "awk", "head", "tail", "wc", "date", "env", "true", "false",
+    "test", "[", "printf", "hostname", "timeout", "traceroute", "seq", "sort", "tr", "cut",
+    "uname", "id", "chmod", "ln", "du", "df", "stat", "tee", "xargs", "nslookup", "pidof",
+    "sysctl", "find", "base64",
+];
+
+/// The files of the image: regular files by canonical path, symlinks as found.
+#[derive(Debug, Default)]
+pub struct RootFs {
+    files: BTreeSet<PathBuf>,
+    symlinks: BTreeMap<PathBuf, PathBuf>,
+    synthetic: BTreeMap<PathBuf, (Vec<u8>, u32)>,
+    dirs: BTreeMap<PathBuf, u32>,
+}
+
+impl RootFs {
+    /// Adds `path`, recording each symlink on the way as a symlink.
+    fn add(&mut self, path: &Path) -> Result<()> {
+        let mut cur = PathBuf::from("/");
+        for comp in path.components().skip(1) {
+            let next = cur.join(comp);
+            let meta = std::fs::symlink_metadata(&next)
+                .with_context(|| format!("{} is missing", next.display()))?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&next)?;
+                let resolved = if target.is_absolute() {
+                    target.clone()
+                } else {
+                    cur.join(&target)
+                };
+                self.symlinks.insert(next.clone(), target);
+                self.add(&resolved)?;
+                cur = std::fs::canonicalize(&resolved)
+                    .with_context(|| format!("resolve {}", resolved.display()))?;
+            } else {
+                cur = next;
+            }
+        }
+        if std::fs::metadata(&cur)?.is_file() {
+            self.files.insert(cur);
+        }
+        Ok(())
+    }
+
+    /// Adds a binary or library and every library it loads.
+    fn add_with_libs(&mut self, path: &Path) -> Result<()> {
+        self.add(path)?;
+        for lib in ldd(path)? {
+            self.add(&lib)?;
+        }
+        Ok(())
+    }
+
+    fn add_dir(&mut self, dir: &Path) -> Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let p = entry?.path();
+            let ft = std::fs::symlink_metadata(&p)?.file_type();
+            if ft.is_dir() {
+                self.add_dir(&p)?;
+            } else if p.extension().is_some_and(|e| e == "so") {
+                self.add_with_libs(&p)?;
+            } else {
+                self.add(&p)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn synth(&mut self, path: &str, contents: &str, mode: u32) {
+        self.synthetic
+            .insert(PathBuf::from(path), (contents.as_bytes().to_vec(), mode));
+    }
+
+    /// Everything the lab's roles need.
+    pub fn collect() -> Result<RootFs> {
+        let mut fs = RootFs::default();
+        for top in ["/bin", "/sbin", "/lib", "/lib64"] {
+            if Path::new(top).exists() {
+                fs.add(Path::new(top))?;
+            }
+        }
+        let missing: Vec<&str> = BINARIES
+            .iter()
+            .filter(|(p, _)| !Path::new(p).exists())
+            .map(|(_, pkg)| *pkg)
+            .collect();
+        if !missing.is_empty() {
+            let mut pkgs = missing.clone();
+            pkgs.dedup();
+            return Err(EnvNotReady::new(
+                format!(
+                    "the lab image is built from host binaries, and these packages are missing: {}",
+                    pkgs.join(", ")
+                ),
+                format!(
+                    "run `scripts/setup`, or `apt-get install -y {}`",
+                    pkgs.join(" ")
+                ),
+            )
+            .into());
+        }
+        for (p, _) in BINARIES {
+            fs.add_with_libs(Path::new(p))?;
+        }
+        for d in DIRS {
+            if Path::new(d).is_dir() {
+                fs.add_dir(Path::new(d))?;
+            }
+        }
+        for f in ETC {
+            if Path::new(f).exists() {
+                fs.add(Path::new(f))?;
+            }
+        }
+        for a in APPLETS {
+            fs.symlinks
+                .entry(PathBuf::from(format!("/usr/local/bin/{a}")))
+                .or_insert_with(|| PathBuf::from("/bin/busybox"));
+        }
+        fs.synth("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", 0o644);
+        fs.synth("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0o644);
+        fs.synth("/etc/nsswitch.conf", "hosts: files dns\nnetworks: files\nprotocols: files\nservices: files\npasswd: files\ngroup: files\n", 0o644);
+        for (d, mode) in [
+            ("/tmp", 0o1777),
+            ("/root", 0o700),
+            ("/run/cpmlab", 0o755),
+            ("/var/cache/bind", 0o755),
+            ("/var/lib/bind", 0o755),
+            ("/var/lib/etcd", 0o700),
+            ("/etc/bind", 0o755),
+            ("/etc/haproxy", 0o755),
+            ("/etc/etcd/pki", 0o755),
+            ("/etc/cpmlab", 0o755),
+            ("/proc", 0o555),
+            ("/sys", 0o555),
+            ("/dev", 0o755),
+        ] {
+            fs.dirs.insert(PathBuf::from(d), mode);
+        }
+        Ok(fs)
+    }
+
+    /// Digest of every input: changes when any binary or the layout changes.
+    pub fn digest(&self) -> Result<String> {
+        let mut h = Sha256::new();
+        h.update(LAYOUT_VERSION);
+        for f in &self.files {
+            let m = std::fs::metadata(f)?;
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            h.update(format!("f {} {} {}\n", f.display(), m.len(), mtime));
+        }
+        for (l, t) in &self.symlinks {
+            h.update(format!("l {} {}\n", l.display(), t.display()));
+        }
+        for (p, (c, mode)) in &self.synthetic {
+            h.update(format!("s {} {mode}\n", p.display()));
+            h.update(c);
+        }
+        for (d, mode) in &self.dirs {
+            h.update(format!("d {} {mode}\n", d.display()));
+        }
+        Ok(hex::encode(&h.finalize()[..8]))
+    }
+
+    /// The root file system as a tar stream.
+    pub fn tar(&self) -> Result<Vec<u8>> {
+        let mut b = tar::Builder::new(Vec::new());
+        b.follow_symlinks(false);
+        let mut dirs: BTreeMap<PathBuf, u32> = self.dirs.clone();
+        let parents = self
+            .files
+            .iter()
+            .chain(self.symlinks.keys())
+            .chain(self.synthetic.keys())
+            .flat_map(|p| p.ancestors().skip(1).map(Path::to_path_buf).collect::<Vec<_>>());
+        for p in parents {
+            if p != Path::new("/") && !self.symlinks.contains_key(&p) {
+                dirs.entry(p).or_insert(0o755);
+            }
+        }
+        for (d, mode) in &dirs {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_mode(*mode);
+            h.set_size(0);
+            h.set_mtime(0);
+            b.append_data(&mut h, rel(d), std::io::empty())?;
+        }
+        for f in &self.files {
+            let mut file =
+                std::fs::File::open(f).with_context(|| format!("read {}", f.display()))?;
+            b.append_file(rel(f), &mut file)
+                .with_context(|| format!("pack {}", f.display()))?;
+        }
+        for (p, (c, mode)) in &self.synthetic {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(c.len() as u64);
+            h.set_mode(*mode);
+            h.set_mtime(0);
+            b.append_data(&mut h, rel(p), c.as_slice())?;
+        }
+        for (l, t) in &self.symlinks {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            h.set_mode(0o777);
+            h.set_mtime(0);
+            b.append_link(&mut h, rel(l), t)?;
+        }
+        Ok(b.into_inner()?)
+    }
+}
+
+fn rel(p: &Path) -> &Path {
+    p.strip_prefix("/").unwrap_or(p)
+}
+
+/// Shared libraries `path` loads, as absolute paths.
+fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
+    let out = Command::new("ldd")
+        .arg(path)
+        .output()
+        .map_err(|e| EnvNotReady::new(format!("cannot run ldd: {e}"), "apt-get install -y libc-bin"))?;
+    // A static binary makes ldd exit 1 with "not a dynamic executable".
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(parse_ldd(&text))
+}
+
+pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let p = match l.split_once("=>") {
+                Some((_, rhs)) => rhs.trim().split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            p.starts_with('/').then(|| PathBuf::from(p))
+        })
+        .collect()
+}
+
+/// The tag the current host binaries produce.
+pub fn current_tag() -> Result<String> {
+    Ok(format!("{REPO}:{}", RootFs::collect()?.digest()?))
+}
+
+/// Builds the image unless one with the same digest exists; returns its tag
+/// and whether it was built now.
+pub async fn ensure(engine: &Engine) -> Result<(String, bool)> {
+    let fs = RootFs::collect()?;
+    let digest = fs.digest()?;
+    let tag = format!("{REPO}:{digest}");
+    if engine.image_exists(&tag).await? {
+        return Ok((tag, false));
+    }
+    let bytes = fs.tar()?;
+    tracing::info!(tag, bytes = bytes.len(), "importing lab image");
+    let opts = CreateImageOptionsBuilder::default()
+        .from_src("-")
+        .repo(REPO)
+        .tag(&digest)
+        .changes(vec![
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            format!("LABEL {LABEL_IMAGE}=lab"),
+        ])
+        .build();
+    let mut stream = engine
+        .api
+        .create_image(Some(opts), Some(bollard::body_full(bytes.into())), None);
+    while let Some(item) = stream.next().await {
+        item.with_context(|| format!("docker import {tag}"))?;
+    }
+    if !engine.image_exists(&tag).await? {
+        anyhow::bail!("docker import reported success but {tag} does not exist");
+    }
+    Ok((tag, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldd_output_is_parsed() {
+        let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n\tlibmissing.so => not found\n";
+        assert_eq!(
+            parse_ldd(out),
+            vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
+        );
+        assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
+    }
+
+    #[test]
+    fn symlinks_are_kept_and_targets_packed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::write(&real, b"x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("real", &link).unwrap();
+        let mut fs = RootFs::default();
+        fs.add(&link).unwrap();
+        assert!(fs.files.contains(&std::fs::canonicalize(&real).unwrap()));
+        assert_eq!(fs.symlinks.get(&link), Some(&PathBuf::from("real")));
+        let d1 = fs.digest().unwrap();
+        fs.synth("/etc/x", "y", 0o644);
+        assert_ne!(d1, fs.digest().unwrap());
+        let tar = fs.tar().unwrap();
+        let mut names = Vec::new();
+        for e in tar::Archive::new(tar.as_slice()).entries().unwrap() {
+            names.push(e.unwrap().path().unwrap().display().to_string());
+        }
+        assert!(names.iter().any(|n| n == "etc/x"), "{names:?}");
+        assert!(names.iter().any(|n| n.ends_with("/link")), "{names:?}");
+    }
+}

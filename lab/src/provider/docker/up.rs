@@ -1,0 +1,529 @@
+//! `cpmlab up` for the docker provider: networks, the wan router, DNS, the
+//! seeds' gateways, the shoot's etcd in the source seed, and a toolbox client.
+//!
+//! Every container starts behind a barrier (its command waits for a file) so
+//! that its routes and resolver are in place before the real process runs:
+//! the lab sets them from outside with a privileged exec, so no container but
+//! the router holds NET_ADMIN.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use futures_util::future::try_join_all;
+
+use super::engine::{ContainerSpec, Engine, FileSpec};
+use super::images;
+use crate::addressing::{Net24, Pool};
+use crate::dns::{self, ARecord};
+use crate::errors::{BadInput, EnvNotReady};
+use crate::etcd::{self, ClusterState, EtcdTls};
+use crate::gateway::{self, Route};
+use crate::pki::{write_pem, Ca};
+use crate::plan::LabPlan;
+use crate::progress::Progress;
+use crate::state::{LabDir, LabState, MemberState, Phase};
+use crate::topology::Topology;
+
+pub struct UpRequest {
+    pub lab: String,
+    pub topology: Topology,
+    pub state_root: PathBuf,
+}
+
+/// File whose existence releases a container's barrier.
+const READY_FILE: &str = "/run/cpmlab/net-ready";
+
+/// How long `up` waits for DNS and for etcd to elect a leader.
+const DNS_DEADLINE: Duration = Duration::from_secs(30);
+const ETCD_DEADLINE: Duration = Duration::from_secs(90);
+
+fn behind_barrier(cmd: Vec<String>) -> Vec<String> {
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".into(),
+        format!("while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""),
+        "barrier".into(),
+    ];
+    v.extend(cmd);
+    v
+}
+
+fn idle() -> Vec<String> {
+    vec!["sleep".into(), "2147483647".into()]
+}
+
+/// Routes to every other lab network via the router, no default route, the
+/// lab's DNS as resolver; then release the barrier.
+fn net_setup_script(state: &LabState, own: &[&str]) -> String {
+    let mut s = String::from("set -e\nip route del default 2>/dev/null || true\n");
+    let own_nets: Vec<&crate::state::NetworkState> =
+        own.iter().filter_map(|n| state.network(n)).collect();
+    if own.len() == 1 {
+        let via = own_nets[0].router_ip;
+        for n in &state.networks {
+            if n.name != own[0] {
+                s.push_str(&format!("ip route replace {} via {via}\n", n.subnet.cidr()));
+            }
+        }
+    }
+    s.push_str(&format!(
+        "printf 'nameserver {}\\noptions timeout:1 attempts:2\\n' > /etc/resolv.conf\ntouch {READY_FILE}\n",
+        state.dns.server.ip
+    ));
+    s
+}
+
+fn random_secret() -> String {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .expect("system randomness");
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+pub fn etcd_tls(dir: &LabDir) -> Result<EtcdTls> {
+    let read = |f: &str| {
+        let p = dir.pki().join(f);
+        std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))
+    };
+    Ok(EtcdTls {
+        ca_pem: read("ca.crt")?,
+        cert_pem: read("client.crt")?,
+        key_pem: read("client.key")?,
+    })
+}
+
+/// Is every container of a finished lab running?
+async fn all_running(engine: &Engine, state: &LabState) -> Result<bool> {
+    let running: Vec<String> = engine
+        .containers(Some(&state.name))
+        .await?
+        .into_iter()
+        .filter(|c| c.state.as_ref().map(|s| s.to_string()) == Some("running".into()))
+        .filter_map(|c| c.names.and_then(|n| n.first().cloned()))
+        .map(|n| n.trim_start_matches('/').to_string())
+        .collect();
+    Ok(expected_containers(state)
+        .iter()
+        .all(|c| running.contains(c)))
+}
+
+pub fn expected_containers(state: &LabState) -> Vec<String> {
+    let mut v = vec![
+        state.router.container.clone(),
+        state.dns.server.container.clone(),
+        state.toolbox.container.clone(),
+    ];
+    v.extend(state.seeds.iter().map(|s| s.gateway.container.clone()));
+    v.extend(state.members.iter().map(|m| m.container.clone()));
+    v
+}
+
+/// Before anything is created: `Some(state)` when the lab is already up as
+/// requested (idempotent), an error when a lab of that name is in the way.
+pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabState>> {
+    let dir = LabDir::new(&req.state_root, &req.lab);
+    let existing = engine.lab_objects(Some(&req.lab)).await?;
+    if !dir.exists() && existing.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(state) = dir.load() {
+        if state.phase == Phase::Ready && all_running(engine, &state).await? {
+            if state.topology != req.topology {
+                return Err(BadInput(format!(
+                    "lab `{}` is already up with a different topology; run `cpmlab down --name {}` first",
+                    req.lab, req.lab
+                ))
+                .into());
+            }
+            return Ok(Some(state));
+        }
+    }
+    Err(EnvNotReady::new(
+        format!(
+            "lab `{}` exists but is not complete and running ({} Docker objects, state file {})",
+            req.lab,
+            existing.count(),
+            if dir.exists() { "present" } else { "missing" }
+        ),
+        format!("run `cpmlab down --name {}` and then `cpmlab up` again", req.lab),
+    )
+    .into())
+}
+
+/// Builds the lab; call after `preflight` said there is none.
+pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<LabState> {
+    let dir = LabDir::new(&req.state_root, &req.lab);
+    let step = p.step("lab image");
+    let (image, built) = images::ensure(engine).await?;
+    step.done_with(&format!("{image}{}", if built { " (built)" } else { " (cached)" }));
+
+    let step = p.step("networks seed + clients");
+    let nets = create_networks(engine, &req.lab, &req.topology).await?;
+    step.done_with(
+        &nets
+            .iter()
+            .map(|n| n.cidr())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+
+    let step = p.step("certificates and state");
+    let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
+    let state = plan.initial_state(random_secret());
+    dir.create()?;
+    dir.save(&state)?;
+    let ca = Ca::generate(&req.lab)?;
+    let client = ca.issue_client("cpmlab")?;
+    let pki = dir.pki();
+    write_pem(&pki.join("ca.crt"), &ca.cert_pem)?;
+    write_pem(&pki.join("ca.key"), &ca.key_pem())?;
+    write_pem(&pki.join("client.crt"), &client.cert_pem)?;
+    write_pem(&pki.join("client.key"), &client.key_pem)?;
+    step.done();
+
+    let step = p.step("containers: router, dns, toolbox, gateways, etcd");
+    let specs = container_specs(&state, &ca, &client)?;
+    for m in &state.members {
+        engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
+    }
+    try_join_all(specs.iter().map(|s| engine.create_container(s))).await?;
+    try_join_all(specs.iter().map(|s| engine.start(&s.name))).await?;
+    step.done_with(&format!("{} containers", specs.len()));
+
+    let step = p.step("routes through the wan router");
+    let mut infra: Vec<(String, Vec<&str>)> = vec![(
+        state.router.container.clone(),
+        state.networks.iter().map(|n| n.name.as_str()).collect(),
+    )];
+    infra.push((state.dns.server.container.clone(), vec!["clients"]));
+    infra.push((state.toolbox.container.clone(), vec!["clients"]));
+    for s in &state.seeds {
+        infra.push((s.gateway.container.clone(), vec![s.network.as_str()]));
+    }
+    release(engine, &state, &infra).await?;
+    step.done();
+
+    let step = p.step("dns answers the shoot API name");
+    wait_dns(&state).await?;
+    step.done_with(&format!("{} -> {}", state.dns.api_name, state.seeds[0].gateway.ip));
+
+    let step = p.step(format!("etcd: {} members elect a leader", state.members.len()));
+    let members: Vec<(String, Vec<&str>)> = state
+        .members
+        .iter()
+        .map(|m| (m.container.clone(), vec![m.seed.as_str()]))
+        .collect();
+    release(engine, &state, &members).await?;
+    let tls = etcd_tls(&dir)?;
+    wait_etcd(&state, &tls, &step).await?;
+    step.done();
+
+    let mut state = state;
+    state.phase = Phase::Ready;
+    dir.save(&state)?;
+    Ok(state)
+}
+
+/// Creates the lab's networks, re-allocating if another creator raced us.
+async fn create_networks(engine: &Engine, lab: &str, topo: &Topology) -> Result<Vec<Net24>> {
+    let pool = Pool::parse(&topo.network.pool).map_err(BadInput)?;
+    let names = topo.network_names();
+    for _attempt in 0..5 {
+        let taken = engine.taken_subnets().await?;
+        let nets = pool.allocate(names.len(), &taken).ok_or_else(|| {
+            EnvNotReady::new(
+                format!("no {} free /24 networks left in pool {}", names.len(), topo.network.pool),
+                "run `cpmlab down --all` to remove old labs, or set network.pool in the topology",
+            )
+        })?;
+        let results = futures_util::future::join_all(names.iter().zip(&nets).map(
+            |(n, net)| async move {
+                let docker_name = crate::plan::network_name(lab, n);
+                engine
+                    .create_network(lab, &docker_name, n, &net.cidr(), net.host(1))
+                    .await
+            },
+        ))
+        .await;
+        let raced = results
+            .iter()
+            .any(|r| matches!(r, Err(e) if e.to_string().contains("overlap")));
+        if raced {
+            for n in &names {
+                engine
+                    .remove_network(&crate::plan::network_name(lab, n))
+                    .await?;
+            }
+            continue;
+        }
+        for (r, n) in results.into_iter().zip(&names) {
+            r.with_context(|| format!("create network {}", crate::plan::network_name(lab, n)))?;
+        }
+        return Ok(nets);
+    }
+    anyhow::bail!("could not allocate networks: other labs kept taking the same subnets")
+}
+
+fn zone_records(state: &LabState) -> Vec<ARecord> {
+    let zone = &state.dns.zone;
+    let mut r = vec![ARecord {
+        name: state.dns.api_name.clone(),
+        ip: state
+            .seed_by_role(crate::topology::SeedRole::Source)
+            .gateway
+            .ip,
+    }];
+    for s in &state.seeds {
+        r.push(ARecord {
+            name: format!("{}-gateway.{zone}", s.name),
+            ip: s.gateway.ip,
+        });
+    }
+    for m in &state.members {
+        r.push(member_record(state, m));
+    }
+    r
+}
+
+/// A member's name resolves to its own seed's gateway (Gardener's per-member DNSRecord).
+pub fn member_record(state: &LabState, m: &MemberState) -> ARecord {
+    ARecord {
+        name: m.host.clone(),
+        ip: state.seed(&m.seed).expect("member's seed").gateway.ip,
+    }
+}
+
+fn container_specs(
+    state: &LabState,
+    ca: &Ca,
+    client: &crate::pki::CertKey,
+) -> Result<Vec<ContainerSpec>> {
+    let lab = &state.name;
+    let docker_net = |n: &str| {
+        state
+            .network(n)
+            .map(|n| n.docker_name.clone())
+            .expect("planned network")
+    };
+    let base = |name: &str, role: &str, seed: Option<&str>| ContainerSpec {
+        name: name.to_string(),
+        lab: lab.clone(),
+        role: role.to_string(),
+        seed: seed.map(str::to_string),
+        image: state.image.clone(),
+        cmd: behind_barrier(idle()),
+        networks: vec![],
+        cap_add: vec![],
+        sysctls: HashMap::new(),
+        volumes: vec![],
+        files: vec![],
+    };
+    let mut specs = Vec::new();
+
+    let mut router = base(&state.router.container, "router", None);
+    router.networks = state
+        .networks
+        .iter()
+        .rev() // clients first: the router's "own" address is on clients
+        .map(|n| (n.docker_name.clone(), n.router_ip))
+        .collect();
+    router.cap_add = vec!["NET_ADMIN".into()];
+    router.sysctls = HashMap::from([
+        ("net.ipv4.ip_forward".into(), "1".into()),
+        ("net.ipv4.conf.all.send_redirects".into(), "0".into()),
+    ]);
+    specs.push(router);
+
+    let mut d = base(&state.dns.server.container, "dns", None);
+    d.networks = vec![(docker_net("clients"), state.dns.server.ip)];
+    d.cmd = behind_barrier(vec![
+        "named".into(),
+        "-g".into(),
+        "-c".into(),
+        dns::CONF_FILE.into(),
+    ]);
+    d.files = vec![
+        FileSpec::new(
+            dns::CONF_FILE,
+            dns::named_conf(
+                &state.dns.zone,
+                &state.dns.tsig_key_name,
+                &state.dns.tsig_secret,
+            ),
+            0o644,
+        ),
+        FileSpec::new(
+            dns::ZONE_FILE,
+            dns::zone_file(
+                &state.dns.zone,
+                state.dns.ttl,
+                state.dns.server.ip,
+                &zone_records(state),
+            ),
+            0o644,
+        ),
+    ];
+    specs.push(d);
+
+    let mut tb = base(&state.toolbox.container, "toolbox", None);
+    tb.networks = vec![(docker_net("clients"), state.toolbox.ip)];
+    tb.files = vec![
+        FileSpec::new("/etc/cpmlab/pki/ca.crt", ca.cert_pem.clone(), 0o644),
+        FileSpec::new("/etc/cpmlab/pki/client.crt", client.cert_pem.clone(), 0o644),
+        FileSpec::new("/etc/cpmlab/pki/client.key", client.key_pem.clone(), 0o600),
+    ];
+    specs.push(tb);
+
+    for s in &state.seeds {
+        let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
+        g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
+        let routes: Vec<Route> = state
+            .members_of(&s.name)
+            .map(|m| Route {
+                sni: m.host.clone(),
+                ip: m.ip,
+            })
+            .collect();
+        g.files = vec![FileSpec::new(
+            "/etc/haproxy/haproxy.cfg",
+            gateway::haproxy_config(&s.name, &routes),
+            0o644,
+        )];
+        g.cmd = behind_barrier(vec![
+            "haproxy".into(),
+            "-W".into(),
+            "-db".into(),
+            "-f".into(),
+            "/etc/haproxy/haproxy.cfg".into(),
+        ]);
+        specs.push(g);
+    }
+
+    let cluster: Vec<&MemberState> = state.members.iter().collect();
+    for m in &state.members {
+        let mut c = base(&m.container, "etcd", Some(&m.seed));
+        c.networks = vec![(docker_net(&m.seed), m.ip)];
+        c.volumes = vec![(m.volume.clone(), etcd::DATA_DIR.into())];
+        let cert = ca.issue_member(&m.name, &[m.host.clone()], &[m.ip.into()])?;
+        c.files = vec![
+            FileSpec::new(format!("{}/ca.crt", etcd::PKI_DIR), ca.cert_pem.clone(), 0o644),
+            FileSpec::new(format!("{}/server.crt", etcd::PKI_DIR), cert.cert_pem, 0o644),
+            FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
+        ];
+        c.cmd = behind_barrier(etcd::member_command(
+            m,
+            &cluster,
+            ClusterState::New,
+            &format!("cpmlab-{lab}"),
+        ));
+        specs.push(c);
+    }
+    Ok(specs)
+}
+
+/// Sets routes and resolver in each container, then releases its barrier.
+async fn release(engine: &Engine, state: &LabState, which: &[(String, Vec<&str>)]) -> Result<()> {
+    try_join_all(which.iter().map(|(c, nets)| async move {
+        let script = net_setup_script(state, nets);
+        engine
+            .exec_ok(c, &["/bin/sh", "-c", &script], true)
+            .await
+            .with_context(|| format!("set up networking in {c}"))
+    }))
+    .await?;
+    Ok(())
+}
+
+async fn wait_dns(state: &LabState) -> Result<()> {
+    let server = SocketAddr::from((state.dns.server.ip, 53));
+    let want: Ipv4Addr = state
+        .seed_by_role(crate::topology::SeedRole::Source)
+        .gateway
+        .ip;
+    let started = Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < DNS_DEADLINE {
+        match dns::query_a(server, &state.dns.api_name, Duration::from_millis(500)).await {
+            Ok((ips, _)) if ips == vec![want] => return Ok(()),
+            Ok((ips, _)) => last = format!("answered {ips:?}, want {want}"),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!(
+        "the lab DNS server did not answer {} within {DNS_DEADLINE:?}: {last} (see `docker logs {}`)",
+        state.dns.api_name,
+        state.dns.server.container
+    )
+}
+
+async fn wait_etcd(state: &LabState, tls: &EtcdTls, step: &crate::progress::Step) -> Result<()> {
+    let started = Instant::now();
+    let want = state.members.len();
+    let mut last;
+    loop {
+        let view = etcd::cluster_view(state, tls, Duration::from_secs(2)).await;
+        if view.is_settled(want) {
+            return Ok(());
+        }
+        let healthy = view.members.iter().filter(|m| m.healthy).count();
+        step.detail(&format!("{healthy}/{want} healthy"));
+        last = view.error.clone().unwrap_or_else(|| {
+            view.members
+                .iter()
+                .filter_map(|m| m.error.as_ref().map(|e| format!("{}: {e}", m.name)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        if started.elapsed() > ETCD_DEADLINE {
+            anyhow::bail!(
+                "etcd did not settle within {ETCD_DEADLINE:?} ({healthy}/{want} healthy): {last} (see `docker logs {}`)",
+                state.members[0].container
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_containers_route_other_networks_via_the_router() {
+        let s = crate::state::sample_state();
+        let script = net_setup_script(&s, &["seed-a"]);
+        assert!(script.contains("ip route del default"));
+        assert!(script.contains("ip route replace 10.213.1.0/24 via 10.213.0.2"));
+        assert!(script.contains("ip route replace 10.213.2.0/24 via 10.213.0.2"));
+        assert!(!script.contains("ip route replace 10.213.0.0/24"));
+        assert!(script.contains("nameserver 10.213.2.3"));
+        assert!(script.trim_end().ends_with(READY_FILE));
+        let router = net_setup_script(&s, &["seed-a", "seed-b", "clients"]);
+        assert!(!router.contains("ip route replace"));
+    }
+
+    #[test]
+    fn zone_points_members_and_api_at_gateways() {
+        let s = crate::state::sample_state();
+        let r = zone_records(&s);
+        let find = |n: &str| r.iter().find(|a| a.name == n).map(|a| a.ip.to_string());
+        assert_eq!(find("api.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
+        assert_eq!(find("seed-a-etcd-2.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
+        assert_eq!(find("seed-b-gateway.local.cpmlab.test").as_deref(), Some("10.213.1.3"));
+    }
+
+    #[test]
+    fn barrier_wraps_the_command() {
+        let c = behind_barrier(vec!["etcd".into(), "--name=x".into()]);
+        assert_eq!(c[0], "/bin/sh");
+        assert!(c[2].contains(READY_FILE));
+        assert_eq!(&c[4..], ["etcd", "--name=x"]);
+    }
+}

@@ -1,0 +1,576 @@
+//! The declared lab: which seeds exist, how many etcd members the shoot has,
+//! what the shoot API is called. Parsed from YAML with unknown fields refused,
+//! and validated with errors that name the file, the line and the field.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A topology as declared (defaults filled in).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    #[serde(default = "default_seeds")]
+    pub seeds: Vec<Seed>,
+    #[serde(default)]
+    pub etcd: EtcdSpec,
+    #[serde(default)]
+    pub shoot: ShootSpec,
+    #[serde(default)]
+    pub dns: DnsSpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    pub name: String,
+    pub role: SeedRole,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeedRole {
+    Source,
+    Destination,
+}
+
+impl SeedRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeedRole::Source => "source",
+            SeedRole::Destination => "destination",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdSpec {
+    /// Voting members of the shoot's etcd in the source seed.
+    #[serde(default = "default_members")]
+    pub members: u32,
+}
+
+impl Default for EtcdSpec {
+    fn default() -> Self {
+        EtcdSpec {
+            members: default_members(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShootSpec {
+    #[serde(default = "default_shoot_name")]
+    pub name: String,
+    #[serde(default = "default_domain")]
+    pub domain: String,
+}
+
+impl Default for ShootSpec {
+    fn default() -> Self {
+        ShootSpec {
+            name: default_shoot_name(),
+            domain: default_domain(),
+        }
+    }
+}
+
+impl ShootSpec {
+    /// The DNS zone the lab's DNS server is authoritative for.
+    pub fn zone(&self) -> String {
+        format!("{}.{}", self.name, self.domain)
+    }
+    /// The shoot API name, `api.<shoot>.<domain>` as in Gardener.
+    pub fn api_name(&self) -> String {
+        format!("api.{}", self.zone())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSpec {
+    /// TTL in seconds of the records the lab serves.
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+}
+
+impl Default for DnsSpec {
+    fn default() -> Self {
+        DnsSpec { ttl: default_ttl() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// IPv4 pool the lab's /24 networks are carved from.
+    #[serde(default = "default_pool")]
+    pub pool: String,
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec {
+            pool: default_pool(),
+        }
+    }
+}
+
+fn default_seeds() -> Vec<Seed> {
+    vec![
+        Seed {
+            name: "seed-a".into(),
+            role: SeedRole::Source,
+        },
+        Seed {
+            name: "seed-b".into(),
+            role: SeedRole::Destination,
+        },
+    ]
+}
+fn default_members() -> u32 {
+    3
+}
+fn default_shoot_name() -> String {
+    "local".into()
+}
+fn default_domain() -> String {
+    "cpmlab.test".into()
+}
+fn default_ttl() -> u32 {
+    30
+}
+fn default_pool() -> String {
+    "10.213.0.0/16".into()
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Topology {
+            seeds: default_seeds(),
+            etcd: EtcdSpec::default(),
+            shoot: ShootSpec::default(),
+            dns: DnsSpec::default(),
+            network: NetworkSpec::default(),
+        }
+    }
+}
+
+/// The name reserved for the clients network.
+pub const CLIENTS: &str = "clients";
+
+/// A topology file that cannot be used, located as precisely as we can.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {field}: {message}", file = file.display())]
+pub struct TopologyError {
+    pub file: PathBuf,
+    /// 1-based; 0 when the problem has no place in the file (e.g. unreadable).
+    pub line: usize,
+    /// Dotted path of the field, e.g. `seeds[1].name`.
+    pub field: String,
+    pub message: String,
+}
+
+impl Topology {
+    pub fn source(&self) -> &Seed {
+        self.seeds
+            .iter()
+            .find(|s| s.role == SeedRole::Source)
+            .expect("validated topology has a source seed")
+    }
+    pub fn destination(&self) -> &Seed {
+        self.seeds
+            .iter()
+            .find(|s| s.role == SeedRole::Destination)
+            .expect("validated topology has a destination seed")
+    }
+
+    /// Every network of the lab, seeds first, then clients.
+    pub fn network_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.seeds.iter().map(|s| s.name.clone()).collect();
+        v.push(CLIENTS.to_string());
+        v
+    }
+
+    /// Reads and validates a topology file.
+    pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
+            file: path.to_path_buf(),
+            line: 0,
+            field: "-".into(),
+            message: format!("cannot read file: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates topology YAML; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Topology, TopologyError> {
+        let err = |line: usize, field: &str, message: String| TopologyError {
+            file: path.to_path_buf(),
+            line,
+            field: field.to_string(),
+            message,
+        };
+        let lines = match line_index(text) {
+            Ok(l) => l,
+            Err((line, msg)) => return Err(err(line, "-", format!("not valid YAML: {msg}"))),
+        };
+        let topo: Topology = if text.trim().is_empty() {
+            Topology::default()
+        } else {
+            serde_yaml::from_str(text).map_err(|e| {
+                let line = e.location().map(|l| l.line()).unwrap_or(0);
+                let (field, message) = split_serde_message(&e.to_string());
+                err(line, &field, message)
+            })?
+        };
+        topo.validate().map_err(|(field, message)| {
+            let line = lines.line_of(&field);
+            err(line, &field, message)
+        })?;
+        Ok(topo)
+    }
+
+    /// Semantic checks; the error is `(field path, message)`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let e = |f: String, m: String| Err((f, m));
+        if self.seeds.len() != 2 {
+            return e(
+                "seeds".into(),
+                format!(
+                    "a lab has exactly two seeds (one source, one destination), found {}",
+                    self.seeds.len()
+                ),
+            );
+        }
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, s) in self.seeds.iter().enumerate() {
+            let f = format!("seeds[{i}].name");
+            if let Err(m) = check_label(&s.name, 20) {
+                return e(f, m);
+            }
+            if s.name == CLIENTS {
+                return e(f, format!("`{CLIENTS}` is reserved for the clients network"));
+            }
+            if let Some(first) = seen.insert(&s.name, i) {
+                return e(
+                    f,
+                    format!(
+                        "duplicate seed name `{}` (also seeds[{first}].name)",
+                        s.name
+                    ),
+                );
+            }
+        }
+        for role in [SeedRole::Source, SeedRole::Destination] {
+            let with: Vec<usize> = (0..self.seeds.len())
+                .filter(|&i| self.seeds[i].role == role)
+                .collect();
+            if with.len() != 1 {
+                // Point at the second seed claiming the role, or at the list.
+                let field = match with.get(1) {
+                    Some(i) => format!("seeds[{i}].role"),
+                    None => "seeds".to_string(),
+                };
+                return e(
+                    field,
+                    format!(
+                        "exactly one seed must have role `{}`, found {}",
+                        role.as_str(),
+                        with.len()
+                    ),
+                );
+            }
+        }
+        let m = self.etcd.members;
+        if m == 0 || m % 2 == 0 || m > 7 {
+            return e(
+                "etcd.members".into(),
+                format!("member count must be odd and between 1 and 7 (quorum needs an odd count), got {m}"),
+            );
+        }
+        if let Err(msg) = check_label(&self.shoot.name, 30) {
+            return e("shoot.name".into(), msg);
+        }
+        for (i, label) in self.shoot.domain.split('.').enumerate() {
+            if let Err(msg) = check_label(label, 63) {
+                return e(
+                    "shoot.domain".into(),
+                    format!("label {} of `{}`: {msg}", i + 1, self.shoot.domain),
+                );
+            }
+        }
+        if self.dns.ttl == 0 || self.dns.ttl > 86_400 {
+            return e(
+                "dns.ttl".into(),
+                format!("TTL must be between 1 and 86400 seconds, got {}", self.dns.ttl),
+            );
+        }
+        if let Err(msg) = crate::addressing::Pool::parse(&self.network.pool) {
+            return e("network.pool".into(), msg);
+        }
+        Ok(())
+    }
+}
+
+/// A DNS label usable as a Docker name part: lowercase letters, digits, `-`.
+pub fn check_label(s: &str, max: usize) -> Result<(), String> {
+    if s.is_empty() || s.len() > max {
+        return Err(format!("`{s}` must be 1 to {max} characters"));
+    }
+    if !s
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        || s.starts_with('-')
+        || s.ends_with('-')
+    {
+        return Err(format!(
+            "`{s}` may hold only lowercase letters, digits and inner `-`"
+        ));
+    }
+    Ok(())
+}
+
+/// serde_yaml says `seeds[0]: unknown field ...`; split off the path.
+fn split_serde_message(msg: &str) -> (String, String) {
+    // Drop serde_yaml's own " at line X column Y" tail: we report the line.
+    let msg = match msg.find(" at line ") {
+        Some(i) => &msg[..i],
+        None => msg,
+    };
+    if let Some((path, rest)) = msg.split_once(": ") {
+        if !path.contains(' ') {
+            let field = match rest.find("unknown field `") {
+                Some(i) => {
+                    let name = rest[i + 15..].split('`').next().unwrap_or("");
+                    format!("{path}.{name}")
+                }
+                None => path.to_string(),
+            };
+            return (field, rest.to_string());
+        }
+    }
+    let field = match msg.find("unknown field `") {
+        Some(i) => msg[i + 15..].split('`').next().unwrap_or("-").to_string(),
+        None => "-".to_string(),
+    };
+    (field, msg.to_string())
+}
+
+/// Maps dotted field paths (`seeds[1].name`) to the 1-based line they sit on.
+struct LineIndex(BTreeMap<String, usize>);
+
+impl LineIndex {
+    /// The line of `field`, else of its closest ancestor, else 1.
+    fn line_of(&self, field: &str) -> usize {
+        let mut f = field.to_string();
+        loop {
+            if let Some(l) = self.0.get(&f) {
+                return *l;
+            }
+            match f.rfind(['.', '[']) {
+                Some(i) => f.truncate(i),
+                None => return 1,
+            }
+        }
+    }
+}
+
+/// Walks the YAML event stream and records where each scalar key or item sits.
+fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
+    use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+    use yaml_rust2::scanner::Marker;
+
+    enum Frame {
+        Map { key: Option<String> },
+        Seq { idx: usize },
+    }
+    struct Rx {
+        stack: Vec<(String, Frame)>,
+        out: BTreeMap<String, usize>,
+    }
+    impl Rx {
+        /// Path for the value about to start in the current frame, and
+        /// whether this event is a mapping key (which only names the path).
+        fn value_path(&mut self) -> Option<String> {
+            let (path, frame) = self.stack.last_mut()?;
+            match frame {
+                Frame::Seq { idx } => {
+                    let p = format!("{path}[{idx}]");
+                    *idx += 1;
+                    Some(p)
+                }
+                Frame::Map { key } => key.take().map(|k| {
+                    if path.is_empty() {
+                        k
+                    } else {
+                        format!("{path}.{k}")
+                    }
+                }),
+            }
+        }
+    }
+    impl MarkedEventReceiver for Rx {
+        fn on_event(&mut self, ev: Event, mark: Marker) {
+            let line = mark.line();
+            // A scalar in key position of a map only names the next value.
+            if let (Event::Scalar(s, ..), Some((_, Frame::Map { key: k @ None }))) =
+                (&ev, self.stack.last_mut())
+            {
+                *k = Some(s.clone());
+                let p = self.stack.last().map(|(p, _)| p.clone()).unwrap_or_default();
+                let full = if p.is_empty() {
+                    s.clone()
+                } else {
+                    format!("{p}.{s}")
+                };
+                self.out.entry(full).or_insert(line);
+                return;
+            }
+            match ev {
+                Event::MappingStart(..) | Event::SequenceStart(..) => {
+                    let path = if self.stack.is_empty() {
+                        String::new()
+                    } else {
+                        self.value_path().unwrap_or_default()
+                    };
+                    if !path.is_empty() {
+                        self.out.entry(path.clone()).or_insert(line);
+                    }
+                    let frame = if matches!(ev, Event::MappingStart(..)) {
+                        Frame::Map { key: None }
+                    } else {
+                        Frame::Seq { idx: 0 }
+                    };
+                    self.stack.push((path, frame));
+                }
+                Event::MappingEnd | Event::SequenceEnd => {
+                    self.stack.pop();
+                }
+                Event::Scalar(..) | Event::Alias(_) => {
+                    if let Some(p) = self.value_path() {
+                        self.out.entry(p).or_insert(line);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut rx = Rx {
+        stack: Vec::new(),
+        out: BTreeMap::new(),
+    };
+    let mut parser = Parser::new_from_str(text);
+    parser
+        .load(&mut rx, false)
+        .map_err(|e| (e.marker().line(), e.info().to_string()))?;
+    Ok(LineIndex(rx.out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Topology, TopologyError> {
+        Topology::parse(s, Path::new("t.yaml"))
+    }
+
+    #[test]
+    fn empty_file_is_the_default_topology() {
+        let t = parse("").unwrap();
+        assert_eq!(t, Topology::default());
+        assert_eq!(t.source().name, "seed-a");
+        assert_eq!(t.destination().name, "seed-b");
+        assert_eq!(t.shoot.api_name(), "api.local.cpmlab.test");
+        assert_eq!(t.network_names(), vec!["seed-a", "seed-b", "clients"]);
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let t = parse(
+            "seeds:\n  - name: east\n    role: destination\n  - name: west\n    role: source\netcd:\n  members: 5\nshoot:\n  name: prod\n  domain: example.test\ndns:\n  ttl: 120\n",
+        )
+        .unwrap();
+        assert_eq!(t.source().name, "west");
+        assert_eq!(t.etcd.members, 5);
+        assert_eq!(t.dns.ttl, 120);
+        assert_eq!(t.shoot.api_name(), "api.prod.example.test");
+    }
+
+    #[test]
+    fn unknown_field_names_line_and_field() {
+        let e = parse("seeds:\n  - name: a\n    role: source\n    colour: red\n").unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert_eq!(e.field, "seeds[0].colour", "{e}");
+        assert!(e.to_string().starts_with("t.yaml:4: seeds[0].colour:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_top_level_field() {
+        let e = parse("etcd:\n  members: 3\nwan: fast\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert_eq!(e.field, "wan", "{e}");
+    }
+
+    #[test]
+    fn even_member_count_is_refused_at_its_line() {
+        let e = parse("dns:\n  ttl: 5\netcd:\n  members: 4\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "etcd.members"), "{e}");
+        assert!(e.message.contains("odd"), "{e}");
+        let e = parse("etcd:\n  members: 0\n").unwrap_err();
+        assert_eq!(e.field, "etcd.members");
+    }
+
+    #[test]
+    fn duplicate_seed_name_points_at_the_second() {
+        let e = parse(
+            "seeds:\n  - name: seed-a\n    role: source\n  - name: seed-a\n    role: destination\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "seeds[1].name"), "{e}");
+        assert!(e.message.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn unparseable_yaml_names_the_line() {
+        let e = parse("seeds:\n  - name: a\n  role: [x\n").unwrap_err();
+        assert!(e.line >= 3, "{e}");
+        assert!(e.message.contains("YAML"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_field() {
+        let e = parse("etcd:\n  members: three\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert_eq!(e.field, "etcd.members", "{e}");
+    }
+
+    #[test]
+    fn roles_and_names_are_checked() {
+        let e = parse("seeds:\n  - name: a\n    role: source\n  - name: b\n    role: source\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (5, "seeds[1].role"), "{e}");
+        assert!(e.message.contains("`source`, found 2"), "{e}");
+        let e = parse("seeds:\n  - name: Big_Seed\n    role: source\n  - name: b\n    role: destination\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "seeds[0].name"), "{e}");
+        let e = parse("seeds:\n  - name: clients\n    role: source\n  - name: b\n    role: destination\n")
+            .unwrap_err();
+        assert!(e.message.contains("reserved"), "{e}");
+        let e = parse("dns:\n  ttl: 0\n").unwrap_err();
+        assert_eq!(e.field, "dns.ttl");
+        let e = parse("network:\n  pool: 10.0.0.0/30\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "network.pool"), "{e}");
+    }
+
+    #[test]
+    fn unreadable_file_is_an_error() {
+        let e = Topology::load(Path::new("/nonexistent/t.yaml")).unwrap_err();
+        assert!(e.message.contains("cannot read"));
+    }
+}
