@@ -105,7 +105,11 @@ mod tests {
         let got = pool
             .allocate(
                 3,
-                &["10.213.0.0/24".into(), "10.213.2.0/23".into(), "172.17.0.0/16".into()],
+                &[
+                    "10.213.0.0/24".into(),
+                    "10.213.2.0/23".into(),
+                    "172.17.0.0/16".into(),
+                ],
             )
             .unwrap();
         let got: Vec<String> = got.iter().map(|n| n.cidr()).collect();

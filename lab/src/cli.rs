@@ -24,7 +24,12 @@ use crate::topology::{check_label, Topology};
 )]
 pub struct Cli {
     /// Directory holding each lab's state (state.json, CA, client certificates).
-    #[arg(long, global = true, env = "CPMLAB_STATE_DIR", default_value = ".cpmlab")]
+    #[arg(
+        long,
+        global = true,
+        env = "CPMLAB_STATE_DIR",
+        default_value = ".cpmlab"
+    )]
     pub state_dir: PathBuf,
     #[command(subcommand)]
     pub command: Command,
@@ -249,7 +254,9 @@ async fn cmd_up(
             state.name
         ));
         if lab.output == Output::Json {
-            print_json(&serde_json::json!({"event": "up", "lab": state.name, "result": "already-up"}));
+            print_json(
+                &serde_json::json!({"event": "up", "lab": state.name, "result": "already-up"}),
+            );
         }
         return Ok(0);
     }
@@ -259,7 +266,10 @@ async fn cmd_up(
         _ = interrupted() => None,
     };
     let cleanup = |why: &str| {
-        progress.note(&format!("{why}: removing what `up` created for lab `{}`", req.lab));
+        progress.note(&format!(
+            "{why}: removing what `up` created for lab `{}`",
+            req.lab
+        ));
     };
     match result {
         Some(Ok(state)) => {

@@ -86,10 +86,11 @@ pub async fn query_a(
 ) -> Result<(Vec<Ipv4Addr>, Option<u32>), DnsError> {
     let qname = Name::from_ascii(format!("{name}.")).map_err(|_| DnsError::Name(name.into()))?;
     let mut msg = Message::new();
-    let id: u16 = (std::process::id() as u16) ^ (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos() as u16)
-        .unwrap_or(0));
+    let id: u16 = (std::process::id() as u16)
+        ^ (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u16)
+            .unwrap_or(0));
     msg.set_id(id)
         .set_message_type(MessageType::Query)
         .set_op_code(OpCode::Query)

@@ -78,7 +78,12 @@ pub async fn doctor() -> DoctorReport {
             checks.push(Check {
                 name: "docker",
                 level: Level::Ok,
-                detail: format!("engine {} (API {}) at {}", v.0, v.1, crate::provider::docker::engine::docker_host()),
+                detail: format!(
+                    "engine {} (API {}) at {}",
+                    v.0,
+                    v.1,
+                    crate::provider::docker::engine::docker_host()
+                ),
                 fix: None,
             });
             Some(e)
@@ -145,18 +150,30 @@ pub async fn doctor() -> DoctorReport {
         },
         detail: match netem {
             QdiscSupport::Works => "sch_netem works: links are shaped with tc netem".into(),
-            QdiscSupport::Loaded => "sch_netem is loaded (not tested: needs root and unshare)".into(),
+            QdiscSupport::Loaded => {
+                "sch_netem is loaded (not tested: needs root and unshare)".into()
+            }
             QdiscSupport::Missing => {
                 "no sch_netem in this kernel: links are shaped by the userspace delay line".into()
             }
-            QdiscSupport::Unknown => "could not test for sch_netem (needs root, unshare and tc); assuming the delay line".into(),
+            QdiscSupport::Unknown => {
+                "could not test for sch_netem (needs root, unshare and tc); assuming the delay line"
+                    .into()
+            }
         },
         fix: None,
     });
-    for (q, args) in [("htb", "default 1"), ("tbf", "rate 1mbit burst 32kbit latency 50ms")] {
+    for (q, args) in [
+        ("htb", "default 1"),
+        ("tbf", "rate 1mbit burst 32kbit latency 50ms"),
+    ] {
         let s = qdisc_support(q, args);
         checks.push(Check {
-            name: if q == "htb" { "kernel htb" } else { "kernel tbf" },
+            name: if q == "htb" {
+                "kernel htb"
+            } else {
+                "kernel tbf"
+            },
             level: if s == QdiscSupport::Works || s == QdiscSupport::Loaded {
                 Level::Ok
             } else {
@@ -168,10 +185,26 @@ pub async fn doctor() -> DoctorReport {
     }
 
     for (bin, why, fix) in [
-        ("kind", "kind provider (seeds as kind clusters)", "install kind from its release page (not packaged by Debian)"),
-        ("istioctl", "kind provider (Istio gateways)", "install istioctl from Istio's release page"),
-        ("kube-apiserver", "the real API server (else the stand-in is used)", "set KUBEBUILDER_ASSETS or put kube-apiserver on PATH"),
-        ("kubectl", "talking to the shoot API by hand", "apt-get install -y kubectl (or your distribution's package)"),
+        (
+            "kind",
+            "kind provider (seeds as kind clusters)",
+            "install kind from its release page (not packaged by Debian)",
+        ),
+        (
+            "istioctl",
+            "kind provider (Istio gateways)",
+            "install istioctl from Istio's release page",
+        ),
+        (
+            "kube-apiserver",
+            "the real API server (else the stand-in is used)",
+            "set KUBEBUILDER_ASSETS or put kube-apiserver on PATH",
+        ),
+        (
+            "kubectl",
+            "talking to the shoot API by hand",
+            "apt-get install -y kubectl (or your distribution's package)",
+        ),
     ] {
         let found = which(bin).or_else(|| {
             std::env::var_os("KUBEBUILDER_ASSETS")

@@ -145,7 +145,9 @@ pub async fn cluster_client(
 ) -> Result<Client, etcd_client::Error> {
     let mut last = None;
     for m in &state.members {
-        let Some(seed) = state.seed(&m.seed) else { continue };
+        let Some(seed) = state.seed(&m.seed) else {
+            continue;
+        };
         match member_client(seed.gateway.ip, &m.host, tls, timeout).await {
             Ok(mut c) => match c.status().await {
                 Ok(_) => return Ok(c),
@@ -244,7 +246,9 @@ pub async fn cluster_view(state: &LabState, tls: &EtcdTls, timeout: Duration) ->
                 healthy: matches!(st, Some(Ok(s)) if s.errors().is_empty()),
                 peer_urls: m.peer_urls().to_vec(),
                 client_urls: m.client_urls().to_vec(),
-                version: st.and_then(|r| r.as_ref().ok()).map(|s| s.version().to_string()),
+                version: st
+                    .and_then(|r| r.as_ref().ok())
+                    .map(|s| s.version().to_string()),
                 raft_index: st.and_then(|r| r.as_ref().ok()).map(|s| s.raft_index()),
                 error: match st {
                     Some(Err(e)) => Some(e.clone()),
@@ -279,7 +283,9 @@ mod tests {
         assert!(has("--client-cert-auth=true"));
         assert!(has("--peer-client-cert-auth=true"));
         assert!(has("--initial-cluster-state=new"));
-        assert!(has("--advertise-client-urls=https://seed-a-etcd-1.local.cpmlab.test:2379"));
+        assert!(has(
+            "--advertise-client-urls=https://seed-a-etcd-1.local.cpmlab.test:2379"
+        ));
         assert!(has("--initial-cluster=seed-a-etcd-0=https://seed-a-etcd-0.local.cpmlab.test:2380,seed-a-etcd-1=https://seed-a-etcd-1.local.cpmlab.test:2380,seed-a-etcd-2=https://seed-a-etcd-2.local.cpmlab.test:2380"));
     }
 

@@ -29,7 +29,7 @@ pub fn haproxy_config(seed: &str, routes: &[Route]) -> String {
     let _ = write!(
         c,
         "# cpmlab gateway for seed {seed}: SNI routing, TLS passthrough\n\
-         global\n  maxconn 20000\n  log stderr format short local0 notice\n\n\
+         global\n  log stderr format short local0 notice\n\n\
          defaults\n  mode tcp\n  log global\n  option dontlognull\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n"
     );
     for (kind, port) in [("client", ETCD_CLIENT_PORT), ("peer", ETCD_PEER_PORT)] {
@@ -83,7 +83,10 @@ mod tests {
         ));
         assert!(cfg.contains("server member 10.0.0.11:2380"));
         assert!(cfg.contains("server member 10.0.0.10:2379"));
-        assert!(!cfg.contains("ssl crt"), "the gateway must not terminate TLS");
+        assert!(
+            !cfg.contains("ssl crt"),
+            "the gateway must not terminate TLS"
+        );
     }
 
     #[test]

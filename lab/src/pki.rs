@@ -192,9 +192,15 @@ mod tests {
                 other => format!("{other:?}"),
             })
             .collect();
-        assert!(names.contains(&"seed-a-etcd-0.local.cpmlab.test".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"seed-a-etcd-0.local.cpmlab.test".to_string()),
+            "{names:?}"
+        );
         assert!(names.contains(&"localhost".to_string()));
-        assert!(names.contains(&"ip:[10, 1, 2, 10]".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"ip:[10, 1, 2, 10]".to_string()),
+            "{names:?}"
+        );
         let eku = leaf_x.extended_key_usage().unwrap().unwrap().value;
         assert!(eku.server_auth && eku.client_auth);
     }

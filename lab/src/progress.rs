@@ -152,7 +152,7 @@ impl Step {
 impl Drop for Step {
     fn drop(&mut self) {
         if !self.done {
-            self.finish(false, "interrupted");
+            self.finish(false, "did not finish");
         }
     }
 }

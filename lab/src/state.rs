@@ -231,7 +231,10 @@ mod tests {
         let back = lab.load().unwrap();
         assert_eq!(back, s);
         assert_eq!(back.members.len(), 3);
-        assert_eq!(back.members[0].client_url(), "https://seed-a-etcd-0.local.cpmlab.test:2379");
+        assert_eq!(
+            back.members[0].client_url(),
+            "https://seed-a-etcd-0.local.cpmlab.test:2379"
+        );
         lab.remove().unwrap();
         assert!(!lab.exists());
         lab.remove().unwrap();

@@ -72,10 +72,7 @@ pub fn load_lab(state_root: &Path, lab: &str) -> Result<(LabDir, LabState)> {
     let dir = LabDir::new(state_root, lab);
     if !dir.exists() {
         return Err(EnvNotReady::new(
-            format!(
-                "lab `{lab}` is not up (no {})",
-                dir.state_file().display()
-            ),
+            format!("lab `{lab}` is not up (no {})", dir.state_file().display()),
             format!("run `cpmlab up --name {lab}`"),
         )
         .into());

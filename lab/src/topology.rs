@@ -255,7 +255,10 @@ impl Topology {
                 return e(f, m);
             }
             if s.name == CLIENTS {
-                return e(f, format!("`{CLIENTS}` is reserved for the clients network"));
+                return e(
+                    f,
+                    format!("`{CLIENTS}` is reserved for the clients network"),
+                );
             }
             if let Some(first) = seen.insert(&s.name, i) {
                 return e(
@@ -308,7 +311,10 @@ impl Topology {
         if self.dns.ttl == 0 || self.dns.ttl > 86_400 {
             return e(
                 "dns.ttl".into(),
-                format!("TTL must be between 1 and 86400 seconds, got {}", self.dns.ttl),
+                format!(
+                    "TTL must be between 1 and 86400 seconds, got {}",
+                    self.dns.ttl
+                ),
             );
         }
         if let Err(msg) = crate::addressing::Pool::parse(&self.network.pool) {
@@ -423,7 +429,11 @@ fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
                 (&ev, self.stack.last_mut())
             {
                 *k = Some(s.clone());
-                let p = self.stack.last().map(|(p, _)| p.clone()).unwrap_or_default();
+                let p = self
+                    .stack
+                    .last()
+                    .map(|(p, _)| p.clone())
+                    .unwrap_or_default();
                 let full = if p.is_empty() {
                     s.clone()
                 } else {
@@ -507,7 +517,10 @@ mod tests {
         let e = parse("seeds:\n  - name: a\n    role: source\n    colour: red\n").unwrap_err();
         assert_eq!(e.line, 4, "{e}");
         assert_eq!(e.field, "seeds[0].colour", "{e}");
-        assert!(e.to_string().starts_with("t.yaml:4: seeds[0].colour:"), "{e}");
+        assert!(
+            e.to_string().starts_with("t.yaml:4: seeds[0].colour:"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -556,11 +569,15 @@ mod tests {
             .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (5, "seeds[1].role"), "{e}");
         assert!(e.message.contains("`source`, found 2"), "{e}");
-        let e = parse("seeds:\n  - name: Big_Seed\n    role: source\n  - name: b\n    role: destination\n")
-            .unwrap_err();
+        let e = parse(
+            "seeds:\n  - name: Big_Seed\n    role: source\n  - name: b\n    role: destination\n",
+        )
+        .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "seeds[0].name"), "{e}");
-        let e = parse("seeds:\n  - name: clients\n    role: source\n  - name: b\n    role: destination\n")
-            .unwrap_err();
+        let e = parse(
+            "seeds:\n  - name: clients\n    role: source\n  - name: b\n    role: destination\n",
+        )
+        .unwrap_err();
         assert!(e.message.contains("reserved"), "{e}");
         let e = parse("dns:\n  ttl: 0\n").unwrap_err();
         assert_eq!(e.field, "dns.ttl");

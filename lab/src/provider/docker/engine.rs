@@ -124,9 +124,8 @@ impl Engine {
     /// Connects to the local engine and agrees on an API version.
     pub async fn connect() -> Result<Engine, EnvNotReady> {
         let fix = "run `scripts/setup` (installs docker.io and starts dockerd), or start the Docker daemon yourself";
-        let api = bollard::Docker::connect_with_local_defaults().map_err(|e| {
-            EnvNotReady::new(format!("cannot reach the Docker engine: {e}"), fix)
-        })?;
+        let api = bollard::Docker::connect_with_local_defaults()
+            .map_err(|e| EnvNotReady::new(format!("cannot reach the Docker engine: {e}"), fix))?;
         let api = api.negotiate_version().await.map_err(|e| {
             EnvNotReady::new(
                 format!("the Docker engine does not answer ({}): {e}", docker_host()),
@@ -275,8 +274,12 @@ impl Engine {
             h.set_mode(f.mode);
             h.set_mtime(0);
             h.set_entry_type(tar::EntryType::Regular);
-            tar.append_data(&mut h, f.path.trim_start_matches('/'), f.contents.as_slice())
-                .context("build tar")?;
+            tar.append_data(
+                &mut h,
+                f.path.trim_start_matches('/'),
+                f.contents.as_slice(),
+            )
+            .context("build tar")?;
         }
         let bytes = tar.into_inner().context("build tar")?;
         let opts = UploadToContainerOptionsBuilder::default().path("/").build();
@@ -297,7 +300,12 @@ impl Engine {
     }
 
     /// Runs `cmd` in a running container and waits for it.
-    pub async fn exec(&self, container: &str, cmd: &[&str], privileged: bool) -> Result<ExecOutput> {
+    pub async fn exec(
+        &self,
+        container: &str,
+        cmd: &[&str],
+        privileged: bool,
+    ) -> Result<ExecOutput> {
         let exec = self
             .api
             .create_exec(

@@ -20,7 +20,7 @@ use crate::errors::EnvNotReady;
 pub const REPO: &str = "cpmlab/lab";
 
 /// Bumped whenever the layout below changes, to force a rebuild.
-const LAYOUT_VERSION: &str = "1";
+const LAYOUT_VERSION: &str = "2";
 
 /// (host path, Debian package that provides it)
 pub const BINARIES: &[(&str, &str)] = &[
@@ -48,11 +48,55 @@ const ETC: &[&str] = &["/etc/protocols", "/etc/services", "/etc/ssl/openssl.cnf"
 /// busybox applets linked into /usr/local/bin (ahead of nothing: the image
 /// has no other shell or core utilities).
 const APPLETS: &[&str] = &[
-    "sh", "cat", "echo", "sleep", "ls", "mkdir", "rm", "cp", "mv", "touch", "nc", "ping", "wget",
-    "ps", "kill", "grep", "sed", "awk", "head", "tail", "wc", "date", "env", "true", "false",
-    "test", "[", "printf", "hostname", "timeout", "traceroute", "seq", "sort", "tr", "cut",
-    "uname", "id", "chmod", "ln", "du", "df", "stat", "tee", "xargs", "nslookup", "pidof",
-    "sysctl", "find", "base64",
+    "sh",
+    "cat",
+    "echo",
+    "sleep",
+    "ls",
+    "mkdir",
+    "rm",
+    "cp",
+    "mv",
+    "touch",
+    "nc",
+    "ping",
+    "wget",
+    "ps",
+    "kill",
+    "grep",
+    "sed",
+    "awk",
+    "head",
+    "tail",
+    "wc",
+    "date",
+    "env",
+    "true",
+    "false",
+    "test",
+    "[",
+    "printf",
+    "hostname",
+    "timeout",
+    "traceroute",
+    "seq",
+    "sort",
+    "tr",
+    "cut",
+    "uname",
+    "id",
+    "chmod",
+    "ln",
+    "du",
+    "df",
+    "stat",
+    "tee",
+    "xargs",
+    "nslookup",
+    "pidof",
+    "sysctl",
+    "find",
+    "base64",
 ];
 
 /// The files of the image: regular files by canonical path, symlinks as found.
@@ -163,6 +207,15 @@ impl RootFs {
                 fs.add(Path::new(f))?;
             }
         }
+        // /bin/sh for scripts, placed where /bin really is on this host.
+        let bin = std::fs::canonicalize("/bin").unwrap_or_else(|_| PathBuf::from("/bin"));
+        fs.symlinks
+            .entry(bin.join("sh"))
+            .or_insert_with(|| PathBuf::from("/usr/local/bin/busybox"));
+        fs.symlinks.insert(
+            PathBuf::from("/usr/local/bin/busybox"),
+            std::fs::canonicalize("/bin/busybox")?,
+        );
         for a in APPLETS {
             fs.symlinks
                 .entry(PathBuf::from(format!("/usr/local/bin/{a}")))
@@ -228,7 +281,12 @@ impl RootFs {
             .iter()
             .chain(self.symlinks.keys())
             .chain(self.synthetic.keys())
-            .flat_map(|p| p.ancestors().skip(1).map(Path::to_path_buf).collect::<Vec<_>>());
+            .flat_map(|p| {
+                p.ancestors()
+                    .skip(1)
+                    .map(Path::to_path_buf)
+                    .collect::<Vec<_>>()
+            });
         for p in parents {
             if p != Path::new("/") && !self.symlinks.contains_key(&p) {
                 dirs.entry(p).or_insert(0o755);
@@ -273,10 +331,12 @@ fn rel(p: &Path) -> &Path {
 
 /// Shared libraries `path` loads, as absolute paths.
 fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
-    let out = Command::new("ldd")
-        .arg(path)
-        .output()
-        .map_err(|e| EnvNotReady::new(format!("cannot run ldd: {e}"), "apt-get install -y libc-bin"))?;
+    let out = Command::new("ldd").arg(path).output().map_err(|e| {
+        EnvNotReady::new(
+            format!("cannot run ldd: {e}"),
+            "apt-get install -y libc-bin",
+        )
+    })?;
     // A static binary makes ldd exit 1 with "not a dynamic executable".
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(parse_ldd(&text))
@@ -320,9 +380,10 @@ pub async fn ensure(engine: &Engine) -> Result<(String, bool)> {
             format!("LABEL {LABEL_IMAGE}=lab"),
         ])
         .build();
-    let mut stream = engine
-        .api
-        .create_image(Some(opts), Some(bollard::body_full(bytes.into())), None);
+    let mut stream =
+        engine
+            .api
+            .create_image(Some(opts), Some(bollard::body_full(bytes.into())), None);
     while let Some(item) = stream.next().await {
         item.with_context(|| format!("docker import {tag}"))?;
     }

@@ -1,10 +1,12 @@
 //! `cpmlab up` for the docker provider: networks, the wan router, DNS, the
 //! seeds' gateways, the shoot's etcd in the source seed, and a toolbox client.
 //!
-//! Every container starts behind a barrier (its command waits for a file) so
-//! that its routes and resolver are in place before the real process runs:
-//! the lab sets them from outside with a privileged exec, so no container but
-//! the router holds NET_ADMIN.
+//! Every container starts with a small network script (routes to the other
+//! lab networks via the wan router, no default route, the lab's resolver),
+//! then waits behind a barrier until the lab releases it, so that e.g. etcd
+//! starts only once DNS answers. Docker refuses privileged execs into
+//! unprivileged containers, so each container sets up its own routes and
+//! holds NET_ADMIN for that (in its own network namespace only).
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -35,7 +37,11 @@ pub struct UpRequest {
 }
 
 /// File whose existence releases a container's barrier.
-const READY_FILE: &str = "/run/cpmlab/net-ready";
+const READY_FILE: &str = "/run/cpmlab/released";
+/// Written by the network script when routes and resolver are in place.
+const NET_DONE_FILE: &str = "/run/cpmlab/net-done";
+/// The network script inside each container.
+const NET_SCRIPT: &str = "/etc/cpmlab/net.sh";
 
 /// How long `up` waits for DNS and for etcd to elect a leader.
 const DNS_DEADLINE: Duration = Duration::from_secs(30);
@@ -45,7 +51,9 @@ fn behind_barrier(cmd: Vec<String>) -> Vec<String> {
     let mut v = vec![
         "/bin/sh".to_string(),
         "-c".into(),
-        format!("while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""),
+        format!(
+            "sh {NET_SCRIPT} || exit 1; while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""
+        ),
         "barrier".into(),
     ];
     v.extend(cmd);
@@ -57,7 +65,7 @@ fn idle() -> Vec<String> {
 }
 
 /// Routes to every other lab network via the router, no default route, the
-/// lab's DNS as resolver; then release the barrier.
+/// lab's DNS as resolver; then mark the network as done.
 fn net_setup_script(state: &LabState, own: &[&str]) -> String {
     let mut s = String::from("set -e\nip route del default 2>/dev/null || true\n");
     let own_nets: Vec<&crate::state::NetworkState> =
@@ -71,7 +79,7 @@ fn net_setup_script(state: &LabState, own: &[&str]) -> String {
         }
     }
     s.push_str(&format!(
-        "printf 'nameserver {}\\noptions timeout:1 attempts:2\\n' > /etc/resolv.conf\ntouch {READY_FILE}\n",
+        "printf 'nameserver {}\\noptions timeout:1 attempts:2\\n' > /etc/resolv.conf\ntouch {NET_DONE_FILE}\n",
         state.dns.server.ip
     ));
     s
@@ -151,7 +159,10 @@ pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabSta
             existing.count(),
             if dir.exists() { "present" } else { "missing" }
         ),
-        format!("run `cpmlab down --name {}` and then `cpmlab up` again", req.lab),
+        format!(
+            "run `cpmlab down --name {}` and then `cpmlab up` again",
+            req.lab
+        ),
     )
     .into())
 }
@@ -161,17 +172,14 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let dir = LabDir::new(&req.state_root, &req.lab);
     let step = p.step("lab image");
     let (image, built) = images::ensure(engine).await?;
-    step.done_with(&format!("{image}{}", if built { " (built)" } else { " (cached)" }));
+    step.done_with(&format!(
+        "{image}{}",
+        if built { " (built)" } else { " (cached)" }
+    ));
 
     let step = p.step("networks seed + clients");
     let nets = create_networks(engine, &req.lab, &req.topology).await?;
-    step.done_with(
-        &nets
-            .iter()
-            .map(|n| n.cidr())
-            .collect::<Vec<_>>()
-            .join(", "),
-    );
+    step.done_with(&nets.iter().map(|n| n.cidr()).collect::<Vec<_>>().join(", "));
 
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
@@ -197,29 +205,26 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     step.done_with(&format!("{} containers", specs.len()));
 
     let step = p.step("routes through the wan router");
-    let mut infra: Vec<(String, Vec<&str>)> = vec![(
-        state.router.container.clone(),
-        state.networks.iter().map(|n| n.name.as_str()).collect(),
-    )];
-    infra.push((state.dns.server.container.clone(), vec!["clients"]));
-    infra.push((state.toolbox.container.clone(), vec!["clients"]));
-    for s in &state.seeds {
-        infra.push((s.gateway.container.clone(), vec![s.network.as_str()]));
-    }
-    release(engine, &state, &infra).await?;
+    let infra: Vec<String> = expected_containers(&state)
+        .into_iter()
+        .filter(|c| !state.members.iter().any(|m| &m.container == c))
+        .collect();
+    release(engine, &infra).await?;
     step.done();
 
     let step = p.step("dns answers the shoot API name");
     wait_dns(&state).await?;
-    step.done_with(&format!("{} -> {}", state.dns.api_name, state.seeds[0].gateway.ip));
+    step.done_with(&format!(
+        "{} -> {}",
+        state.dns.api_name, state.seeds[0].gateway.ip
+    ));
 
-    let step = p.step(format!("etcd: {} members elect a leader", state.members.len()));
-    let members: Vec<(String, Vec<&str>)> = state
-        .members
-        .iter()
-        .map(|m| (m.container.clone(), vec![m.seed.as_str()]))
-        .collect();
-    release(engine, &state, &members).await?;
+    let step = p.step(format!(
+        "etcd: {} members elect a leader",
+        state.members.len()
+    ));
+    let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
+    release(engine, &members).await?;
     let tls = etcd_tls(&dir)?;
     wait_etcd(&state, &tls, &step).await?;
     step.done();
@@ -236,21 +241,21 @@ async fn create_networks(engine: &Engine, lab: &str, topo: &Topology) -> Result<
     let names = topo.network_names();
     for _attempt in 0..5 {
         let taken = engine.taken_subnets().await?;
-        let nets = pool.allocate(names.len(), &taken).ok_or_else(|| {
-            EnvNotReady::new(
+        let nets =
+            pool.allocate(names.len(), &taken).ok_or_else(|| {
+                EnvNotReady::new(
                 format!("no {} free /24 networks left in pool {}", names.len(), topo.network.pool),
                 "run `cpmlab down --all` to remove old labs, or set network.pool in the topology",
             )
-        })?;
-        let results = futures_util::future::join_all(names.iter().zip(&nets).map(
-            |(n, net)| async move {
+            })?;
+        let results =
+            futures_util::future::join_all(names.iter().zip(&nets).map(|(n, net)| async move {
                 let docker_name = crate::plan::network_name(lab, n);
                 engine
                     .create_network(lab, &docker_name, n, &net.cidr(), net.host(1))
                     .await
-            },
-        ))
-        .await;
+            }))
+            .await;
         let raced = results
             .iter()
             .any(|r| matches!(r, Err(e) if e.to_string().contains("overlap")));
@@ -319,12 +324,14 @@ fn container_specs(
         image: state.image.clone(),
         cmd: behind_barrier(idle()),
         networks: vec![],
-        cap_add: vec![],
+        cap_add: vec!["NET_ADMIN".into()],
         sysctls: HashMap::new(),
         volumes: vec![],
         files: vec![],
     };
     let mut specs = Vec::new();
+    let net_script =
+        |nets: &[&str]| FileSpec::new(NET_SCRIPT, net_setup_script(state, nets), 0o755);
 
     let mut router = base(&state.router.container, "router", None);
     router.networks = state
@@ -333,7 +340,8 @@ fn container_specs(
         .rev() // clients first: the router's "own" address is on clients
         .map(|n| (n.docker_name.clone(), n.router_ip))
         .collect();
-    router.cap_add = vec!["NET_ADMIN".into()];
+    let all_nets: Vec<&str> = state.networks.iter().map(|n| n.name.as_str()).collect();
+    router.files = vec![net_script(&all_nets)];
     router.sysctls = HashMap::from([
         ("net.ipv4.ip_forward".into(), "1".into()),
         ("net.ipv4.conf.all.send_redirects".into(), "0".into()),
@@ -349,6 +357,7 @@ fn container_specs(
         dns::CONF_FILE.into(),
     ]);
     d.files = vec![
+        net_script(&["clients"]),
         FileSpec::new(
             dns::CONF_FILE,
             dns::named_conf(
@@ -374,6 +383,7 @@ fn container_specs(
     let mut tb = base(&state.toolbox.container, "toolbox", None);
     tb.networks = vec![(docker_net("clients"), state.toolbox.ip)];
     tb.files = vec![
+        net_script(&["clients"]),
         FileSpec::new("/etc/cpmlab/pki/ca.crt", ca.cert_pem.clone(), 0o644),
         FileSpec::new("/etc/cpmlab/pki/client.crt", client.cert_pem.clone(), 0o644),
         FileSpec::new("/etc/cpmlab/pki/client.key", client.key_pem.clone(), 0o600),
@@ -390,11 +400,14 @@ fn container_specs(
                 ip: m.ip,
             })
             .collect();
-        g.files = vec![FileSpec::new(
-            "/etc/haproxy/haproxy.cfg",
-            gateway::haproxy_config(&s.name, &routes),
-            0o644,
-        )];
+        g.files = vec![
+            net_script(&[s.network.as_str()]),
+            FileSpec::new(
+                "/etc/haproxy/haproxy.cfg",
+                gateway::haproxy_config(&s.name, &routes),
+                0o644,
+            ),
+        ];
         g.cmd = behind_barrier(vec![
             "haproxy".into(),
             "-W".into(),
@@ -412,8 +425,17 @@ fn container_specs(
         c.volumes = vec![(m.volume.clone(), etcd::DATA_DIR.into())];
         let cert = ca.issue_member(&m.name, &[m.host.clone()], &[m.ip.into()])?;
         c.files = vec![
-            FileSpec::new(format!("{}/ca.crt", etcd::PKI_DIR), ca.cert_pem.clone(), 0o644),
-            FileSpec::new(format!("{}/server.crt", etcd::PKI_DIR), cert.cert_pem, 0o644),
+            net_script(&[m.seed.as_str()]),
+            FileSpec::new(
+                format!("{}/ca.crt", etcd::PKI_DIR),
+                ca.cert_pem.clone(),
+                0o644,
+            ),
+            FileSpec::new(
+                format!("{}/server.crt", etcd::PKI_DIR),
+                cert.cert_pem,
+                0o644,
+            ),
             FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
         ];
         c.cmd = behind_barrier(etcd::member_command(
@@ -427,14 +449,20 @@ fn container_specs(
     Ok(specs)
 }
 
-/// Sets routes and resolver in each container, then releases its barrier.
-async fn release(engine: &Engine, state: &LabState, which: &[(String, Vec<&str>)]) -> Result<()> {
-    try_join_all(which.iter().map(|(c, nets)| async move {
-        let script = net_setup_script(state, nets);
-        engine
-            .exec_ok(c, &["/bin/sh", "-c", &script], true)
-            .await
-            .with_context(|| format!("set up networking in {c}"))
+/// Waits for each container's network script, then releases its barrier.
+async fn release(engine: &Engine, which: &[String]) -> Result<()> {
+    let script = format!(
+        "for i in $(seq 200); do if [ -e {NET_DONE_FILE} ]; then exec touch {READY_FILE}; fi; sleep 0.05; done; \
+         echo 'its network script did not finish within 10 s' >&2; exit 1"
+    );
+    try_join_all(which.iter().map(|c| {
+        let script = &script;
+        async move {
+            engine
+                .exec_ok(c, &["sh", "-c", script], false)
+                .await
+                .with_context(|| format!("release {c} (see `docker logs {c}`)"))
+        }
     }))
     .await?;
     Ok(())
@@ -504,7 +532,7 @@ mod tests {
         assert!(script.contains("ip route replace 10.213.2.0/24 via 10.213.0.2"));
         assert!(!script.contains("ip route replace 10.213.0.0/24"));
         assert!(script.contains("nameserver 10.213.2.3"));
-        assert!(script.trim_end().ends_with(READY_FILE));
+        assert!(script.trim_end().ends_with(NET_DONE_FILE));
         let router = net_setup_script(&s, &["seed-a", "seed-b", "clients"]);
         assert!(!router.contains("ip route replace"));
     }
@@ -515,8 +543,14 @@ mod tests {
         let r = zone_records(&s);
         let find = |n: &str| r.iter().find(|a| a.name == n).map(|a| a.ip.to_string());
         assert_eq!(find("api.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
-        assert_eq!(find("seed-a-etcd-2.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
-        assert_eq!(find("seed-b-gateway.local.cpmlab.test").as_deref(), Some("10.213.1.3"));
+        assert_eq!(
+            find("seed-a-etcd-2.local.cpmlab.test").as_deref(),
+            Some("10.213.0.3")
+        );
+        assert_eq!(
+            find("seed-b-gateway.local.cpmlab.test").as_deref(),
+            Some("10.213.1.3")
+        );
     }
 
     #[test]
@@ -524,6 +558,7 @@ mod tests {
         let c = behind_barrier(vec!["etcd".into(), "--name=x".into()]);
         assert_eq!(c[0], "/bin/sh");
         assert!(c[2].contains(READY_FILE));
+        assert!(c[2].starts_with(&format!("sh {NET_SCRIPT} || exit 1")));
         assert_eq!(&c[4..], ["etcd", "--name=x"]);
     }
 }
