@@ -1,0 +1,160 @@
+//! Shared helpers of the e2e suite: the built `cpmlab` binary, real Docker,
+//! and a lab guard that always runs `cpmlab down`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's target dir.
+pub fn bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CPMLAB_BIN") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let p = target.join("debug/cpmlab");
+    assert!(
+        p.exists(),
+        "{} does not exist: build it first with `cargo build -p cpmlab` (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+/// Is Docker reachable? In CI (CI=true) an unreachable Docker fails the test;
+/// elsewhere the test is skipped with a message saying why.
+pub fn docker_or_skip(test: &str) -> bool {
+    let ok = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+            panic!(
+                "{test}: Docker is not reachable and CI=true: run scripts/setup (starts dockerd)"
+            );
+        }
+        eprintln!("SKIPPED {test}: Docker is not reachable (run scripts/setup to start it)");
+    }
+    ok
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn command");
+    out
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn docker(args: &[&str]) -> Output {
+    run(Command::new("docker").args(args))
+}
+
+/// Names of labelled Docker objects of `lab`: containers, networks, volumes.
+pub fn lab_objects(lab: &str) -> Vec<String> {
+    let filter = format!("label=cpmlab.lab={lab}");
+    let mut v = Vec::new();
+    for args in [
+        vec!["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"],
+        vec![
+            "network",
+            "ls",
+            "--filter",
+            &filter,
+            "--format",
+            "{{.Name}}",
+        ],
+        vec!["volume", "ls", "--filter", &filter, "--format", "{{.Name}}"],
+    ] {
+        let o = docker(&args);
+        assert!(o.status.success(), "docker {args:?}: {}", text(&o));
+        v.extend(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
+        );
+    }
+    v
+}
+
+/// A lab under test with its own state directory; removed on drop.
+pub struct Lab {
+    pub name: String,
+    pub state: tempfile::TempDir,
+}
+
+impl Lab {
+    /// `tag` keeps names unique across tests; the pid across runs.
+    pub fn new(tag: &str) -> Lab {
+        let name = format!("e2e{tag}{}", std::process::id() % 10000);
+        assert!(name.len() <= 20, "lab name {name} too long");
+        Lab {
+            name,
+            state: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.env("CPMLAB_STATE_DIR", self.state.path())
+            .env("CPMLAB_NAME", &self.name)
+            .env_remove("RUST_LOG");
+        c
+    }
+
+    pub fn cpmlab(&self, args: &[&str]) -> Output {
+        run(self.cmd().args(args))
+    }
+
+    /// Runs and asserts exit 0.
+    pub fn ok(&self, args: &[&str]) -> Output {
+        let o = self.cpmlab(args);
+        assert!(o.status.success(), "cpmlab {args:?} failed:\n{}", text(&o));
+        o
+    }
+
+    pub fn status(&self) -> Value {
+        let o = self.ok(&["status", "-o", "json"]);
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("status json: {e}\n{}", text(&o)))
+    }
+
+    pub fn container(&self, what: &str) -> String {
+        format!("{}-{what}", self.name)
+    }
+
+    /// Runs a shell command in one of the lab's containers.
+    pub fn exec(&self, what: &str, script: &str) -> Output {
+        docker(&["exec", &self.container(what), "sh", "-c", script])
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.cpmlab(&["down"]);
+    }
+}
+
+/// etcdctl in the toolbox (clients network), against `endpoint` by name.
+pub fn etcdctl(endpoint: &str, cert: bool, args: &str) -> String {
+    let auth = if cert {
+        "--cert=/etc/cpmlab/pki/client.crt --key=/etc/cpmlab/pki/client.key"
+    } else {
+        ""
+    };
+    format!(
+        "ETCDCTL_API=3 etcdctl --dial-timeout=2s --command-timeout=4s --endpoints=https://{endpoint}:2379 --cacert=/etc/cpmlab/pki/ca.crt {auth} {args}"
+    )
+}

@@ -1,0 +1,401 @@
+//! The lab foundation against real Docker: `up`, `status`, `down`, the
+//! etcd cluster behind SNI gateways, TLS client auth, the wan router as the
+//! only path between networks, idempotence and clean teardown.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn members(status: &Value) -> Vec<Value> {
+    status["etcd"]["members"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Asserts the contract of a freshly built lab and returns seed-a's gateway IP.
+fn assert_fresh_lab(lab: &Lab) -> String {
+    let s = lab.status();
+    let seeds = s["seeds"].as_array().expect("seeds[]");
+    assert_eq!(seeds.len(), 2, "{s:#}");
+    let src = seeds
+        .iter()
+        .find(|x| x["role"] == "source")
+        .expect("source seed");
+    let dst = seeds
+        .iter()
+        .find(|x| x["role"] == "destination")
+        .expect("destination seed");
+    assert_eq!(src["name"], "seed-a");
+    assert_eq!(dst["name"], "seed-b");
+    assert_eq!(src["network"], format!("{}-seed-a", lab.name));
+    let gw = src["gateway_ip"].as_str().expect("gateway_ip").to_string();
+
+    let ms = members(&s);
+    assert_eq!(ms.len(), 3, "three members: {s:#}");
+    for m in &ms {
+        assert_eq!(m["healthy"], true, "{m:#}");
+        assert_eq!(m["is_learner"], false, "{m:#}");
+        assert_eq!(m["seed"], "seed-a", "{m:#}");
+        assert!(m["name"].as_str().unwrap().starts_with("seed-a"), "{m:#}");
+        assert!(
+            u64::from_str_radix(m["id"].as_str().unwrap(), 16).is_ok(),
+            "{m:#}"
+        );
+        assert!(m["peer_urls"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("https://seed-a-etcd-"));
+        assert!(m["client_urls"][0].as_str().unwrap().ends_with(":2379"));
+    }
+    let leaders = ms.iter().filter(|m| m["is_leader"] == true).count();
+    assert_eq!(leaders, 1, "exactly one leader: {s:#}");
+    assert_eq!(s["dns"]["name"], "api.local.cpmlab.test");
+    assert_eq!(s["dns"]["answer"], serde_json::json!([gw.clone()]), "{s:#}");
+    gw
+}
+
+#[test]
+fn lab_lifecycle() {
+    if !docker_or_skip("lab_lifecycle") {
+        return;
+    }
+    let lab = Lab::new("life");
+    let started = Instant::now();
+    lab.ok(&["up"]);
+    eprintln!("up took {:.1}s", started.elapsed().as_secs_f64());
+    let gw = assert_fresh_lab(&lab);
+
+    // Every object carries the lab's label, and the expected ones exist.
+    let objs = lab_objects(&lab.name);
+    for want in [
+        "router",
+        "dns",
+        "toolbox",
+        "seed-a-gateway",
+        "seed-b-gateway",
+        "seed-a-etcd-0",
+        "seed-a",
+        "seed-b",
+        "clients",
+        "seed-a-etcd-2-data",
+    ] {
+        assert!(
+            objs.contains(&lab.container(want)),
+            "{want} missing from {objs:?}"
+        );
+    }
+
+    // put and get through seed-a's gateway over TLS, by member name (SNI),
+    // from the clients network (so through the router).
+    let ep = "seed-a-etcd-1.local.cpmlab.test";
+    let o = lab.exec("toolbox", &etcdctl(ep, true, "put /e2e/key value-42"));
+    assert!(o.status.success(), "put: {}", text(&o));
+    let o = lab.exec(
+        "toolbox",
+        &etcdctl(ep, true, "get /e2e/key --print-value-only"),
+    );
+    assert!(o.status.success(), "get: {}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "value-42");
+
+    // A client without a certificate is refused...
+    let o = lab.exec("toolbox", &etcdctl(ep, false, "get /e2e/key"));
+    assert!(
+        !o.status.success(),
+        "no client cert must be refused: {}",
+        text(&o)
+    );
+    // ...and so is one from another CA.
+    let rogue = cpmlab::pki::Ca::generate("rogue")
+        .unwrap()
+        .issue_client("rogue")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rogue.crt"), rogue.cert_pem).unwrap();
+    std::fs::write(dir.path().join("rogue.key"), rogue.key_pem).unwrap();
+    for f in ["rogue.crt", "rogue.key"] {
+        let o = docker(&[
+            "cp",
+            dir.path().join(f).to_str().unwrap(),
+            &format!("{}:/tmp/{f}", lab.container("toolbox")),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = lab.exec(
+        "toolbox",
+        &format!(
+            "{} --cert=/tmp/rogue.crt --key=/tmp/rogue.key",
+            etcdctl(ep, false, "get /e2e/key")
+        ),
+    );
+    assert!(
+        !o.status.success(),
+        "a certificate from another CA must be refused: {}",
+        text(&o)
+    );
+    let o = lab.exec(
+        "toolbox",
+        &etcdctl(ep, true, "get /e2e/key --print-value-only"),
+    );
+    assert!(
+        o.status.success(),
+        "the valid cert still works: {}",
+        text(&o)
+    );
+
+    // The router is the first hop from clients to seed-a.
+    let s = lab.status();
+    let router_on_clients = s["networks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "clients")
+        .unwrap()["router_ip"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = lab.exec("toolbox", &format!("traceroute -n -m 2 -w 1 {gw}"));
+    let hops = String::from_utf8_lossy(&o.stdout).to_string();
+    let first = hops
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("1"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(
+        first,
+        router_on_clients,
+        "first hop must be the router: {}",
+        text(&o)
+    );
+    // No default route anywhere: nothing but the router leads off a network.
+    for c in ["toolbox", "seed-a-etcd-0", "seed-b-gateway", "dns"] {
+        let o = lab.exec(c, "ip route");
+        let routes = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            !routes.contains("default"),
+            "{c} has a default route: {routes}"
+        );
+    }
+
+    // Cut the router's forwarding: clients -> seed-a and seed-a -> seed-b fail...
+    let seed_b_gw = s["seeds"][1]["gateway_ip"].as_str().unwrap().to_string();
+    let cross = |lab: &Lab| {
+        let a = lab
+            .exec("toolbox", &etcdctl(ep, true, "endpoint health"))
+            .status
+            .success();
+        let b = lab
+            .exec(
+                "seed-a-etcd-0",
+                &format!("timeout 3 nc -w 2 {seed_b_gw} 2380 </dev/null"),
+            )
+            .status
+            .success();
+        (a, b)
+    };
+    assert_eq!(
+        cross(&lab),
+        (true, true),
+        "cross-network paths work before the cut"
+    );
+    let o = lab.exec("router", "iptables -P FORWARD DROP");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        cross(&lab),
+        (false, false),
+        "with the router cut, no cross-network path may exist"
+    );
+    // ...and come back when forwarding is restored.
+    let o = lab.exec("router", "iptables -P FORWARD ACCEPT");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(cross(&lab), (true, true), "paths come back with the router");
+
+    // `up` on a running lab is idempotent.
+    let o = lab.ok(&["up"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already up"),
+        "{}",
+        text(&o)
+    );
+
+    // `down` leaves nothing.
+    let started = Instant::now();
+    lab.ok(&["down"]);
+    eprintln!("down took {:.1}s", started.elapsed().as_secs_f64());
+    assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
+    assert!(
+        !lab.state.path().join(&lab.name).exists(),
+        "state dir removed"
+    );
+    // ...and is idempotent.
+    lab.ok(&["down"]);
+    let o = lab.cpmlab(&["status"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "status of a lab that is down: {}",
+        text(&o)
+    );
+
+    // `up` after `down` works.
+    lab.ok(&["up"]);
+    assert_fresh_lab(&lab);
+    lab.ok(&["down"]);
+    assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
+}
+
+/// Bad topology files: exit 2, the message names file, line and field, and
+/// nothing is created (no Docker object, no state directory).
+#[test]
+fn bad_topologies_are_refused_before_anything_is_created() {
+    let docker = docker_or_skip("bad_topologies_are_refused_before_anything_is_created");
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topologies/bad");
+    let cases = [
+        ("unknown-field.yaml", 5, "seeds[1].zone"),
+        ("even-members.yaml", 3, "etcd.members"),
+        ("duplicate-seed.yaml", 4, "seeds[1].name"),
+        ("unparseable.yaml", 5, "-"),
+    ];
+    let lab = Lab::new("bad");
+    for (file, line, field) in cases {
+        let path = fixtures.join(file);
+        let o = lab.cpmlab(&["up", "--topology", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{file}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        let want = format!("{}:{line}: {field}:", path.display());
+        assert!(err.contains(&want), "{file}: want `{want}` in:\n{err}");
+        assert!(
+            !lab.state.path().join(&lab.name).exists(),
+            "{file}: state dir created"
+        );
+        if docker {
+            assert_eq!(
+                lab_objects(&lab.name),
+                Vec::<String>::new(),
+                "{file}: objects created"
+            );
+        }
+    }
+    // A bad lab name is bad input too.
+    let o = lab.cpmlab(&["up", "--name", "Not_A_Name"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--name"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Waits until `up` has created at least one labelled object.
+fn wait_for_objects(lab: &Lab, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lab_objects(&lab.name).len() < 3 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "up exited before creating anything"
+        );
+        assert!(Instant::now() < deadline, "up created nothing within 60s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_during_up_leaves_nothing_behind() {
+    if !docker_or_skip("ctrl_c_during_up_leaves_nothing_behind") {
+        return;
+    }
+    let lab = Lab::new("int");
+    let mut child = lab.cmd().arg("up").spawn().expect("spawn up");
+    wait_for_objects(&lab, &mut child);
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "interrupted up exits 130");
+    assert_eq!(
+        lab_objects(&lab.name),
+        Vec::<String>::new(),
+        "Ctrl-C left objects"
+    );
+    assert!(
+        !lab.state.path().join(&lab.name).exists(),
+        "Ctrl-C left the state dir"
+    );
+}
+
+#[test]
+fn down_cleans_up_after_a_crashed_up() {
+    if !docker_or_skip("down_cleans_up_after_a_crashed_up") {
+        return;
+    }
+    let lab = Lab::new("crash");
+    let mut child = lab.cmd().arg("up").spawn().expect("spawn up");
+    wait_for_objects(&lab, &mut child);
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !lab_objects(&lab.name).is_empty(),
+        "the crash should leave objects"
+    );
+    // A half-built lab is refused clearly by `up`...
+    let o = lab.cpmlab(&["up"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cpmlab down"),
+        "{}",
+        text(&o)
+    );
+    // ...and `down` removes it.
+    lab.ok(&["down"]);
+    assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
+}
+
+#[test]
+fn doctor_reports_docker_and_the_link_backend() {
+    if !docker_or_skip("doctor_reports_docker_and_the_link_backend") {
+        return;
+    }
+    let lab = Lab::new("doc");
+    let o = lab.cpmlab(&["doctor", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    let docker = checks.iter().find(|c| c["name"] == "docker").unwrap();
+    assert_eq!(docker["level"], "ok", "{v:#}");
+    for name in ["kernel netem", "kind", "istioctl", "kube-apiserver"] {
+        assert!(
+            checks.iter().any(|c| c["name"] == name),
+            "{name} not checked: {v:#}"
+        );
+    }
+    assert!(["netem", "delayline"].contains(&v["link_backend"].as_str().unwrap()));
+}
+
+#[test]
+fn docker_unreachable_is_an_environment_error() {
+    let lab = Lab::new("nodock");
+    let o = run(lab
+        .cmd()
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["status"]));
+    // status of a missing lab also exits 3; use up, which connects first.
+    let o2 = run(lab
+        .cmd()
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["up"]));
+    assert_eq!(o2.status.code(), Some(3), "{}", text(&o2));
+    let err = String::from_utf8_lossy(&o2.stderr);
+    assert!(
+        err.contains("fix:") && err.contains("scripts/setup"),
+        "{}",
+        text(&o2)
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(!lab.state.path().join(&lab.name).exists());
+}
