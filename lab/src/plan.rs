@@ -133,7 +133,6 @@ impl<'a> LabPlan<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::net::Ipv4Addr;
 
     #[test]

@@ -206,13 +206,11 @@ impl LabDir {
 
 #[cfg(test)]
 pub(crate) fn sample_state() -> LabState {
-    use crate::addressing::host;
     let topo = Topology::default();
     let nets: Vec<Net24> = (0..3)
         .map(|i| Net24(Ipv4Addr::new(10, 213, i, 0)))
         .collect();
     let plan = crate::plan::LabPlan::new("t", &topo, &nets, "img:1");
-    let _ = host::ROUTER;
     plan.initial_state("secret".into())
 }
 

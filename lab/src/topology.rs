@@ -291,7 +291,7 @@ impl Topology {
             }
         }
         let m = self.etcd.members;
-        if m == 0 || m % 2 == 0 || m > 7 {
+        if m == 0 || m.is_multiple_of(2) || m > 7 {
             return e(
                 "etcd.members".into(),
                 format!("member count must be odd and between 1 and 7 (quorum needs an odd count), got {m}"),

@@ -44,8 +44,7 @@ pub fn docker_or_skip(test: &str) -> bool {
 }
 
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("spawn command");
-    out
+    cmd.output().expect("spawn command")
 }
 
 pub fn text(o: &Output) -> String {

@@ -423,7 +423,7 @@ fn container_specs(
         let mut c = base(&m.container, "etcd", Some(&m.seed));
         c.networks = vec![(docker_net(&m.seed), m.ip)];
         c.volumes = vec![(m.volume.clone(), etcd::DATA_DIR.into())];
-        let cert = ca.issue_member(&m.name, &[m.host.clone()], &[m.ip.into()])?;
+        let cert = ca.issue_member(&m.name, std::slice::from_ref(&m.host), &[m.ip.into()])?;
         c.files = vec![
             net_script(&[m.seed.as_str()]),
             FileSpec::new(
