@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::errors::{exit_code, BadInput};
+use crate::errors::{exit_code, BadInput, Cancel, Interrupted, EXIT_INTERRUPTED};
 use crate::progress::{Mode, Progress};
 use crate::provider::docker::engine::Engine;
 use crate::provider::docker::{down, images, up};
@@ -247,6 +247,7 @@ async fn cmd_up(
         lab: lab.name.clone(),
         topology,
         state_root: state_root.to_path_buf(),
+        cancel: Cancel::default(),
     };
     if let Some(state) = up::preflight(&engine, &req).await? {
         progress.note(&format!(
@@ -261,9 +262,20 @@ async fn cmd_up(
         return Ok(0);
     }
     let started = std::time::Instant::now();
+    // On Ctrl-C the current step finishes (no request is left in flight),
+    // then everything is removed; a second Ctrl-C stops waiting for the step.
+    let create = up::create(&engine, &req, &progress);
+    tokio::pin!(create);
     let result = tokio::select! {
-        r = up::create(&engine, &req, &progress) => Some(r),
-        _ = interrupted() => None,
+        r = &mut create => r,
+        _ = interrupted() => {
+            progress.note("interrupted: stopping after the current step, then removing the lab");
+            req.cancel.cancel();
+            tokio::select! {
+                r = &mut create => r,
+                _ = interrupted() => Err(Interrupted.into()),
+            }
+        }
     };
     let cleanup = |why: &str| {
         progress.note(&format!(
@@ -272,7 +284,7 @@ async fn cmd_up(
         ));
     };
     match result {
-        Some(Ok(state)) => {
+        Ok(state) => {
             let secs = started.elapsed().as_secs_f64();
             match lab.output {
                 Output::Json => print_json(&serde_json::json!({
@@ -287,7 +299,16 @@ async fn cmd_up(
             }
             Ok(0)
         }
-        Some(Err(e)) => {
+        Err(e) if exit_code(&e) == EXIT_INTERRUPTED => {
+            cleanup("interrupted");
+            // Let requests already sent to the engine land before sweeping.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            down::down(&engine, &req.lab, state_root)
+                .await
+                .context("cleaning up after an interrupted up")?;
+            Ok(EXIT_INTERRUPTED)
+        }
+        Err(e) => {
             if retain {
                 progress.note(&format!(
                     "kept the half-built lab for debugging (--retain); remove it with `cpmlab down --name {}`",
@@ -300,15 +321,6 @@ async fn cmd_up(
                     .context("cleaning up after a failed up")?;
             }
             Err(e)
-        }
-        None => {
-            cleanup("interrupted");
-            // Let requests already sent to the engine land before sweeping.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            down::down(&engine, &req.lab, state_root)
-                .await
-                .context("cleaning up after an interrupted up")?;
-            Ok(130)
         }
     }
 }

@@ -23,9 +23,33 @@ impl EnvNotReady {
     }
 }
 
+/// The user interrupted (Ctrl-C, SIGTERM). Exit 130.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// A cancellation flag that long work checks at safe points, so that no
+/// request is in flight when the clean-up after an interrupt starts.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn check(&self) -> Result<(), Interrupted> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_BAD_INPUT: u8 = 2;
 pub const EXIT_ENV: u8 = 3;
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The exit status an error chain deserves.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
@@ -35,6 +59,9 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if cause.is::<EnvNotReady>() {
             return EXIT_ENV;
+        }
+        if cause.is::<Interrupted>() {
+            return EXIT_INTERRUPTED;
         }
     }
     EXIT_FAILED

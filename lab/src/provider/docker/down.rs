@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use anyhow::Result;
-use futures_util::future::try_join_all;
+use std::time::Duration;
+
+use futures_util::future::join_all;
 use serde::Serialize;
 
 use super::engine::{Engine, LabObjects};
@@ -17,32 +19,57 @@ pub struct DownReport {
     pub removed: LabObjects,
 }
 
-/// Removes the lab's objects; repeats the sweep while objects remain, which
-/// catches a creation that was still in flight when `up` was interrupted.
+/// Removes the lab's objects. A sweep can race a creation that was still in
+/// flight when `up` was interrupted (a container appears after the listing,
+/// so its volume or network is "in use"): such errors are retried in a new
+/// sweep, and only objects that survive every sweep are an error.
 pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownReport> {
     let mut report = DownReport {
         lab: lab.to_string(),
         ..Default::default()
     };
-    for _sweep in 0..3 {
+    let mut errors: Vec<String> = Vec::new();
+    for sweep in 0..6u64 {
         let objs = engine.lab_objects(Some(lab)).await?;
         if objs.is_empty() {
             break;
         }
-        try_join_all(objs.containers.iter().map(|c| engine.remove_container(c))).await?;
-        try_join_all(objs.networks.iter().map(|n| engine.remove_network(n))).await?;
-        try_join_all(objs.volumes.iter().map(|v| engine.remove_volume(v))).await?;
+        errors.clear();
+        let mut record = |results: Vec<Result<()>>| {
+            errors.extend(
+                results
+                    .into_iter()
+                    .filter_map(|r| r.err().map(|e| format!("{e:#}"))),
+            )
+        };
+        record(join_all(objs.containers.iter().map(|c| engine.remove_container(c))).await);
+        record(join_all(objs.networks.iter().map(|n| engine.remove_network(n))).await);
+        record(join_all(objs.volumes.iter().map(|v| engine.remove_volume(v))).await);
         report.removed.containers.extend(objs.containers);
         report.removed.networks.extend(objs.networks);
         report.removed.volumes.extend(objs.volumes);
+        if !errors.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200 * (sweep + 1))).await;
+        }
     }
     let left = engine.lab_objects(Some(lab)).await?;
     if !left.is_empty() {
         anyhow::bail!(
-            "lab `{lab}`: {} objects could not be removed: {:?}",
+            "lab `{lab}`: {} objects could not be removed ({}): {}",
             left.count(),
-            left
+            [left.containers, left.networks, left.volumes]
+                .concat()
+                .join(", "),
+            errors.join("; ")
         );
+    }
+    for list in [
+        &mut report.removed.containers,
+        &mut report.removed.networks,
+        &mut report.removed.volumes,
+    ] {
+        list.sort();
+        list.dedup();
     }
     LabDir::new(state_root, lab).remove()?;
     Ok(report)

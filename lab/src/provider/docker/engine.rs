@@ -377,15 +377,16 @@ impl Engine {
             .context("list containers")
     }
 
-    /// Everything labelled for `lab` (or for any lab when `None`).
-    pub async fn lab_objects(&self, lab: Option<&str>) -> Result<LabObjects> {
-        let containers = self
-            .containers(lab)
-            .await?
-            .into_iter()
-            .filter_map(|c| c.names.and_then(|n| n.first().cloned()))
-            .map(|n| n.trim_start_matches('/').to_string())
-            .collect();
+    /// Raw listings of everything labelled for `lab` (any lab when `None`).
+    async fn labelled(
+        &self,
+        lab: Option<&str>,
+    ) -> Result<(
+        Vec<ContainerSummary>,
+        Vec<bollard::models::Network>,
+        Vec<bollard::models::Volume>,
+    )> {
+        let containers = self.containers(lab).await?;
         let networks = self
             .api
             .list_networks(Some(
@@ -394,10 +395,7 @@ impl Engine {
                     .build(),
             ))
             .await
-            .context("list networks")?
-            .into_iter()
-            .filter_map(|n| n.name)
-            .collect();
+            .context("list networks")?;
         let volumes = self
             .api
             .list_volumes(Some(
@@ -408,53 +406,41 @@ impl Engine {
             .await
             .context("list volumes")?
             .volumes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|v| v.name)
-            .collect();
+            .unwrap_or_default();
+        Ok((containers, networks, volumes))
+    }
+
+    /// Everything labelled for `lab` (or for any lab when `None`).
+    pub async fn lab_objects(&self, lab: Option<&str>) -> Result<LabObjects> {
+        let (containers, networks, volumes) = self.labelled(lab).await?;
         Ok(LabObjects {
-            containers,
-            networks,
-            volumes,
+            containers: containers
+                .into_iter()
+                .filter_map(|c| c.names.and_then(|n| n.first().cloned()))
+                .map(|n| n.trim_start_matches('/').to_string())
+                .collect(),
+            networks: networks.into_iter().filter_map(|n| n.name).collect(),
+            volumes: volumes.into_iter().map(|v| v.name).collect(),
         })
     }
 
     /// Lab names that own at least one labelled object.
     pub async fn lab_names(&self) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self
-            .containers(None)
-            .await?
+        let (containers, networks, volumes) = self.labelled(None).await?;
+        let mut names: Vec<String> = containers
             .into_iter()
             .filter_map(|c| c.labels.and_then(|l| l.get(LABEL_LAB).cloned()))
+            .chain(
+                networks
+                    .into_iter()
+                    .filter_map(|n| n.labels.and_then(|l| l.get(LABEL_LAB).cloned())),
+            )
+            .chain(
+                volumes
+                    .into_iter()
+                    .filter_map(|v| v.labels.get(LABEL_LAB).cloned()),
+            )
             .collect();
-        let nets = self
-            .api
-            .list_networks(Some(
-                ListNetworksOptionsBuilder::default()
-                    .filters(&lab_filter(None))
-                    .build(),
-            ))
-            .await
-            .context("list networks")?;
-        names.extend(
-            nets.into_iter()
-                .filter_map(|n| n.labels.and_then(|l| l.get(LABEL_LAB).cloned())),
-        );
-        let vols = self
-            .api
-            .list_volumes(Some(
-                ListVolumesOptionsBuilder::default()
-                    .filters(&lab_filter(None))
-                    .build(),
-            ))
-            .await
-            .context("list volumes")?;
-        names.extend(
-            vols.volumes
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|v| v.labels.get(LABEL_LAB).cloned()),
-        );
         names.sort();
         names.dedup();
         Ok(names)

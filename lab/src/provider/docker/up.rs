@@ -21,7 +21,7 @@ use super::engine::{ContainerSpec, Engine, FileSpec};
 use super::images;
 use crate::addressing::{Net24, Pool};
 use crate::dns::{self, ARecord};
-use crate::errors::{BadInput, EnvNotReady};
+use crate::errors::{BadInput, Cancel, EnvNotReady};
 use crate::etcd::{self, ClusterState, EtcdTls};
 use crate::gateway::{self, Route};
 use crate::pki::{write_pem, Ca};
@@ -34,6 +34,8 @@ pub struct UpRequest {
     pub lab: String,
     pub topology: Topology,
     pub state_root: PathBuf,
+    /// Checked between steps and while waiting.
+    pub cancel: Cancel,
 }
 
 /// File whose existence releases a container's barrier.
@@ -170,6 +172,7 @@ pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabSta
 /// Builds the lab; call after `preflight` said there is none.
 pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<LabState> {
     let dir = LabDir::new(&req.state_root, &req.lab);
+    req.cancel.check()?;
     let step = p.step("lab image");
     let (image, built) = images::ensure(engine).await?;
     step.done_with(&format!(
@@ -177,10 +180,12 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         if built { " (built)" } else { " (cached)" }
     ));
 
+    req.cancel.check()?;
     let step = p.step("networks seed + clients");
     let nets = create_networks(engine, &req.lab, &req.topology).await?;
     step.done_with(&nets.iter().map(|n| n.cidr()).collect::<Vec<_>>().join(", "));
 
+    req.cancel.check()?;
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
     let state = plan.initial_state(random_secret());
@@ -195,6 +200,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     write_pem(&pki.join("client.key"), &client.key_pem)?;
     step.done();
 
+    req.cancel.check()?;
     let step = p.step("containers: router, dns, toolbox, gateways, etcd");
     let specs = container_specs(&state, &ca, &client)?;
     for m in &state.members {
@@ -204,6 +210,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     try_join_all(specs.iter().map(|s| engine.start(&s.name))).await?;
     step.done_with(&format!("{} containers", specs.len()));
 
+    req.cancel.check()?;
     let step = p.step("routes through the wan router");
     let infra: Vec<String> = expected_containers(&state)
         .into_iter()
@@ -212,13 +219,15 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     release(engine, &infra).await?;
     step.done();
 
+    req.cancel.check()?;
     let step = p.step("dns answers the shoot API name");
-    wait_dns(&state).await?;
+    wait_dns(&state, &req.cancel).await?;
     step.done_with(&format!(
         "{} -> {}",
         state.dns.api_name, state.seeds[0].gateway.ip
     ));
 
+    req.cancel.check()?;
     let step = p.step(format!(
         "etcd: {} members elect a leader",
         state.members.len()
@@ -226,7 +235,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
     release(engine, &members).await?;
     let tls = etcd_tls(&dir)?;
-    wait_etcd(&state, &tls, &step).await?;
+    wait_etcd(&state, &tls, &step, &req.cancel).await?;
     step.done();
 
     let mut state = state;
@@ -468,7 +477,7 @@ async fn release(engine: &Engine, which: &[String]) -> Result<()> {
     Ok(())
 }
 
-async fn wait_dns(state: &LabState) -> Result<()> {
+async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
     let server = SocketAddr::from((state.dns.server.ip, 53));
     let want: Ipv4Addr = state
         .seed_by_role(crate::topology::SeedRole::Source)
@@ -477,6 +486,7 @@ async fn wait_dns(state: &LabState) -> Result<()> {
     let started = Instant::now();
     let mut last = String::new();
     while started.elapsed() < DNS_DEADLINE {
+        cancel.check()?;
         match dns::query_a(server, &state.dns.api_name, Duration::from_millis(500)).await {
             Ok((ips, _)) if ips == vec![want] => return Ok(()),
             Ok((ips, _)) => last = format!("answered {ips:?}, want {want}"),
@@ -491,11 +501,17 @@ async fn wait_dns(state: &LabState) -> Result<()> {
     )
 }
 
-async fn wait_etcd(state: &LabState, tls: &EtcdTls, step: &crate::progress::Step) -> Result<()> {
+async fn wait_etcd(
+    state: &LabState,
+    tls: &EtcdTls,
+    step: &crate::progress::Step,
+    cancel: &Cancel,
+) -> Result<()> {
     let started = Instant::now();
     let want = state.members.len();
     let mut last;
     loop {
+        cancel.check()?;
         let view = etcd::cluster_view(state, tls, Duration::from_secs(2)).await;
         if view.is_settled(want) {
             return Ok(());
