@@ -82,10 +82,74 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Shape the links between the lab's networks (applied in the wan router).
+    Link {
+        #[command(subcommand)]
+        command: LinkCommand,
+    },
     /// Lab images.
     Images {
         #[command(subcommand)]
         command: ImagesCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LinkCommand {
+    /// Set delay, jitter, loss and rate on a link, e.g. `seed-a:seed-b --delay 25ms`.
+    Set {
+        /// Two networks: seed-a:seed-b, clients:seed-a, clients:seed-b.
+        pair: String,
+        /// One-way delay (25ms, 1.5ms, 500us, 0).
+        #[arg(long, default_value = "0", allow_hyphen_values = true)]
+        delay: String,
+        /// Jitter around the delay.
+        #[arg(long, default_value = "0", allow_hyphen_values = true)]
+        jitter: String,
+        /// Distribution of the jitter.
+        #[arg(long, value_enum, default_value = "normal")]
+        distribution: crate::link::profile::Distribution,
+        /// Packet loss (0.5%).
+        #[arg(long, default_value = "0%", allow_hyphen_values = true)]
+        loss: String,
+        /// Rate limit (100mbit, 1gbit).
+        #[arg(long, allow_hyphen_values = true)]
+        rate: Option<String>,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: crate::link::profile::Direction,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: crate::link::BackendChoice,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Drop everything on a link (works on every kernel).
+    Partition {
+        pair: String,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: crate::link::profile::Direction,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Undo a partition (shaping stays as set).
+    Heal {
+        pair: String,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: crate::link::profile::Direction,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Remove every profile and partition (or those of one pair).
+    Clear {
+        pair: Option<String>,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: crate::link::BackendChoice,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// The profile in force per directed pair, and the backend.
+    Show {
+        #[command(flatten)]
+        lab: LabArgs,
     },
 }
 
@@ -133,6 +197,11 @@ fn init_tracing() {
 fn check_name(name: &str) -> Result<()> {
     check_label(name, 20).map_err(|m| BadInput(format!("--name: {m}")))?;
     Ok(())
+}
+
+/// One compact line: the last event of a command whose progress is NDJSON.
+fn print_json_line<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string(v).expect("serialisable output"));
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
@@ -196,7 +265,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 reports.push(r);
             }
             if lab.output == Output::Json {
-                print_json(&serde_json::json!({"event": "down", "labs": reports}));
+                print_json_line(&serde_json::json!({"event": "down", "labs": reports}));
             }
             Ok(0)
         }
@@ -212,6 +281,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 crate::errors::EXIT_ENV
             })
         }
+        Command::Link { command } => cmd_link(&cli.state_dir, command).await,
         Command::Images {
             command: ImagesCommand::Build { output },
         } => {
@@ -221,7 +291,7 @@ async fn run(cli: Cli) -> Result<u8> {
             let (tag, built) = images::ensure(&engine).await?;
             step.done_with(if built { "built" } else { "cached" });
             match output {
-                Output::Json => print_json(&serde_json::json!({"image": tag, "built": built})),
+                Output::Json => print_json_line(&serde_json::json!({"image": tag, "built": built})),
                 Output::Text => println!("{tag}"),
             }
             Ok(0)
@@ -287,7 +357,7 @@ async fn cmd_up(
         Ok(state) => {
             let secs = started.elapsed().as_secs_f64();
             match lab.output {
-                Output::Json => print_json(&serde_json::json!({
+                Output::Json => print_json_line(&serde_json::json!({
                     "event": "up", "lab": state.name, "result": "created", "elapsed_s": secs,
                 })),
                 Output::Text => {
@@ -323,4 +393,109 @@ async fn cmd_up(
             Err(e)
         }
     }
+}
+
+async fn cmd_link(state_root: &Path, command: LinkCommand) -> Result<u8> {
+    use crate::link::profile::{self, key, Direction, LinkProfile, Pair};
+    use crate::link::{apply, view, Backend, BackendChoice};
+
+    let lab = match &command {
+        LinkCommand::Set { lab, .. }
+        | LinkCommand::Partition { lab, .. }
+        | LinkCommand::Heal { lab, .. }
+        | LinkCommand::Clear { lab, .. }
+        | LinkCommand::Show { lab } => lab.clone(),
+    };
+    check_name(&lab.name)?;
+    let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
+    let nets: Vec<String> = state.networks.iter().map(|n| n.name.clone()).collect();
+    let mut links = state.links.clone();
+    let mut edit = |pair: &str, dir: Direction, f: &dyn Fn(&mut LinkProfile)| -> Result<()> {
+        let pair = Pair::parse(pair, &nets)?;
+        for (a, b) in pair.directed(dir) {
+            let p = links.entry(key(&a, &b)).or_default();
+            f(p);
+        }
+        Ok(())
+    };
+    // Every input is checked before anything changes.
+    let backend_choice = match &command {
+        LinkCommand::Set {
+            pair,
+            delay,
+            jitter,
+            distribution,
+            loss,
+            rate,
+            direction,
+            backend,
+            ..
+        } => {
+            let new = LinkProfile {
+                delay: profile::parse_duration("--delay", delay)?,
+                jitter: profile::parse_duration("--jitter", jitter)?,
+                distribution: *distribution,
+                loss_pct: profile::parse_percent("--loss", loss)?,
+                rate_bps: rate
+                    .as_deref()
+                    .map(|r| profile::parse_rate("--rate", r))
+                    .transpose()?,
+                partition: false,
+            };
+            if new.jitter > new.delay {
+                return Err(BadInput(format!(
+                    "--jitter {jitter} is larger than --delay {delay}: packets cannot leave before they arrive"
+                ))
+                .into());
+            }
+            edit(pair, *direction, &|p| {
+                *p = LinkProfile {
+                    partition: p.partition,
+                    ..new
+                }
+            })?;
+            *backend
+        }
+        LinkCommand::Partition {
+            pair, direction, ..
+        } => {
+            edit(pair, *direction, &|p| p.partition = true)?;
+            BackendChoice::Auto
+        }
+        LinkCommand::Heal {
+            pair, direction, ..
+        } => {
+            edit(pair, *direction, &|p| p.partition = false)?;
+            BackendChoice::Auto
+        }
+        LinkCommand::Clear { pair, backend, .. } => {
+            match pair {
+                Some(pair) => edit(pair, Direction::Both, &|p| *p = LinkProfile::default())?,
+                None => links.clear(),
+            }
+            *backend
+        }
+        LinkCommand::Show { .. } => BackendChoice::Auto,
+    };
+    links.retain(|_, p| !p.is_clear());
+    let backend = Backend::choose(backend_choice);
+    if !matches!(command, LinkCommand::Show { .. }) {
+        let engine = Engine::connect().await?;
+        apply(&engine, &state, &links, backend).await?;
+        state.links = links;
+        dir.save(&state)?;
+    }
+    let views = view(&state);
+    match lab.output {
+        Output::Json => print_json(&serde_json::json!({
+            "lab": state.name, "backend": backend.as_str(), "links": views,
+        })),
+        Output::Text => {
+            println!("backend: {}", backend.as_str());
+            for v in views {
+                println!("  {:>8} -> {:<8} {}", v.from, v.to, v.summary);
+            }
+        }
+    }
+    Ok(0)
 }

@@ -10,6 +10,7 @@ pub mod errors;
 pub mod etcd;
 pub mod gateway;
 pub mod kernel;
+pub mod link;
 pub mod pki;
 pub mod plan;
 pub mod progress;

@@ -114,6 +114,7 @@ impl<'a> LabPlan<'a> {
                 tsig_secret,
             },
             members,
+            links: Default::default(),
         }
     }
 

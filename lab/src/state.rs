@@ -35,6 +35,9 @@ pub struct LabState {
     pub toolbox: ContainerRef,
     pub dns: DnsState,
     pub members: Vec<MemberState>,
+    /// Link profiles in force, by directed pair `src>dst`; absent is clear.
+    #[serde(default)]
+    pub links: std::collections::BTreeMap<String, crate::link::profile::LinkProfile>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
