@@ -7,6 +7,7 @@
 
 pub mod profile;
 pub mod router;
+pub mod schedule;
 
 use std::collections::BTreeMap;
 
