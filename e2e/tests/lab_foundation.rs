@@ -291,8 +291,9 @@ fn bad_topologies_are_refused_before_anything_is_created() {
     );
 }
 
-/// Waits until `up` has created at least one labelled object.
-fn wait_for_objects(lab: &Lab, child: &mut std::process::Child) {
+/// Starts `up` and returns once it has created a few labelled objects.
+fn spawn_up_until_objects_exist(lab: &Lab) -> std::process::Child {
+    let mut child = lab.cmd().arg("up").spawn().expect("spawn up");
     let deadline = Instant::now() + Duration::from_secs(60);
     while lab_objects(&lab.name).len() < 3 {
         assert!(
@@ -302,6 +303,7 @@ fn wait_for_objects(lab: &Lab, child: &mut std::process::Child) {
         assert!(Instant::now() < deadline, "up created nothing within 60s");
         std::thread::sleep(Duration::from_millis(50));
     }
+    child
 }
 
 #[test]
@@ -310,8 +312,7 @@ fn ctrl_c_during_up_leaves_nothing_behind() {
         return;
     }
     let lab = Lab::new("int");
-    let mut child = lab.cmd().arg("up").spawn().expect("spawn up");
-    wait_for_objects(&lab, &mut child);
+    let child = spawn_up_until_objects_exist(&lab);
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
@@ -334,8 +335,7 @@ fn down_cleans_up_after_a_crashed_up() {
         return;
     }
     let lab = Lab::new("crash");
-    let mut child = lab.cmd().arg("up").spawn().expect("spawn up");
-    wait_for_objects(&lab, &mut child);
+    let mut child = spawn_up_until_objects_exist(&lab);
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(300));

@@ -120,6 +120,15 @@ pub fn fmt_rate(bps: u64) -> String {
     format!("{bps}bit")
 }
 
+/// `1.5ms` -> (1.5, "ms"): a non-negative number followed by its unit.
+fn number_and_unit(s: &str) -> Result<(f64, &str), &'static str> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or("needs a unit")?;
+    let (num, unit) = s.split_at(split);
+    Ok((num.parse().map_err(|_| "not a number")?, unit))
+}
+
 /// `25ms`, `1.5ms`, `500us`, `0`, `2s`. Negative or unit-less non-zero
 /// values are refused.
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, BadInput> {
@@ -131,11 +140,7 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, BadInput> {
     if s.starts_with('-') {
         return Err(bad("must not be negative"));
     }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| bad("needs a unit"))?;
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| bad("not a number"))?;
+    let (v, unit) = number_and_unit(s).map_err(&bad)?;
     let micros = match unit {
         "us" | "µs" => v,
         "ms" => v * 1e3,
@@ -170,11 +175,7 @@ pub fn parse_rate(flag: &str, s: &str) -> Result<u64, BadInput> {
             "{flag} `{s}`: {why} (e.g. 100mbit, 1gbit, 500kbit)"
         ))
     };
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| bad("needs a unit"))?;
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| bad("not a number"))?;
+    let (v, unit) = number_and_unit(&t).map_err(&bad)?;
     let mult = match unit {
         "bit" => 1.0,
         "kbit" => 1e3,
