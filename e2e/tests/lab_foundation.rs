@@ -312,7 +312,7 @@ fn ctrl_c_during_up_leaves_nothing_behind() {
         return;
     }
     let lab = Lab::new("int");
-    let child = spawn_up_until_objects_exist(&lab);
+    let mut child = spawn_up_until_objects_exist(&lab);
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
