@@ -87,6 +87,12 @@ pub enum Command {
         #[command(subcommand)]
         command: LinkCommand,
     },
+    /// Roles that run inside lab containers.
+    #[command(hide = true)]
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
     /// Lab images.
     Images {
         #[command(subcommand)]
@@ -150,6 +156,37 @@ pub enum LinkCommand {
     Show {
         #[command(flatten)]
         lab: LabArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentCommand {
+    /// The wan router's delay line (userspace link shaping over TUN).
+    Router {
+        #[arg(long, default_value = crate::link::DELAYLINE_CONFIG)]
+        config: PathBuf,
+    },
+    /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
+    Echo {
+        #[arg(long, default_value = "0.0.0.0:7007")]
+        listen: std::net::SocketAddr,
+    },
+    /// Measure round trips to `agent echo`; prints one JSON line.
+    Rtt {
+        #[arg(long)]
+        target: std::net::SocketAddr,
+        #[arg(long, value_enum, default_value = "udp")]
+        proto: crate::agent::rtt::Proto,
+        #[arg(long, default_value_t = 1000)]
+        count: u32,
+        /// Time between probes in microseconds (1000 = 1000 probes/s).
+        #[arg(long, default_value_t = 1000)]
+        interval_us: u64,
+        /// How long to wait for a reply, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u64,
+        #[arg(long, default_value_t = 64)]
+        size: usize,
     },
 }
 
@@ -282,6 +319,10 @@ async fn run(cli: Cli) -> Result<u8> {
             })
         }
         Command::Link { command } => cmd_link(&cli.state_dir, command).await,
+        Command::Agent { command } => {
+            // Agents are long-running and synchronous: give them a thread.
+            tokio::task::spawn_blocking(move || cmd_agent(command)).await?
+        }
         Command::Images {
             command: ImagesCommand::Build { output },
         } => {
@@ -498,4 +539,30 @@ async fn cmd_link(state_root: &Path, command: LinkCommand) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+fn cmd_agent(command: AgentCommand) -> Result<u8> {
+    match command {
+        AgentCommand::Router { config } => crate::agent::router::run(&config).map(|_| 0),
+        AgentCommand::Echo { listen } => crate::agent::echo::run(listen).map(|_| 0),
+        AgentCommand::Rtt {
+            target,
+            proto,
+            count,
+            interval_us,
+            timeout_ms,
+            size,
+        } => {
+            let report = crate::agent::rtt::run(&crate::agent::rtt::RttConfig {
+                target,
+                proto,
+                count,
+                interval: Duration::from_micros(interval_us),
+                timeout: Duration::from_millis(timeout_ms),
+                size,
+            })?;
+            print_json_line(&report);
+            Ok(if report.errors.is_empty() { 0 } else { 1 })
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! README for the architecture.
 
 pub mod addressing;
+pub mod agent;
 pub mod cli;
 pub mod dns;
 pub mod doctor;

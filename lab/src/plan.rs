@@ -76,10 +76,17 @@ impl<'a> LabPlan<'a> {
                 },
             })
             .collect();
-        let src = t.source();
         let zone = t.shoot.zone();
-        let members = (0..t.etcd.members as usize)
-            .map(|i| self.member(&src.name, i, &zone))
+        let mut per_seed: std::collections::HashMap<String, usize> = Default::default();
+        let members = t
+            .member_seeds()
+            .into_iter()
+            .map(|seed| {
+                let i = per_seed.entry(seed.clone()).or_default();
+                let m = self.member(&seed, *i, &zone);
+                *i += 1;
+                m
+            })
             .collect();
         let clients = self.net(CLIENTS);
         LabState {

@@ -52,12 +52,18 @@ pub struct EtcdSpec {
     /// Voting members of the shoot's etcd in the source seed.
     #[serde(default = "default_members")]
     pub members: u32,
+    /// The seed of each member, in order; all in the source seed when absent.
+    /// Placing a member in the destination puts it across the wan link (as
+    /// mid-migration), for tests of a cluster spanning the seeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Vec<String>>,
 }
 
 impl Default for EtcdSpec {
     fn default() -> Self {
         EtcdSpec {
             members: default_members(),
+            placement: None,
         }
     }
 }
@@ -190,6 +196,14 @@ impl Topology {
             .expect("validated topology has a destination seed")
     }
 
+    /// The seed of each etcd member, in member order.
+    pub fn member_seeds(&self) -> Vec<String> {
+        match &self.etcd.placement {
+            Some(p) => p.clone(),
+            None => vec![self.source().name.clone(); self.etcd.members as usize],
+        }
+    }
+
     /// Every network of the lab, seeds first, then clients.
     pub fn network_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.seeds.iter().map(|s| s.name.clone()).collect();
@@ -296,6 +310,25 @@ impl Topology {
                 "etcd.members".into(),
                 format!("member count must be odd and between 1 and 7 (quorum needs an odd count), got {m}"),
             );
+        }
+        if let Some(pl) = &self.etcd.placement {
+            if pl.len() != m as usize {
+                return e(
+                    "etcd.placement".into(),
+                    format!(
+                        "lists {} seeds for {m} members; give one seed per member",
+                        pl.len()
+                    ),
+                );
+            }
+            for (i, seed) in pl.iter().enumerate() {
+                if !self.seeds.iter().any(|s| &s.name == seed) {
+                    return e(
+                        format!("etcd.placement[{i}]"),
+                        format!("`{seed}` is not a seed of this topology"),
+                    );
+                }
+            }
         }
         if let Err(msg) = check_label(&self.shoot.name, 30) {
             return e("shoot.name".into(), msg);
@@ -583,6 +616,22 @@ mod tests {
         assert_eq!(e.field, "dns.ttl");
         let e = parse("network:\n  pool: 10.0.0.0/30\n").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "network.pool"), "{e}");
+    }
+
+    #[test]
+    fn placement_puts_members_in_seeds() {
+        let t = parse("etcd:\n  members: 3\n  placement: [seed-a, seed-a, seed-b]\n").unwrap();
+        assert_eq!(t.member_seeds(), ["seed-a", "seed-a", "seed-b"]);
+        assert_eq!(
+            Topology::default().member_seeds(),
+            ["seed-a", "seed-a", "seed-a"]
+        );
+        let e =
+            parse("etcd:\n  members: 3\n  placement:\n    - seed-a\n    - seed-q\n    - seed-a\n")
+                .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (5, "etcd.placement[1]"), "{e}");
+        let e = parse("etcd:\n  members: 3\n  placement: [seed-a]\n").unwrap_err();
+        assert_eq!(e.field, "etcd.placement", "{e}");
     }
 
     #[test]

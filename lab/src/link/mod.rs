@@ -3,7 +3,7 @@
 //! Partition works on every kernel (iptables in the router). Delay, jitter,
 //! loss and rate need a backend: `netem` (tc netem, where the kernel has
 //! sch_netem) or `delayline` (a userspace delay line in the router, for
-//! kernels without netem; not built yet, see issue 3).
+//! kernels without netem: `cpmlab agent router`, fed by policy routing).
 
 pub mod profile;
 pub mod router;
@@ -14,9 +14,8 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::errors::EnvNotReady;
 use crate::kernel::{qdisc_support, QdiscSupport};
-use crate::provider::docker::engine::Engine;
+use crate::provider::docker::engine::{Engine, FileSpec};
 use crate::state::LabState;
 use profile::LinkProfile;
 
@@ -56,6 +55,42 @@ impl Backend {
             BackendChoice::Auto => Backend::detect(),
             BackendChoice::Netem => Backend::Netem,
             BackendChoice::Delayline => Backend::Delayline,
+        }
+    }
+}
+
+/// The delay line's link table in the router, re-read when it changes.
+pub const DELAYLINE_CONFIG: &str = "/etc/cpmlab/links.json";
+/// Counters the delay line writes every second.
+pub const DELAYLINE_STATS: &str = "/run/cpmlab/delayline.json";
+/// The TUN device forwarded packets are diverted into.
+pub const DELAYLINE_DEV: &str = "dl0";
+
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct DelaylineNetwork {
+    pub name: String,
+    pub subnet: String,
+}
+
+/// What the delay line needs: the networks and the link table.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct DelaylineConfig {
+    pub networks: Vec<DelaylineNetwork>,
+    pub links: BTreeMap<String, LinkProfile>,
+}
+
+impl DelaylineConfig {
+    pub fn new(state: &LabState, links: &BTreeMap<String, LinkProfile>) -> Self {
+        DelaylineConfig {
+            networks: state
+                .networks
+                .iter()
+                .map(|n| DelaylineNetwork {
+                    name: n.name.clone(),
+                    subnet: n.subnet.cidr(),
+                })
+                .collect(),
+            links: links.clone(),
         }
     }
 }
@@ -119,30 +154,36 @@ pub async fn apply(
     backend: Backend,
 ) -> Result<()> {
     let router = &state.router.container;
-    let shapes = links.values().any(|p| p.shapes());
     if shaping(links) != shaping(&state.links) {
-        match backend {
-            Backend::Netem => {
-                let out = engine
-                    .exec_ok(router, &["ip", "-o", "-4", "addr", "show"], false)
-                    .await?;
-                let ifaces = router::interfaces(state, &out);
-                let script = router::netem_script(state, &ifaces, links);
-                engine
-                    .exec_ok(router, &["sh", "-c", &format!("set -e\n{script}")], false)
-                    .await
-                    .context("apply tc netem in the router")?;
-            }
-            Backend::Delayline if shapes => {
-                return Err(EnvNotReady::new(
-                    "this kernel has no sch_netem, and the userspace delay line backend is not built yet; \
-                     only `cpmlab link partition` / `heal` work here",
-                    "run on a kernel with sch_netem (`cpmlab doctor` tells), or force it with --backend netem",
-                )
-                .into());
-            }
-            Backend::Delayline => {}
+        let out = engine
+            .exec_ok(router, &["ip", "-o", "-4", "addr", "show"], false)
+            .await?;
+        let ifaces = router::interfaces(state, &out);
+        let shapes = links.values().any(|p| p.shapes());
+        let (netem_links, divert) = match backend {
+            Backend::Netem => (links.clone(), false),
+            Backend::Delayline => (BTreeMap::new(), shapes),
+        };
+        if backend == Backend::Delayline {
+            let cfg = serde_json::to_vec_pretty(&DelaylineConfig::new(state, links))?;
+            let tmp = format!("{DELAYLINE_CONFIG}.tmp");
+            engine
+                .upload(router, &[FileSpec::new(tmp.clone(), cfg, 0o644)])
+                .await?;
+            engine
+                .exec_ok(router, &["mv", &tmp, DELAYLINE_CONFIG], false)
+                .await
+                .context("hand the link table to the delay line")?;
         }
+        let script = format!(
+            "set -e\n{}{}",
+            router::netem_script(state, &ifaces, &netem_links),
+            router::divert_script(state, &ifaces, divert)
+        );
+        engine
+            .exec_ok(router, &["sh", "-c", &script], false)
+            .await
+            .with_context(|| format!("apply link shaping ({}) in the router", backend.as_str()))?;
     }
     engine
         .exec_ok(

@@ -130,6 +130,35 @@ pub fn netem_script(
     s
 }
 
+/// Policy routing that sends every packet forwarded between lab networks
+/// through the delay line's TUN device (`on`), or takes it out (`!on`).
+/// Packets the delay line writes back arrive on the TUN, match no rule and
+/// are forwarded by the main table.
+pub fn divert_script(state: &LabState, ifaces: &BTreeMap<String, String>, on: bool) -> String {
+    let dev = super::DELAYLINE_DEV;
+    let mut s = String::new();
+    for n in &state.networks {
+        let _ = writeln!(
+            s,
+            "ip route replace {} dev {dev} table {TABLE}",
+            n.subnet.cidr()
+        );
+    }
+    for leg in ifaces.values() {
+        let _ = writeln!(
+            s,
+            "while ip rule del iif {leg} lookup {TABLE} 2>/dev/null; do :; done"
+        );
+        if on {
+            let _ = writeln!(s, "ip rule add iif {leg} lookup {TABLE} prio 100");
+        }
+    }
+    s
+}
+
+/// The routing table the diversion uses.
+pub const TABLE: u32 = 100;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +169,27 @@ mod tests {
         2: eth0    inet 10.213.2.2/24 brd 10.213.2.255 scope global eth0\\       valid_lft forever\n\
         3: eth1    inet 10.213.1.2/24 brd 10.213.1.255 scope global eth1\\       valid_lft forever\n\
         4: eth2    inet 10.213.0.2/24 brd 10.213.0.255 scope global eth2\\       valid_lft forever\n";
+
+    #[test]
+    fn diversion_sends_each_leg_to_the_tun_and_back() {
+        let s = crate::state::sample_state();
+        let ifaces = interfaces(&s, IP_ADDR);
+        let on = divert_script(&s, &ifaces, true);
+        assert!(on.contains("ip route replace 10.213.1.0/24 dev dl0 table 100"));
+        for leg in ["eth0", "eth1", "eth2"] {
+            assert!(
+                on.contains(&format!("ip rule add iif {leg} lookup 100 prio 100")),
+                "{on}"
+            );
+        }
+        assert!(
+            !on.contains("iif dl0"),
+            "packets from the TUN must use the main table"
+        );
+        let off = divert_script(&s, &ifaces, false);
+        assert!(!off.contains("ip rule add"));
+        assert!(off.contains("ip rule del iif eth1 lookup 100"));
+    }
 
     #[test]
     fn router_legs_are_found_by_address() {

@@ -68,8 +68,10 @@ pub struct ContainerSpec {
     pub networks: Vec<(String, Ipv4Addr)>,
     pub cap_add: Vec<String>,
     pub sysctls: HashMap<String, String>,
-    /// (volume, mount path)
+    /// (volume or absolute host path, mount path[:ro])
     pub volumes: Vec<(String, String)>,
+    /// Host devices to expose (e.g. /dev/net/tun).
+    pub devices: Vec<String>,
     pub files: Vec<FileSpec>,
 }
 
@@ -230,6 +232,16 @@ impl Engine {
                     spec.volumes
                         .iter()
                         .map(|(v, p)| format!("{v}:{p}"))
+                        .collect()
+                }),
+                devices: (!spec.devices.is_empty()).then(|| {
+                    spec.devices
+                        .iter()
+                        .map(|d| bollard::models::DeviceMapping {
+                            path_on_host: Some(d.clone()),
+                            path_in_container: Some(d.clone()),
+                            cgroup_permissions: Some("rwm".into()),
+                        })
                         .collect()
                 }),
                 init: Some(true),

@@ -197,6 +197,12 @@ impl RootFs {
         for (p, _) in BINARIES {
             fs.add_with_libs(Path::new(p))?;
         }
+        // cpmlab itself is mounted from the host at run time (so a rebuild
+        // needs no new image); the libraries it loads must be in the image.
+        let me = std::env::current_exe().context("locate the cpmlab binary")?;
+        for lib in ldd(&me)? {
+            fs.add(&lib)?;
+        }
         for d in DIRS {
             if Path::new(d).is_dir() {
                 fs.add_dir(Path::new(d))?;

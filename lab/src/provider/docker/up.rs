@@ -42,6 +42,8 @@ pub struct UpRequest {
 const READY_FILE: &str = "/run/cpmlab/released";
 /// Written by the network script when routes and resolver are in place.
 const NET_DONE_FILE: &str = "/run/cpmlab/net-done";
+/// Where the host's cpmlab binary is mounted in every lab container.
+pub const AGENT_BIN: &str = "/usr/local/bin/cpmlab";
 /// The network script inside each container.
 const NET_SCRIPT: &str = "/etc/cpmlab/net.sh";
 
@@ -319,6 +321,10 @@ fn container_specs(
     client: &crate::pki::CertKey,
 ) -> Result<Vec<ContainerSpec>> {
     let lab = &state.name;
+    let self_exe = std::env::current_exe()
+        .context("locate the cpmlab binary")?
+        .display()
+        .to_string();
     let docker_net = |n: &str| {
         state
             .network(n)
@@ -335,7 +341,9 @@ fn container_specs(
         networks: vec![],
         cap_add: vec!["NET_ADMIN".into()],
         sysctls: HashMap::new(),
-        volumes: vec![],
+        // The lab's own binary serves the in-container roles (`cpmlab agent ...`).
+        volumes: vec![(self_exe.clone(), format!("{AGENT_BIN}:ro"))],
+        devices: vec![],
         files: vec![],
     };
     let mut specs = Vec::new();
@@ -354,6 +362,17 @@ fn container_specs(
     router.sysctls = HashMap::from([
         ("net.ipv4.ip_forward".into(), "1".into()),
         ("net.ipv4.conf.all.send_redirects".into(), "0".into()),
+        // Packets come back from the delay line's TUN with foreign sources.
+        ("net.ipv4.conf.all.rp_filter".into(), "0".into()),
+        ("net.ipv4.conf.default.rp_filter".into(), "0".into()),
+    ]);
+    router.devices = vec!["/dev/net/tun".into()];
+    router.cmd = behind_barrier(vec![
+        AGENT_BIN.into(),
+        "agent".into(),
+        "router".into(),
+        "--config".into(),
+        crate::link::DELAYLINE_CONFIG.into(),
     ]);
     specs.push(router);
 
@@ -431,7 +450,7 @@ fn container_specs(
     for m in &state.members {
         let mut c = base(&m.container, "etcd", Some(&m.seed));
         c.networks = vec![(docker_net(&m.seed), m.ip)];
-        c.volumes = vec![(m.volume.clone(), etcd::DATA_DIR.into())];
+        c.volumes.push((m.volume.clone(), etcd::DATA_DIR.into()));
         let cert = ca.issue_member(&m.name, std::slice::from_ref(&m.host), &[m.ip.into()])?;
         c.files = vec![
             net_script(&[m.seed.as_str()]),

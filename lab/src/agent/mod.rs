@@ -1,0 +1,7 @@
+//! Roles that run inside the lab's containers, as hidden `cpmlab agent`
+//! subcommands (the host's binary is mounted into every container).
+
+pub mod echo;
+pub mod router;
+pub mod rtt;
+pub mod tun;
