@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's target dir.
+/// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's release
+/// build (what scripts/setup builds; the delay line needs optimised code),
+/// else the debug build.
 pub fn bin() -> PathBuf {
     if let Some(p) = std::env::var_os("CPMLAB_BIN") {
         return PathBuf::from(p);
@@ -15,13 +17,16 @@ pub fn bin() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let p = target.join("debug/cpmlab");
-    assert!(
-        p.exists(),
-        "{} does not exist: build it first with `cargo build -p cpmlab` (scripts/test does)",
-        p.display()
-    );
-    p
+    let release = target.join("release/cpmlab");
+    let debug = target.join("debug/cpmlab");
+    match (release.exists(), debug.exists()) {
+        (true, _) => release,
+        (false, true) => debug,
+        _ => panic!(
+            "{} does not exist: build it first with `cargo build --release -p cpmlab` (scripts/setup does)",
+            release.display()
+        ),
+    }
 }
 
 /// Is Docker reachable? In CI (CI=true) an unreachable Docker fails the test;
@@ -137,6 +142,18 @@ impl Lab {
     /// Runs a shell command in one of the lab's containers.
     pub fn exec(&self, what: &str, script: &str) -> Output {
         docker(&["exec", &self.container(what), "sh", "-c", script])
+    }
+}
+
+impl Lab {
+    /// Starts a shell command in a container; collect it with `wait_with_output`.
+    pub fn exec_spawn(&self, what: &str, script: &str) -> std::process::Child {
+        Command::new("docker")
+            .args(["exec", &self.container(what), "sh", "-c", script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn docker exec")
     }
 }
 

@@ -96,8 +96,11 @@ impl Shapers {
     }
 }
 
-fn mtime(p: &Path) -> Option<SystemTime> {
-    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+/// Identity of the table file: it is replaced by rename, so the inode changes.
+fn mtime(p: &Path) -> Option<(SystemTime, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.modified().ok()?, m.ino(), m.len()))
 }
 
 fn load(path: &Path) -> Option<DelaylineConfig> {

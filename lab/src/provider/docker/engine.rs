@@ -284,7 +284,12 @@ impl Engine {
             let mut h = tar::Header::new_gnu();
             h.set_size(f.contents.len() as u64);
             h.set_mode(f.mode);
-            h.set_mtime(0);
+            h.set_mtime(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+            );
             h.set_entry_type(tar::EntryType::Regular);
             tar.append_data(
                 &mut h,
