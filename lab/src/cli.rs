@@ -519,10 +519,15 @@ async fn cmd_link(state_root: &Path, command: LinkCommand) -> Result<u8> {
         LinkCommand::Show { .. } => BackendChoice::Auto,
     };
     links.retain(|_, p| !p.is_clear());
-    let backend = Backend::choose(backend_choice);
+    // Shaping stays with the backend that put it in force unless forced.
+    let backend = match (backend_choice, state.link_backend) {
+        (BackendChoice::Auto, Some(b)) => b,
+        (choice, _) => Backend::choose(choice),
+    };
     if !matches!(command, LinkCommand::Show { .. }) {
         let engine = Engine::connect().await?;
         apply(&engine, &state, &links, backend).await?;
+        state.link_backend = links.values().any(|p| p.shapes()).then_some(backend);
         state.links = links;
         dir.save(&state)?;
     }

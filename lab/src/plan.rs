@@ -122,6 +122,7 @@ impl<'a> LabPlan<'a> {
             },
             members,
             links: Default::default(),
+            link_backend: None,
         }
     }
 

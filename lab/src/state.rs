@@ -38,6 +38,9 @@ pub struct LabState {
     /// Link profiles in force, by directed pair `src>dst`; absent is clear.
     #[serde(default)]
     pub links: std::collections::BTreeMap<String, crate::link::profile::LinkProfile>,
+    /// The backend that put the shaping in force (none while links are clear).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_backend: Option<crate::link::Backend>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,7 +27,7 @@ pub enum BackendChoice {
     Delayline,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Netem,
@@ -154,7 +154,8 @@ pub async fn apply(
     backend: Backend,
 ) -> Result<()> {
     let router = &state.router.container;
-    if shaping(links) != shaping(&state.links) {
+    let backend_changed = state.link_backend.is_some_and(|b| b != backend);
+    if shaping(links) != shaping(&state.links) || backend_changed {
         let out = engine
             .exec_ok(router, &["ip", "-o", "-4", "addr", "show"], false)
             .await?;
