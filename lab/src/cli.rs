@@ -159,6 +159,37 @@ pub enum LinkCommand {
     },
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ApiserverArgs {
+    #[arg(long, default_value = "0.0.0.0:443")]
+    listen: std::net::SocketAddr,
+    #[arg(long)]
+    cert: PathBuf,
+    #[arg(long)]
+    key: PathBuf,
+    /// File holding the bearer token clients must present.
+    #[arg(long)]
+    token_file: PathBuf,
+    /// Comma-separated etcd client URLs (its own seed's members only).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd_servers: Vec<String>,
+    #[arg(long)]
+    etcd_ca: Option<PathBuf>,
+    #[arg(long)]
+    etcd_cert: Option<PathBuf>,
+    #[arg(long)]
+    etcd_key: Option<PathBuf>,
+    /// Serving goes on this long after /readyz starts failing (Gardener sets 15 s).
+    #[arg(long, default_value = "15s")]
+    shutdown_delay: String,
+    #[arg(long, default_value = "")]
+    seed: String,
+    #[arg(long, default_value = "standin")]
+    name: String,
+    #[arg(long, default_value = "")]
+    advertise: String,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum AgentCommand {
     /// The wan router's delay line (userspace link shaping over TUN).
@@ -166,6 +197,8 @@ pub enum AgentCommand {
         #[arg(long, default_value = crate::link::DELAYLINE_CONFIG)]
         config: PathBuf,
     },
+    /// The stand-in API server (used where the real kube-apiserver is absent).
+    Apiserver(Box<ApiserverArgs>),
     /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
     Echo {
         #[arg(long, default_value = "0.0.0.0:7007")]
@@ -319,8 +352,31 @@ async fn run(cli: Cli) -> Result<u8> {
             })
         }
         Command::Link { command } => cmd_link(&cli.state_dir, command).await,
+        Command::Agent {
+            command: AgentCommand::Apiserver(a),
+        } => {
+            let a = *a;
+            let shutdown_delay =
+                crate::link::profile::parse_duration("--shutdown-delay", &a.shutdown_delay)?;
+            crate::apiserver::run(crate::apiserver::ApiServerConfig {
+                listen: a.listen,
+                cert: a.cert,
+                key: a.key,
+                token_file: a.token_file,
+                etcd_servers: a.etcd_servers,
+                etcd_ca: a.etcd_ca,
+                etcd_cert: a.etcd_cert,
+                etcd_key: a.etcd_key,
+                shutdown_delay,
+                seed: a.seed,
+                name: a.name,
+                advertise: a.advertise,
+            })
+            .await?;
+            Ok(0)
+        }
         Command::Agent { command } => {
-            // Agents are long-running and synchronous: give them a thread.
+            // These agents are synchronous loops: give them a thread.
             tokio::task::spawn_blocking(move || cmd_agent(command)).await?
         }
         Command::Images {
@@ -550,6 +606,7 @@ fn cmd_agent(command: AgentCommand) -> Result<u8> {
     match command {
         AgentCommand::Router { config } => crate::agent::router::run(&config).map(|_| 0),
         AgentCommand::Echo { listen } => crate::agent::echo::run(listen).map(|_| 0),
+        AgentCommand::Apiserver(_) => unreachable!("the API server runs on the async runtime"),
         AgentCommand::Rtt {
             target,
             proto,

@@ -4,6 +4,7 @@
 
 pub mod addressing;
 pub mod agent;
+pub mod apiserver;
 pub mod cli;
 pub mod dns;
 pub mod doctor;

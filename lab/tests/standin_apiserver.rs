@@ -1,0 +1,441 @@
+//! The stand-in API server against a real etcd and the real kubectl, on
+//! loopback: discovery, create/get/list/apply/replace/delete, watch,
+//! optimistic concurrency, paging, 410 Gone after compaction, auth.
+//! Needs the host's etcd and kubectl (scripts/setup installs etcd; kubectl
+//! is on this project's machines); fails when CI=true and they are missing.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn have(bin: &str) -> bool {
+    Command::new(bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+        || Command::new(bin)
+            .args(["version", "--client"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok()
+}
+
+fn tools_or_skip(test: &str) -> bool {
+    let missing: Vec<&str> = ["etcd", "etcdctl", "kubectl"]
+        .into_iter()
+        .filter(|b| !have(b))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {missing:?} missing and CI=true: run scripts/setup");
+    }
+    eprintln!("SKIPPED {test}: {missing:?} not installed");
+    false
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    etcd_url: String,
+    kubeconfig: PathBuf,
+    _etcd: Killed,
+    _api: Killed,
+}
+
+impl Env {
+    fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args);
+        assert!(o.status.success(), "kubectl {args:?}: {}", show(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn start() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, pp, ap) = (free_port(), free_port(), free_port());
+    let etcd_url = format!("http://127.0.0.1:{cp}");
+    let etcd = Command::new("etcd")
+        .args([
+            "--name=t",
+            &format!("--data-dir={}", dir.path().join("etcd").display()),
+            &format!("--listen-client-urls={etcd_url}"),
+            &format!("--advertise-client-urls={etcd_url}"),
+            &format!("--listen-peer-urls=http://127.0.0.1:{pp}"),
+            &format!("--initial-advertise-peer-urls=http://127.0.0.1:{pp}"),
+            &format!("--initial-cluster=t=http://127.0.0.1:{pp}"),
+            "--log-outputs=stderr",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start etcd");
+    let etcd = Killed(etcd);
+
+    let ca = cpmlab::pki::Ca::generate("standin-test").unwrap();
+    let server = ca
+        .issue_member(
+            "apiserver",
+            &["localhost".into()],
+            &["127.0.0.1".parse().unwrap()],
+        )
+        .unwrap();
+    let w = |n: &str, t: &str| {
+        let p = dir.path().join(n);
+        std::fs::write(&p, t).unwrap();
+        p
+    };
+    let cert = w("server.crt", &server.cert_pem);
+    let key = w("server.key", &server.key_pem);
+    let token = w("token", "s3cret-token\n");
+    let api = Command::new(env!("CARGO_BIN_EXE_cpmlab"))
+        .args([
+            "agent",
+            "apiserver",
+            &format!("--listen=127.0.0.1:{ap}"),
+            &format!("--cert={}", cert.display()),
+            &format!("--key={}", key.display()),
+            &format!("--token-file={}", token.display()),
+            &format!("--etcd-servers={etcd_url}"),
+            "--shutdown-delay=1s",
+            "--seed=seed-a",
+            "--name=standin-0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the stand-in");
+    let api = Killed(api);
+
+    use base64::Engine as _;
+    let ca_b64 = base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem);
+    let kubeconfig = w(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:{ap}\n    certificate-authority-data: {ca_b64}\nusers:\n- name: probe\n  user:\n    token: s3cret-token\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: probe\n    namespace: default\ncurrent-context: lab\n"
+        ),
+    );
+    let env = Env {
+        dir,
+        etcd_url,
+        kubeconfig,
+        _etcd: etcd,
+        _api: api,
+    };
+    let t0 = Instant::now();
+    loop {
+        let o = env.kubectl(&["get", "--raw", "/readyz"]);
+        if o.status.success() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "stand-in not ready: {}",
+            show(&o)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    env
+}
+
+#[test]
+fn kubectl_works_against_the_standin() {
+    if !tools_or_skip("kubectl_works_against_the_standin") {
+        return;
+    }
+    let env = start();
+
+    // Discovery and version: named as a stand-in.
+    let v = env.ok(&["version", "-o", "json"]);
+    assert!(v.contains("cpmlab-standin"), "{v}");
+    let r = env.ok(&["api-resources"]);
+    for want in ["configmaps", "namespaces", "leases"] {
+        assert!(r.contains(want), "{want} missing from:\n{r}");
+    }
+    let ns = env.json(&["get", "namespaces", "-o", "json"]);
+    let names: Vec<&str> = ns["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"default") && names.contains(&"kube-system"),
+        "{names:?}"
+    );
+
+    // create, get
+    let alpha = env.file(
+        "alpha.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alpha\ndata:\n  k: v1\n",
+    );
+    env.ok(&["create", "-f", alpha.to_str().unwrap()]);
+    let a = env.json(&["get", "configmap", "alpha", "-o", "json"]);
+    assert_eq!(a["data"]["k"], "v1");
+    let rv1: i64 = a["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(a["metadata"]["uid"].as_str().unwrap().len() == 36);
+    let o = env.kubectl(&["create", "-f", alpha.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("AlreadyExists"),
+        "{}",
+        show(&o)
+    );
+
+    // apply: create, then change (a patch)
+    let f = env.file(
+        "beta.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: beta\n  labels: {app: probe}\ndata:\n  x: \"1\"\n",
+    );
+    env.ok(&["apply", "-f", f.to_str().unwrap()]);
+    let f = env.file(
+        "beta.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: beta\n  labels: {app: probe}\ndata:\n  x: \"2\"\n  w: \"3\"\n",
+    );
+    let out = env.ok(&["apply", "-f", f.to_str().unwrap()]);
+    assert!(out.contains("configured"), "{out}");
+    let b = env.json(&["get", "cm", "beta", "-o", "json"]);
+    assert_eq!(
+        (b["data"]["x"].as_str(), b["data"]["w"].as_str()),
+        (Some("2"), Some("3"))
+    );
+
+    // list with a label selector
+    let l = env.json(&["get", "cm", "-l", "app=probe", "-o", "json"]);
+    assert_eq!(l["items"].as_array().unwrap().len(), 1, "{l}");
+
+    // optimistic concurrency: replace with a stale resourceVersion is a conflict
+    let mut stale = a.clone();
+    stale["data"]["k"] = Value::from("stale");
+    env.ok(&[
+        "patch",
+        "cm",
+        "alpha",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"k":"v2"}}"#,
+    ]);
+    let f = env.file("stale.json", &stale.to_string());
+    let o = env.kubectl(&["replace", "-f", f.to_str().unwrap()]);
+    assert!(!o.status.success(), "stale replace must fail: {}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("modified"),
+        "{}",
+        show(&o)
+    );
+    let a2 = env.json(&["get", "cm", "alpha", "-o", "json"]);
+    assert_eq!(a2["data"]["k"], "v2");
+    assert!(
+        a2["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+            > rv1
+    );
+
+    // paging: limit 1 gives a continue token that leads to the rest
+    let p1 = env.json(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps?limit=1",
+    ]);
+    assert_eq!(p1["items"].as_array().unwrap().len(), 1);
+    let cont = p1["metadata"]["continue"].as_str().expect("continue token");
+    let p2 = env.json(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/default/configmaps?limit=5&continue={cont}"),
+    ]);
+    assert_eq!(p2["items"].as_array().unwrap().len(), 1, "{p2}");
+    assert_eq!(
+        p2["metadata"]["resourceVersion"],
+        p1["metadata"]["resourceVersion"]
+    );
+
+    // watch: kubectl sees a create that happens while it watches
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .args(["get", "cm", "-w", "--output-watch-events", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let gamma = env.file(
+        "gamma.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gamma\ndata:\n  g: \"1\"\n",
+    );
+    env.ok(&["create", "-f", gamma.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = watch.kill();
+    let wo = watch.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&wo.stdout);
+    assert!(
+        seen.contains("\"gamma\"") && seen.contains("ADDED"),
+        "watch saw: {seen}\n{}",
+        String::from_utf8_lossy(&wo.stderr)
+    );
+
+    // Leases
+    let f = env.file(
+        "lease.yaml",
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: probe\nspec:\n  holderIdentity: me\n",
+    );
+    env.ok(&["apply", "-f", f.to_str().unwrap()]);
+    let lease = env.json(&["get", "lease", "probe", "-o", "json"]);
+    assert_eq!(lease["spec"]["holderIdentity"], "me");
+
+    // delete
+    env.ok(&["delete", "cm", "alpha"]);
+    let o = env.kubectl(&["get", "cm", "alpha"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("NotFound"),
+        "{}",
+        show(&o)
+    );
+
+    // a wrong token is refused
+    let cfg = std::fs::read_to_string(&env.kubeconfig).unwrap();
+    let bad = env.file("bad-kubeconfig", &cfg.replace("s3cret-token", "wrong"));
+    let o = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&bad)
+        .args(["get", "cm"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Unauthorized"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn watch_from_a_compacted_revision_is_gone() {
+    if !tools_or_skip("watch_from_a_compacted_revision_is_gone") {
+        return;
+    }
+    let env = start();
+    let one = env.file(
+        "one.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\ndata:\n  a: \"1\"\n",
+    );
+    env.ok(&["create", "-f", one.to_str().unwrap()]);
+    for i in 0..3 {
+        env.ok(&[
+            "patch",
+            "cm",
+            "one",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"data":{{"a":"{i}"}}}}"#),
+        ]);
+    }
+    let cm = env.json(&["get", "cm", "one", "-o", "json"]);
+    let rv: i64 = cm["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let o = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &env.etcd_url, "compact", &rv.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    // Watching from before the compaction: one ERROR event with 410.
+    let out = env.ok(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}&timeoutSeconds=3",
+            rv - 2
+        ),
+    ]);
+    let ev: Value = serde_json::from_str(out.lines().next().unwrap_or("{}")).unwrap();
+    assert_eq!(ev["type"], "ERROR", "{out}");
+    assert_eq!(ev["object"]["code"], 410, "{out}");
+    // From the current revision: a change arrives as MODIFIED with a newer rv.
+    let url = format!(
+        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=3&allowWatchBookmarks=true"
+    );
+    let w = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .args(["get", "--raw", &url])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    env.ok(&[
+        "patch",
+        "cm",
+        "one",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"a":"new"}}"#,
+    ]);
+    let out = w.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first: Value = serde_json::from_str(text.lines().next().unwrap_or("{}")).unwrap();
+    assert_eq!(first["type"], "MODIFIED", "{text}");
+    assert_eq!(first["object"]["data"]["a"], "new");
+    let new_rv: i64 = first["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(new_rv > rv);
+}
