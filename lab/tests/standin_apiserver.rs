@@ -210,7 +210,12 @@ fn kubectl_works_against_the_standin() {
         "{names:?}"
     );
 
-    // create, get
+    // create from a generator (typed client: a protobuf body) and from a file
+    env.ok(&["create", "configmap", "delta", "--from-literal=d=4"]);
+    let d = env.json(&["get", "configmap", "delta", "-o", "json"]);
+    assert_eq!(d["data"]["d"], "4", "{d}");
+    env.ok(&["create", "namespace", "probes"]);
+    env.ok(&["get", "namespace", "probes"]);
     let alpha = env.file(
         "alpha.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alpha\ndata:\n  k: v1\n",
@@ -296,7 +301,9 @@ fn kubectl_works_against_the_standin() {
         "--raw",
         &format!("/api/v1/namespaces/default/configmaps?limit=5&continue={cont}"),
     ]);
-    assert_eq!(p2["items"].as_array().unwrap().len(), 1, "{p2}");
+    let all = env.json(&["get", "cm", "-o", "json"]);
+    let total = all["items"].as_array().unwrap().len();
+    assert_eq!(p2["items"].as_array().unwrap().len(), total - 1, "{p2}");
     assert_eq!(
         p2["metadata"]["resourceVersion"],
         p1["metadata"]["resourceVersion"]

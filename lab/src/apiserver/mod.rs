@@ -4,6 +4,7 @@
 //! names itself a stand-in in /version.
 
 pub mod errors;
+pub mod protobuf;
 pub mod resources;
 pub mod server;
 pub mod store;

@@ -279,19 +279,28 @@ async fn handle(
         Route::Doc(_) => return Err(ApiError::MethodNotAllowed),
         Route::Resource(t) => t,
     };
-    // Bodies are JSON; a protobuf (or CBOR) body gets 415, on which client-go
-    // falls back to JSON, as it does against servers without protobuf.
-    if !body.is_empty() && method != Method::PATCH {
-        let ct = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json");
-        if !ct.starts_with("application/json") && !ct.starts_with("application/yaml") {
+    // Bodies are JSON, or protobuf from typed clients (decoded to JSON).
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let decoded = if !body.is_empty() && method != Method::PATCH {
+        if ct.starts_with(super::protobuf::CONTENT_TYPE) {
+            Some(super::protobuf::decode(t.resource.kind, &body)?)
+        } else if ct.starts_with("application/json") {
+            None
+        } else {
             return Err(ApiError::UnsupportedMediaType(format!(
-                "the stand-in reads JSON bodies only, not `{ct}`"
+                "the stand-in reads JSON and protobuf bodies, not `{ct}`"
             )));
         }
-    }
+    } else {
+        None
+    };
+    let body_value = || match &decoded {
+        Some(v) => Ok(v.clone()),
+        None => body_json(&body),
+    };
     let q = query(uri);
     let r = &t.resource;
     let ns = t.namespace.as_deref();
@@ -312,19 +321,12 @@ async fn handle(
             };
             Ok(json_response(200, &st.list(r, ns, &o).await?))
         }
-        (Method::POST, None) => Ok(json_response(
-            201,
-            &st.create(r, ns, body_json(&body)?).await?,
-        )),
+        (Method::POST, None) => Ok(json_response(201, &st.create(r, ns, body_value()?).await?)),
         (Method::PUT, Some(name)) => Ok(json_response(
             200,
-            &st.update(r, ns, name, body_json(&body)?).await?,
+            &st.update(r, ns, name, body_value()?).await?,
         )),
         (Method::PATCH, Some(name)) => {
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
             let kind = match ct.split(';').next().unwrap_or("").trim() {
                 "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
                     PatchKind::Merge
