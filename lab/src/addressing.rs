@@ -15,6 +15,8 @@ pub mod host {
     pub const TOOLBOX: u8 = 4;
     /// First etcd member; member `i` is `ETCD + i`.
     pub const ETCD: u8 = 10;
+    /// First API server replica; replica `i` is `APISERVER + i`.
+    pub const APISERVER: u8 = 20;
 }
 
 /// An IPv4 /24 network.

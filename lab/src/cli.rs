@@ -82,6 +82,11 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Write a kubeconfig for the shoot API and print its path.
+    Kubeconfig {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
     /// Shape the links between the lab's networks (applied in the wan router).
     Link {
         #[command(subcommand)]
@@ -352,6 +357,13 @@ async fn run(cli: Cli) -> Result<u8> {
             })
         }
         Command::Link { command } => cmd_link(&cli.state_dir, command).await,
+        Command::Kubeconfig { lab } => {
+            check_name(&lab.name)?;
+            let (dir, state) = crate::status::load_lab(&cli.state_dir, &lab.name)?;
+            let path = crate::kubeconfig::write(&dir, &state).await?;
+            println!("{}", path.display());
+            Ok(0)
+        }
         Command::Agent {
             command: AgentCommand::Apiserver(a),
         } => {

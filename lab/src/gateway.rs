@@ -23,8 +23,20 @@ fn backend_name(kind: &str, sni: &str) -> String {
     format!("{kind}_{}", sni.replace('.', "_"))
 }
 
-/// The HAProxy configuration for a gateway fronting `routes`.
-pub fn haproxy_config(seed: &str, routes: &[Route]) -> String {
+/// The shoot API behind a gateway: the API name (SNI) and the seed's replicas.
+#[derive(Debug, Clone)]
+pub struct ApiRoute {
+    pub sni: String,
+    pub servers: Vec<(String, Ipv4Addr)>,
+}
+
+pub const API_PORT: u16 = 443;
+
+/// The HAProxy configuration for a gateway fronting `routes` and the API.
+/// API replicas are health-checked on /readyz (over TLS, as a load balancer
+/// in front of kube-apiserver does), so a replica that starts shutting down
+/// gets no new connections while its open ones are served to the end.
+pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
     let mut c = String::new();
     let _ = write!(
         c,
@@ -54,12 +66,55 @@ pub fn haproxy_config(seed: &str, routes: &[Route]) -> String {
             );
         }
     }
+    let _ = write!(
+        c,
+        "\nfrontend shoot_api\n  bind :{API_PORT}\n  tcp-request inspect-delay 5s\n  tcp-request content accept if {{ req_ssl_hello_type 1 }}\n"
+    );
+    if !api.servers.is_empty() {
+        let _ = write!(
+            c,
+            "  use_backend shoot_api if {{ req_ssl_sni -i {} }}\n\n\
+             backend shoot_api\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz\n  http-check expect status 200\n",
+            api.sni
+        );
+        for (name, ip) in &api.servers {
+            let _ = writeln!(
+                c,
+                "  server {name} {ip}:{API_PORT} check check-ssl verify none inter 500ms fall 2 rise 2"
+            );
+        }
+    }
     c
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn no_api() -> ApiRoute {
+        ApiRoute {
+            sni: "api.local.cpmlab.test".into(),
+            servers: vec![],
+        }
+    }
+
+    #[test]
+    fn api_replicas_are_balanced_and_health_checked() {
+        let api = ApiRoute {
+            sni: "api.local.cpmlab.test".into(),
+            servers: vec![
+                ("seed-a-apiserver-0".into(), "10.0.0.20".parse().unwrap()),
+                ("seed-a-apiserver-1".into(), "10.0.0.21".parse().unwrap()),
+            ],
+        };
+        let cfg = haproxy_config("seed-a", &[], &api);
+        assert!(cfg.contains("bind :443"));
+        assert!(cfg.contains("use_backend shoot_api if { req_ssl_sni -i api.local.cpmlab.test }"));
+        assert!(cfg.contains("http-check send meth GET uri /readyz"));
+        assert!(cfg.contains("server seed-a-apiserver-1 10.0.0.21:443 check check-ssl verify none"));
+        let none = haproxy_config("seed-b", &[], &no_api());
+        assert!(none.contains("bind :443") && !none.contains("backend shoot_api"));
+    }
 
     #[test]
     fn routes_each_member_by_sni_on_both_ports() {
@@ -75,6 +130,7 @@ mod tests {
                     ip: "10.0.0.11".parse().unwrap(),
                 },
             ],
+            &no_api(),
         );
         assert!(cfg.contains("bind :2379"));
         assert!(cfg.contains("bind :2380"));
@@ -91,7 +147,7 @@ mod tests {
 
     #[test]
     fn gateway_without_members_is_valid() {
-        let cfg = haproxy_config("seed-b", &[]);
+        let cfg = haproxy_config("seed-b", &[], &no_api());
         assert!(cfg.contains("frontend etcd_peer"));
         assert!(!cfg.contains("backend "));
     }

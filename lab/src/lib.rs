@@ -12,6 +12,7 @@ pub mod errors;
 pub mod etcd;
 pub mod gateway;
 pub mod kernel;
+pub mod kubeconfig;
 pub mod link;
 pub mod pki;
 pub mod plan;

@@ -3,7 +3,8 @@
 
 use crate::addressing::{host, Net24};
 use crate::state::{
-    ContainerRef, DnsState, LabState, MemberState, NetworkState, Phase, SeedState, STATE_VERSION,
+    ApiServerState, ContainerRef, DnsState, LabState, MemberState, NetworkState, Phase, SeedState,
+    STATE_VERSION,
 };
 use crate::topology::{Topology, CLIENTS};
 
@@ -120,9 +121,24 @@ impl<'a> LabPlan<'a> {
                 tsig_key_name: "cpmlab-update".into(),
                 tsig_secret,
             },
+            apiservers: (0..t.api.replicas as usize)
+                .map(|i| self.apiserver(&t.source().name, i))
+                .collect(),
+            api_token: String::new(),
             members,
             links: Default::default(),
             link_backend: None,
+        }
+    }
+
+    /// API server replica `index` of `seed`.
+    pub fn apiserver(&self, seed: &str, index: usize) -> ApiServerState {
+        let name = format!("{seed}-apiserver-{index}");
+        ApiServerState {
+            container: container_name(self.lab, &name),
+            ip: self.net(seed).host(host::APISERVER + index as u8),
+            seed: seed.to_string(),
+            name,
         }
     }
 

@@ -35,6 +35,12 @@ pub struct LabState {
     pub toolbox: ContainerRef,
     pub dns: DnsState,
     pub members: Vec<MemberState>,
+    /// API server replicas (the stand-in unless a real kube-apiserver is used).
+    #[serde(default)]
+    pub apiservers: Vec<ApiServerState>,
+    /// Bearer token the API servers accept.
+    #[serde(default)]
+    pub api_token: String,
     /// Link profiles in force, by directed pair `src>dst`; absent is clear.
     #[serde(default)]
     pub links: std::collections::BTreeMap<String, crate::link::profile::LinkProfile>,
@@ -80,6 +86,14 @@ pub struct DnsState {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiServerState {
+    pub name: String,
+    pub seed: String,
+    pub container: String,
+    pub ip: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemberState {
     /// etcd member name, prefixed by the seed name.
     pub name: String,
@@ -112,6 +126,12 @@ impl LabState {
             .iter()
             .find(|s| s.role == role)
             .expect("state has both seed roles")
+    }
+    pub fn apiservers_of<'a>(
+        &'a self,
+        seed: &'a str,
+    ) -> impl Iterator<Item = &'a ApiServerState> + 'a {
+        self.apiservers.iter().filter(move |a| a.seed == seed)
     }
     pub fn members_of<'a>(&'a self, seed: &'a str) -> impl Iterator<Item = &'a MemberState> + 'a {
         self.members.iter().filter(move |m| m.seed == seed)

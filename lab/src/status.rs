@@ -28,6 +28,27 @@ pub struct StatusReport {
     pub containers: Vec<ContainerStatus>,
     pub etcd: ClusterView,
     pub dns: DnsStatus,
+    pub api: ApiStatus,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ApiStatus {
+    pub name: String,
+    /// True: the lab's stand-in, not kube-apiserver.
+    pub standin: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub replicas: Vec<ApiReplicaStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ApiReplicaStatus {
+    pub name: String,
+    pub seed: String,
+    pub ip: String,
+    pub ready: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -118,7 +139,8 @@ pub async fn status(engine: &Engine, state_root: &Path, lab: &str) -> Result<Sta
         &state.dns.api_name,
         Duration::from_secs(2),
     );
-    let (etcd_view, dns_answer) = tokio::join!(etcd_view, dns_answer);
+    let api = api_status(&dir, &state);
+    let (etcd_view, dns_answer, api) = tokio::join!(etcd_view, dns_answer, api);
     let dns = match dns_answer {
         Ok((ips, ttl)) => DnsStatus {
             server: state.dns.server.ip.to_string(),
@@ -171,7 +193,62 @@ pub async fn status(engine: &Engine, state_root: &Path, lab: &str) -> Result<Sta
         containers,
         etcd: etcd_view,
         dns,
+        api,
     })
+}
+
+/// Each replica asked directly (its /readyz), and the version it reports.
+async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
+    use crate::apiserver::client;
+    let tls = std::fs::read_to_string(dir.pki().join("ca.crt"))
+        .ok()
+        .and_then(|ca| client::tls_client(&ca).ok());
+    let mut replicas = Vec::new();
+    let mut version = None;
+    for a in &state.apiservers {
+        let addr = SocketAddr::from((a.ip, crate::gateway::API_PORT));
+        let (ready, error) = match &tls {
+            Some(tls) => {
+                let t = Duration::from_secs(2);
+                match client::get(addr, &state.dns.api_name, tls.clone(), "/readyz", None, t).await
+                {
+                    Ok((200, _)) => {
+                        if version.is_none() {
+                            version = client::get(
+                                addr,
+                                &state.dns.api_name,
+                                tls.clone(),
+                                "/version",
+                                None,
+                                t,
+                            )
+                            .await
+                            .ok()
+                            .and_then(|(_, b)| serde_json::from_str::<serde_json::Value>(&b).ok())
+                            .and_then(|v| v["gitVersion"].as_str().map(str::to_string));
+                        }
+                        (true, None)
+                    }
+                    Ok((code, body)) => (false, Some(format!("/readyz {code}: {}", body.trim()))),
+                    Err(e) => (false, Some(format!("{e:#}"))),
+                }
+            }
+            None => (false, Some("the lab CA is unreadable".into())),
+        };
+        replicas.push(ApiReplicaStatus {
+            name: a.name.clone(),
+            seed: a.seed.clone(),
+            ip: a.ip.to_string(),
+            ready,
+            error,
+        });
+    }
+    ApiStatus {
+        name: state.dns.api_name.clone(),
+        standin: true,
+        version,
+        replicas,
+    }
 }
 
 impl StatusReport {
@@ -223,6 +300,26 @@ impl StatusReport {
                 if m.healthy { "healthy" } else { "UNHEALTHY" },
                 if m.is_leader { "leader" } else { "" },
                 m.error
+                    .as_ref()
+                    .map(|e| format!("  ({e})"))
+                    .unwrap_or_default()
+            );
+        }
+        let _ = writeln!(
+            o,
+            "\nSHOOT API {} ({})",
+            self.api.name,
+            self.api.version.as_deref().unwrap_or("version unknown")
+        );
+        for r in &self.api.replicas {
+            let _ = writeln!(
+                o,
+                "  {:<22} {:<8} {:<14} {}{}",
+                r.name,
+                r.seed,
+                r.ip,
+                if r.ready { "ready" } else { "NOT READY" },
+                r.error
                     .as_ref()
                     .map(|e| format!("  ({e})"))
                     .unwrap_or_default()

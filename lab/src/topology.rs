@@ -21,6 +21,36 @@ pub struct Topology {
     pub dns: DnsSpec,
     #[serde(default)]
     pub network: NetworkSpec,
+    #[serde(default)]
+    pub api: ApiSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiSpec {
+    /// API server replicas per seed, behind the seed's gateway.
+    #[serde(default = "default_api_replicas")]
+    pub replicas: u32,
+    /// How long a stopping API server keeps serving after /readyz fails
+    /// (kube-apiserver's --shutdown-delay-duration; Gardener sets 15s).
+    #[serde(default = "default_shutdown_delay")]
+    pub shutdown_delay: String,
+}
+
+impl Default for ApiSpec {
+    fn default() -> Self {
+        ApiSpec {
+            replicas: default_api_replicas(),
+            shutdown_delay: default_shutdown_delay(),
+        }
+    }
+}
+
+fn default_api_replicas() -> u32 {
+    2
+}
+fn default_shutdown_delay() -> String {
+    "15s".into()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +193,7 @@ impl Default for Topology {
             shoot: ShootSpec::default(),
             dns: DnsSpec::default(),
             network: NetworkSpec::default(),
+            api: ApiSpec::default(),
         }
     }
 }
@@ -349,6 +380,20 @@ impl Topology {
                     self.dns.ttl
                 ),
             );
+        }
+        if self.api.replicas == 0 || self.api.replicas > 5 {
+            return e(
+                "api.replicas".into(),
+                format!(
+                    "between 1 and 5 API server replicas per seed, got {}",
+                    self.api.replicas
+                ),
+            );
+        }
+        if let Err(b) =
+            crate::link::profile::parse_duration("api.shutdown_delay", &self.api.shutdown_delay)
+        {
+            return e("api.shutdown_delay".into(), b.0);
         }
         if let Err(msg) = crate::addressing::Pool::parse(&self.network.pool) {
             return e("network.pool".into(), msg);

@@ -3,6 +3,7 @@
 //! ConfigMaps, Leases), used where the real kube-apiserver cannot be had. It
 //! names itself a stand-in in /version.
 
+pub mod client;
 pub mod errors;
 pub mod protobuf;
 pub mod resources;

@@ -121,7 +121,11 @@ async fn version() -> Response {
             "major": "1", "minor": "32", "gitVersion": STANDIN_VERSION,
             "gitCommit": "cpmlab", "gitTreeState": "clean", "buildDate": "",
             "goVersion": "n/a (Rust stand-in, not kube-apiserver)", "compiler": "cpmlab",
-            "platform": format!("linux/{}", std::env::consts::ARCH),
+            "platform": format!("linux/{}", match std::env::consts::ARCH {
+                "x86_64" => "amd64",
+                "aarch64" => "arm64",
+                other => other,
+            }),
         }),
     )
 }

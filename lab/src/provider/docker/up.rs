@@ -89,13 +89,23 @@ fn net_setup_script(state: &LabState, own: &[&str]) -> String {
     s
 }
 
-fn random_secret() -> String {
+fn random_bytes() -> [u8; 32] {
     use ring::rand::SecureRandom;
     let mut b = [0u8; 32];
     ring::rand::SystemRandom::new()
         .fill(&mut b)
         .expect("system randomness");
-    base64::engine::general_purpose::STANDARD.encode(b)
+    b
+}
+
+/// A TSIG secret (base64).
+fn random_secret() -> String {
+    base64::engine::general_purpose::STANDARD.encode(random_bytes())
+}
+
+/// A bearer token (hex).
+fn random_token() -> String {
+    hex::encode(random_bytes())
 }
 
 pub fn etcd_tls(dir: &LabDir) -> Result<EtcdTls> {
@@ -133,6 +143,7 @@ pub fn expected_containers(state: &LabState) -> Vec<String> {
     ];
     v.extend(state.seeds.iter().map(|s| s.gateway.container.clone()));
     v.extend(state.members.iter().map(|m| m.container.clone()));
+    v.extend(state.apiservers.iter().map(|a| a.container.clone()));
     v
 }
 
@@ -190,7 +201,8 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     req.cancel.check()?;
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
-    let state = plan.initial_state(random_secret());
+    let mut state = plan.initial_state(random_secret());
+    state.api_token = random_token();
     dir.create()?;
     dir.save(&state)?;
     let ca = Ca::generate(&req.lab)?;
@@ -200,6 +212,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     write_pem(&pki.join("ca.key"), &ca.key_pem())?;
     write_pem(&pki.join("client.crt"), &client.cert_pem)?;
     write_pem(&pki.join("client.key"), &client.key_pem)?;
+    std::fs::write(pki.join("token"), &state.api_token).context("write the API token")?;
     step.done();
 
     req.cancel.check()?;
@@ -214,9 +227,15 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
     req.cancel.check()?;
     let step = p.step("routes through the wan router");
+    let late: Vec<&String> = state
+        .members
+        .iter()
+        .map(|m| &m.container)
+        .chain(state.apiservers.iter().map(|a| &a.container))
+        .collect();
     let infra: Vec<String> = expected_containers(&state)
         .into_iter()
-        .filter(|c| !state.members.iter().any(|m| &m.container == c))
+        .filter(|c| !late.contains(&c))
         .collect();
     release(engine, &infra).await?;
     step.done();
@@ -240,7 +259,20 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     wait_etcd(&state, &tls, &step, &req.cancel).await?;
     step.done();
 
-    let mut state = state;
+    req.cancel.check()?;
+    let step = p.step(format!(
+        "shoot API: {} stand-in replicas ready through the gateway",
+        state.apiservers.len()
+    ));
+    let apis: Vec<String> = state
+        .apiservers
+        .iter()
+        .map(|a| a.container.clone())
+        .collect();
+    release(engine, &apis).await?;
+    wait_api(&state, &tls.ca_pem, &req.cancel).await?;
+    step.done_with(&format!("https://{}", state.dns.api_name));
+
     state.phase = Phase::Ready;
     dir.save(&state)?;
     Ok(state)
@@ -428,11 +460,18 @@ fn container_specs(
                 ip: m.ip,
             })
             .collect();
+        let api = gateway::ApiRoute {
+            sni: state.dns.api_name.clone(),
+            servers: state
+                .apiservers_of(&s.name)
+                .map(|a| (a.name.clone(), a.ip))
+                .collect(),
+        };
         g.files = vec![
             net_script(&[s.network.as_str()]),
             FileSpec::new(
                 "/etc/haproxy/haproxy.cfg",
-                gateway::haproxy_config(&s.name, &routes),
+                gateway::haproxy_config(&s.name, &routes, &api),
                 0o644,
             ),
         ];
@@ -472,6 +511,50 @@ fn container_specs(
             ClusterState::New,
             &format!("cpmlab-{lab}"),
         ));
+        specs.push(c);
+    }
+
+    for a in &state.apiservers {
+        let mut c = base(&a.container, "apiserver", Some(&a.seed));
+        c.networks = vec![(docker_net(&a.seed), a.ip)];
+        let cert = ca.issue_member(
+            &a.name,
+            &[
+                state.dns.api_name.clone(),
+                "kubernetes".into(),
+                "kubernetes.default".into(),
+            ],
+            &[a.ip.into()],
+        )?;
+        let dir = "/etc/cpmlab/api";
+        c.files = vec![
+            net_script(&[a.seed.as_str()]),
+            FileSpec::new(format!("{dir}/ca.crt"), ca.cert_pem.clone(), 0o644),
+            FileSpec::new(format!("{dir}/server.crt"), cert.cert_pem, 0o644),
+            FileSpec::new(format!("{dir}/server.key"), cert.key_pem, 0o600),
+            FileSpec::new(format!("{dir}/token"), state.api_token.clone(), 0o600),
+        ];
+        let etcd_servers: Vec<String> = state
+            .members_of(&a.seed)
+            .map(|m| format!("https://{}:2379", m.ip))
+            .collect();
+        c.cmd = behind_barrier(vec![
+            AGENT_BIN.into(),
+            "agent".into(),
+            "apiserver".into(),
+            "--listen=0.0.0.0:443".into(),
+            format!("--cert={dir}/server.crt"),
+            format!("--key={dir}/server.key"),
+            format!("--token-file={dir}/token"),
+            format!("--etcd-servers={}", etcd_servers.join(",")),
+            format!("--etcd-ca={dir}/ca.crt"),
+            format!("--etcd-cert={dir}/server.crt"),
+            format!("--etcd-key={dir}/server.key"),
+            format!("--shutdown-delay={}", state.topology.api.shutdown_delay),
+            format!("--seed={}", a.seed),
+            format!("--name={}", a.name),
+            format!("--advertise={}:443", state.dns.api_name),
+        ]);
         specs.push(c);
     }
     Ok(specs)
@@ -517,6 +600,45 @@ async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
         "the lab DNS server did not answer {} within {DNS_DEADLINE:?}: {last} (see `docker logs {}`)",
         state.dns.api_name,
         state.dns.server.container
+    )
+}
+
+const API_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Waits until the shoot API answers /readyz through the source gateway.
+async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()> {
+    let gw = state
+        .seed_by_role(crate::topology::SeedRole::Source)
+        .gateway
+        .ip;
+    let tls = crate::apiserver::client::tls_client(ca_pem)?;
+    let started = Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < API_DEADLINE {
+        cancel.check()?;
+        match crate::apiserver::client::get(
+            SocketAddr::from((gw, crate::gateway::API_PORT)),
+            &state.dns.api_name,
+            tls.clone(),
+            "/readyz",
+            None,
+            Duration::from_secs(2),
+        )
+        .await
+        {
+            Ok((200, _)) => return Ok(()),
+            Ok((code, body)) => last = format!("/readyz {code}: {}", body.trim()),
+            Err(e) => last = format!("{e:#}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    anyhow::bail!(
+        "the shoot API was not ready within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
+        state
+            .apiservers
+            .first()
+            .map(|a| a.container.as_str())
+            .unwrap_or("-")
     )
 }
 
