@@ -82,6 +82,11 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Continuous probe clients of the shoot API, and their verdict.
+    Probe {
+        #[command(subcommand)]
+        command: ProbeCommand,
+    },
     /// Write a kubeconfig for the shoot API and print its path.
     Kubeconfig {
         #[command(flatten)]
@@ -164,6 +169,64 @@ pub enum LinkCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum ProbeCommand {
+    /// Start the probe agent on the clients network.
+    Start {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Requests per second per probe and connection mode.
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+        /// Per-request timeout.
+        #[arg(long, default_value = "2s")]
+        timeout: String,
+        #[arg(long, default_value = "readyz,get,list,write,watch")]
+        probes: String,
+        #[arg(long, default_value = "new,reused")]
+        modes: String,
+    },
+    /// Stop the probes and write verdict.json, junit.xml and report.html.
+    /// Exits 1 when the verdict failed.
+    Stop {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Whether probes run, and how the run looks so far.
+    Status {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    #[arg(long)]
+    api_name: String,
+    #[arg(long, default_value_t = 443)]
+    port: u16,
+    /// The lab DNS server (ip:port).
+    #[arg(long)]
+    dns: std::net::SocketAddr,
+    #[arg(long)]
+    ca: PathBuf,
+    #[arg(long)]
+    token_file: PathBuf,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    #[arg(long, default_value = "2s")]
+    timeout: String,
+    #[arg(long, default_value = "readyz,get,list,write,watch")]
+    probes: String,
+    #[arg(long, default_value = "new,reused")]
+    modes: String,
+    /// seed=gateway-ip pairs, to name the seed when the server does not.
+    #[arg(long, default_value = "")]
+    seed_gateways: String,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ApiserverArgs {
     #[arg(long, default_value = "0.0.0.0:443")]
@@ -204,6 +267,8 @@ pub enum AgentCommand {
     },
     /// The stand-in API server (used where the real kube-apiserver is absent).
     Apiserver(Box<ApiserverArgs>),
+    /// Continuous probe clients of the shoot API (NDJSON records).
+    Probe(Box<ProbeArgs>),
     /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
     Echo {
         #[arg(long, default_value = "0.0.0.0:7007")]
@@ -357,6 +422,7 @@ async fn run(cli: Cli) -> Result<u8> {
             })
         }
         Command::Link { command } => cmd_link(&cli.state_dir, command).await,
+        Command::Probe { command } => cmd_probe(&cli.state_dir, command).await,
         Command::Kubeconfig { lab } => {
             check_name(&lab.name)?;
             let (dir, state) = crate::status::load_lab(&cli.state_dir, &lab.name)?;
@@ -383,6 +449,65 @@ async fn run(cli: Cli) -> Result<u8> {
                 seed: a.seed,
                 name: a.name,
                 advertise: a.advertise,
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::Agent {
+            command: AgentCommand::Probe(a),
+        } => {
+            let parse_list = |flag: &str, s: &str| -> Result<Vec<String>> {
+                let v: Vec<String> = s
+                    .split(',')
+                    .filter(|x| !x.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                anyhow::ensure!(!v.is_empty(), BadInput(format!("{flag}: empty")));
+                Ok(v)
+            };
+            let probes = parse_list("--probes", &a.probes)?
+                .into_iter()
+                .map(|p| {
+                    serde_json::from_value(serde_json::json!(p)).map_err(|_| {
+                        BadInput(format!(
+                            "--probes: unknown probe `{p}` (readyz, get, list, write, watch)"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<crate::probe::record::ProbeKind>, _>>()?;
+            let modes = parse_list("--modes", &a.modes)?
+                .into_iter()
+                .map(|m| {
+                    serde_json::from_value(serde_json::json!(m))
+                        .map_err(|_| BadInput(format!("--modes: unknown mode `{m}` (new, reused)")))
+                })
+                .collect::<Result<Vec<crate::probe::record::ConnMode>, _>>()?;
+            let seeds_by_addr = a
+                .seed_gateways
+                .split(',')
+                .filter(|x| !x.is_empty())
+                .map(|pair| {
+                    let (s, ip) = pair.split_once('=').ok_or_else(|| {
+                        BadInput(format!("--seed-gateways: `{pair}` is not seed=ip"))
+                    })?;
+                    let ip = ip.parse().map_err(|_| {
+                        BadInput(format!("--seed-gateways: `{ip}` is not an IPv4 address"))
+                    })?;
+                    Ok((ip, s.to_string()))
+                })
+                .collect::<Result<Vec<_>, BadInput>>()?;
+            crate::probe::agent::run(crate::probe::agent::ProbeConfig {
+                api_name: a.api_name,
+                port: a.port,
+                dns: a.dns,
+                ca: a.ca,
+                token_file: a.token_file,
+                out: a.out,
+                rate: a.rate,
+                timeout: crate::link::profile::parse_duration("--timeout", &a.timeout)?,
+                probes,
+                modes,
+                seeds_by_addr,
             })
             .await?;
             Ok(0)
@@ -618,7 +743,9 @@ fn cmd_agent(command: AgentCommand) -> Result<u8> {
     match command {
         AgentCommand::Router { config } => crate::agent::router::run(&config).map(|_| 0),
         AgentCommand::Echo { listen } => crate::agent::echo::run(listen).map(|_| 0),
-        AgentCommand::Apiserver(_) => unreachable!("the API server runs on the async runtime"),
+        AgentCommand::Apiserver(_) | AgentCommand::Probe(_) => {
+            unreachable!("the API server runs on the async runtime")
+        }
         AgentCommand::Rtt {
             target,
             proto,
@@ -637,6 +764,98 @@ fn cmd_agent(command: AgentCommand) -> Result<u8> {
             })?;
             print_json_line(&report);
             Ok(if report.errors.is_empty() { 0 } else { 1 })
+        }
+    }
+}
+
+async fn cmd_probe(state_root: &Path, command: ProbeCommand) -> Result<u8> {
+    use crate::probe::run;
+    let lab = match &command {
+        ProbeCommand::Start { lab, .. }
+        | ProbeCommand::Stop { lab }
+        | ProbeCommand::Status { lab } => lab.clone(),
+    };
+    check_name(&lab.name)?;
+    let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
+    let engine = Engine::connect().await?;
+    match command {
+        ProbeCommand::Start {
+            rate,
+            timeout,
+            probes,
+            modes,
+            ..
+        } => {
+            let s = run::ProbeSettings {
+                rate,
+                timeout,
+                probes,
+                modes,
+            };
+            let dir_run = run::start(&engine, &dir, &mut state, &s).await?;
+            match lab.output {
+                Output::Json => {
+                    print_json_line(&serde_json::json!({"event": "probe-start", "run": dir_run}))
+                }
+                Output::Text => println!("{}", dir_run.display()),
+            }
+            Ok(0)
+        }
+        ProbeCommand::Stop { .. } => {
+            let out = run::stop(&engine, &dir, &mut state).await?;
+            let v = &out.verdict;
+            match lab.output {
+                Output::Json => print_json_line(&serde_json::json!({
+                    "event": "probe-stop", "run": out.run, "passed": v.passed, "reasons": v.reasons,
+                })),
+                Output::Text => {
+                    println!(
+                        "verdict: {}{}",
+                        if v.passed { "PASSED" } else { "FAILED" },
+                        if v.reasons.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", v.reasons.join("; "))
+                        }
+                    );
+                    println!("report: {}", out.run.join("report.html").display());
+                }
+            }
+            Ok(if v.passed {
+                0
+            } else {
+                crate::errors::EXIT_FAILED
+            })
+        }
+        ProbeCommand::Status { .. } => {
+            let running = engine.container_state(&run::container(&state)).await?;
+            let records = state
+                .probe_run
+                .as_ref()
+                .map(|r| {
+                    crate::verdict::read_records(&r.join("records.ndjson")).unwrap_or_default()
+                })
+                .unwrap_or_default();
+            let failed = records
+                .iter()
+                .filter(|r| r.outcome != crate::probe::record::Outcome::Ok)
+                .count();
+            let v = serde_json::json!({
+                "container": running, "run": state.probe_run, "records": records.len(), "failed": failed,
+            });
+            match lab.output {
+                Output::Json => print_json(&v),
+                Output::Text => println!(
+                    "probes: {running}; run {}; {} records, {failed} failed",
+                    state
+                        .probe_run
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or("-".into()),
+                    records.len()
+                ),
+            }
+            Ok(0)
         }
     }
 }

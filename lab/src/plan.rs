@@ -128,6 +128,7 @@ impl<'a> LabPlan<'a> {
             members,
             links: Default::default(),
             link_backend: None,
+            probe_run: None,
         }
     }
 

@@ -44,6 +44,9 @@ pub struct LabState {
     /// Link profiles in force, by directed pair `src>dst`; absent is clear.
     #[serde(default)]
     pub links: std::collections::BTreeMap<String, crate::link::profile::LinkProfile>,
+    /// The run directory of the probes running now, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_run: Option<PathBuf>,
     /// The backend that put the shaping in force (none while links are clear).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_backend: Option<crate::link::Backend>,

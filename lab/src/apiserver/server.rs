@@ -410,6 +410,7 @@ pub async fn serve(
     eprintln!("stand-in API server {} ({}) on {listen}", s.name, s.seed);
 
     let serve_conn = |tcp: tokio::net::TcpStream| {
+        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let svc = TowerToHyperService::new(app.clone());
         let watcher = graceful.watcher();

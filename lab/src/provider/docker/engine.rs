@@ -316,6 +316,21 @@ impl Engine {
             .with_context(|| format!("start container {container}"))
     }
 
+    /// Stops a container (SIGTERM, then SIGKILL after `timeout_s`).
+    pub async fn stop(&self, container: &str, timeout_s: i32) -> Result<()> {
+        let opts = bollard::query_parameters::StopContainerOptionsBuilder::default()
+            .t(timeout_s)
+            .build();
+        match self.api.stop_container(container, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("stop container {container}")),
+        }
+    }
+
     /// Runs `cmd` in a running container and waits for it.
     pub async fn exec(
         &self,

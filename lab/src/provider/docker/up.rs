@@ -51,7 +51,7 @@ const NET_SCRIPT: &str = "/etc/cpmlab/net.sh";
 const DNS_DEADLINE: Duration = Duration::from_secs(30);
 const ETCD_DEADLINE: Duration = Duration::from_secs(90);
 
-fn behind_barrier(cmd: Vec<String>) -> Vec<String> {
+pub fn behind_barrier(cmd: Vec<String>) -> Vec<String> {
     let mut v = vec![
         "/bin/sh".to_string(),
         "-c".into(),
@@ -558,6 +558,16 @@ fn container_specs(
         specs.push(c);
     }
     Ok(specs)
+}
+
+/// The network script of a container on `nets`, as a file to upload.
+pub fn net_script_file(state: &LabState, nets: &[&str]) -> FileSpec {
+    FileSpec::new(NET_SCRIPT, net_setup_script(state, nets), 0o755)
+}
+
+/// Releases one container (see `release`).
+pub async fn release_one(engine: &Engine, container: &str) -> Result<()> {
+    release(engine, &[container.to_string()]).await
 }
 
 /// Waits for each container's network script, then releases its barrier.

@@ -1,0 +1,456 @@
+//! `cpmlab agent probe`: continuous clients of the shoot API. Per connection
+//! mode, readyz/get/list requests fire on a fixed schedule (concurrently, so
+//! an outage does not slow the clock down); one writer updates a counter
+//! ConfigMap with optimistic concurrency, alternating modes, and every
+//! acknowledged value is the ledger; a watch per mode follows the counter.
+//! Every request is one line in the records file.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use super::record::{ConnMode, Outcome, ProbeKind, Record};
+use super::transport::{Answer, Failure, Resolver, Transport};
+
+pub const NAMESPACE: &str = "cpmlab-probes";
+pub const COUNTER: &str = "probe-counter";
+pub const TARGET: &str = "probe-target";
+
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    pub api_name: String,
+    pub port: u16,
+    pub dns: std::net::SocketAddr,
+    pub ca: PathBuf,
+    pub token_file: PathBuf,
+    pub out: PathBuf,
+    /// Requests per second per probe and mode.
+    pub rate: f64,
+    pub timeout: Duration,
+    pub probes: Vec<ProbeKind>,
+    pub modes: Vec<ConnMode>,
+    pub seeds_by_addr: Vec<(std::net::Ipv4Addr, String)>,
+}
+
+struct Ctx {
+    t: Transport,
+    cfg: ProbeConfig,
+    t0: Instant,
+    wall0: SystemTime,
+    seq: AtomicU64,
+    out: mpsc::UnboundedSender<Record>,
+}
+
+impl Ctx {
+    fn stamp(&self, at: Instant) -> (f64, f64) {
+        let mono = at.duration_since(self.t0).as_secs_f64() * 1e3;
+        let wall = self
+            .wall0
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64() * 1e3)
+            .unwrap_or(0.0)
+            + mono;
+        (wall, mono)
+    }
+
+    fn record(&self, probe: ProbeKind, mode: ConnMode, start: Instant) -> Record {
+        let (wall, mono) = self.stamp(start);
+        Record {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            probe,
+            mode,
+            start_unix_ms: wall,
+            start_mono_ms: mono,
+            duration_ms: start.elapsed().as_secs_f64() * 1e3,
+            outcome: Outcome::Ok,
+            http_status: None,
+            seed: None,
+            server: None,
+            addr: None,
+            error: None,
+            value: None,
+            rv: None,
+            event: None,
+        }
+    }
+
+    fn emit(&self, r: Record) {
+        let _ = self.out.send(r);
+    }
+
+    fn fail(&self, r: &mut Record, f: Failure) {
+        r.outcome = f.outcome;
+        r.error = Some(f.error);
+        r.addr = f.addr.map(|a| a.to_string());
+    }
+
+    fn answered(&self, r: &mut Record, rep: &Answer) {
+        r.http_status = Some(rep.status);
+        r.seed = rep.seed.clone();
+        r.server = rep.server.clone();
+        r.addr = Some(rep.addr.to_string());
+    }
+}
+
+fn cm_path(name: &str) -> String {
+    format!("/api/v1/namespaces/{NAMESPACE}/configmaps/{name}")
+}
+
+fn counter_of(obj: &Value) -> (u64, u64) {
+    let v = obj["data"]["value"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let rv = obj["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (v, rv)
+}
+
+/// One JSON request with the agent's timeout; the body parsed.
+async fn call(
+    c: &Ctx,
+    mode: ConnMode,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(Answer, Value), Failure> {
+    let deadline = Instant::now() + c.cfg.timeout;
+    let rep =
+        c.t.send(
+            mode,
+            method,
+            path,
+            body.map(|b| b.to_string().into_bytes()),
+            deadline,
+        )
+        .await?;
+    let answer = rep.answer();
+    let (_, bytes) = rep.bytes(deadline).await?;
+    Ok((
+        answer,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// Creates the namespace and the probes' objects, waiting for the API.
+async fn setup(c: &Ctx) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        let r = async {
+            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+            let st = call(c, ConnMode::New, "POST", "/api/v1/namespaces", Some(ns)).await?.0.status;
+            if st != 201 && st != 409 {
+                return Err(Failure { outcome: Outcome::Http, error: format!("create namespace: {st}"), addr: None });
+            }
+            for (name, data) in [(TARGET, json!({"probe": "target"})), (COUNTER, json!({"value": "0"}))] {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
+                let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps");
+                let st = call(c, ConnMode::New, "POST", &path, Some(cm)).await?.0.status;
+                if st != 201 && st != 409 {
+                    return Err(Failure { outcome: Outcome::Http, error: format!("create {name}: {st}"), addr: None });
+                }
+            }
+            Ok(())
+        }
+        .await;
+        match r {
+            Ok(()) => return Ok(()),
+            Err(f) if started.elapsed() < Duration::from_secs(60) => {
+                tracing::warn!("probe setup: {}; retrying", f.error);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(f) => anyhow::bail!("probe setup failed: {}", f.error),
+        }
+    }
+}
+
+/// readyz, get, list: one request per tick, each in its own task.
+async fn simple_loop(
+    c: Arc<Ctx>,
+    probe: ProbeKind,
+    mode: ConnMode,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let path = match probe {
+        ProbeKind::Readyz => "/readyz".to_string(),
+        ProbeKind::Get => cm_path(TARGET),
+        ProbeKind::List => format!("/api/v1/namespaces/{NAMESPACE}/configmaps?limit=50"),
+        _ => unreachable!("not a simple probe"),
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / c.cfg.rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        let c = c.clone();
+        let path = path.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let res = call(&c, mode, "GET", &path, None).await;
+            let mut r = c.record(probe, mode, start);
+            match res {
+                Ok((rep, body)) => {
+                    c.answered(&mut r, &rep);
+                    if rep.status != 200 {
+                        r.outcome = Outcome::Http;
+                        r.error = body["message"].as_str().map(str::to_string);
+                    } else if probe != ProbeKind::Readyz {
+                        r.rv = body["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|s| s.parse().ok());
+                    }
+                }
+                Err(f) => c.fail(&mut r, f),
+            }
+            c.emit(r);
+        });
+    }
+}
+
+/// The single writer: read-modify-write of the counter, modes alternating.
+async fn write_loop(
+    c: Arc<Ctx>,
+    modes: Vec<ConnMode>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / c.cfg.rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut known: Option<(u64, u64)> = None;
+    let mut i = 0usize;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        let mode = modes[i % modes.len()];
+        i += 1;
+        let (value, rv) = match known {
+            Some(k) => k,
+            None => match call(&c, mode, "GET", &cm_path(COUNTER), None).await {
+                Ok((a, body)) if a.status == 200 => counter_of(&body),
+                _ => continue,
+            },
+        };
+        let next = value + 1;
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": COUNTER, "namespace": NAMESPACE, "resourceVersion": rv.to_string()},
+            "data": {"value": next.to_string()}});
+        let start = Instant::now();
+        let res = call(&c, mode, "PUT", &cm_path(COUNTER), Some(body)).await;
+        let mut r = c.record(ProbeKind::Write, mode, start);
+        r.value = Some(next);
+        match res {
+            Ok((rep, body)) if rep.status == 200 => {
+                c.answered(&mut r, &rep);
+                let (v, new_rv) = counter_of(&body);
+                r.rv = Some(new_rv);
+                known = Some((v, new_rv));
+            }
+            Ok((rep, body)) => {
+                c.answered(&mut r, &rep);
+                r.outcome = Outcome::Http;
+                r.error = body["message"].as_str().map(str::to_string);
+                known = None;
+            }
+            Err(f) => {
+                c.fail(&mut r, f);
+                // The write may or may not have happened: read before the next.
+                known = None;
+            }
+        }
+        c.emit(r);
+    }
+}
+
+/// Follows the counter from the last seen resourceVersion, reconnecting.
+async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::Receiver<bool>) {
+    use http_body_util::BodyExt;
+    let mut last_rv: Option<u64> = None;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        if last_rv.is_none() {
+            if let Ok((a, body)) = call(&c, mode, "GET", &cm_path(COUNTER), None).await {
+                if a.status == 200 {
+                    last_rv = Some(counter_of(&body).1);
+                }
+            }
+        }
+        let path = format!(
+            "/api/v1/namespaces/{NAMESPACE}/configmaps?watch=1&fieldSelector=metadata.name%3D{COUNTER}&allowWatchBookmarks=true&timeoutSeconds=600{}",
+            last_rv.map(|r| format!("&resourceVersion={r}")).unwrap_or_default()
+        );
+        let start = Instant::now();
+        let res =
+            c.t.send(mode, "GET", &path, None, start + c.cfg.timeout)
+                .await;
+        let mut r = c.record(ProbeKind::Watch, mode, start);
+        r.event = Some("connect".into());
+        r.rv = last_rv;
+        let rep = match res {
+            Ok(rep) if rep.status == 200 => {
+                c.answered(&mut r, &rep.answer());
+                c.emit(r);
+                rep
+            }
+            Ok(rep) => {
+                c.answered(&mut r, &rep.answer());
+                r.outcome = Outcome::Http;
+                c.emit(r);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(f) => {
+                c.fail(&mut r, f);
+                c.emit(r);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let (seed, server) = (rep.seed.clone(), rep.server.clone());
+        let mut body = rep.body;
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            let frame = tokio::select! {
+                _ = stop.changed() => return,
+                f = body.frame() => f,
+            };
+            let Some(Ok(frame)) = frame else { break };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            buf.extend_from_slice(&data);
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                let Ok(ev) = serde_json::from_slice::<Value>(&line) else {
+                    continue;
+                };
+                let ty = ev["type"].as_str().unwrap_or("").to_string();
+                let mut r = c.record(ProbeKind::Watch, mode, Instant::now());
+                r.event = Some(ty.clone());
+                r.seed = seed.clone();
+                r.server = server.clone();
+                if ty == "ERROR" {
+                    r.outcome = Outcome::Http;
+                    r.http_status = ev["object"]["code"].as_u64().map(|c| c as u16);
+                    r.error = ev["object"]["message"].as_str().map(str::to_string);
+                    if r.http_status == Some(410) {
+                        last_rv = None;
+                    }
+                } else {
+                    let (v, rv) = counter_of(&ev["object"]);
+                    r.rv = Some(rv);
+                    if ty != "BOOKMARK" {
+                        r.value = Some(v);
+                    }
+                    last_rv = Some(rv.max(last_rv.unwrap_or(0)));
+                }
+                c.emit(r);
+            }
+        }
+    }
+}
+
+pub async fn run(cfg: ProbeConfig) -> Result<()> {
+    let token = std::fs::read_to_string(&cfg.token_file)
+        .with_context(|| format!("read {}", cfg.token_file.display()))?
+        .trim()
+        .to_string();
+    let ca =
+        std::fs::read_to_string(&cfg.ca).with_context(|| format!("read {}", cfg.ca.display()))?;
+    let tls = crate::apiserver::client::tls_client(&ca)?;
+    let transport = Transport::new(
+        Resolver::new(cfg.dns, &cfg.api_name),
+        &cfg.api_name,
+        cfg.port,
+        token,
+        tls,
+        cfg.seeds_by_addr.clone(),
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel::<Record>();
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&cfg.out)
+        .await
+        .with_context(|| format!("open {}", cfg.out.display()))?;
+    let writer = tokio::spawn(async move {
+        while let Some(r) = rx.recv().await {
+            let mut batch = serde_json::to_vec(&r).expect("record JSON");
+            batch.push(b'\n');
+            while let Ok(r) = rx.try_recv() {
+                batch.extend(serde_json::to_vec(&r).expect("record JSON"));
+                batch.push(b'\n');
+            }
+            if file.write_all(&batch).await.is_err() {
+                break;
+            }
+            let _ = file.flush().await;
+        }
+    });
+    let c = Arc::new(Ctx {
+        t: transport,
+        cfg: cfg.clone(),
+        t0: Instant::now(),
+        wall0: SystemTime::now(),
+        seq: AtomicU64::new(0),
+        out: tx,
+    });
+    setup(&c).await?;
+    eprintln!(
+        "probing {} at {}/s per probe and mode",
+        cfg.api_name, cfg.rate
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    for p in &cfg.probes {
+        match p {
+            ProbeKind::Write => tasks.push(tokio::spawn(write_loop(
+                c.clone(),
+                cfg.modes.clone(),
+                stop_rx.clone(),
+            ))),
+            ProbeKind::Watch => {
+                for m in &cfg.modes {
+                    tasks.push(tokio::spawn(watch_loop(c.clone(), *m, stop_rx.clone())));
+                }
+            }
+            simple => {
+                for m in &cfg.modes {
+                    tasks.push(tokio::spawn(simple_loop(
+                        c.clone(),
+                        *simple,
+                        *m,
+                        stop_rx.clone(),
+                    )));
+                }
+            }
+        }
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
+    }
+    // In-flight requests finish within the timeout.
+    tokio::time::sleep(cfg.timeout.min(Duration::from_secs(3))).await;
+    drop(c);
+    let _ = tokio::time::timeout(Duration::from_secs(3), writer).await;
+    eprintln!("probe stopped");
+    Ok(())
+}

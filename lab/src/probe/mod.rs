@@ -1,0 +1,6 @@
+//! Continuous probe clients of the shoot API and what they record.
+
+pub mod agent;
+pub mod record;
+pub mod run;
+pub mod transport;

@@ -1,0 +1,132 @@
+//! What the probe agent writes, one JSON object per line: every request in
+//! `records.ndjson`, every lab event in `events.ndjson`. The verdict is
+//! computed from these files alone.
+
+use serde::{Deserialize, Serialize};
+
+/// Which probe made a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// GET /readyz
+    Readyz,
+    /// GET of one ConfigMap
+    Get,
+    /// LIST of ConfigMaps in the probe namespace
+    List,
+    /// UPDATE of the counter ConfigMap (optimistic concurrency); the ledger
+    Write,
+    /// WATCH of the counter ConfigMap: one record per (re)connect and per event
+    Watch,
+}
+
+/// How the request reached the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnMode {
+    /// A new TCP+TLS connection (and a DNS lookup, cached per TTL) per request.
+    New,
+    /// One long-lived HTTP/2 connection, re-established only when it fails.
+    Reused,
+}
+
+/// The class of a request's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Ok,
+    /// An HTTP status that is a failure for this probe (see `http_status`).
+    Http,
+    Timeout,
+    Refused,
+    Reset,
+    Dns,
+    Tls,
+    /// Anything else (see `error`).
+    Error,
+}
+
+/// One request (or, for the watch probe, one received event or reconnect).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Per agent, increasing.
+    pub seq: u64,
+    pub probe: ProbeKind,
+    pub mode: ConnMode,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub start_unix_ms: f64,
+    /// Monotonic start, milliseconds since the agent started.
+    pub start_mono_ms: f64,
+    pub duration_ms: f64,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The seed whose API server answered (`X-Cpmlab-Seed`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// The replica that answered (`X-Cpmlab-Server`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The address the request went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// write: the counter value written (acknowledged when outcome is ok);
+    /// watch: the counter value the event carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    /// The resourceVersion the response or event carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rv: Option<u64>,
+    /// watch: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR, or `connect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+}
+
+/// Something that happened in the lab during a run: a phase (migration
+/// step), a fault, a link change. Phases and faults with an end are bands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabEvent {
+    pub at_unix_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_unix_ms: Option<f64>,
+    /// `phase`, `fault`, `link`, `note`
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_compact_ndjson() {
+        let r = Record {
+            seq: 1,
+            probe: ProbeKind::Write,
+            mode: ConnMode::Reused,
+            start_unix_ms: 1.5,
+            start_mono_ms: 0.5,
+            duration_ms: 2.0,
+            outcome: Outcome::Ok,
+            http_status: Some(200),
+            seed: Some("seed-a".into()),
+            server: None,
+            addr: None,
+            error: None,
+            value: Some(7),
+            rv: Some(42),
+            event: None,
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(r#""probe":"write""#) && line.contains(r#""mode":"reused""#));
+        assert!(
+            !line.contains("server"),
+            "absent fields are omitted: {line}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), r);
+    }
+}

@@ -1,0 +1,242 @@
+//! `cpmlab probe start|stop|status`: the probe agent as a container on the
+//! clients network, writing into a run directory on the host
+//! (`.cpmlab/<NAME>/runs/<time>/`), and the verdict when it stops.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::record::LabEvent;
+use crate::errors::{BadInput, EnvNotReady};
+use crate::provider::docker::engine::{ContainerSpec, Engine, FileSpec};
+use crate::provider::docker::up::{release_one, AGENT_BIN};
+use crate::state::{LabDir, LabState};
+
+/// Host number of the probe container on the clients network.
+pub const PROBE_HOST: u8 = 5;
+
+#[derive(Debug, Clone)]
+pub struct ProbeSettings {
+    pub rate: f64,
+    pub timeout: String,
+    pub probes: String,
+    pub modes: String,
+}
+
+pub fn container(state: &LabState) -> String {
+    crate::plan::container_name(&state.name, "probe")
+}
+
+fn now_unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or(0.0)
+}
+
+/// Appends a lab event to a run's events.ndjson.
+pub fn append_event(run: &Path, ev: &LabEvent) -> Result<()> {
+    use std::io::Write;
+    let p = run.join("events.ndjson");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&p)
+        .with_context(|| format!("open {}", p.display()))?;
+    writeln!(f, "{}", serde_json::to_string(ev)?)?;
+    Ok(())
+}
+
+pub fn note(run: &Path, name: &str) -> Result<()> {
+    append_event(
+        run,
+        &LabEvent {
+            at_unix_ms: now_unix_ms(),
+            end_unix_ms: None,
+            kind: "note".into(),
+            name: name.into(),
+            detail: String::new(),
+        },
+    )
+}
+
+pub async fn start(
+    engine: &Engine,
+    dir: &LabDir,
+    state: &mut LabState,
+    s: &ProbeSettings,
+) -> Result<PathBuf> {
+    if s.rate <= 0.0 || s.rate > 1000.0 {
+        return Err(BadInput(format!("--rate {}: between 0 and 1000 requests/s", s.rate)).into());
+    }
+    crate::link::profile::parse_duration("--timeout", &s.timeout)?;
+    let c = container(state);
+    if engine.container_state(&c).await? != "missing" {
+        return Err(EnvNotReady::new(
+            format!("probes are already running in lab `{}`", state.name),
+            format!("run `cpmlab probe stop --name {}` first", state.name),
+        )
+        .into());
+    }
+    let stamp = time::OffsetDateTime::now_utc();
+    let run = std::fs::canonicalize(&dir.root)?.join("runs").join(format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        stamp.year(),
+        u8::from(stamp.month()),
+        stamp.day(),
+        stamp.hour(),
+        stamp.minute(),
+        stamp.second()
+    ));
+    std::fs::create_dir_all(&run).with_context(|| format!("create {}", run.display()))?;
+    let clients = state
+        .network(crate::topology::CLIENTS)
+        .context("clients network")?;
+    let ip = clients.subnet.host(PROBE_HOST);
+    let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
+    let seeds: Vec<String> = state
+        .seeds
+        .iter()
+        .map(|s| format!("{}={}", s.name, s.gateway.ip))
+        .collect();
+    let spec = ContainerSpec {
+        name: c.clone(),
+        lab: state.name.clone(),
+        role: "probe".into(),
+        seed: None,
+        image: state.image.clone(),
+        cmd: crate::provider::docker::up::behind_barrier(vec![
+            AGENT_BIN.into(),
+            "agent".into(),
+            "probe".into(),
+            format!("--api-name={}", state.dns.api_name),
+            format!("--dns={}:53", state.dns.server.ip),
+            "--ca=/etc/cpmlab/probe/ca.crt".into(),
+            "--token-file=/etc/cpmlab/probe/token".into(),
+            "--out=/out/records.ndjson".into(),
+            format!("--rate={}", s.rate),
+            format!("--timeout={}", s.timeout),
+            format!("--probes={}", s.probes),
+            format!("--modes={}", s.modes),
+            format!("--seed-gateways={}", seeds.join(",")),
+        ]),
+        networks: vec![(clients.docker_name.clone(), ip)],
+        cap_add: vec!["NET_ADMIN".into()],
+        sysctls: Default::default(),
+        volumes: vec![
+            (
+                std::env::current_exe()?.display().to_string(),
+                format!("{AGENT_BIN}:ro"),
+            ),
+            (run.display().to_string(), "/out".into()),
+        ],
+        devices: vec![],
+        files: vec![
+            crate::provider::docker::up::net_script_file(state, &[crate::topology::CLIENTS]),
+            FileSpec::new("/etc/cpmlab/probe/ca.crt", ca, 0o644),
+            FileSpec::new("/etc/cpmlab/probe/token", state.api_token.clone(), 0o600),
+        ],
+    };
+    engine.create_container(&spec).await?;
+    engine.start(&c).await?;
+    release_one(engine, &c).await?;
+    note(&run, "probes started")?;
+    // Wait for the first records: the agent has set up its objects.
+    let records = run.join("records.ndjson");
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&records).map(|m| m.len()).unwrap_or(0) == 0 {
+        if t0.elapsed() > Duration::from_secs(60) {
+            anyhow::bail!("the probe agent wrote no record within 60 s (see `docker logs {c}`)");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    state.probe_run = Some(run.clone());
+    dir.save(state)?;
+    Ok(run)
+}
+
+/// Reads the counter through the API (the source of truth after a run).
+async fn final_counter(dir: &LabDir, state: &LabState) -> Option<u64> {
+    let ca = std::fs::read_to_string(dir.pki().join("ca.crt")).ok()?;
+    let tls = crate::apiserver::client::tls_client(&ca).ok()?;
+    let (ips, _) = crate::dns::query_a(
+        SocketAddr::from((state.dns.server.ip, 53)),
+        &state.dns.api_name,
+        Duration::from_secs(2),
+    )
+    .await
+    .ok()?;
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        super::agent::NAMESPACE,
+        super::agent::COUNTER
+    );
+    let (code, body) = crate::apiserver::client::get(
+        SocketAddr::from((*ips.first()?, crate::gateway::API_PORT)),
+        &state.dns.api_name,
+        tls,
+        &path,
+        Some(&state.api_token),
+        Duration::from_secs(5),
+    )
+    .await
+    .ok()?;
+    if code != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["data"]["value"].as_str()?.parse().ok()
+}
+
+pub struct StopOutcome {
+    pub run: PathBuf,
+    pub verdict: crate::verdict::Verdict,
+}
+
+pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result<StopOutcome> {
+    let run = state.probe_run.clone().ok_or_else(|| {
+        EnvNotReady::new(
+            format!("no probe run in lab `{}`", state.name),
+            format!("run `cpmlab probe start --name {}` first", state.name),
+        )
+    })?;
+    let c = container(state);
+    engine.stop(&c, 20).await?;
+    engine.remove_container(&c).await?;
+    note(&run, "probes stopped")?;
+    let counter = final_counter(dir, state).await;
+    let verdict = judge(&run, counter)?;
+    state.probe_run = None;
+    dir.save(state)?;
+    Ok(StopOutcome { run, verdict })
+}
+
+/// Computes and writes verdict.json, junit.xml and report.html for a run.
+pub fn judge(run: &Path, final_counter: Option<u64>) -> Result<crate::verdict::Verdict> {
+    let records = crate::verdict::read_records(&run.join("records.ndjson"))?;
+    let events = crate::verdict::read_events(&run.join("events.ndjson"))?;
+    let v = crate::verdict::compute(
+        &records,
+        &events,
+        final_counter,
+        &crate::verdict::Thresholds::default(),
+    );
+    std::fs::write(run.join("verdict.json"), serde_json::to_string_pretty(&v)?)?;
+    std::fs::write(
+        run.join("junit.xml"),
+        crate::verdict::junit::junit(&v, "cpmlab"),
+    )?;
+    let title = format!(
+        "cpmlab run {}",
+        run.file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    std::fs::write(
+        run.join("report.html"),
+        crate::verdict::report::html(&v, &records, &events, &title),
+    )?;
+    Ok(v)
+}

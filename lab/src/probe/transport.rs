@@ -1,0 +1,399 @@
+//! How probes reach the shoot API: the API name resolved through the lab's
+//! DNS (cached for the record's TTL, as a client library would), TLS with
+//! the API name as SNI, and either a new HTTP/1.1 connection per request or
+//! one long-lived HTTP/2 connection that is re-established only when it
+//! breaks (GOAWAY, reset), as kubectl and client libraries keep theirs.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use tokio::sync::Mutex;
+
+use super::record::Outcome;
+
+/// A failed request: its class and the message.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub outcome: Outcome,
+    pub error: String,
+    pub addr: Option<SocketAddr>,
+}
+
+impl Failure {
+    fn new(outcome: Outcome, error: impl Into<String>, addr: Option<SocketAddr>) -> Self {
+        Failure {
+            outcome,
+            error: error.into(),
+            addr,
+        }
+    }
+}
+
+/// Who answered a request, and how.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub seed: Option<String>,
+    pub server: Option<String>,
+    pub addr: SocketAddr,
+}
+
+/// A response, read whole (or, for watches, still streaming).
+pub struct Reply {
+    pub status: u16,
+    pub seed: Option<String>,
+    pub server: Option<String>,
+    pub addr: SocketAddr,
+    pub body: hyper::body::Incoming,
+}
+
+impl Reply {
+    pub fn answer(&self) -> Answer {
+        Answer {
+            status: self.status,
+            seed: self.seed.clone(),
+            server: self.server.clone(),
+            addr: self.addr,
+        }
+    }
+
+    pub async fn bytes(self, deadline: Instant) -> Result<(u16, Bytes), Failure> {
+        let addr = self.addr;
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, self.body.collect()).await {
+            Ok(Ok(b)) => Ok((self.status, b.to_bytes())),
+            Ok(Err(e)) => Err(classify_hyper(&e, Some(addr))),
+            Err(_) => Err(Failure::new(Outcome::Timeout, "body timed out", Some(addr))),
+        }
+    }
+}
+
+/// The API name through the lab DNS, cached for the record's TTL.
+pub struct Resolver {
+    dns: SocketAddr,
+    name: String,
+    cache: Mutex<Option<(Vec<Ipv4Addr>, Instant)>>,
+}
+
+impl Resolver {
+    pub fn new(dns: SocketAddr, name: &str) -> Resolver {
+        Resolver {
+            dns,
+            name: name.to_string(),
+            cache: Mutex::new(None),
+        }
+    }
+
+    pub async fn resolve(&self) -> Result<Vec<Ipv4Addr>, Failure> {
+        let mut c = self.cache.lock().await;
+        if let Some((ips, until)) = c.as_ref() {
+            if Instant::now() < *until {
+                return Ok(ips.clone());
+            }
+        }
+        let (ips, ttl) = crate::dns::query_a(self.dns, &self.name, Duration::from_secs(1))
+            .await
+            .map_err(|e| Failure::new(Outcome::Dns, e.to_string(), None))?;
+        if ips.is_empty() {
+            return Err(Failure::new(
+                Outcome::Dns,
+                format!("no address for {}", self.name),
+                None,
+            ));
+        }
+        let ttl = Duration::from_secs(u64::from(ttl.unwrap_or(0)));
+        *c = Some((ips.clone(), Instant::now() + ttl));
+        Ok(ips)
+    }
+}
+
+/// Classifies an I/O error the way the verdict reports it.
+pub fn classify_io(e: &std::io::Error, addr: Option<SocketAddr>) -> Failure {
+    use std::io::ErrorKind::*;
+    let outcome = match e.kind() {
+        ConnectionRefused => Outcome::Refused,
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => Outcome::Reset,
+        TimedOut => Outcome::Timeout,
+        _ if e.to_string().contains("certificate") || e.to_string().contains("tls") => Outcome::Tls,
+        _ => Outcome::Error,
+    };
+    Failure::new(outcome, e.to_string(), addr)
+}
+
+fn classify_hyper(e: &hyper::Error, addr: Option<SocketAddr>) -> Failure {
+    let msg = format!("{e}");
+    let src = std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let outcome = if e.is_timeout() {
+        Outcome::Timeout
+    } else if e.is_closed()
+        || e.is_incomplete_message()
+        || msg.contains("reset")
+        || src.contains("reset")
+        || msg.contains("GOAWAY")
+        || src.contains("go away")
+    {
+        Outcome::Reset
+    } else {
+        Outcome::Error
+    };
+    let full = if src.is_empty() {
+        msg
+    } else {
+        format!("{msg}: {src}")
+    };
+    Failure::new(outcome, full, addr)
+}
+
+/// Connection settings shared by every probe.
+pub struct Transport {
+    pub resolver: Resolver,
+    pub api_name: String,
+    pub port: u16,
+    pub token: String,
+    pub tls: Arc<rustls::ClientConfig>,
+    /// Gateway address -> seed, for servers that do not say (real kube-apiserver).
+    pub seeds_by_addr: Vec<(Ipv4Addr, String)>,
+    h2: Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>,
+    next_ip: std::sync::atomic::AtomicUsize,
+}
+
+async fn connect_tls(
+    t: &Transport,
+    deadline: Instant,
+    alpn_h2: bool,
+) -> Result<
+    (
+        tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+        SocketAddr,
+    ),
+    Failure,
+> {
+    let ips = t.resolver.resolve().await?;
+    let i = t.next_ip.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % ips.len();
+    let addr = SocketAddr::from((ips[i], t.port));
+    let left = deadline.saturating_duration_since(Instant::now());
+    let tcp = match tokio::time::timeout(left, tokio::net::TcpStream::connect(addr)).await {
+        Err(_) => {
+            return Err(Failure::new(
+                Outcome::Timeout,
+                "connect timed out",
+                Some(addr),
+            ))
+        }
+        Ok(Err(e)) => return Err(classify_io(&e, Some(addr))),
+        Ok(Ok(s)) => s,
+    };
+    let _ = tcp.set_nodelay(true);
+    let mut cfg = (*t.tls).clone();
+    cfg.alpn_protocols = if alpn_h2 {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    let name = ServerName::try_from(t.api_name.clone())
+        .map_err(|e| Failure::new(Outcome::Tls, e.to_string(), Some(addr)))?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(
+        left,
+        tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp),
+    )
+    .await
+    {
+        Err(_) => Err(Failure::new(
+            Outcome::Timeout,
+            "TLS handshake timed out",
+            Some(addr),
+        )),
+        Ok(Err(e)) => {
+            let mut f = classify_io(&e, Some(addr));
+            if f.outcome == Outcome::Error {
+                f.outcome = Outcome::Tls;
+            }
+            Err(f)
+        }
+        Ok(Ok(s)) => Ok((s, addr)),
+    }
+}
+
+fn request(
+    t: &Transport,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> hyper::Request<Full<Bytes>> {
+    let mut b = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", &t.api_name)
+        .header("authorization", format!("Bearer {}", t.token))
+        .header("accept", "application/json")
+        .header("user-agent", "cpmlab-probe");
+    if body.is_some() {
+        b = b.header("content-type", "application/json");
+    }
+    b.body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .expect("valid request")
+}
+
+impl Transport {
+    pub fn new(
+        resolver: Resolver,
+        api_name: &str,
+        port: u16,
+        token: String,
+        tls: Arc<rustls::ClientConfig>,
+        seeds_by_addr: Vec<(Ipv4Addr, String)>,
+    ) -> Transport {
+        Transport {
+            resolver,
+            api_name: api_name.to_string(),
+            port,
+            token,
+            tls,
+            seeds_by_addr,
+            h2: Mutex::new(None),
+            next_ip: Default::default(),
+        }
+    }
+
+    fn reply(&self, resp: hyper::Response<hyper::body::Incoming>, addr: SocketAddr) -> Reply {
+        let h = |k: &str| {
+            resp.headers()
+                .get(k)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let seed = h("x-cpmlab-seed").or_else(|| {
+            self.seeds_by_addr
+                .iter()
+                .find(|(ip, _)| SocketAddr::from((*ip, self.port)) == addr)
+                .map(|(_, s)| s.clone())
+        });
+        let server = h("x-cpmlab-server");
+        let status = resp.status().as_u16();
+        Reply {
+            status,
+            seed,
+            server,
+            addr,
+            body: resp.into_body(),
+        }
+    }
+
+    /// A request on a new HTTP/1.1 connection of its own.
+    pub async fn send_new(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<Reply, Failure> {
+        let (tls, addr) = connect_tls(self, deadline, false).await?;
+        let (mut sender, conn) = http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| classify_hyper(&e, Some(addr)))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let req = request(self, method, path, body);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, sender.send_request(req)).await {
+            Err(_) => Err(Failure::new(
+                Outcome::Timeout,
+                "request timed out",
+                Some(addr),
+            )),
+            Ok(Err(e)) => Err(classify_hyper(&e, Some(addr))),
+            Ok(Ok(resp)) => Ok(self.reply(resp, addr)),
+        }
+    }
+
+    /// A request on the shared HTTP/2 connection, (re)connecting if needed.
+    /// A request the server refused unprocessed (the connection was already
+    /// going away: GOAWAY) is retried once on a new connection, as Go's
+    /// HTTP/2 transport (and so client-go) does.
+    pub async fn send_reused(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<Reply, Failure> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (mut sender, addr) = self.h2_sender(deadline).await?;
+            let req = request(self, method, path, body.clone());
+            let left = deadline.saturating_duration_since(Instant::now());
+            let r = match tokio::time::timeout(left, sender.send_request(req)).await {
+                Err(_) => Err((
+                    Failure::new(Outcome::Timeout, "request timed out", Some(addr)),
+                    false,
+                )),
+                Ok(Err(e)) => {
+                    let unprocessed = e.is_canceled() || e.is_closed();
+                    Err((classify_hyper(&e, Some(addr)), unprocessed))
+                }
+                Ok(Ok(resp)) => Ok(self.reply(resp, addr)),
+            };
+            match r {
+                Ok(rep) => return Ok(rep),
+                Err((f, unprocessed)) => {
+                    // A failed stream may mean a dead connection: start afresh.
+                    let mut g = self.h2.lock().await;
+                    if g.as_ref().is_some_and(|(_, a)| *a == addr) {
+                        *g = None;
+                    }
+                    drop(g);
+                    if !(unprocessed && attempt < 2) {
+                        return Err(f);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn h2_sender(
+        &self,
+        deadline: Instant,
+    ) -> Result<(http2::SendRequest<Full<Bytes>>, SocketAddr), Failure> {
+        let mut g = self.h2.lock().await;
+        let usable = g
+            .as_ref()
+            .is_some_and(|(s, _)| !s.is_closed() && s.is_ready());
+        if !usable {
+            let (tls, addr) = connect_tls(self, deadline, true).await?;
+            let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .map_err(|e| classify_hyper(&e, Some(addr)))?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            *g = Some((sender, addr));
+        }
+        let (s, a) = g.as_ref().expect("connected");
+        Ok((s.clone(), *a))
+    }
+
+    pub async fn send(
+        &self,
+        mode: super::record::ConnMode,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<Reply, Failure> {
+        match mode {
+            super::record::ConnMode::New => self.send_new(method, path, body, deadline).await,
+            super::record::ConnMode::Reused => self.send_reused(method, path, body, deadline).await,
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The verdict as JUnit XML: one testcase per rule, so CI shows which rule
+//! failed and why.
+
+use std::fmt::Write as _;
+
+use super::{escape_xml, RuleStatus, Verdict};
+
+/// JUnit XML for the verdict. Failed rules carry their reason both in the
+/// `message` attribute and as the failure text; rules that were not run are
+/// `<skipped/>`. Gardener's validator simulation goes to `<system-out>`.
+pub fn junit(v: &Verdict, suite: &str) -> String {
+    let tests = v.rules.len();
+    let failures = v
+        .rules
+        .iter()
+        .filter(|r| r.status == RuleStatus::Failed)
+        .count();
+    let skipped = v
+        .rules
+        .iter()
+        .filter(|r| r.status == RuleStatus::Skipped)
+        .count();
+    let secs = (v.window.duration_ms() / 1000.0).max(0.0);
+    let suite_e = escape_xml(suite);
+    let mut x = String::new();
+    x.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        x,
+        "<testsuites name=\"{suite_e}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{secs:.3}\">"
+    );
+    let _ = writeln!(
+        x,
+        "  <testsuite name=\"{suite_e}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{secs:.3}\">"
+    );
+    x.push_str("    <properties>\n");
+    for (k, val) in [
+        ("passed", v.passed.to_string()),
+        (
+            "window_start_unix_ms",
+            format!("{}", v.window.start_unix_ms),
+        ),
+        ("window_end_unix_ms", format!("{}", v.window.end_unix_ms)),
+        ("requests", v.overall.requests.to_string()),
+        ("failed_requests", v.overall.failed().to_string()),
+        ("downtime_ms", format!("{}", v.overall.downtime_ms)),
+        (
+            "longest_unavailable_ms",
+            format!("{}", v.overall.longest_unavailable_ms),
+        ),
+    ] {
+        let _ = writeln!(
+            x,
+            "      <property name=\"{}\" value=\"{}\"/>",
+            escape_xml(k),
+            escape_xml(&val)
+        );
+    }
+    x.push_str("    </properties>\n");
+    for r in &v.rules {
+        let name = escape_xml(&r.name);
+        let msg = escape_xml(&r.message);
+        match r.status {
+            RuleStatus::Passed => {
+                let _ = writeln!(
+                    x,
+                    "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      <system-out>{msg}</system-out>\n    </testcase>"
+                );
+            }
+            RuleStatus::Failed => {
+                let _ = writeln!(
+                    x,
+                    "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      <failure message=\"{msg}\" type=\"{name}\">{msg}</failure>\n    </testcase>"
+                );
+            }
+            RuleStatus::Skipped => {
+                let _ = writeln!(
+                    x,
+                    "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      <skipped message=\"{msg}\"/>\n    </testcase>"
+                );
+            }
+        }
+    }
+    let s = &v.validator;
+    let _ = writeln!(
+        x,
+        "    <system-out>{}</system-out>",
+        escape_xml(&format!(
+            "Gardener's zero-downtime validator (curl every {:.0} s, fails after 3 in a row) would have {}: {} ticks, {} failed, at most {} in a row.",
+            s.interval_ms / 1000.0,
+            if s.would_fail { "failed" } else { "passed" },
+            s.ticks,
+            s.failures,
+            s.max_consecutive_failures
+        ))
+    );
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::super::*;
+    use super::*;
+
+    /// A small well-formedness check: tags balance, attributes are quoted,
+    /// no raw `<` or `&` in text. Returns the element names in order.
+    fn check_balanced(x: &str) -> Vec<String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut seen = Vec::new();
+        let mut rest = x;
+        while let Some(i) = rest.find(['<', '&']) {
+            let (text, tail) = rest.split_at(i);
+            assert!(!text.contains('>'), "raw > in text: {text}");
+            if tail.starts_with('&') {
+                let end = tail.find(';').expect("unterminated entity");
+                let ent = &tail[1..end];
+                assert!(
+                    ["amp", "lt", "gt", "quot", "apos"].contains(&ent) || ent.starts_with('#'),
+                    "bad entity &{ent};"
+                );
+                rest = &tail[end + 1..];
+                continue;
+            }
+            let end = tail.find('>').expect("unterminated tag");
+            let tag = &tail[1..end];
+            assert!(!tag.contains('<'), "< inside a tag: {tag}");
+            assert_eq!(tag.matches('"').count() % 2, 0, "unbalanced quotes: {tag}");
+            rest = &tail[end + 1..];
+            if tag.starts_with('?') {
+                continue;
+            }
+            if let Some(name) = tag.strip_prefix('/') {
+                assert_eq!(stack.pop().as_deref(), Some(name), "mismatched </{name}>");
+            } else {
+                let name = tag.split_whitespace().next().unwrap().trim_end_matches('/');
+                seen.push(name.to_string());
+                if !tag.ends_with('/') {
+                    stack.push(name.to_string());
+                }
+            }
+        }
+        assert!(stack.is_empty(), "unclosed: {stack:?}");
+        seen
+    }
+
+    #[test]
+    fn verdict_junit_passing_run_is_well_formed() {
+        let v = compute(&clean_run(), &[], None, &Thresholds::default());
+        let x = junit(&v, "cpmlab <migration> & \"co\"");
+        let tags = check_balanced(&x);
+        assert_eq!(
+            tags.iter().filter(|t| *t == "testcase").count(),
+            v.rules.len()
+        );
+        assert!(!x.contains("<failure"));
+        // lost-writes has no final counter: skipped, not passed.
+        assert_eq!(tags.iter().filter(|t| *t == "skipped").count(), 1);
+        assert!(x.contains("cpmlab &lt;migration&gt; &amp; &quot;co&quot;"));
+    }
+
+    #[test]
+    fn verdict_junit_one_failure_per_failed_rule_with_reason() {
+        let mut recs = clean_run();
+        // Outage in get (zero-downtime), a lost write, an rv regression.
+        for r in recs.iter_mut() {
+            let t = r.start_unix_ms - T0;
+            if r.probe == ProbeKind::Get && (3000.0..3500.0).contains(&t) {
+                r.outcome = Outcome::Reset;
+                r.error = Some("connection reset <by peer> & \"gone\"".into());
+            }
+        }
+        recs.push(write(9_990.0, 101, 5));
+        let v = compute(&recs, &[], Some(100), &Thresholds::default());
+        let failed: Vec<&str> = v
+            .rules
+            .iter()
+            .filter(|r| r.status == RuleStatus::Failed)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(failed, ["zero-downtime", "lost-writes", "rv-monotonic"]);
+        let x = junit(&v, "cpmlab");
+        check_balanced(&x);
+        assert_eq!(x.matches("<failure ").count(), 3);
+        assert!(x.contains("failures=\"3\""));
+        for name in failed {
+            let rule = v.rule(name).unwrap();
+            let start = x.find(&format!("name=\"{name}\"")).unwrap();
+            let case = &x[start..start + x[start..].find("</testcase>").unwrap()];
+            assert!(case.contains("<failure message=\""), "{case}");
+            assert!(case.contains(&escape_xml(&rule.message)), "{case}");
+        }
+        assert!(x.contains("rv 5 after 1099"));
+        assert!(x.contains("would have passed"));
+    }
+}
