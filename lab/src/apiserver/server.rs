@@ -130,8 +130,14 @@ async fn version() -> Response {
     )
 }
 
-async fn readyz(State(s): State<Shared>) -> Response {
-    if !s.ready.load(Ordering::SeqCst) {
+/// kube-apiserver's readiness: fails from the start of a graceful shutdown
+/// (its `shutdown` check) and when etcd does not answer. `?exclude=shutdown`
+/// asks only whether it can still serve, as kube-apiserver allows.
+async fn readyz(State(s): State<Shared>, uri: axum::http::Uri) -> Response {
+    let excluded = query(&uri)
+        .iter()
+        .any(|(k, v)| k == "exclude" && v == "shutdown");
+    if !excluded && !s.ready.load(Ordering::SeqCst) {
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,
             "[-]shutdown failed: reason withheld\nreadyz check failed\n",

@@ -180,7 +180,9 @@ async fn simple_loop(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let path = match probe {
-        ProbeKind::Readyz => "/readyz".to_string(),
+        // Can the server serve? A draining server fails plain /readyz on
+        // purpose (for load balancers) while it still serves every request.
+        ProbeKind::Readyz => "/readyz?exclude=shutdown".to_string(),
         ProbeKind::Get => cm_path(TARGET),
         ProbeKind::List => format!("/api/v1/namespaces/{NAMESPACE}/configmaps?limit=50"),
         _ => unreachable!("not a simple probe"),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProbeKind {
-    /// GET /readyz
+    /// GET /readyz?exclude=shutdown (can the server still serve?)
     Readyz,
     /// GET of one ConfigMap
     Get,

@@ -1,0 +1,199 @@
+//! Probes and the verdict against a live lab: a quiet run is zero downtime
+//! with no lost write; a 500 ms pause of the only API server is one ~500 ms
+//! outage and a failed verdict; a write removed behind the API's back is
+//! caught by the ledger; a graceful shutdown of one of two replicas costs
+//! no request.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn topology(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/topologies")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn start(lab: &Lab, args: &[&str]) -> PathBuf {
+    let mut a = vec!["probe", "start"];
+    a.extend_from_slice(args);
+    let o = lab.ok(&a);
+    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+}
+
+fn verdict(run: &Path) -> Value {
+    let text = std::fs::read_to_string(run.join("verdict.json")).expect("verdict.json");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn quiet_run_is_zero_downtime_with_every_write_kept() {
+    if !docker_or_skip("quiet_run_is_zero_downtime_with_every_write_kept") {
+        return;
+    }
+    let lab = Lab::new("quiet");
+    lab.ok(&["up"]);
+    let run = start(&lab, &[]);
+    std::thread::sleep(Duration::from_secs(6));
+    let o = lab.cpmlab(&["probe", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = verdict(&run);
+    assert_eq!(v["passed"], true, "{v:#}");
+    assert_eq!(v["zero_downtime"], true);
+    assert_eq!(v["overall"]["requests"], v["overall"]["ok"]);
+    assert!(f(&v["overall"]["requests"]) > 300.0, "{}", v["overall"]);
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    assert!(f(&v["ledger"]["acknowledged"]) > 50.0);
+    assert_eq!(
+        v["ledger"]["final_counter"],
+        v["ledger"]["max_acknowledged"]
+    );
+    assert_eq!(v["watch"]["run"], true);
+    assert_eq!(v["watch"]["missed_count"], 0);
+    for lane in [
+        "readyz/new",
+        "readyz/reused",
+        "get/new",
+        "list/reused",
+        "write/new",
+        "write/reused",
+    ] {
+        assert!(
+            v["probes"][lane]["requests"].as_u64().unwrap_or(0) > 0,
+            "{lane} missing"
+        );
+    }
+    let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
+    assert!(records.contains(r#""seed":"seed-a""#));
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("PASSED"));
+    let junit = std::fs::read_to_string(run.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("<testsuite") && !junit.contains("<failure"),
+        "{junit}"
+    );
+    lab.ok(&["down"]);
+}
+
+#[test]
+fn pausing_the_only_api_server_is_one_outage_of_its_length() {
+    if !docker_or_skip("pausing_the_only_api_server_is_one_outage_of_its_length") {
+        return;
+    }
+    let lab = Lab::new("pause");
+    lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
+    let run = start(
+        &lab,
+        &[
+            "--rate",
+            "50",
+            "--timeout",
+            "80ms",
+            "--probes",
+            "readyz,get",
+            "--modes",
+            "reused",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let api = lab.container("seed-a-apiserver-0");
+    let t0 = std::time::Instant::now();
+    let o = docker(&["pause", &api]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(Duration::from_millis(500));
+    let o = docker(&["unpause", &api]);
+    assert!(o.status.success(), "{}", text(&o));
+    let paused_ms = t0.elapsed().as_secs_f64() * 1e3;
+    std::thread::sleep(Duration::from_secs(3));
+    let o = lab.cpmlab(&["probe", "stop"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a failed verdict exits 1: {}",
+        text(&o)
+    );
+    let v = verdict(&run);
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["zero_downtime"], false);
+    let longest = f(&v["overall"]["longest_unavailable_ms"]);
+    assert_eq!(
+        v["overall"]["unavailable_count"], 1,
+        "one outage: {}",
+        v["overall"]
+    );
+    assert!(
+        (400.0..=600.0).contains(&longest),
+        "a 500 ms pause (docker took {paused_ms:.0} ms for pause+sleep+unpause) measured as {longest:.0} ms"
+    );
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("FAILED"));
+    lab.ok(&["down"]);
+}
+
+#[test]
+fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
+    if !docker_or_skip("the_ledger_catches_a_write_removed_behind_the_apis_back") {
+        return;
+    }
+    let lab = Lab::new("ledger");
+    lab.ok(&["up"]);
+    let run = start(&lab, &["--probes", "write,watch"]);
+    std::thread::sleep(Duration::from_secs(3));
+    // Straight into etcd, past the API: the counter goes back to 1.
+    let obj = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"probe-counter","namespace":"cpmlab-probes"},"data":{"value":"1"}}"#;
+    let o = lab.exec(
+        "toolbox",
+        &etcdctl(
+            "seed-a-etcd-0.local.cpmlab.test",
+            true,
+            &format!("put /registry/configmaps/cpmlab-probes/probe-counter '{obj}'"),
+        ),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = lab.cpmlab(&["probe", "stop"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = verdict(&run);
+    assert_eq!(v["passed"], false);
+    assert!(
+        v["ledger"]["lost_count"].as_u64().unwrap_or(0) > 0
+            || !v["ledger"]["ledger_conflicts"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+        "the ledger must catch it: {}",
+        v["ledger"]
+    );
+    lab.ok(&["down"]);
+}
+
+#[test]
+fn graceful_shutdown_of_one_of_two_api_servers_fails_no_request() {
+    if !docker_or_skip("graceful_shutdown_of_one_of_two_api_servers_fails_no_request") {
+        return;
+    }
+    let lab = Lab::new("grace");
+    lab.ok(&["up", "--topology", &topology("fast-shutdown.yaml")]);
+    let run = start(&lab, &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    let o = docker(&["stop", "-t", "30", &lab.container("seed-a-apiserver-0")]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(Duration::from_secs(2));
+    let o = lab.cpmlab(&["probe", "stop"]);
+    let v = verdict(&run);
+    assert_eq!(o.status.code(), Some(0), "{}\n{:#}", text(&o), v["overall"]);
+    assert_eq!(v["zero_downtime"], true, "{:#}", v["probes"]);
+    // Both replicas answered before, only one after.
+    let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
+    assert!(records.contains("seed-a-apiserver-0") && records.contains("seed-a-apiserver-1"));
+    lab.ok(&["down"]);
+}
