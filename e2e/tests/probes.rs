@@ -177,6 +177,35 @@ fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
 }
 
 #[test]
+fn the_watch_check_catches_a_dropped_event() {
+    if !docker_or_skip("the_watch_check_catches_a_dropped_event") {
+        return;
+    }
+    let lab = Lab::new("watch");
+    lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
+    let run = start(&lab, &["--probes", "write,watch", "--modes", "reused"]);
+    std::thread::sleep(Duration::from_secs(2));
+    // The API server drops one watch event: a real fault of the server.
+    let o = lab.exec(
+        "seed-a-apiserver-0",
+        "mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/drop-watch-event",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(Duration::from_secs(3));
+    let o = lab.cpmlab(&["probe", "stop"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = verdict(&run);
+    assert_eq!(
+        v["zero_downtime"], true,
+        "no request failed: {}",
+        v["overall"]
+    );
+    assert_eq!(v["watch"]["missed_count"], 1, "{:#}", v["watch"]);
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    lab.ok(&["down"]);
+}
+
+#[test]
 fn graceful_shutdown_of_one_of_two_api_servers_fails_no_request() {
     if !docker_or_skip("graceful_shutdown_of_one_of_two_api_servers_fails_no_request") {
         return;

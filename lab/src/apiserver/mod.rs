@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod errors;
+pub mod failpoint;
 pub mod protobuf;
 pub mod resources;
 pub mod server;

@@ -613,6 +613,10 @@ impl Store {
                             if let Some(rv) = obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()) {
                                 last_rv = last_rv.max(rv);
                             }
+                            if super::failpoint::take(super::failpoint::DROP_WATCH_EVENT) {
+                                tracing::warn!("failpoint {}: dropped a {ty} event", super::failpoint::DROP_WATCH_EVENT);
+                                continue;
+                            }
                             if tx.send(json!({"type": ty, "object": obj})).await.is_err() {
                                 return;
                             }
