@@ -68,8 +68,12 @@ pub async fn start(
     state: &mut LabState,
     s: &ProbeSettings,
 ) -> Result<PathBuf> {
-    if s.rate <= 0.0 || s.rate > 1000.0 {
-        return Err(BadInput(format!("--rate {}: between 0 and 1000 requests/s", s.rate)).into());
+    if s.rate <= 0.0 || s.rate > 5000.0 {
+        return Err(BadInput(format!(
+            "--rate {}: between 0 and 5000 requests/s per probe and mode",
+            s.rate
+        ))
+        .into());
     }
     crate::link::profile::parse_duration("--timeout", &s.timeout)?;
     let c = container(state);

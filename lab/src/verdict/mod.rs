@@ -10,8 +10,10 @@
 //! - The *window* runs from the first to the last record start.
 //! - An *unavailable interval* of one probe and connection mode starts at the
 //!   start of a failed request that follows a success (or is the first
-//!   request) and ends at the start of the next successful request, or, when
-//!   none follows, at the latest end (start + duration) of the failed
+//!   request) and ends when the next successful request completes (its end,
+//!   not its start: a request that started while the server was frozen and
+//!   succeeded once it thawed marks the thaw, within its own latency), or,
+//!   when none follows, at the latest end (start + duration) of the failed
 //!   requests. Downtime is the sum of these intervals, measured from
 //!   timestamps, never inferred from a count of failures.
 //! - Overall downtime is the union of all probes' unavailable intervals.
@@ -384,7 +386,7 @@ pub fn unavailable_intervals(sorted: &[&Record]) -> Vec<Interval> {
             if let Some((start, _)) = open.take() {
                 out.push(Interval {
                     start_unix_ms: start,
-                    end_unix_ms: r.start_unix_ms,
+                    end_unix_ms: record_end(r).max(start),
                 });
             }
         } else {
@@ -1275,7 +1277,7 @@ mod tests {
     #[test]
     fn verdict_500ms_gap_is_one_interval_from_timestamps() {
         // Requests every 50 ms; those starting at 1000..=1450 fail; the next
-        // success starts at 1500.
+        // success starts at 1500 and completes at 1505.
         let recs = series(
             ProbeKind::Get,
             ConnMode::New,
@@ -1293,11 +1295,11 @@ mod tests {
             s.unavailable[0],
             Interval {
                 start_unix_ms: T0 + 1000.0,
-                end_unix_ms: T0 + 1500.0
+                end_unix_ms: T0 + 1505.0
             }
         );
-        assert_eq!(s.downtime_ms, 500.0);
-        assert_eq!(s.longest_unavailable_ms, 500.0);
+        assert_eq!(s.downtime_ms, 505.0);
+        assert_eq!(s.longest_unavailable_ms, 505.0);
         assert!((s.availability_pct - 50.0 / 60.0 * 100.0).abs() < 1e-9);
         assert!(!v.passed && !v.zero_downtime);
         assert_eq!(v.rule("zero-downtime").unwrap().status, RuleStatus::Failed);
@@ -1306,7 +1308,7 @@ mod tests {
             "{}",
             v.reasons[0]
         );
-        assert_eq!(v.overall.downtime_ms, 500.0);
+        assert_eq!(v.overall.downtime_ms, 505.0);
     }
 
     #[test]
@@ -1351,13 +1353,13 @@ mod tests {
             Some((4000.0, 4200.0)),
         ));
         let v = compute(&recs, &[], None, &th());
-        assert_eq!(v.probes["get/new"].downtime_ms, 1000.0);
-        assert_eq!(v.probes["list/reused"].downtime_ms, 1000.0);
+        assert_eq!(v.probes["get/new"].downtime_ms, 1005.0);
+        assert_eq!(v.probes["list/reused"].downtime_ms, 1005.0);
         assert_eq!(v.overall.unavailable_count, 2);
         assert_eq!(v.overall.unavailable[0].start_unix_ms, T0 + 1000.0);
-        assert_eq!(v.overall.unavailable[0].end_unix_ms, T0 + 2500.0);
-        assert_eq!(v.overall.downtime_ms, 1500.0 + 200.0);
-        assert_eq!(v.overall.longest_unavailable_ms, 1500.0);
+        assert_eq!(v.overall.unavailable[0].end_unix_ms, T0 + 2505.0);
+        assert_eq!(v.overall.downtime_ms, 1505.0 + 205.0);
+        assert_eq!(v.overall.longest_unavailable_ms, 1505.0);
     }
 
     #[test]
@@ -1570,7 +1572,7 @@ mod tests {
         );
         let v = compute(&recs, &[], None, &th());
         assert!(!v.passed);
-        assert_eq!(v.overall.downtime_ms, 15_000.0);
+        assert_eq!(v.overall.downtime_ms, 15_005.0);
     }
 
     #[test]
