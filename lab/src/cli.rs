@@ -720,6 +720,20 @@ async fn cmd_link(state_root: &Path, command: LinkCommand) -> Result<u8> {
     if !matches!(command, LinkCommand::Show { .. }) {
         let engine = Engine::connect().await?;
         apply(&engine, &state, &links, backend).await?;
+        // A change while probes run is an event on the run's timeline.
+        if let Some(run) = &state.probe_run {
+            let what = std::env::args().skip(2).collect::<Vec<_>>().join(" ");
+            let _ = crate::probe::run::append_event(
+                run,
+                &crate::probe::record::LabEvent {
+                    at_unix_ms: crate::probe::run::now_unix_ms(),
+                    end_unix_ms: None,
+                    kind: "link".into(),
+                    name: format!("link {what}"),
+                    detail: String::new(),
+                },
+            );
+        }
         state.link_backend = links.values().any(|p| p.shapes()).then_some(backend);
         state.links = links;
         dir.save(&state)?;

@@ -1,6 +1,7 @@
 //! `cpmlab probe start|stop|status`: the probe agent as a container on the
 //! clients network, writing into a run directory on the host
-//! (`.cpmlab/<NAME>/runs/<time>/`), and the verdict when it stops.
+//! (`.cpmlab/runs/<NAME>-<time>/`, kept after `down`), and the verdict when
+//! it stops.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,7 +30,7 @@ pub fn container(state: &LabState) -> String {
     crate::plan::container_name(&state.name, "probe")
 }
 
-fn now_unix_ms() -> f64 {
+pub fn now_unix_ms() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64() * 1e3)
@@ -85,8 +86,12 @@ pub async fn start(
         .into());
     }
     let stamp = time::OffsetDateTime::now_utc();
-    let run = std::fs::canonicalize(&dir.root)?.join("runs").join(format!(
-        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+    // Runs outlive the lab: `.cpmlab/runs/<lab>-<time>/`, kept by `down`.
+    let root = std::fs::canonicalize(&dir.root)?;
+    let runs = root.parent().unwrap_or(&root).join("runs");
+    let run = runs.join(format!(
+        "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
+        state.name,
         stamp.year(),
         u8::from(stamp.month()),
         stamp.day(),

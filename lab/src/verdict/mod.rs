@@ -438,7 +438,8 @@ fn stats_of(requests: &[&Record], intervals: Vec<Interval>, latency: bool) -> Pr
         }
     }
     let n = requests.len() as u64;
-    let downtime_ms = intervals.iter().map(Interval::duration_ms).sum();
+    // `+ 0.0` turns the empty sum (-0.0) into 0.
+    let downtime_ms = intervals.iter().map(Interval::duration_ms).sum::<f64>() + 0.0;
     let longest_unavailable_ms = intervals
         .iter()
         .map(Interval::duration_ms)
