@@ -446,3 +446,102 @@ fn watch_from_a_compacted_revision_is_gone() {
         .unwrap();
     assert!(new_rv > rv);
 }
+
+/// kube-rs (the client the Rust ecosystem uses) against the stand-in:
+/// version, create, get, list, conflict on a stale update, merge patch,
+/// watch, delete, Leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_works_against_the_standin() {
+    use futures_util::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{
+        Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+    };
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+
+    if !tools_or_skip("kube_rs_works_against_the_standin") {
+        return;
+    }
+    let env = tokio::task::spawn_blocking(start).await.unwrap();
+    let kc = Kubeconfig::read_from(&env.kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(cfg).unwrap();
+    let v = client.apiserver_version().await.unwrap();
+    assert!(v.git_version.contains("cpmlab-standin"), "{v:?}");
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "kube-rs"}, "data": {"a": "1"}
+    }))
+    .unwrap();
+    let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let got = cms.get("kube-rs").await.unwrap();
+    assert_eq!(got.data.unwrap()["a"], "1");
+    let list = cms.list(&ListParams::default()).await.unwrap();
+    assert!(list
+        .items
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some("kube-rs")));
+
+    // A watch from the creation's resourceVersion sees the next change.
+    let mut events = cms
+        .watch(&WatchParams::default().fields("metadata.name=kube-rs"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    cms.patch(
+        "kube-rs",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {"a": "2"}})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(std::time::Duration::from_secs(5), events.try_next())
+        .await
+        .expect("a watch event within 5 s")
+        .unwrap()
+        .unwrap();
+    match ev {
+        WatchEvent::Modified(c) => assert_eq!(c.data.unwrap()["a"], "2"),
+        other => panic!("expected MODIFIED, got {other:?}"),
+    }
+
+    // A stale resourceVersion is a 409 Conflict.
+    cm.metadata.name = Some("kube-rs".into());
+    cm.metadata.resource_version = Some(rv);
+    let err = cms
+        .replace("kube-rs", &PostParams::default(), &cm)
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => assert_eq!(s.code, 409, "{s:?}"),
+        other => panic!("expected a 409, got {other:?}"),
+    }
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let l: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "kube-rs"}, "spec": {"holderIdentity": "rust"}
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &l).await.unwrap();
+    assert_eq!(
+        leases
+            .get("kube-rs")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("rust")
+    );
+    cms.delete("kube-rs", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(cms.get_opt("kube-rs").await.unwrap().is_none());
+    drop(env);
+}
