@@ -125,6 +125,7 @@ impl<'a> LabPlan<'a> {
                 .map(|i| self.apiserver(&t.source().name, i))
                 .collect(),
             api_token: String::new(),
+            api_kind: Default::default(),
             members,
             links: Default::default(),
             link_backend: None,

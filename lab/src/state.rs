@@ -38,6 +38,9 @@ pub struct LabState {
     /// API server replicas (the stand-in unless a real kube-apiserver is used).
     #[serde(default)]
     pub apiservers: Vec<ApiServerState>,
+    /// Which API server the replicas run.
+    #[serde(default)]
+    pub api_kind: crate::apiserver::launch::ApiServerKind,
     /// Bearer token the API servers accept.
     #[serde(default)]
     pub api_token: String,

@@ -245,7 +245,7 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
     }
     ApiStatus {
         name: state.dns.api_name.clone(),
-        standin: true,
+        standin: state.api_kind == crate::apiserver::launch::ApiServerKind::Standin,
         version,
         replicas,
     }

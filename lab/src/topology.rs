@@ -35,6 +35,19 @@ pub struct ApiSpec {
     /// (kube-apiserver's --shutdown-delay-duration; Gardener sets 15s).
     #[serde(default = "default_shutdown_delay")]
     pub shutdown_delay: String,
+    /// `auto` (kube-apiserver if a binary is found, else the stand-in),
+    /// `standin` or `kube-apiserver`.
+    #[serde(default)]
+    pub server: ApiServerChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiServerChoice {
+    #[default]
+    Auto,
+    Standin,
+    KubeApiserver,
 }
 
 impl Default for ApiSpec {
@@ -42,6 +55,7 @@ impl Default for ApiSpec {
         ApiSpec {
             replicas: default_api_replicas(),
             shutdown_delay: default_shutdown_delay(),
+            server: ApiServerChoice::default(),
         }
     }
 }

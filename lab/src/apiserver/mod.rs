@@ -6,6 +6,7 @@
 pub mod client;
 pub mod errors;
 pub mod failpoint;
+pub mod launch;
 pub mod protobuf;
 pub mod resources;
 pub mod server;

@@ -494,7 +494,38 @@ impl Engine {
         }
     }
 
+    /// Removes a network. Docker can keep the endpoint of a container that is
+    /// already gone ("has active endpoints"); such endpoints are disconnected
+    /// by force (Docker's own remedy) and the removal tried again.
     pub async fn remove_network(&self, name: &str) -> Result<()> {
+        match self.api.remove_network(name).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) if e.to_string().contains("active endpoints") => {
+                let net = self
+                    .api
+                    .inspect_network(
+                        name,
+                        None::<bollard::query_parameters::InspectNetworkOptions>,
+                    )
+                    .await
+                    .with_context(|| format!("inspect network {name}"))?;
+                for (id, ep) in net.containers.unwrap_or_default() {
+                    let container = ep.name.unwrap_or(id);
+                    let _ = self
+                        .api
+                        .disconnect_network(
+                            name,
+                            bollard::models::NetworkDisconnectRequest {
+                                container,
+                                force: Some(true),
+                            },
+                        )
+                        .await;
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("remove network {name}")),
+        }
         match self.api.remove_network(name).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),

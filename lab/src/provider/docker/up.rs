@@ -185,6 +185,8 @@ pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabSta
 /// Builds the lab; call after `preflight` said there is none.
 pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<LabState> {
     let dir = LabDir::new(&req.state_root, &req.lab);
+    // Before anything exists: which API server, and is it there?
+    let kube_apiserver = resolve_api_server(req.topology.api.server)?;
     req.cancel.check()?;
     let step = p.step("lab image");
     let (image, built) = images::ensure(engine).await?;
@@ -202,6 +204,10 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
     let mut state = plan.initial_state(random_secret());
+    state.api_kind = match kube_apiserver {
+        Some(_) => crate::apiserver::launch::ApiServerKind::KubeApiserver,
+        None => crate::apiserver::launch::ApiServerKind::Standin,
+    };
     state.api_token = random_token();
     dir.create()?;
     dir.save(&state)?;
@@ -217,7 +223,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
     req.cancel.check()?;
     let step = p.step("containers: router, dns, toolbox, gateways, etcd");
-    let specs = container_specs(&state, &ca, &client)?;
+    let specs = container_specs(&state, &ca, &client, kube_apiserver.as_deref())?;
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
     }
@@ -276,6 +282,24 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     state.phase = Phase::Ready;
     dir.save(&state)?;
     Ok(state)
+}
+
+/// The kube-apiserver binary to run, or None for the stand-in.
+fn resolve_api_server(
+    choice: crate::topology::ApiServerChoice,
+) -> Result<Option<std::path::PathBuf>> {
+    use crate::topology::ApiServerChoice;
+    let found = crate::apiserver::launch::find_kube_apiserver();
+    match (choice, found) {
+        (ApiServerChoice::Standin, _) => Ok(None),
+        (ApiServerChoice::Auto, found) => Ok(found),
+        (ApiServerChoice::KubeApiserver, Some(p)) => Ok(Some(p)),
+        (ApiServerChoice::KubeApiserver, None) => Err(EnvNotReady::new(
+            "the topology asks for kube-apiserver (api.server), and no binary was found",
+            "set KUBEBUILDER_ASSETS to a directory holding kube-apiserver (e.g. from setup-envtest), put it on PATH, or use api.server: standin",
+        )
+        .into()),
+    }
 }
 
 /// Creates the lab's networks, re-allocating if another creator raced us.
@@ -351,6 +375,7 @@ fn container_specs(
     state: &LabState,
     ca: &Ca,
     client: &crate::pki::CertKey,
+    kube_apiserver: Option<&std::path::Path>,
 ) -> Result<Vec<ContainerSpec>> {
     let lab = &state.name;
     let self_exe = std::env::current_exe()
@@ -514,6 +539,9 @@ fn container_specs(
         specs.push(c);
     }
 
+    // The service-account signing key pair kube-apiserver insists on.
+    let sa_key = rcgen::KeyPair::generate()?;
+    let sa = (sa_key.serialize_pem(), sa_key.public_key_pem());
     for a in &state.apiservers {
         let mut c = base(&a.container, "apiserver", Some(&a.seed));
         c.networks = vec![(docker_net(&a.seed), a.ip)];
@@ -526,35 +554,45 @@ fn container_specs(
             ],
             &[a.ip.into()],
         )?;
-        let dir = "/etc/cpmlab/api";
+        use crate::apiserver::launch::{self, ApiServerKind, DIR};
         c.files = vec![
             net_script(&[a.seed.as_str()]),
-            FileSpec::new(format!("{dir}/ca.crt"), ca.cert_pem.clone(), 0o644),
-            FileSpec::new(format!("{dir}/server.crt"), cert.cert_pem, 0o644),
-            FileSpec::new(format!("{dir}/server.key"), cert.key_pem, 0o600),
-            FileSpec::new(format!("{dir}/token"), state.api_token.clone(), 0o600),
+            FileSpec::new(format!("{DIR}/ca.crt"), ca.cert_pem.clone(), 0o644),
+            FileSpec::new(format!("{DIR}/server.crt"), cert.cert_pem, 0o644),
+            FileSpec::new(format!("{DIR}/server.key"), cert.key_pem, 0o600),
+            FileSpec::new(format!("{DIR}/token"), state.api_token.clone(), 0o600),
         ];
         let etcd_servers: Vec<String> = state
             .members_of(&a.seed)
             .map(|m| format!("https://{}:2379", m.ip))
             .collect();
-        c.cmd = behind_barrier(vec![
-            AGENT_BIN.into(),
-            "agent".into(),
-            "apiserver".into(),
-            "--listen=0.0.0.0:443".into(),
-            format!("--cert={dir}/server.crt"),
-            format!("--key={dir}/server.key"),
-            format!("--token-file={dir}/token"),
-            format!("--etcd-servers={}", etcd_servers.join(",")),
-            format!("--etcd-ca={dir}/ca.crt"),
-            format!("--etcd-cert={dir}/server.crt"),
-            format!("--etcd-key={dir}/server.key"),
-            format!("--shutdown-delay={}", state.topology.api.shutdown_delay),
-            format!("--seed={}", a.seed),
-            format!("--name={}", a.name),
-            format!("--advertise={}:443", state.dns.api_name),
-        ]);
+        let replica = launch::Replica {
+            name: &a.name,
+            seed: &a.seed,
+            ip: a.ip,
+            api_name: &state.dns.api_name,
+            etcd_servers: &etcd_servers,
+            shutdown_delay: &state.topology.api.shutdown_delay,
+        };
+        c.cmd = match (state.api_kind, kube_apiserver) {
+            (ApiServerKind::KubeApiserver, Some(bin)) => {
+                c.volumes.push((
+                    bin.display().to_string(),
+                    format!("{}:ro", launch::KUBE_APISERVER_BIN),
+                ));
+                c.files.push(FileSpec::new(
+                    format!("{DIR}/tokens.csv"),
+                    launch::tokens_csv(&state.api_token),
+                    0o600,
+                ));
+                c.files
+                    .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
+                c.files
+                    .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
+                behind_barrier(launch::kube_apiserver_command(&replica))
+            }
+            _ => behind_barrier(launch::standin_command(AGENT_BIN, &replica)),
+        };
         specs.push(c);
     }
     Ok(specs)

@@ -1,0 +1,162 @@
+//! How an API server replica is started: the real kube-apiserver where a
+//! binary can be had (`KUBEBUILDER_ASSETS` or `PATH`), else the stand-in.
+//! Both get the same files (server certificate for the API name, the lab
+//! CA, etcd client certificate, the token) and talk only to their own
+//! seed's etcd members.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Which API server the lab runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiServerKind {
+    #[default]
+    Standin,
+    KubeApiserver,
+}
+
+/// Where kube-apiserver is mounted in a replica container.
+pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
+/// The files of a replica.
+pub const DIR: &str = "/etc/cpmlab/api";
+
+/// kube-apiserver on this host: `$KUBEBUILDER_ASSETS/kube-apiserver`, else on PATH.
+pub fn find_kube_apiserver() -> Option<PathBuf> {
+    let from_assets = std::env::var_os("KUBEBUILDER_ASSETS")
+        .map(|d| PathBuf::from(d).join("kube-apiserver"))
+        .filter(|p| p.is_file());
+    from_assets.or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join("kube-apiserver"))
+            .find(|p| p.is_file())
+    })
+}
+
+pub struct Replica<'a> {
+    pub name: &'a str,
+    pub seed: &'a str,
+    pub ip: std::net::Ipv4Addr,
+    pub api_name: &'a str,
+    /// Its own seed's etcd client URLs.
+    pub etcd_servers: &'a [String],
+    pub shutdown_delay: &'a str,
+}
+
+/// The stand-in's command line (`cpmlab agent apiserver`).
+pub fn standin_command(agent_bin: &str, r: &Replica) -> Vec<String> {
+    vec![
+        agent_bin.into(),
+        "agent".into(),
+        "apiserver".into(),
+        "--listen=0.0.0.0:443".into(),
+        format!("--cert={DIR}/server.crt"),
+        format!("--key={DIR}/server.key"),
+        format!("--token-file={DIR}/token"),
+        format!("--etcd-servers={}", r.etcd_servers.join(",")),
+        format!("--etcd-ca={DIR}/ca.crt"),
+        format!("--etcd-cert={DIR}/server.crt"),
+        format!("--etcd-key={DIR}/server.key"),
+        format!("--shutdown-delay={}", r.shutdown_delay),
+        format!("--seed={}", r.seed),
+        format!("--name={}", r.name),
+        format!("--advertise={}:443", r.api_name),
+    ]
+}
+
+/// kube-apiserver's command line, as Gardener runs it where it matters to
+/// the lab: etcd over TLS, serving on 443 with the API name's certificate,
+/// a static token, the shutdown delay. Authorization is AlwaysAllow (the
+/// probes are the only clients).
+pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
+    vec![
+        KUBE_APISERVER_BIN.into(),
+        "--secure-port=443".into(),
+        "--bind-address=0.0.0.0".into(),
+        format!("--advertise-address={}", r.ip),
+        format!("--etcd-servers={}", r.etcd_servers.join(",")),
+        format!("--etcd-cafile={DIR}/ca.crt"),
+        format!("--etcd-certfile={DIR}/server.crt"),
+        format!("--etcd-keyfile={DIR}/server.key"),
+        format!("--tls-cert-file={DIR}/server.crt"),
+        format!("--tls-private-key-file={DIR}/server.key"),
+        format!("--client-ca-file={DIR}/ca.crt"),
+        format!("--token-auth-file={DIR}/tokens.csv"),
+        "--authorization-mode=AlwaysAllow".into(),
+        format!("--service-account-issuer=https://{}", r.api_name),
+        format!("--service-account-key-file={DIR}/sa.pub"),
+        format!("--service-account-signing-key-file={DIR}/sa.key"),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        format!("--shutdown-delay-duration={}", r.shutdown_delay),
+        "--shutdown-send-retry-after=true".into(),
+        "--storage-backend=etcd3".into(),
+        "--enable-priority-and-fairness=false".into(),
+    ]
+}
+
+/// `--token-auth-file` contents: the probe user, in system:masters.
+pub fn tokens_csv(token: &str) -> String {
+    format!("{token},cpmlab-probe,cpmlab-probe,\"system:masters\"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(servers: &[String]) -> Replica<'_> {
+        Replica {
+            name: "seed-a-apiserver-0",
+            seed: "seed-a",
+            ip: "10.213.0.20".parse().unwrap(),
+            api_name: "api.local.cpmlab.test",
+            etcd_servers: servers,
+            shutdown_delay: "15s",
+        }
+    }
+
+    #[test]
+    fn kube_apiserver_talks_tls_to_its_own_etcd_and_serves_the_api_name() {
+        let servers = vec![
+            "https://10.213.0.10:2379".to_string(),
+            "https://10.213.0.11:2379".to_string(),
+        ];
+        let cmd = kube_apiserver_command(&replica(&servers));
+        let has = |f: &str| cmd.iter().any(|a| a == f);
+        assert_eq!(cmd[0], KUBE_APISERVER_BIN);
+        assert!(has(
+            "--etcd-servers=https://10.213.0.10:2379,https://10.213.0.11:2379"
+        ));
+        assert!(has("--etcd-certfile=/etc/cpmlab/api/server.crt"));
+        assert!(has("--secure-port=443"));
+        assert!(has("--shutdown-delay-duration=15s"));
+        assert!(has("--token-auth-file=/etc/cpmlab/api/tokens.csv"));
+        assert!(has(
+            "--service-account-signing-key-file=/etc/cpmlab/api/sa.key"
+        ));
+        assert!(has("--advertise-address=10.213.0.20"));
+        assert_eq!(
+            tokens_csv("t"),
+            "t,cpmlab-probe,cpmlab-probe,\"system:masters\"\n"
+        );
+    }
+
+    #[test]
+    fn standin_gets_the_same_inputs() {
+        let servers = vec!["https://10.213.0.10:2379".to_string()];
+        let cmd = standin_command("/usr/local/bin/cpmlab", &replica(&servers));
+        assert_eq!(&cmd[1..3], ["agent", "apiserver"]);
+        assert!(cmd.contains(&"--etcd-servers=https://10.213.0.10:2379".to_string()));
+        assert!(cmd.contains(&"--shutdown-delay=15s".to_string()));
+    }
+
+    #[test]
+    fn kube_apiserver_is_found_through_kubebuilder_assets() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("kube-apiserver"), "").unwrap();
+        // SAFETY of env mutation: this test alone reads KUBEBUILDER_ASSETS.
+        unsafe { std::env::set_var("KUBEBUILDER_ASSETS", d.path()) };
+        assert_eq!(find_kube_apiserver(), Some(d.path().join("kube-apiserver")));
+        unsafe { std::env::remove_var("KUBEBUILDER_ASSETS") };
+    }
+}
