@@ -205,6 +205,38 @@ fn the_watch_check_catches_a_dropped_event() {
     lab.ok(&["down"]);
 }
 
+/// The stand-in fails over between its seed's etcd members: losing a
+/// follower costs no request.
+#[test]
+fn losing_an_etcd_follower_fails_no_request() {
+    if !docker_or_skip("losing_an_etcd_follower_fails_no_request") {
+        return;
+    }
+    let lab = Lab::new("etcdf");
+    lab.ok(&["up"]);
+    let run = start(
+        &lab,
+        &["--probes", "readyz,get,list,write", "--modes", "new,reused"],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let s = lab.status();
+    let follower = s["etcd"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["is_leader"] == false)
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .expect("a follower");
+    let o = docker(&["kill", &lab.container(&follower)]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(Duration::from_secs(4));
+    let o = lab.cpmlab(&["probe", "stop"]);
+    let v = verdict(&run);
+    assert_eq!(o.status.code(), Some(0), "{}\n{:#}", text(&o), v["probes"]);
+    assert_eq!(v["zero_downtime"], true);
+    lab.ok(&["down"]);
+}
+
 #[test]
 fn graceful_shutdown_of_one_of_two_api_servers_fails_no_request() {
     if !docker_or_skip("graceful_shutdown_of_one_of_two_api_servers_fails_no_request") {

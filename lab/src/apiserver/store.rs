@@ -145,6 +145,45 @@ fn parse_rv(rv: &str) -> Result<i64, ApiError> {
         .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion `{rv}`")))
 }
 
+/// Did the request never reach a member (so retrying cannot apply it twice)?
+fn never_sent(e: &etcd_client::Error) -> bool {
+    let m = e.to_string();
+    m.contains("connect error") || m.contains("Connection refused") || m.contains("tcp connect")
+}
+
+/// Is the member we talked to gone or unreachable (the request may or may
+/// not have been applied)?
+fn unavailable(e: &etcd_client::Error) -> bool {
+    let m = e.to_string();
+    never_sent(e)
+        || m.contains("unavailable")
+        || m.contains("transport error")
+        || m.contains("broken pipe")
+        || m.contains("connection reset")
+}
+
+/// Tries `f` again, on another member, when etcd's own client would:
+/// reads whenever a member was unavailable, writes only when the request
+/// provably never left. (The balanced channel stops picking a dead member
+/// once its connection has failed.)
+async fn retrying<T, F, Fut>(idempotent: bool, mut f: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match f().await {
+            Err(e) if attempt < 5 && (never_sent(&e) || (idempotent && unavailable(&e))) => {
+                attempt += 1;
+                tracing::debug!("etcd request failed ({e}); retry {attempt}");
+                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Store {
     pub fn new(client: Client) -> Store {
         Store { client }
@@ -154,12 +193,26 @@ impl Store {
         self.client.kv_client()
     }
 
+    /// A transaction: retried only when it never reached a member.
+    async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse, ApiError> {
+        let kv = self.kv();
+        retrying(false, || {
+            let (mut kv, txn) = (kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await
+        .map_err(from_etcd)
+    }
+
     /// A linearizable read: etcd has a leader and answers.
     pub async fn health(&self) -> Result<(), ApiError> {
-        self.kv()
-            .get("/registry/health", None)
-            .await
-            .map_err(from_etcd)?;
+        let kv = self.kv();
+        retrying(true, || {
+            let mut kv = kv.clone();
+            async move { kv.get("/registry/health", None).await }
+        })
+        .await
+        .map_err(from_etcd)?;
         Ok(())
     }
 
@@ -176,7 +229,13 @@ impl Store {
     }
 
     async fn get_kv(&self, key: &str) -> Result<Option<KeyValue>, ApiError> {
-        let resp = self.kv().get(key, None).await.map_err(from_etcd)?;
+        let kv = self.kv();
+        let resp = retrying(true, || {
+            let mut kv = kv.clone();
+            async move { kv.get(key, None).await }
+        })
+        .await
+        .map_err(from_etcd)?;
         Ok(resp.kvs().first().cloned())
     }
 
@@ -229,11 +288,14 @@ impl Store {
         if let Some(limit) = o.limit.filter(|l| *l > 0 && !filtered) {
             opts = opts.with_limit(limit);
         }
-        let resp = self
-            .kv()
-            .get(start.as_str(), Some(opts))
-            .await
-            .map_err(|e| match from_etcd(e) {
+        let kv = self.kv();
+        let resp = retrying(true, || {
+            let (mut kv, opts) = (kv.clone(), opts.clone());
+            let start = start.clone();
+            async move { kv.get(start.as_str(), Some(opts)).await }
+        })
+        .await
+        .map_err(|e| match from_etcd(e) {
                 ApiError::Gone(_) if o.continue_token.is_some() => ApiError::Gone(
                     "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
                 ),
@@ -321,7 +383,7 @@ impl Store {
         let txn = Txn::new()
             .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key.as_str(), encode(&obj), None)]);
-        let resp = self.kv().txn(txn).await.map_err(from_etcd)?;
+        let resp = self.txn(txn).await?;
         if !resp.succeeded() {
             return Err(ApiError::AlreadyExists {
                 kind: r.plural.into(),
@@ -383,7 +445,7 @@ impl Store {
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, rev)])
             .and_then([TxnOp::put(key, encode(&obj), None)]);
-        let resp = self.kv().txn(txn).await.map_err(from_etcd)?;
+        let resp = self.txn(txn).await?;
         if !resp.succeeded() {
             return Err(ApiError::Conflict {
                 kind: r.plural.into(),
@@ -474,7 +536,7 @@ impl Store {
                 current.mod_revision(),
             )])
             .and_then([TxnOp::delete(key.as_str(), None)]);
-        let resp = self.kv().txn(txn).await.map_err(from_etcd)?;
+        let resp = self.txn(txn).await?;
         if !resp.succeeded() {
             return Err(ApiError::Conflict {
                 kind: r.plural.into(),

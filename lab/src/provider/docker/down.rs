@@ -43,7 +43,21 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
             )
         };
         record(join_all(objs.containers.iter().map(|c| engine.remove_container(c))).await);
-        record(join_all(objs.networks.iter().map(|n| engine.remove_network(n))).await);
+        let gone: Vec<String> = report
+            .removed
+            .containers
+            .iter()
+            .chain(&objs.containers)
+            .cloned()
+            .collect();
+        record(
+            join_all(
+                objs.networks
+                    .iter()
+                    .map(|n| engine.remove_network_after(n, &gone)),
+            )
+            .await,
+        );
         record(join_all(objs.volumes.iter().map(|v| engine.remove_volume(v))).await);
         report.removed.containers.extend(objs.containers);
         report.removed.networks.extend(objs.networks);

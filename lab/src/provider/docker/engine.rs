@@ -495,9 +495,15 @@ impl Engine {
     }
 
     /// Removes a network. Docker can keep the endpoint of a container that is
-    /// already gone ("has active endpoints"); such endpoints are disconnected
-    /// by force (Docker's own remedy) and the removal tried again.
+    /// already gone ("has active endpoints", sometimes with an empty
+    /// container list); such endpoints are disconnected by force, by the
+    /// names inspect shows and by `gone` (containers just removed), which is
+    /// Docker's own remedy, and the removal is tried again.
     pub async fn remove_network(&self, name: &str) -> Result<()> {
+        self.remove_network_after(name, &[]).await
+    }
+
+    pub async fn remove_network_after(&self, name: &str, gone: &[String]) -> Result<()> {
         match self.api.remove_network(name).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) => return Ok(()),
@@ -510,8 +516,14 @@ impl Engine {
                     )
                     .await
                     .with_context(|| format!("inspect network {name}"))?;
-                for (id, ep) in net.containers.unwrap_or_default() {
-                    let container = ep.name.unwrap_or(id);
+                let mut names: Vec<String> = net
+                    .containers
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(id, ep)| ep.name.unwrap_or(id))
+                    .collect();
+                names.extend(gone.iter().cloned());
+                for container in names {
                     let _ = self
                         .api
                         .disconnect_network(
