@@ -40,8 +40,7 @@ fn partition_and_heal() {
     }
     let lab = Lab::new("part");
     lab.ok(&["up"]);
-    let s = lab.status();
-    let gw_b = s["seeds"][1]["gateway_ip"].as_str().unwrap().to_string();
+    let gw_b = gw_b(&lab);
     assert!(seed_a_reaches_seed_b(&lab, &gw_b));
 
     lab.ok(&["link", "partition", "seed-a:seed-b"]);
