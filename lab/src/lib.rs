@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod kernel;
 pub mod kubeconfig;
 pub mod link;
+pub mod migrate;
 pub mod pki;
 pub mod plan;
 pub mod probe;
