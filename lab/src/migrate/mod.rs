@@ -3,4 +3,5 @@
 //! The flow that drives them (`cpmlab migrate`) is not wired yet.
 
 pub mod conditions;
+pub mod etcd_ops;
 pub mod membership;

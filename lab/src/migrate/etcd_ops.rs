@@ -1,0 +1,61 @@
+//! The etcd v3 membership calls a migration makes, with the waiting etcd
+//! needs around them: a learner is promoted only once it is in sync, and
+//! leadership moves only through the current leader.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use etcd_client::{Client, MemberAddOptions};
+
+/// Adds `peer_url` as a learner; returns its member ID.
+pub async fn add_learner(c: &mut Client, peer_url: &str) -> Result<u64> {
+    let r = c
+        .member_add([peer_url], Some(MemberAddOptions::new().with_is_learner()))
+        .await
+        .with_context(|| format!("member add --learner {peer_url}"))?;
+    Ok(r.member().context("member add returned no member")?.id())
+}
+
+/// Promotes a learner, retrying while etcd says it is not in sync yet.
+pub async fn promote_when_in_sync(c: &mut Client, id: u64, deadline: Duration) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        match c.member_promote(id).await {
+            Ok(_) => return Ok(()),
+            Err(e) if t0.elapsed() < deadline && e.to_string().contains("in sync") => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("promote {id:x}")),
+        }
+    }
+}
+
+/// The current leader's member ID, as the member `c` talks to reports it.
+pub async fn leader(c: &mut Client) -> Result<u64> {
+    Ok(c.status().await.context("etcd status")?.leader())
+}
+
+/// Removes a member once etcd agrees the rest is healthy: with its strict
+/// reconfiguration check etcd refuses ("unhealthy cluster") until the
+/// remaining members have been active long enough — the quorum gate.
+pub async fn remove_when_healthy(c: &mut Client, id: u64, deadline: Duration) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        match c.member_remove(id).await {
+            Ok(_) => return Ok(()),
+            Err(e) if t0.elapsed() < deadline && e.to_string().contains("unhealthy cluster") => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("member remove {id:x}")),
+        }
+    }
+}
+
+/// Moves leadership to `to`; `leader_client` must talk to the current leader.
+pub async fn move_leader(leader_client: &mut Client, to: u64) -> Result<()> {
+    leader_client
+        .move_leader(to)
+        .await
+        .with_context(|| format!("move leader to {to:x}"))?;
+    Ok(())
+}
