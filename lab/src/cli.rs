@@ -175,16 +175,8 @@ pub enum ProbeCommand {
     Start {
         #[command(flatten)]
         lab: LabArgs,
-        /// Requests per second per probe and connection mode.
-        #[arg(long, default_value_t = 20.0)]
-        rate: f64,
-        /// Per-request timeout.
-        #[arg(long, default_value = "2s")]
-        timeout: String,
-        #[arg(long, default_value = "readyz,get,list,write,watch")]
-        probes: String,
-        #[arg(long, default_value = "new,reused")]
-        modes: String,
+        #[command(flatten)]
+        settings: crate::probe::run::ProbeSettings,
     },
     /// Stop the probes and write verdict.json, junit.xml and report.html.
     /// Exits 1 when the verdict failed.
@@ -214,14 +206,8 @@ pub struct ProbeArgs {
     token_file: PathBuf,
     #[arg(long)]
     out: PathBuf,
-    #[arg(long, default_value_t = 20.0)]
-    rate: f64,
-    #[arg(long, default_value = "2s")]
-    timeout: String,
-    #[arg(long, default_value = "readyz,get,list,write,watch")]
-    probes: String,
-    #[arg(long, default_value = "new,reused")]
-    modes: String,
+    #[command(flatten)]
+    settings: crate::probe::run::ProbeSettings,
     /// seed=gateway-ip pairs, to name the seed when the server does not.
     #[arg(long, default_value = "")]
     seed_gateways: String,
@@ -456,32 +442,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Agent {
             command: AgentCommand::Probe(a),
         } => {
-            let parse_list = |flag: &str, s: &str| -> Result<Vec<String>> {
-                let v: Vec<String> = s
-                    .split(',')
-                    .filter(|x| !x.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                anyhow::ensure!(!v.is_empty(), BadInput(format!("{flag}: empty")));
-                Ok(v)
-            };
-            let probes = parse_list("--probes", &a.probes)?
-                .into_iter()
-                .map(|p| {
-                    serde_json::from_value(serde_json::json!(p)).map_err(|_| {
-                        BadInput(format!(
-                            "--probes: unknown probe `{p}` (readyz, get, list, write, watch)"
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<crate::probe::record::ProbeKind>, _>>()?;
-            let modes = parse_list("--modes", &a.modes)?
-                .into_iter()
-                .map(|m| {
-                    serde_json::from_value(serde_json::json!(m))
-                        .map_err(|_| BadInput(format!("--modes: unknown mode `{m}` (new, reused)")))
-                })
-                .collect::<Result<Vec<crate::probe::record::ConnMode>, _>>()?;
+            let parsed = a.settings.parse()?;
             let seeds_by_addr = a
                 .seed_gateways
                 .split(',')
@@ -503,10 +464,10 @@ async fn run(cli: Cli) -> Result<u8> {
                 ca: a.ca,
                 token_file: a.token_file,
                 out: a.out,
-                rate: a.rate,
-                timeout: crate::link::profile::parse_duration("--timeout", &a.timeout)?,
-                probes,
-                modes,
+                rate: parsed.rate,
+                timeout: parsed.timeout,
+                probes: parsed.probes,
+                modes: parsed.modes,
                 seeds_by_addr,
             })
             .await?;
@@ -790,23 +751,15 @@ async fn cmd_probe(state_root: &Path, command: ProbeCommand) -> Result<u8> {
         | ProbeCommand::Status { lab } => lab.clone(),
     };
     check_name(&lab.name)?;
+    // Bad flags fail with exit 2 before anything is looked at or started.
+    if let ProbeCommand::Start { settings, .. } = &command {
+        settings.parse()?;
+    }
     let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
     let engine = Engine::connect().await?;
     match command {
-        ProbeCommand::Start {
-            rate,
-            timeout,
-            probes,
-            modes,
-            ..
-        } => {
-            let s = run::ProbeSettings {
-                rate,
-                timeout,
-                probes,
-                modes,
-            };
-            let dir_run = run::start(&engine, &dir, &mut state, &s).await?;
+        ProbeCommand::Start { settings, .. } => {
+            let dir_run = run::start(&engine, &dir, &mut state, &settings).await?;
             match lab.output {
                 Output::Json => {
                     print_json_line(&serde_json::json!({"event": "probe-start", "run": dir_run}))

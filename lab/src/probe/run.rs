@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::record::LabEvent;
+use super::record::{ConnMode, LabEvent, ProbeKind};
 use crate::errors::{BadInput, EnvNotReady};
 use crate::provider::docker::engine::{ContainerSpec, Engine, FileSpec};
 use crate::provider::docker::up::{release_one, AGENT_BIN};
@@ -18,12 +18,63 @@ use crate::state::{LabDir, LabState};
 /// Host number of the probe container on the clients network.
 pub const PROBE_HOST: u8 = 5;
 
-#[derive(Debug, Clone)]
+/// What the probes do: shared by `cpmlab probe start` and the agent, and
+/// checked in one place so that bad input fails before anything starts.
+#[derive(Debug, Clone, clap::Args)]
 pub struct ProbeSettings {
+    /// Requests per second per probe and connection mode.
+    #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
+    /// Per-request timeout.
+    #[arg(long, default_value = "2s")]
     pub timeout: String,
+    #[arg(long, default_value = "readyz,get,list,write,watch")]
     pub probes: String,
+    #[arg(long, default_value = "new,reused")]
     pub modes: String,
+}
+
+/// `ProbeSettings`, checked.
+pub struct Parsed {
+    pub rate: f64,
+    pub timeout: Duration,
+    pub probes: Vec<ProbeKind>,
+    pub modes: Vec<ConnMode>,
+}
+
+fn parse_list<T: serde::de::DeserializeOwned>(
+    flag: &str,
+    s: &str,
+    known: &str,
+) -> Result<Vec<T>, BadInput> {
+    let items: Vec<&str> = s.split(',').filter(|x| !x.is_empty()).collect();
+    if items.is_empty() {
+        return Err(BadInput(format!("{flag}: empty (choose from {known})")));
+    }
+    items
+        .into_iter()
+        .map(|x| {
+            serde_json::from_value(serde_json::json!(x))
+                .map_err(|_| BadInput(format!("{flag}: unknown `{x}` (choose from {known})")))
+        })
+        .collect()
+}
+
+impl ProbeSettings {
+    pub fn parse(&self) -> Result<Parsed, BadInput> {
+        if !(self.rate > 0.0 && self.rate <= 5000.0) {
+            return Err(BadInput(format!(
+                "--rate {}: between 0 and 5000 requests/s per probe and mode",
+                self.rate
+            )));
+        }
+        Ok(Parsed {
+            rate: self.rate,
+            timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
+            probes: parse_list("--probes", &self.probes, "readyz, get, list, write, watch")?,
+            modes: parse_list("--modes", &self.modes, "new, reused")?,
+        })
+    }
 }
 
 pub fn container(state: &LabState) -> String {
@@ -69,14 +120,7 @@ pub async fn start(
     state: &mut LabState,
     s: &ProbeSettings,
 ) -> Result<PathBuf> {
-    if s.rate <= 0.0 || s.rate > 5000.0 {
-        return Err(BadInput(format!(
-            "--rate {}: between 0 and 5000 requests/s per probe and mode",
-            s.rate
-        ))
-        .into());
-    }
-    crate::link::profile::parse_duration("--timeout", &s.timeout)?;
+    s.parse()?;
     let c = container(state);
     if engine.container_state(&c).await? != "missing" {
         return Err(EnvNotReady::new(
@@ -248,4 +292,34 @@ pub fn judge(run: &Path, final_counter: Option<u64>) -> Result<crate::verdict::V
         crate::verdict::report::html(&v, &records, &events, &title),
     )?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(rate: f64, timeout: &str, probes: &str, modes: &str) -> ProbeSettings {
+        ProbeSettings {
+            rate,
+            timeout: timeout.into(),
+            probes: probes.into(),
+            modes: modes.into(),
+        }
+    }
+
+    #[test]
+    fn settings_are_checked_in_one_place() {
+        let p = s(20.0, "2s", "readyz,write", "reused").parse().unwrap();
+        assert_eq!(p.probes, [ProbeKind::Readyz, ProbeKind::Write]);
+        assert_eq!(p.modes, [ConnMode::Reused]);
+        assert_eq!(p.timeout, Duration::from_secs(2));
+        for bad in [
+            s(0.0, "2s", "get", "new"),
+            s(20.0, "soon", "get", "new"),
+            s(20.0, "2s", "bogus", "new"),
+            s(20.0, "2s", "get", ""),
+        ] {
+            assert!(bad.parse().is_err(), "{bad:?}");
+        }
+    }
 }
