@@ -29,16 +29,17 @@ pub enum ClusterState {
     Existing,
 }
 
-/// The etcd command line of `member`, joining `cluster` (itself included).
+/// The etcd command line of `member`, joining `cluster` (name and peer URL
+/// of every member, itself included: `--initial-cluster`).
 pub fn member_command(
     member: &MemberState,
-    cluster: &[&MemberState],
+    cluster: &[(String, String)],
     state: ClusterState,
     token: &str,
 ) -> Vec<String> {
     let initial: Vec<String> = cluster
         .iter()
-        .map(|m| format!("{}={}", m.name, m.peer_url()))
+        .map(|(name, url)| format!("{name}={url}"))
         .collect();
     let mut args = vec![
         "etcd".to_string(),
@@ -275,7 +276,11 @@ mod tests {
     #[test]
     fn member_flags_are_tls_with_skip_san_and_named_urls() {
         let s = crate::state::sample_state();
-        let all: Vec<&MemberState> = s.members.iter().collect();
+        let all: Vec<(String, String)> = s
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.peer_url()))
+            .collect();
         let cmd = member_command(&s.members[1], &all, ClusterState::New, "tok");
         let has = |f: &str| cmd.iter().any(|a| a == f);
         assert!(has("--name=seed-a-etcd-1"));

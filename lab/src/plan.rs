@@ -130,31 +130,40 @@ impl<'a> LabPlan<'a> {
             links: Default::default(),
             link_backend: None,
             probe_run: None,
+            migration: None,
         }
     }
 
-    /// API server replica `index` of `seed`.
     pub fn apiserver(&self, seed: &str, index: usize) -> ApiServerState {
-        let name = format!("{seed}-apiserver-{index}");
-        ApiServerState {
-            container: container_name(self.lab, &name),
-            ip: self.net(seed).host(host::APISERVER + index as u8),
-            seed: seed.to_string(),
-            name,
-        }
+        apiserver(self.lab, seed, self.net(seed), index)
     }
 
-    /// Member `index` of `seed`: its container, volume, address and DNS name.
     pub fn member(&self, seed: &str, index: usize, zone: &str) -> MemberState {
-        let name = member_name(seed, index);
-        MemberState {
-            container: container_name(self.lab, &name),
-            volume: container_name(self.lab, &format!("{name}-data")),
-            ip: self.net(seed).host(host::ETCD + index as u8),
-            host: format!("{name}.{zone}"),
-            seed: seed.to_string(),
-            name,
-        }
+        member(self.lab, seed, self.net(seed), index, zone)
+    }
+}
+
+/// API server replica `index` of `seed` (on `net`).
+pub fn apiserver(lab: &str, seed: &str, net: Net24, index: usize) -> ApiServerState {
+    let name = format!("{seed}-apiserver-{index}");
+    ApiServerState {
+        container: container_name(lab, &name),
+        ip: net.host(host::APISERVER + index as u8),
+        seed: seed.to_string(),
+        name,
+    }
+}
+
+/// Member `index` of `seed` (on `net`): its container, volume, address and DNS name.
+pub fn member(lab: &str, seed: &str, net: Net24, index: usize, zone: &str) -> MemberState {
+    let name = member_name(seed, index);
+    MemberState {
+        container: container_name(lab, &name),
+        volume: container_name(lab, &format!("{name}-data")),
+        ip: net.host(host::ETCD + index as u8),
+        host: format!("{name}.{zone}"),
+        seed: seed.to_string(),
+        name,
     }
 }
 

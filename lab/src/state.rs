@@ -53,6 +53,9 @@ pub struct LabState {
     /// The backend that put the shaping in force (none while links are clear).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_backend: Option<crate::link::Backend>,
+    /// The control plane migration, once `cpmlab migrate` started one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<crate::migrate::record::MigrationState>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -200,6 +203,29 @@ impl LabDir {
             source,
         })?;
         std::fs::rename(&tmp, &path).map_err(|source| StateError::Io { path, source })
+    }
+
+    /// Read-modify-write under an exclusive lock on `.lock`: commands that
+    /// run at the same time (`migrate`, `probe stop`, `link set`) each change
+    /// only their own fields of the latest state. Returns the state written.
+    pub fn update(&self, f: impl FnOnce(&mut LabState)) -> Result<LabState, StateError> {
+        let lock_path = self.root.join(".lock");
+        let io = |source| StateError::Io {
+            path: lock_path.clone(),
+            source,
+        };
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io)?;
+        lock.lock().map_err(io)?;
+        let mut state = self.load()?;
+        f(&mut state);
+        let r = self.save(&state).map(|_| state);
+        let _ = lock.unlock();
+        r
     }
 
     pub fn load(&self) -> Result<LabState, StateError> {

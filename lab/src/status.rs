@@ -29,6 +29,42 @@ pub struct StatusReport {
     pub etcd: ClusterView,
     pub dns: DnsStatus,
     pub api: ApiStatus,
+    /// The migration, once one started: plan, seeds and the conditions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MigrationStatus {
+    pub plan: String,
+    pub from: String,
+    pub to: String,
+    pub driver: crate::migrate::record::Driver,
+    pub force_shrink: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    pub completed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    pub conditions: Vec<crate::migrate::conditions::Condition>,
+}
+
+impl MigrationStatus {
+    pub fn of(m: &crate::migrate::record::MigrationState) -> MigrationStatus {
+        MigrationStatus {
+            plan: crate::migrate::flow::plan_name(m.plan).into(),
+            from: m.from.clone(),
+            to: m.to.clone(),
+            driver: m.driver,
+            force_shrink: m.force_shrink,
+            rtt_ms: m.rtt_ms,
+            completed: m.completed(),
+            duration_s: m
+                .finished_unix_ms
+                .map(|f| (f - m.started_unix_ms) / 1e3),
+            conditions: m.conditions.0.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -194,6 +230,7 @@ pub async fn status(engine: &Engine, state_root: &Path, lab: &str) -> Result<Sta
         etcd: etcd_view,
         dns,
         api,
+        migration: state.migration.as_ref().map(MigrationStatus::of),
     })
 }
 
@@ -339,6 +376,45 @@ impl StatusReport {
                     self.dns.ttl.map(|t| t.to_string()).unwrap_or("-".into())
                 );
             }
+        }
+        if let Some(m) = &self.migration {
+            o.push_str(&m.render());
+        }
+        o
+    }
+}
+
+impl MigrationStatus {
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "\nMIGRATION {} -> {} ({}, driver {:?}{}){}",
+            self.from,
+            self.to,
+            self.plan,
+            self.driver,
+            if self.force_shrink { ", force-shrink" } else { "" },
+            match (self.completed, self.duration_s) {
+                (true, Some(d)) => format!(": completed in {d:.1} s"),
+                (true, None) => ": completed".into(),
+                _ => String::new(),
+            }
+        );
+        for c in &self.conditions {
+            let _ = writeln!(
+                o,
+                "  {:<44} {:<8} {:<20} {}{}",
+                c.kind,
+                format!("{:?}", c.status),
+                c.reason,
+                c.last_transition_time,
+                if c.message.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n      {}", c.message)
+                }
+            );
         }
         o
     }

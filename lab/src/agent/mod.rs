@@ -2,6 +2,7 @@
 //! subcommands (the host's binary is mounted into every container).
 
 pub mod echo;
+pub mod peer_check;
 pub mod router;
 pub mod rtt;
 pub mod tun;

@@ -126,6 +126,36 @@ pub fn shrink_actions(plan: Plan, source: &[Member], destination: &[String]) -> 
     a
 }
 
+/// EtcdMigrationComplete, one decision at a time from the live membership
+/// (so a resumed or disturbed run picks up where the cluster is): the next
+/// member of `leaving` to remove — learners first, then followers — or, when
+/// only the leader is left to go, a MoveLeader to the first destination
+/// voter. None once no member of `leaving` is in the cluster.
+pub fn next_removal(live: &[Member], leaving: &[String], destination: &[String]) -> Option<Action> {
+    let going: Vec<&Member> = live.iter().filter(|m| leaving.contains(&m.name)).collect();
+    let pick = going
+        .iter()
+        .filter(|m| m.is_learner)
+        .chain(going.iter().filter(|m| !m.is_learner && !m.is_leader))
+        .min_by_key(|m| (!m.is_learner, m.name.clone()));
+    if let Some(m) = pick {
+        return Some(Action::Remove {
+            member: m.name.clone(),
+        });
+    }
+    let leader = going.iter().find(|m| m.is_leader)?;
+    let to = destination
+        .iter()
+        .find(|d| live.iter().any(|m| &m.name == *d && !m.is_learner));
+    Some(match to {
+        Some(to) => Action::MoveLeader { to: to.clone() },
+        // No destination voter to lead: removing the leader is all that is left.
+        None => Action::Remove {
+            member: leader.name.clone(),
+        },
+    })
+}
+
 /// Voting members after each action, given the voters before (for checks
 /// and for the progress display).
 pub fn voters_after(start: &[String], actions: &[Action]) -> Vec<Vec<String>> {
@@ -253,6 +283,64 @@ mod tests {
                 assert_eq!(all[i - 1], Action::QuorumGate, "removal {i} without a gate");
             }
         }
+    }
+
+    #[test]
+    fn next_removal_follows_the_live_cluster() {
+        let leaving = names("seed-a", 3);
+        let dst = names("seed-b", 3);
+        let mut live: Vec<Member> = source(0);
+        live.extend(dst.iter().map(|n| Member {
+            name: n.clone(),
+            is_learner: false,
+            is_leader: false,
+        }));
+        live[2].is_learner = true;
+        let mut order = Vec::new();
+        while let Some(a) = next_removal(&live, &leaving, &dst) {
+            match &a {
+                Action::Remove { member } => live.retain(|m| &m.name != member),
+                Action::MoveLeader { to } => {
+                    for m in live.iter_mut() {
+                        m.is_leader = &m.name == to;
+                    }
+                }
+                _ => unreachable!(),
+            }
+            order.push(a);
+            assert!(order.len() < 10);
+        }
+        assert_eq!(
+            order,
+            vec![
+                Action::Remove {
+                    member: "seed-a-etcd-2".into()
+                },
+                Action::Remove {
+                    member: "seed-a-etcd-1".into()
+                },
+                Action::MoveLeader {
+                    to: "seed-b-etcd-0".into()
+                },
+                Action::Remove {
+                    member: "seed-a-etcd-0".into()
+                },
+            ]
+        );
+        assert_eq!(live.len(), 3);
+        // A leader that changed under us (killed, re-elected): decided afresh.
+        let mut live = source(1);
+        live.push(Member {
+            name: "seed-b-etcd-0".into(),
+            is_learner: false,
+            is_leader: false,
+        });
+        assert_eq!(
+            next_removal(&live, &leaving, &dst),
+            Some(Action::Remove {
+                member: "seed-a-etcd-0".into()
+            })
+        );
     }
 
     #[test]

@@ -1,7 +1,12 @@
-//! The Live Control Plane Migration (issue 5, in progress): the condition
-//! model upstream uses and the etcd membership plans, as pure, tested parts.
-//! The flow that drives them (`cpmlab migrate`) is not wired yet.
+//! The Live Control Plane Migration: upstream's condition model, the etcd
+//! membership plans, the reference flow (`cpmlab migrate`) that drives them
+//! against the lab, and the external driver that lets another controller
+//! take its place.
 
 pub mod conditions;
 pub mod etcd_ops;
+pub mod external;
+pub mod flow;
 pub mod membership;
+pub mod record;
+pub mod seed_ops;

@@ -205,8 +205,8 @@ pub async fn start(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    state.probe_run = Some(run.clone());
-    dir.save(state)?;
+    let probe_run = Some(run.clone());
+    *state = dir.update(|s| s.probe_run = probe_run)?;
     Ok(run)
 }
 
@@ -261,8 +261,7 @@ pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result
     note(&run, "probes stopped")?;
     let counter = final_counter(dir, state).await;
     let verdict = judge(&run, counter)?;
-    state.probe_run = None;
-    dir.save(state)?;
+    *state = dir.update(|s| s.probe_run = None)?;
     Ok(StopOutcome { run, verdict })
 }
 

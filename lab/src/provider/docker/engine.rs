@@ -331,6 +331,17 @@ impl Engine {
         }
     }
 
+    /// Sends `signal` (e.g. `SIGUSR2`) to a container's main process.
+    pub async fn signal(&self, container: &str, signal: &str) -> Result<()> {
+        let opts = bollard::query_parameters::KillContainerOptionsBuilder::default()
+            .signal(signal)
+            .build();
+        self.api
+            .kill_container(container, Some(opts))
+            .await
+            .with_context(|| format!("send {signal} to {container}"))
+    }
+
     /// Runs `cmd` in a running container and waits for it.
     pub async fn exec(
         &self,

@@ -223,7 +223,11 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
     req.cancel.check()?;
     let step = p.step("containers: router, dns, toolbox, gateways, etcd");
-    let specs = container_specs(&state, &ca, &client, kube_apiserver.as_deref())?;
+    // The service-account signing key pair kube-apiserver insists on; kept
+    // for the replicas a migration starts in the destination seed.
+    let sa_key = rcgen::KeyPair::generate()?;
+    write_pem(&pki.join("sa.key"), &sa_key.serialize_pem())?;
+    let specs = container_specs(&state, &ca, &client, kube_apiserver.as_deref(), &sa_key)?;
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
     }
@@ -285,7 +289,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 }
 
 /// The kube-apiserver binary to run, or None for the stand-in.
-fn resolve_api_server(
+pub fn resolve_api_server(
     choice: crate::topology::ApiServerChoice,
 ) -> Result<Option<std::path::PathBuf>> {
     use crate::topology::ApiServerChoice;
@@ -371,26 +375,56 @@ pub fn member_record(state: &LabState, m: &MemberState) -> ARecord {
     }
 }
 
-fn container_specs(
-    state: &LabState,
-    ca: &Ca,
-    client: &crate::pki::CertKey,
-    kube_apiserver: Option<&std::path::Path>,
-) -> Result<Vec<ContainerSpec>> {
-    let lab = &state.name;
-    let self_exe = std::env::current_exe()
-        .context("locate the cpmlab binary")?
-        .display()
-        .to_string();
-    let docker_net = |n: &str| {
-        state
-            .network(n)
-            .map(|n| n.docker_name.clone())
-            .expect("planned network")
+/// Where a gateway's HAProxy reads its configuration.
+pub const GATEWAY_CONFIG: &str = "/etc/haproxy/haproxy.cfg";
+
+/// The gateway configuration of `seed` for the lab as `state` has it now:
+/// an SNI route per member of the seed, the seed's API replicas.
+/// A migration's planned destination members are routed before they exist.
+pub fn gateway_config(state: &LabState, seed: &str) -> String {
+    let mut routes: Vec<Route> = state
+        .members_of(seed)
+        .map(|m| Route {
+            sni: m.host.clone(),
+            ip: m.ip,
+        })
+        .collect();
+    if let Some(mig) = &state.migration {
+        for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
+            if !routes.iter().any(|r| r.sni == m.host) {
+                routes.push(Route {
+                    sni: m.host.clone(),
+                    ip: m.ip,
+                });
+            }
+        }
+    }
+    let api = gateway::ApiRoute {
+        sni: state.dns.api_name.clone(),
+        servers: state
+            .apiservers_of(seed)
+            .map(|a| (a.name.clone(), a.ip))
+            .collect(),
     };
-    let base = |name: &str, role: &str, seed: Option<&str>| ContainerSpec {
+    gateway::haproxy_config(seed, &routes, &api)
+}
+
+fn docker_network(state: &LabState, n: &str) -> String {
+    state
+        .network(n)
+        .map(|n| n.docker_name.clone())
+        .expect("planned network")
+}
+
+/// What every lab container shares: labels, image, the barrier, NET_ADMIN,
+/// and the host's cpmlab binary for the in-container roles.
+fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> ContainerSpec {
+    let self_exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "/proc/self/exe".into());
+    ContainerSpec {
         name: name.to_string(),
-        lab: lab.clone(),
+        lab: state.name.clone(),
         role: role.to_string(),
         seed: seed.map(str::to_string),
         image: state.image.clone(),
@@ -398,11 +432,116 @@ fn container_specs(
         networks: vec![],
         cap_add: vec!["NET_ADMIN".into()],
         sysctls: HashMap::new(),
-        // The lab's own binary serves the in-container roles (`cpmlab agent ...`).
-        volumes: vec![(self_exe.clone(), format!("{AGENT_BIN}:ro"))],
+        volumes: vec![(self_exe, format!("{AGENT_BIN}:ro"))],
         devices: vec![],
         files: vec![],
+    }
+}
+
+/// An etcd member's container; `cluster` is `--initial-cluster` (name, peer URL).
+pub fn member_spec(
+    state: &LabState,
+    ca: &Ca,
+    m: &MemberState,
+    cluster: &[(String, String)],
+    cluster_state: ClusterState,
+) -> Result<ContainerSpec> {
+    let mut c = base_spec(state, &m.container, "etcd", Some(&m.seed));
+    c.networks = vec![(docker_network(state, &m.seed), m.ip)];
+    c.volumes.push((m.volume.clone(), etcd::DATA_DIR.into()));
+    let cert = ca.issue_member(&m.name, std::slice::from_ref(&m.host), &[m.ip.into()])?;
+    c.files = vec![
+        net_script_file(state, &[m.seed.as_str()]),
+        FileSpec::new(
+            format!("{}/ca.crt", etcd::PKI_DIR),
+            ca.cert_pem.clone(),
+            0o644,
+        ),
+        FileSpec::new(
+            format!("{}/server.crt", etcd::PKI_DIR),
+            cert.cert_pem,
+            0o644,
+        ),
+        FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
+    ];
+    c.cmd = behind_barrier(etcd::member_command(
+        m,
+        cluster,
+        cluster_state,
+        &format!("cpmlab-{}", state.name),
+    ));
+    Ok(c)
+}
+
+/// An API server replica's container, talking to `etcd_servers`.
+pub fn apiserver_spec(
+    state: &LabState,
+    ca: &Ca,
+    a: &crate::state::ApiServerState,
+    etcd_servers: &[String],
+    kube_apiserver: Option<&std::path::Path>,
+    sa: &(String, String),
+) -> Result<ContainerSpec> {
+    use crate::apiserver::launch::{self, ApiServerKind, DIR};
+    let mut c = base_spec(state, &a.container, "apiserver", Some(&a.seed));
+    c.networks = vec![(docker_network(state, &a.seed), a.ip)];
+    let cert = ca.issue_member(
+        &a.name,
+        &[
+            state.dns.api_name.clone(),
+            "kubernetes".into(),
+            "kubernetes.default".into(),
+        ],
+        &[a.ip.into()],
+    )?;
+    c.files = vec![
+        net_script_file(state, &[a.seed.as_str()]),
+        FileSpec::new(format!("{DIR}/ca.crt"), ca.cert_pem.clone(), 0o644),
+        FileSpec::new(format!("{DIR}/server.crt"), cert.cert_pem, 0o644),
+        FileSpec::new(format!("{DIR}/server.key"), cert.key_pem, 0o600),
+        FileSpec::new(format!("{DIR}/token"), state.api_token.clone(), 0o600),
+    ];
+    let replica = launch::Replica {
+        name: &a.name,
+        seed: &a.seed,
+        ip: a.ip,
+        api_name: &state.dns.api_name,
+        etcd_servers,
+        shutdown_delay: &state.topology.api.shutdown_delay,
     };
+    c.cmd = match (state.api_kind, kube_apiserver) {
+        (ApiServerKind::KubeApiserver, Some(bin)) => {
+            c.volumes.push((
+                bin.display().to_string(),
+                format!("{}:ro", launch::KUBE_APISERVER_BIN),
+            ));
+            c.files.push(FileSpec::new(
+                format!("{DIR}/tokens.csv"),
+                launch::tokens_csv(&state.api_token),
+                0o600,
+            ));
+            c.files
+                .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
+            c.files
+                .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
+            behind_barrier(launch::kube_apiserver_command(&replica))
+        }
+        _ => behind_barrier(launch::standin_command(AGENT_BIN, &replica)),
+    };
+    Ok(c)
+}
+
+fn container_specs(
+    state: &LabState,
+    ca: &Ca,
+    client: &crate::pki::CertKey,
+    kube_apiserver: Option<&std::path::Path>,
+    sa_key: &rcgen::KeyPair,
+) -> Result<Vec<ContainerSpec>> {
+    let lab = &state.name;
+    let _ = lab;
+    let docker_net = |n: &str| docker_network(state, n);
+    let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
     let mut specs = Vec::new();
     let net_script =
         |nets: &[&str]| FileSpec::new(NET_SCRIPT, net_setup_script(state, nets), 0o755);
@@ -478,122 +617,43 @@ fn container_specs(
     for s in &state.seeds {
         let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
         g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
-        let routes: Vec<Route> = state
-            .members_of(&s.name)
-            .map(|m| Route {
-                sni: m.host.clone(),
-                ip: m.ip,
-            })
-            .collect();
-        let api = gateway::ApiRoute {
-            sni: state.dns.api_name.clone(),
-            servers: state
-                .apiservers_of(&s.name)
-                .map(|a| (a.name.clone(), a.ip))
-                .collect(),
-        };
         g.files = vec![
             net_script(&[s.network.as_str()]),
-            FileSpec::new(
-                "/etc/haproxy/haproxy.cfg",
-                gateway::haproxy_config(&s.name, &routes, &api),
-                0o644,
-            ),
+            FileSpec::new(GATEWAY_CONFIG, gateway_config(state, &s.name), 0o644),
         ];
         g.cmd = behind_barrier(vec![
             "haproxy".into(),
             "-W".into(),
             "-db".into(),
             "-f".into(),
-            "/etc/haproxy/haproxy.cfg".into(),
+            GATEWAY_CONFIG.into(),
         ]);
         specs.push(g);
     }
 
-    let cluster: Vec<&MemberState> = state.members.iter().collect();
+    let cluster: Vec<(String, String)> = state
+        .members
+        .iter()
+        .map(|m| (m.name.clone(), m.peer_url()))
+        .collect();
     for m in &state.members {
-        let mut c = base(&m.container, "etcd", Some(&m.seed));
-        c.networks = vec![(docker_net(&m.seed), m.ip)];
-        c.volumes.push((m.volume.clone(), etcd::DATA_DIR.into()));
-        let cert = ca.issue_member(&m.name, std::slice::from_ref(&m.host), &[m.ip.into()])?;
-        c.files = vec![
-            net_script(&[m.seed.as_str()]),
-            FileSpec::new(
-                format!("{}/ca.crt", etcd::PKI_DIR),
-                ca.cert_pem.clone(),
-                0o644,
-            ),
-            FileSpec::new(
-                format!("{}/server.crt", etcd::PKI_DIR),
-                cert.cert_pem,
-                0o644,
-            ),
-            FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
-        ];
-        c.cmd = behind_barrier(etcd::member_command(
-            m,
-            &cluster,
-            ClusterState::New,
-            &format!("cpmlab-{lab}"),
-        ));
-        specs.push(c);
+        specs.push(member_spec(state, ca, m, &cluster, ClusterState::New)?);
     }
 
-    // The service-account signing key pair kube-apiserver insists on.
-    let sa_key = rcgen::KeyPair::generate()?;
     let sa = (sa_key.serialize_pem(), sa_key.public_key_pem());
     for a in &state.apiservers {
-        let mut c = base(&a.container, "apiserver", Some(&a.seed));
-        c.networks = vec![(docker_net(&a.seed), a.ip)];
-        let cert = ca.issue_member(
-            &a.name,
-            &[
-                state.dns.api_name.clone(),
-                "kubernetes".into(),
-                "kubernetes.default".into(),
-            ],
-            &[a.ip.into()],
-        )?;
-        use crate::apiserver::launch::{self, ApiServerKind, DIR};
-        c.files = vec![
-            net_script(&[a.seed.as_str()]),
-            FileSpec::new(format!("{DIR}/ca.crt"), ca.cert_pem.clone(), 0o644),
-            FileSpec::new(format!("{DIR}/server.crt"), cert.cert_pem, 0o644),
-            FileSpec::new(format!("{DIR}/server.key"), cert.key_pem, 0o600),
-            FileSpec::new(format!("{DIR}/token"), state.api_token.clone(), 0o600),
-        ];
         let etcd_servers: Vec<String> = state
             .members_of(&a.seed)
             .map(|m| format!("https://{}:2379", m.ip))
             .collect();
-        let replica = launch::Replica {
-            name: &a.name,
-            seed: &a.seed,
-            ip: a.ip,
-            api_name: &state.dns.api_name,
-            etcd_servers: &etcd_servers,
-            shutdown_delay: &state.topology.api.shutdown_delay,
-        };
-        c.cmd = match (state.api_kind, kube_apiserver) {
-            (ApiServerKind::KubeApiserver, Some(bin)) => {
-                c.volumes.push((
-                    bin.display().to_string(),
-                    format!("{}:ro", launch::KUBE_APISERVER_BIN),
-                ));
-                c.files.push(FileSpec::new(
-                    format!("{DIR}/tokens.csv"),
-                    launch::tokens_csv(&state.api_token),
-                    0o600,
-                ));
-                c.files
-                    .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
-                c.files
-                    .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
-                behind_barrier(launch::kube_apiserver_command(&replica))
-            }
-            _ => behind_barrier(launch::standin_command(AGENT_BIN, &replica)),
-        };
-        specs.push(c);
+        specs.push(apiserver_spec(
+            state,
+            ca,
+            a,
+            &etcd_servers,
+            kube_apiserver,
+            &sa,
+        )?);
     }
     Ok(specs)
 }
@@ -659,6 +719,11 @@ async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()>
         .seed_by_role(crate::topology::SeedRole::Source)
         .gateway
         .ip;
+    wait_api_at(state, gw, ca_pem, cancel).await
+}
+
+/// Waits until the shoot API answers /readyz through the gateway at `gw`.
+pub async fn wait_api_at(state: &LabState, gw: Ipv4Addr, ca_pem: &str, cancel: &Cancel) -> Result<()> {
     let tls = crate::apiserver::client::tls_client(ca_pem)?;
     let started = Instant::now();
     let mut last = String::new();
@@ -681,10 +746,11 @@ async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()>
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     anyhow::bail!(
-        "the shoot API was not ready within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
+        "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
         state
             .apiservers
-            .first()
+            .iter()
+            .rfind(|a| state.seed(&a.seed).map(|s| s.gateway.ip) == Some(gw))
             .map(|a| a.container.as_str())
             .unwrap_or("-")
     )

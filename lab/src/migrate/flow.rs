@@ -1,0 +1,1086 @@
+//! The reference Live CPM flow: the lab's controller in the gardenlet's (and
+//! etcd-druid's) role. One function per `status.liveMigration.conditions`
+//! step; each is idempotent (it reads the cluster and the engine before it
+//! acts) and the conditions are persisted before and after it runs, so
+//! `cpmlab migrate --resume` goes on from whatever a killed run left.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::conditions::{Conditions, Status, STEPS};
+use super::etcd_ops;
+use super::membership::{self, Action, Plan};
+use super::record::{Driver, MigrationState};
+use super::seed_ops;
+use crate::errors::{BadInput, Cancel, EnvNotReady, Interrupted};
+use crate::etcd::{self, ClusterView, EtcdTls};
+use crate::pki::Ca;
+use crate::probe::record::LabEvent;
+use crate::probe::run::{append_event, now_unix_ms};
+use crate::progress::{Progress, Step};
+use crate::provider::docker::engine::Engine;
+use crate::provider::docker::up::etcd_tls;
+use crate::state::{LabDir, LabState, MemberState};
+
+pub const PREPARE: &str = "SourceEtcdPreparedForPeerJoin";
+pub const JOIN: &str = "DestinationEtcdPeersJoined";
+pub const EXTENSIONS: &str = "MigrateExtensionsNeededBeforeKubeAPIServer";
+pub const API_READY: &str = "DestinationKubeAPIServerReady";
+pub const DNS: &str = "MigrateDNSRecords";
+pub const SHRINK: &str = "EtcdMigrationComplete";
+pub const CLEANUP: &str = "SourceSeedCleanup";
+pub const COMPLETED: &str = "MigrationCompleted";
+
+/// How a new migration is asked for.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    pub plan: Plan,
+    pub from: String,
+    pub to: String,
+    pub force_shrink: bool,
+    pub max_rtt_ms: f64,
+    pub allow_distant_regions: bool,
+}
+
+/// A step that failed for good (condition False). Only DestinationEtcdPeersJoined
+/// failing permits `--abort` (the GEP's rule).
+#[derive(Debug, thiserror::Error)]
+#[error("{step} failed: {message}")]
+pub struct StepFailed {
+    pub step: String,
+    pub message: String,
+}
+
+/// Where a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    Completed,
+    /// `--stop-after` reached; `--resume` goes on.
+    StoppedAfter(String),
+}
+
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Destination members and API replicas mirror the source's.
+fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationState> {
+    let net = state
+        .network(to)
+        .with_context(|| format!("no network for seed {to}"))?
+        .subnet;
+    let n = state.members_of(from).count();
+    let replicas = state.apiservers_of(from).count().max(1);
+    Ok(MigrationState {
+        plan: Plan::SixMember,
+        from: from.to_string(),
+        to: to.to_string(),
+        driver: Driver::Reference,
+        force_shrink: false,
+        conditions: Conditions::new(&now_rfc3339()),
+        started_unix_ms: now_unix_ms(),
+        finished_unix_ms: None,
+        rtt_ms: None,
+        destination_members: (0..n)
+            .map(|i| crate::plan::member(&state.name, to, net, i, &state.dns.zone))
+            .collect(),
+        destination_apiservers: (0..replicas)
+            .map(|i| crate::plan::apiserver(&state.name, to, net, i))
+            .collect(),
+        departed_members: vec![],
+        dns_switched_unix_ms: None,
+        command: None,
+    })
+}
+
+/// Checks that `from` → `to` is a migration this lab can start.
+pub fn check_seeds(state: &LabState, from: &str, to: &str) -> Result<(), BadInput> {
+    for s in [from, to] {
+        if state.seed(s).is_none() {
+            let known: Vec<&str> = state.seeds.iter().map(|s| s.name.as_str()).collect();
+            return Err(BadInput(format!(
+                "no seed `{s}` in lab `{}` (seeds: {})",
+                state.name,
+                known.join(", ")
+            )));
+        }
+    }
+    if from == to {
+        return Err(BadInput(format!("--from and --to are both `{from}`")));
+    }
+    if state.members_of(from).count() == 0 {
+        return Err(BadInput(format!(
+            "seed `{from}` holds no etcd member of the shoot: nothing to migrate"
+        )));
+    }
+    if let Some(m) = state.members_of(to).next() {
+        return Err(BadInput(format!(
+            "seed `{to}` already holds etcd member {} (etcd.placement spans the seeds): \
+             a migration starts with every member in the source seed",
+            m.name
+        )));
+    }
+    Ok(())
+}
+
+pub struct Flow<'a> {
+    engine: &'a Engine,
+    dir: LabDir,
+    state: LabState,
+    tls: EtcdTls,
+    ca: Ca,
+    sa: (String, String),
+    progress: &'a Progress,
+    cancel: Cancel,
+    join_timeout: Duration,
+}
+
+impl<'a> Flow<'a> {
+    pub fn new(
+        engine: &'a Engine,
+        dir: LabDir,
+        state: LabState,
+        progress: &'a Progress,
+        cancel: Cancel,
+        join_timeout: Duration,
+    ) -> Result<Flow<'a>> {
+        let tls = etcd_tls(&dir)?;
+        let read = |f: &str| {
+            let p = dir.pki().join(f);
+            std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))
+        };
+        let ca = Ca::from_pem(&state.name, &read("ca.crt")?, &read("ca.key")?)?;
+        let sa = match read("sa.key") {
+            Ok(k) => {
+                let kp = rcgen::KeyPair::from_pem(&k).context("the lab's sa.key")?;
+                (k, kp.public_key_pem())
+            }
+            // Labs made before the key was kept: only kube-apiserver needs it.
+            Err(_) => {
+                let kp = rcgen::KeyPair::generate()?;
+                (kp.serialize_pem(), kp.public_key_pem())
+            }
+        };
+        Ok(Flow {
+            engine,
+            dir,
+            state,
+            tls,
+            ca,
+            sa,
+            progress,
+            cancel,
+            join_timeout,
+        })
+    }
+
+    pub fn state(&self) -> &LabState {
+        &self.state
+    }
+
+    fn mig(&self) -> &MigrationState {
+        self.state
+            .migration
+            .as_ref()
+            .expect("a flow runs with a migration")
+    }
+
+    fn mig_mut(&mut self) -> &mut MigrationState {
+        self.state
+            .migration
+            .as_mut()
+            .expect("a flow runs with a migration")
+    }
+
+    /// Persists what the migration owns (members, API servers, migration)
+    /// into the latest state, and takes the rest (probe run, links) from it.
+    fn save(&mut self) -> Result<()> {
+        let members = self.state.members.clone();
+        let apis = self.state.apiservers.clone();
+        let mig = self.state.migration.clone();
+        self.state = self.dir.update(|s| {
+            s.members = members;
+            s.apiservers = apis;
+            s.migration = mig;
+        })?;
+        Ok(())
+    }
+
+    /// Records a lab event in the probe run, if probes are running.
+    fn event(&self, kind: &str, name: &str, detail: &str, at: f64, end: Option<f64>) {
+        let run = self
+            .dir
+            .load()
+            .ok()
+            .and_then(|s| s.probe_run)
+            .or_else(|| self.state.probe_run.clone());
+        if let Some(run) = run {
+            let ev = LabEvent {
+                at_unix_ms: at,
+                end_unix_ms: end,
+                kind: kind.into(),
+                name: name.into(),
+                detail: detail.into(),
+            };
+            if let Err(e) = append_event(&run, &ev) {
+                tracing::warn!("could not record event {name}: {e:#}");
+            }
+        }
+    }
+
+    fn note(&self, step: &Step, msg: &str) {
+        step.detail(msg);
+        tracing::info!("{msg}");
+        self.event("note", msg, "", now_unix_ms(), None);
+    }
+
+    /// Measures the RTT between the seeds (from the destination's gateway to
+    /// the source gateway's peer port) and plans the migration; nothing is
+    /// created. Refuses distant regions unless allowed.
+    pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
+        check_seeds(&self.state, &o.from, &o.to)?;
+        let host = self
+            .state
+            .members_of(&o.from)
+            .next()
+            .map(|m| m.host.clone())
+            .expect("checked: the source has members");
+        let vantage = self
+            .state
+            .seed(&o.to)
+            .expect("checked")
+            .gateway
+            .container
+            .clone();
+        let report = seed_ops::peer_check(self.engine, &self.state, &vantage, &host, 5).await?;
+        let Some(rtt) = report.rtt_ms().filter(|_| report.error.is_none()) else {
+            return Err(EnvNotReady::new(
+                format!(
+                    "seed `{}` cannot reach the `{}` gateway to measure the RTT: {}",
+                    o.to,
+                    o.from,
+                    report.error.unwrap_or_default()
+                ),
+                format!(
+                    "check the link with `cpmlab link show --name {}` (heal a partition)",
+                    self.state.name
+                ),
+            )
+            .into());
+        };
+        if rtt > o.max_rtt_ms && !o.allow_distant_regions {
+            return Err(BadInput(format!(
+                "the seeds are too far apart: RTT {rtt:.1} ms between `{}` and `{}` exceeds \
+                 {:.0} ms (Live CPM is for seeds in nearby regions); pass \
+                 --allow-distant-regions to migrate anyway, or --max-rtt to change the bound",
+                o.to, o.from, o.max_rtt_ms
+            ))
+            .into());
+        }
+        let mut mig = plan_destination(&self.state, &o.from, &o.to)?;
+        mig.plan = o.plan;
+        mig.force_shrink = o.force_shrink;
+        mig.rtt_ms = Some(rtt);
+        self.state.migration = Some(mig);
+        self.save()?;
+        self.event(
+            "note",
+            &format!(
+                "migration {} -> {} ({}) started; RTT {rtt:.1} ms",
+                o.from,
+                o.to,
+                plan_name(o.plan)
+            ),
+            "",
+            now_unix_ms(),
+            None,
+        );
+        Ok(rtt)
+    }
+
+    /// Takes up a migration that is in the state file.
+    pub fn resume(&mut self, force_shrink: bool) -> Result<()> {
+        let Some(mig) = self.state.migration.as_mut() else {
+            return Err(BadInput(format!(
+                "lab `{}` has no migration to resume; start one with `cpmlab migrate`",
+                self.state.name
+            ))
+            .into());
+        };
+        if mig.driver == Driver::External {
+            return Err(BadInput(
+                "the migration in progress runs an external driver; run it again with --driver external"
+                    .into(),
+            )
+            .into());
+        }
+        if force_shrink {
+            mig.force_shrink = true;
+        }
+        // A failed step is tried again on resume (e.g. after a link healed).
+        if let Some(f) = mig.conditions.failed().map(|c| c.kind.clone()) {
+            let now = now_rfc3339();
+            mig.conditions
+                .set(&f, Status::Unknown, "Retrying", "resumed", &now);
+        }
+        self.save()
+    }
+
+    fn set(&mut self, step: &str, status: Status, reason: &str, message: &str) -> Result<()> {
+        let now = now_rfc3339();
+        self.mig_mut()
+            .conditions
+            .set(step, status, reason, message, &now);
+        self.save()
+    }
+
+    /// Runs the steps not yet True, in order; stops after `stop_after`.
+    pub async fn run(&mut self, stop_after: Option<&str>) -> Result<Ended> {
+        while let Some(step) = self.mig().conditions.next_step().map(str::to_string) {
+            self.cancel.check()?;
+            let started = now_unix_ms();
+            self.set(&step, Status::Unknown, "Progressing", "")?;
+            let line = self.progress.step(step.clone());
+            let r = self.run_step(&step, &line).await;
+            self.event("phase", &step, "", started, Some(now_unix_ms()));
+            match r {
+                Ok((reason, message)) => {
+                    self.set(&step, Status::True, reason, &message)?;
+                    line.done_with(&message);
+                }
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    if let Some(f) = e.downcast_ref::<StepFailed>() {
+                        self.set(&step, Status::False, "Failed", &f.message)?;
+                    } else if e.is::<Interrupted>() {
+                        self.set(&step, Status::Unknown, "Interrupted", "resume with --resume")?;
+                    } else {
+                        self.set(&step, Status::Unknown, "Error", &msg)?;
+                    }
+                    line.fail(&msg);
+                    return Err(e);
+                }
+            }
+            if stop_after == Some(step.as_str()) {
+                return Ok(Ended::StoppedAfter(step));
+            }
+        }
+        Ok(Ended::Completed)
+    }
+
+    async fn run_step(&mut self, step: &str, line: &Step) -> Result<(&'static str, String)> {
+        match step {
+            PREPARE => self.prepare(line).await,
+            JOIN => self.join(line).await,
+            EXTENSIONS => Ok((
+                "NoExtensions",
+                "the lab's shoot has no extensions to migrate".into(),
+            )),
+            API_READY => self.destination_api(line).await,
+            DNS => self.switch_dns(line).await,
+            SHRINK => self.shrink(line, false).await,
+            CLEANUP => self.cleanup(line).await,
+            COMPLETED => {
+                let t = now_unix_ms();
+                self.mig_mut().finished_unix_ms = Some(t);
+                let m = self.mig();
+                Ok((
+                    "Completed",
+                    format!(
+                        "the control plane runs in `{}`; {:.1} s from the start",
+                        m.to,
+                        (t - m.started_unix_ms) / 1e3
+                    ),
+                ))
+            }
+            other => anyhow::bail!("unknown step {other} (known: {})", STEPS.join(", ")),
+        }
+    }
+
+    // --- SourceEtcdPreparedForPeerJoin ---------------------------------
+
+    /// Every source member's peer URL, as a joining member will use it:
+    /// resolved by the lab DNS to the source gateway, routed by SNI to the
+    /// member, checked from the destination seed.
+    async fn prepare(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        let (from, to) = (self.mig().from.clone(), self.mig().to.clone());
+        let vantage = self.state.seed(&to).expect("seed").gateway.container.clone();
+        let members: Vec<MemberState> = self.state.members_of(&from).cloned().collect();
+        let t0 = Instant::now();
+        let mut rtts = Vec::new();
+        for m in &members {
+            loop {
+                self.cancel.check()?;
+                let r = seed_ops::peer_check(self.engine, &self.state, &vantage, &m.host, 2).await?;
+                if r.ok() {
+                    rtts.extend(r.rtt_ms());
+                    line.detail(&format!("{} reachable", m.peer_url()));
+                    break;
+                }
+                if t0.elapsed() > self.join_timeout {
+                    anyhow::bail!(
+                        "{} is not reachable from `{to}` through the `{from}` gateway within {:?}: {} \
+                         (fix the link, then `cpmlab migrate --resume`)",
+                        m.peer_url(),
+                        self.join_timeout,
+                        r.error.unwrap_or_default()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        Ok((
+            "PeerURLsReachable",
+            format!(
+                "{} source peer URLs reachable from `{to}` through the `{from}` gateway (DNS, SNI, TLS; connect RTT {:.1} ms); peer client-SAN verification skipped",
+                members.len(),
+                rtts.iter().cloned().fold(0.0, f64::max)
+            ),
+        ))
+    }
+
+    // --- DestinationEtcdPeersJoined -------------------------------------
+
+    async fn join(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        let mig = self.mig().clone();
+        let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
+        // Gardener's DNSRecord per member, and the gateway's route per member.
+        for m in &mig.destination_members {
+            seed_ops::dns_set(self.engine, &self.state, &m.host, &[gw]).await?;
+        }
+        seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        let k = mig.plan.joining_early().min(mig.destination_members.len());
+        for (i, m) in mig.destination_members.iter().take(k).enumerate() {
+            self.ensure_joined(m, line, JOIN).await?;
+            line.detail(&format!("{}/{k} destination members joined", i + 1));
+        }
+        let voters = self.view().await.voters().count();
+        Ok((
+            "PeersJoined",
+            format!(
+                "{k} destination member(s) joined as learners and were promoted; {voters} voters ({})",
+                plan_name(mig.plan)
+            ),
+        ))
+    }
+
+    async fn client(&self) -> Result<etcd_client::Client> {
+        etcd::cluster_client(&self.state, &self.tls, Duration::from_secs(3))
+            .await
+            .context("no etcd member of the lab answers")
+    }
+
+    async fn view(&self) -> ClusterView {
+        etcd::cluster_view(&self.state, &self.tls, Duration::from_secs(3)).await
+    }
+
+    /// Starts members whose containers stopped (as their StatefulSet would).
+    async fn heal(&self, line: &Step) -> Result<()> {
+        for m in &self.state.members {
+            if self.engine.container_state(&m.container).await? == "exited"
+                && seed_ops::ensure_running(self.engine, &m.container).await?
+            {
+                self.note(
+                    line,
+                    &format!("etcd member {} had stopped; started it again", m.name),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `m` is a voting member with a running container: added as a learner
+    /// (one at a time), started, promoted once in sync.
+    async fn ensure_joined(&mut self, m: &MemberState, line: &Step, step: &str) -> Result<()> {
+        let t0 = Instant::now();
+        let mut last = String::from("-");
+        loop {
+            self.cancel.check()?;
+            if t0.elapsed() > self.join_timeout {
+                return Err(StepFailed {
+                    step: step.into(),
+                    message: format!(
+                        "{} did not join within {:?} (last: {last}); `cpmlab migrate --abort` \
+                         removes the destination members and leaves the source serving, \
+                         `cpmlab migrate --resume` tries again",
+                        m.name, self.join_timeout
+                    ),
+                }
+                .into());
+            }
+            match self.join_once(m, line).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => last = format!("{e:#}"),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// One look and one action; true once `m` is a voter with a running container.
+    async fn join_once(&mut self, m: &MemberState, line: &Step) -> Result<bool> {
+        self.heal(line).await?;
+        let mut c = self.client().await?;
+        let list = c.member_list().await.context("member list")?;
+        let url = m.peer_url();
+        let found = list
+            .members()
+            .iter()
+            .find(|x| x.peer_urls().iter().any(|u| u == &url))
+            .cloned();
+        let in_state = self.state.members.iter().any(|x| x.name == m.name);
+        match found {
+            None => {
+                if in_state {
+                    // Started once, but its membership is gone (e.g. aborted):
+                    // begin again with fresh data.
+                    self.state.members.retain(|x| x.name != m.name);
+                    self.save()?;
+                }
+                let id = etcd_ops::add_learner(&mut c, &url).await?;
+                self.note(
+                    line,
+                    &format!("{} added as a learner ({id:x})", m.name),
+                );
+                Ok(false)
+            }
+            Some(x) => {
+                let state = self.engine.container_state(&m.container).await?;
+                if !in_state || state == "missing" || state == "created" {
+                    let cluster: Vec<(String, String)> = list
+                        .members()
+                        .iter()
+                        .map(|y| {
+                            let name = if y.name().is_empty() && y.id() == x.id() {
+                                m.name.clone()
+                            } else {
+                                y.name().to_string()
+                            };
+                            (name, y.peer_urls().first().cloned().unwrap_or_default())
+                        })
+                        .collect();
+                    if !in_state {
+                        self.state.members.push(m.clone());
+                        self.save()?;
+                    }
+                    seed_ops::start_joining_member(self.engine, &self.state, &self.ca, m, &cluster)
+                        .await?;
+                    self.note(line, &format!("{} started (initial-cluster-state existing)", m.name));
+                    return Ok(false);
+                }
+                if x.is_learner() {
+                    // A run killed between start and release left it waiting.
+                    crate::provider::docker::up::release_one(self.engine, &m.container).await?;
+                    match c.member_promote(x.id()).await {
+                        Ok(_) => {
+                            self.note(line, &format!("{} caught up and was promoted", m.name));
+                            Ok(false)
+                        }
+                        Err(e) => {
+                            let e = e.to_string();
+                            if e.contains("in sync") || e.contains("not ready") {
+                                line.detail(&format!("{} catching up", m.name));
+                                Ok(false)
+                            } else {
+                                anyhow::bail!("promote {}: {e}", m.name)
+                            }
+                        }
+                    }
+                } else {
+                    Ok(true)
+                }
+            }
+        }
+    }
+
+    // --- DestinationKubeAPIServerReady ------------------------------------
+
+    async fn destination_api(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        if self.mig().force_shrink {
+            line.detail("force-shrink: source members leave before the destination API starts");
+            self.shrink(line, true).await?;
+        }
+        let mig = self.mig().clone();
+        let etcd_servers: Vec<String> = self
+            .state
+            .members_of(&mig.to)
+            .map(|m| format!("https://{}:2379", m.ip))
+            .collect();
+        for a in &mig.destination_apiservers {
+            let exists = self.state.apiservers.iter().any(|x| x.name == a.name)
+                && self.engine.container_state(&a.container).await? != "missing";
+            if exists {
+                seed_ops::ensure_running(self.engine, &a.container).await?;
+                continue;
+            }
+            if !self.state.apiservers.iter().any(|x| x.name == a.name) {
+                self.state.apiservers.push(a.clone());
+                self.save()?;
+            }
+            seed_ops::start_apiserver(
+                self.engine,
+                &self.state,
+                &self.ca,
+                a,
+                &etcd_servers,
+                &self.sa,
+            )
+            .await?;
+            self.note(line, &format!("{} started", a.name));
+        }
+        seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
+        crate::provider::docker::up::wait_api_at(&self.state, gw, &self.tls.ca_pem, &self.cancel)
+            .await?;
+        Ok((
+            "Ready",
+            format!(
+                "{} API server replica(s) ready through the `{}` gateway ({gw}), on {} destination member(s)",
+                mig.destination_apiservers.len(),
+                mig.to,
+                etcd_servers.len()
+            ),
+        ))
+    }
+
+    // --- MigrateDNSRecords --------------------------------------------------
+
+    async fn switch_dns(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        let mig = self.mig().clone();
+        let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
+        let name = self.state.dns.api_name.clone();
+        seed_ops::dns_set(self.engine, &self.state, &name, &[gw]).await?;
+        let server = SocketAddr::from((self.state.dns.server.ip, 53));
+        let (ips, _) = crate::dns::query_a(server, &name, Duration::from_secs(2)).await?;
+        if ips != vec![gw] {
+            anyhow::bail!("the DNS server answers {name} with {ips:?} after the update, want {gw}");
+        }
+        let switched = match mig.dns_switched_unix_ms {
+            Some(t) => t,
+            None => {
+                let t = now_unix_ms();
+                self.mig_mut().dns_switched_unix_ms = Some(t);
+                self.save()?;
+                self.note(line, &format!("{name} -> {gw} ({} gateway)", mig.to));
+                t
+            }
+        };
+        let ttl = self.state.dns.ttl;
+        if !mig.force_shrink {
+            // Until the TTL has passed, resolvers may still hand out the source.
+            loop {
+                self.cancel.check()?;
+                let left = switched + ttl as f64 * 1e3 - now_unix_ms();
+                if left <= 0.0 {
+                    break;
+                }
+                line.detail(&format!("waiting out the TTL: {:.0} s left", (left / 1e3).ceil()));
+                tokio::time::sleep(Duration::from_millis(left.min(500.0) as u64 + 1)).await;
+            }
+        }
+        let drained = self.drain_source_api(line, mig.force_shrink).await?;
+        Ok((
+            "DNSRecordsMigrated",
+            if mig.force_shrink {
+                format!("{name} -> {gw} at once (force-shrink); {drained} source API server(s) stopped")
+            } else {
+                format!(
+                    "{name} -> {gw}; waited the {ttl} s TTL; {drained} source API server(s) drained \
+                     (readyz failed, served {} more, then GOAWAY so reused connections re-resolve)",
+                    self.state.topology.api.shutdown_delay
+                )
+            },
+        ))
+    }
+
+    /// Clients that keep their connections would stay on the source API
+    /// servers, whose etcd members leave next: the servers shut down the way
+    /// kube-apiserver does (SIGTERM: /readyz fails, serving goes on for the
+    /// shutdown delay, then GOAWAY), and the clients come back through DNS.
+    async fn drain_source_api(&mut self, line: &Step, at_once: bool) -> Result<usize> {
+        let from = self.mig().from.clone();
+        let apis: Vec<String> = self
+            .state
+            .apiservers_of(&from)
+            .map(|a| a.container.clone())
+            .collect();
+        for c in &apis {
+            if self.engine.container_state(c).await? == "running" {
+                self.engine
+                    .signal(c, if at_once { "SIGKILL" } else { "SIGTERM" })
+                    .await?;
+            }
+        }
+        let delay = crate::link::profile::parse_duration(
+            "api.shutdown_delay",
+            &self.state.topology.api.shutdown_delay,
+        )?;
+        let deadline = delay + Duration::from_secs(60);
+        let t0 = Instant::now();
+        for c in &apis {
+            while self.engine.container_state(c).await? == "running" {
+                self.cancel.check()?;
+                if t0.elapsed() > deadline {
+                    anyhow::bail!("{c} did not finish its shutdown within {deadline:?}");
+                }
+                line.detail(&format!(
+                    "source API servers draining ({:.0} s)",
+                    t0.elapsed().as_secs_f64()
+                ));
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        Ok(apis.len())
+    }
+
+    // --- EtcdMigrationComplete ------------------------------------------------
+
+    /// The rest of the destination joins; then the source leaves, one member
+    /// at a time behind a quorum gate, the leader last after MoveLeader.
+    /// `force`: source readiness is not waited for.
+    async fn shrink(&mut self, line: &Step, force: bool) -> Result<(&'static str, String)> {
+        let mig = self.mig().clone();
+        for m in &mig.destination_members {
+            self.ensure_joined(m, line, SHRINK).await?;
+        }
+        let dest: Vec<String> = mig
+            .destination_members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        let t0 = Instant::now();
+        let deadline = self.join_timeout.max(Duration::from_secs(120));
+        let mut removed = 0;
+        let mut last = String::new();
+        loop {
+            self.cancel.check()?;
+            if t0.elapsed() > deadline {
+                anyhow::bail!("the source members did not leave within {deadline:?}: {last}");
+            }
+            self.heal(line).await?;
+            let view = self.view().await;
+            if let Some(e) = &view.error {
+                last = e.clone();
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            // Members the state still lists but etcd no longer has (a run
+            // killed right after a removal) have departed.
+            let gone: Vec<MemberState> = self
+                .state
+                .members_of(&mig.from)
+                .filter(|m| !view.members.iter().any(|v| v.name == m.name))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                self.depart(&gone).await?;
+            }
+            let leaving: Vec<String> = self
+                .state
+                .members_of(&mig.from)
+                .map(|m| m.name.clone())
+                .collect();
+            let live: Vec<membership::Member> = view
+                .members
+                .iter()
+                .map(|m| membership::Member {
+                    name: m.name.clone(),
+                    is_learner: m.is_learner,
+                    is_leader: m.is_leader,
+                })
+                .collect();
+            let Some(action) = membership::next_removal(&live, &leaving, &dest) else {
+                break;
+            };
+            let skip = force.then_some(mig.from.as_str());
+            if let Err(e) = self.quorum_gate(&view, skip) {
+                last = e;
+                line.detail(&format!("quorum gate: {last}"));
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            let id_of = |name: &str| {
+                view.members
+                    .iter()
+                    .find(|m| m.name == name)
+                    .and_then(|m| u64::from_str_radix(&m.id, 16).ok())
+            };
+            let r = match &action {
+                Action::MoveLeader { to } => {
+                    let leader = view.members.iter().find(|m| m.is_leader).expect("gated");
+                    let to_id = id_of(to).expect("a live member");
+                    self.move_leader(&leader.name, to_id).await.map(|_| {
+                        format!("leadership moved from {} to {to}", leader.name)
+                    })
+                }
+                Action::Remove { member } => {
+                    let id = id_of(member).expect("a live member");
+                    let mut c = self.client().await?;
+                    etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30))
+                        .await
+                        .map(|_| format!("{member} removed from the cluster"))
+                }
+                other => unreachable!("next_removal gave {other:?}"),
+            };
+            match r {
+                Ok(msg) => {
+                    self.note(line, &msg);
+                    if let Action::Remove { member } = &action {
+                        let m: Vec<MemberState> = self
+                            .state
+                            .members
+                            .iter()
+                            .filter(|m| &m.name == member)
+                            .cloned()
+                            .collect();
+                        self.depart(&m).await?;
+                        removed += 1;
+                    }
+                }
+                Err(e) => {
+                    last = format!("{e:#}");
+                    line.detail(&last);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        let view = self.view().await;
+        let voters: Vec<&str> = view.voters().map(|m| m.name.as_str()).collect();
+        if view.members.iter().any(|m| m.is_learner) || voters.len() != dest.len() {
+            anyhow::bail!("after the shrink etcd has members {:?}", view.members);
+        }
+        Ok((
+            "MembersRemoved",
+            format!(
+                "{removed} source member(s) left one at a time (learners, followers, the leader last); voters: {}",
+                voters.join(", ")
+            ),
+        ))
+    }
+
+    /// Every voter healthy and a leader (`skip`: a seed whose readiness is
+    /// not waited for, force-shrink).
+    fn quorum_gate(&self, view: &ClusterView, skip: Option<&str>) -> Result<(), String> {
+        if view.leader.is_none() {
+            return Err("no leader".into());
+        }
+        let unhealthy: Vec<&str> = view
+            .voters()
+            .filter(|m| Some(m.seed.as_str()) != skip && !m.healthy)
+            .map(|m| m.name.as_str())
+            .collect();
+        if unhealthy.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("waiting for {} to be healthy", unhealthy.join(", ")))
+        }
+    }
+
+    async fn move_leader(&self, leader: &str, to: u64) -> Result<()> {
+        let m = self
+            .state
+            .members
+            .iter()
+            .find(|m| m.name == leader)
+            .with_context(|| format!("leader {leader} is not a lab member"))?;
+        let gw = self.state.seed(&m.seed).expect("seed").gateway.ip;
+        let mut c = etcd::member_client(gw, &m.host, &self.tls, Duration::from_secs(5)).await?;
+        etcd_ops::move_leader(&mut c, to).await
+    }
+
+    /// Members that left etcd: out of the state's members, their containers
+    /// stopped (removed with their data in SourceSeedCleanup).
+    async fn depart(&mut self, gone: &[MemberState]) -> Result<()> {
+        for m in gone {
+            self.state.members.retain(|x| x.name != m.name);
+            let mig = self.mig_mut();
+            if !mig.departed_members.iter().any(|x| x.name == m.name) {
+                mig.departed_members.push(m.clone());
+            }
+        }
+        self.save()?;
+        for m in gone {
+            self.engine.stop(&m.container, 5).await?;
+        }
+        Ok(())
+    }
+
+    // --- SourceSeedCleanup ------------------------------------------------------
+
+    async fn cleanup(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        let mig = self.mig().clone();
+        let delay = crate::link::profile::parse_duration(
+            "api.shutdown_delay",
+            &self.state.topology.api.shutdown_delay,
+        )?;
+        let apis: Vec<_> = self.state.apiservers_of(&mig.from).cloned().collect();
+        for a in &apis {
+            // Drained in MigrateDNSRecords; a resumed run may find one still up.
+            self.engine
+                .stop(&a.container, delay.as_secs() as i32 + 5)
+                .await?;
+            self.engine.remove_container(&a.container).await?;
+            line.detail(&format!("{} removed", a.name));
+        }
+        self.state.apiservers.retain(|a| a.seed != mig.from);
+        self.save()?;
+        let mut members = mig.departed_members.clone();
+        members.extend(self.state.members_of(&mig.from).cloned());
+        for m in &members {
+            self.engine.remove_container(&m.container).await?;
+            self.engine.remove_volume(&m.volume).await?;
+            seed_ops::dns_set(self.engine, &self.state, &m.host, &[]).await?;
+            line.detail(&format!("{} and its data removed", m.name));
+        }
+        self.state.members.retain(|m| m.seed != mig.from);
+        self.mig_mut().departed_members.clear();
+        self.save()?;
+        seed_ops::sync_gateway(self.engine, &self.state, &mig.from).await?;
+        Ok((
+            "Cleaned",
+            format!(
+                "`{}`: {} API server(s) and {} etcd member(s) with their data removed, gateway routes and DNS records gone",
+                mig.from,
+                apis.len(),
+                members.len()
+            ),
+        ))
+    }
+
+    /// `--abort`, allowed only while DestinationEtcdPeersJoined is False:
+    /// the destination members leave etcd, the destination's containers,
+    /// data, routes and DNS records go, the source serves as before.
+    pub async fn abort(&mut self) -> Result<usize> {
+        let Some(mig) = self.state.migration.clone() else {
+            return Err(BadInput(format!(
+                "lab `{}` has no migration to abort",
+                self.state.name
+            ))
+            .into());
+        };
+        let join = mig.conditions.get(JOIN).expect("known step");
+        if join.status != Status::False {
+            return Err(BadInput(format!(
+                "--abort is allowed only while {JOIN} is False (the GEP's rule); it is {:?} ({})",
+                join.status, join.reason
+            ))
+            .into());
+        }
+        let line = self.progress.step("abort: destination members leave etcd");
+        let urls: Vec<String> = mig
+            .destination_members
+            .iter()
+            .map(|m| m.peer_url())
+            .collect();
+        let mut c = self.client().await?;
+        let list = c.member_list().await.context("member list")?;
+        let mut removed = 0;
+        for x in list.members() {
+            if x.peer_urls().iter().any(|u| urls.contains(u)) {
+                if x.is_learner() {
+                    c.member_remove(x.id()).await.context("remove learner")?;
+                } else {
+                    etcd_ops::remove_when_healthy(&mut c, x.id(), Duration::from_secs(60)).await?;
+                }
+                removed += 1;
+                self.note(&line, &format!("{} removed from etcd", x.name()));
+            }
+        }
+        for a in &mig.destination_apiservers {
+            self.engine.remove_container(&a.container).await?;
+        }
+        for m in &mig.destination_members {
+            self.engine.remove_container(&m.container).await?;
+            self.engine.remove_volume(&m.volume).await?;
+            seed_ops::dns_set(self.engine, &self.state, &m.host, &[]).await?;
+        }
+        self.state.members.retain(|m| m.seed != mig.to);
+        self.state.apiservers.retain(|a| a.seed != mig.to);
+        self.state.migration = None;
+        self.save()?;
+        seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        self.event(
+            "note",
+            &format!("migration {} -> {} aborted", mig.from, mig.to),
+            "",
+            now_unix_ms(),
+            None,
+        );
+        line.done_with(&format!(
+            "{removed} destination member(s) removed; `{}` serves as before",
+            mig.from
+        ));
+        Ok(removed)
+    }
+}
+
+pub fn plan_name(p: Plan) -> &'static str {
+    match p {
+        Plan::SixMember => "six-member",
+        Plan::FiveMember => "five-member",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destination_mirrors_the_source() {
+        let s = crate::state::sample_state();
+        let m = plan_destination(&s, "seed-a", "seed-b").unwrap();
+        let names: Vec<&str> = m
+            .destination_members
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(names, ["seed-b-etcd-0", "seed-b-etcd-1", "seed-b-etcd-2"]);
+        assert_eq!(m.destination_members[1].ip.to_string(), "10.213.1.11");
+        assert_eq!(
+            m.destination_members[0].host,
+            "seed-b-etcd-0.local.cpmlab.test"
+        );
+        assert_eq!(m.destination_apiservers.len(), 2);
+        assert_eq!(m.destination_apiservers[0].ip.to_string(), "10.213.1.20");
+        assert_eq!(m.conditions.next_step(), Some(PREPARE));
+    }
+
+    #[test]
+    fn seeds_are_checked_before_anything() {
+        let s = crate::state::sample_state();
+        assert!(check_seeds(&s, "seed-a", "seed-b").is_ok());
+        assert!(check_seeds(&s, "seed-a", "seed-a")
+            .unwrap_err()
+            .0
+            .contains("both"));
+        assert!(check_seeds(&s, "seed-a", "seed-x")
+            .unwrap_err()
+            .0
+            .contains("no seed `seed-x`"));
+        assert!(check_seeds(&s, "seed-b", "seed-a")
+            .unwrap_err()
+            .0
+            .contains("no etcd member"));
+        let mut spanning = s.clone();
+        spanning.members[2].seed = "seed-b".into();
+        assert!(check_seeds(&spanning, "seed-a", "seed-b")
+            .unwrap_err()
+            .0
+            .contains("already holds"));
+    }
+
+    #[test]
+    fn the_gateway_routes_planned_destination_members() {
+        let mut s = crate::state::sample_state();
+        s.migration = Some(plan_destination(&s, "seed-a", "seed-b").unwrap());
+        let cfg = crate::provider::docker::up::gateway_config(&s, "seed-b");
+        assert!(cfg.contains("req_ssl_sni -i seed-b-etcd-2.local.cpmlab.test"));
+        assert!(cfg.contains("server member 10.213.1.12:2380"));
+        let src = crate::provider::docker::up::gateway_config(&s, "seed-a");
+        assert!(!src.contains("seed-b-etcd"));
+    }
+}

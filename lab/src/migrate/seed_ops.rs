@@ -1,0 +1,152 @@
+//! What the migration does to the lab's Docker side: DNS records (RFC 2136
+//! through the lab's bind9), gateway routes (HAProxy reloaded in place),
+//! member and API server containers, and the peer check from the other seed.
+//! Each operation is idempotent: it looks before it acts.
+
+use std::net::Ipv4Addr;
+
+use anyhow::{Context, Result};
+
+use crate::agent::peer_check::PeerCheckReport;
+use crate::dns;
+use crate::etcd::ClusterState;
+use crate::pki::Ca;
+use crate::provider::docker::engine::{Engine, FileSpec};
+use crate::provider::docker::up::{self, AGENT_BIN, GATEWAY_CONFIG};
+use crate::state::{ApiServerState, LabState, MemberState};
+
+/// Makes `name` answer exactly `ips` (none: the record goes).
+pub async fn dns_set(engine: &Engine, state: &LabState, name: &str, ips: &[Ipv4Addr]) -> Result<()> {
+    let script = dns::nsupdate_script(
+        state.dns.server.ip,
+        &state.dns.zone,
+        &state.dns.tsig_key_name,
+        &state.dns.tsig_secret,
+        name,
+        state.dns.ttl,
+        ips,
+    );
+    let path = format!("/tmp/cpmlab-nsupdate-{}.txt", name.replace('.', "_"));
+    let c = &state.dns.server.container;
+    engine
+        .upload(c, &[FileSpec::new(path.clone(), script, 0o600)])
+        .await?;
+    engine
+        .exec_ok(c, &["nsupdate", &path], false)
+        .await
+        .with_context(|| format!("update the DNS record {name}"))?;
+    Ok(())
+}
+
+/// Writes the gateway configuration of `seed` for the lab as it is now and
+/// reloads HAProxy (master-worker: SIGUSR2 starts new workers on the new
+/// configuration; the old ones finish the connections they carry).
+pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Result<()> {
+    let gw = &state
+        .seed(seed)
+        .with_context(|| format!("no seed {seed}"))?
+        .gateway
+        .container;
+    engine
+        .upload(
+            gw,
+            &[FileSpec::new(
+                GATEWAY_CONFIG,
+                up::gateway_config(state, seed),
+                0o644,
+            )],
+        )
+        .await?;
+    engine.signal(gw, "SIGUSR2").await
+}
+
+/// Starts a container that exists but is not running (as a StatefulSet
+/// restarts its pod). True when it had to.
+pub async fn ensure_running(engine: &Engine, container: &str) -> Result<bool> {
+    match engine.container_state(container).await?.as_str() {
+        "running" => Ok(false),
+        "missing" => anyhow::bail!("container {container} is missing"),
+        "paused" => Ok(false),
+        _ => {
+            engine.start(container).await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Creates and starts the container of a member joining the cluster whose
+/// members are `cluster` (name, peer URL, itself included). A container left
+/// over from an earlier attempt is replaced, with its data.
+pub async fn start_joining_member(
+    engine: &Engine,
+    state: &LabState,
+    ca: &Ca,
+    m: &MemberState,
+    cluster: &[(String, String)],
+) -> Result<()> {
+    engine.remove_container(&m.container).await?;
+    engine.remove_volume(&m.volume).await?;
+    engine.create_volume(&state.name, &m.volume, &m.seed).await?;
+    let spec = up::member_spec(state, ca, m, cluster, ClusterState::Existing)?;
+    engine.create_container(&spec).await?;
+    engine.start(&m.container).await?;
+    up::release_one(engine, &m.container).await
+}
+
+/// Creates and starts an API server replica talking to `etcd_servers`.
+pub async fn start_apiserver(
+    engine: &Engine,
+    state: &LabState,
+    ca: &Ca,
+    a: &ApiServerState,
+    etcd_servers: &[String],
+    sa: &(String, String),
+) -> Result<()> {
+    let kube = match state.api_kind {
+        crate::apiserver::launch::ApiServerKind::KubeApiserver => {
+            up::resolve_api_server(crate::topology::ApiServerChoice::KubeApiserver)?
+        }
+        crate::apiserver::launch::ApiServerKind::Standin => None,
+    };
+    engine.remove_container(&a.container).await?;
+    let spec = up::apiserver_spec(state, ca, a, etcd_servers, kube.as_deref(), sa)?;
+    engine.create_container(&spec).await?;
+    engine.start(&a.container).await?;
+    up::release_one(engine, &a.container).await
+}
+
+/// Runs `agent peer-check` in `from` (a container of the other seed).
+pub async fn peer_check(
+    engine: &Engine,
+    state: &LabState,
+    from: &str,
+    host: &str,
+    count: u32,
+) -> Result<PeerCheckReport> {
+    let dns = state.dns.server.ip.to_string();
+    let count = count.to_string();
+    let out = engine
+        .exec(
+            from,
+            &[
+                AGENT_BIN,
+                "agent",
+                "peer-check",
+                "--host",
+                host,
+                "--dns",
+                &dns,
+                "--count",
+                &count,
+            ],
+            false,
+        )
+        .await?;
+    serde_json::from_str(out.stdout.trim()).with_context(|| {
+        format!(
+            "peer check in {from} printed no report: {}{}",
+            out.stdout.trim(),
+            out.stderr.trim()
+        )
+    })
+}
