@@ -17,6 +17,11 @@ pub mod host {
     pub const ETCD: u8 = 10;
     /// First API server replica; replica `i` is `APISERVER + i`.
     pub const APISERVER: u8 = 20;
+    /// Member `i`'s own address on its seed's gateway (`MEMBER_VIP + i`):
+    /// a load balancer per member, as the GEP's `additionalAdvertisePeerUrls`
+    /// show. etcd compares peer URLs by resolved address when a member joins
+    /// an existing cluster, so members must not share one.
+    pub const MEMBER_VIP: u8 = 30;
 }
 
 /// An IPv4 /24 network.

@@ -121,6 +121,12 @@ impl MemberState {
     pub fn peer_url(&self) -> String {
         format!("https://{}:2380", self.host)
     }
+    /// The member's address on its seed's gateway; its DNS name resolves here.
+    pub fn vip(&self) -> Ipv4Addr {
+        let o = self.ip.octets();
+        let i = o[3] - crate::addressing::host::ETCD;
+        Ipv4Addr::new(o[0], o[1], o[2], crate::addressing::host::MEMBER_VIP + i)
+    }
 }
 
 impl LabState {

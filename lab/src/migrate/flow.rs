@@ -447,12 +447,12 @@ impl<'a> Flow<'a> {
 
     async fn join(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let mig = self.mig().clone();
-        let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
-        // Gardener's DNSRecord per member, and the gateway's route per member.
-        for m in &mig.destination_members {
-            seed_ops::dns_set(self.engine, &self.state, &m.host, &[gw]).await?;
-        }
+        // The gateway's address and route per member, and Gardener's
+        // DNSRecord per member.
         seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        for m in &mig.destination_members {
+            seed_ops::dns_set(self.engine, &self.state, &m.host, &[m.vip()]).await?;
+        }
         let k = mig.plan.joining_early().min(mig.destination_members.len());
         for (i, m) in mig.destination_members.iter().take(k).enumerate() {
             self.ensure_joined(m, line, JOIN).await?;

@@ -50,13 +50,19 @@ pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Resu
     engine
         .upload(
             gw,
-            &[FileSpec::new(
-                GATEWAY_CONFIG,
-                up::gateway_config(state, seed),
-                0o644,
-            )],
+            &[
+                FileSpec::new(GATEWAY_CONFIG, up::gateway_config(state, seed), 0o644),
+                up::gateway_net_script(state, seed),
+            ],
         )
         .await?;
+    let vips = up::gateway_vips_script(state, seed);
+    if !vips.is_empty() {
+        engine
+            .exec_ok(gw, &["sh", "-ec", &vips], false)
+            .await
+            .context("give the gateway the members' addresses")?;
+    }
     engine.signal(gw, "SIGUSR2").await
 }
 

@@ -362,17 +362,49 @@ fn zone_records(state: &LabState) -> Vec<ARecord> {
         });
     }
     for m in &state.members {
-        r.push(member_record(state, m));
+        r.push(member_record(m));
     }
     r
 }
 
-/// A member's name resolves to its own seed's gateway (Gardener's per-member DNSRecord).
-pub fn member_record(state: &LabState, m: &MemberState) -> ARecord {
+/// A member's name resolves to its address on its own seed's gateway
+/// (Gardener's per-member DNSRecord).
+pub fn member_record(m: &MemberState) -> ARecord {
     ARecord {
         name: m.host.clone(),
-        ip: state.seed(&m.seed).expect("member's seed").gateway.ip,
+        ip: m.vip(),
     }
+}
+
+/// The members a seed's gateway fronts: the seed's members and, during a
+/// migration, the destination members planned for it.
+pub fn gateway_members(state: &LabState, seed: &str) -> Vec<MemberState> {
+    let mut v: Vec<MemberState> = state.members_of(seed).cloned().collect();
+    if let Some(mig) = &state.migration {
+        for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
+            if !v.iter().any(|x| x.name == m.name) {
+                v.push(m.clone());
+            }
+        }
+    }
+    v
+}
+
+/// Shell lines that give a seed's gateway each member's address.
+pub fn gateway_vips_script(state: &LabState, seed: &str) -> String {
+    gateway_members(state, seed)
+        .iter()
+        .map(|m| format!("ip addr replace {}/24 dev eth0\n", m.vip()))
+        .collect()
+}
+
+/// A gateway's network script: routes, resolver, and the members' addresses.
+pub fn gateway_net_script(state: &LabState, seed: &str) -> FileSpec {
+    let net = &state.seed(seed).expect("seed").network;
+    let mut script = net_setup_script(state, &[net.as_str()]);
+    let done = format!("touch {NET_DONE_FILE}\n");
+    script = script.replace(&done, &format!("{}{done}", gateway_vips_script(state, seed)));
+    FileSpec::new(NET_SCRIPT, script, 0o755)
 }
 
 /// Where a gateway's HAProxy reads its configuration.
@@ -382,23 +414,13 @@ pub const GATEWAY_CONFIG: &str = "/etc/haproxy/haproxy.cfg";
 /// an SNI route per member of the seed, the seed's API replicas.
 /// A migration's planned destination members are routed before they exist.
 pub fn gateway_config(state: &LabState, seed: &str) -> String {
-    let mut routes: Vec<Route> = state
-        .members_of(seed)
+    let routes: Vec<Route> = gateway_members(state, seed)
+        .iter()
         .map(|m| Route {
             sni: m.host.clone(),
             ip: m.ip,
         })
         .collect();
-    if let Some(mig) = &state.migration {
-        for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
-            if !routes.iter().any(|r| r.sni == m.host) {
-                routes.push(Route {
-                    sni: m.host.clone(),
-                    ip: m.ip,
-                });
-            }
-        }
-    }
     let api = gateway::ApiRoute {
         sni: state.dns.api_name.clone(),
         servers: state
@@ -618,7 +640,7 @@ fn container_specs(
         let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
         g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
         g.files = vec![
-            net_script(&[s.network.as_str()]),
+            gateway_net_script(state, &s.name),
             FileSpec::new(GATEWAY_CONFIG, gateway_config(state, &s.name), 0o644),
         ];
         g.cmd = behind_barrier(vec![
@@ -816,8 +838,11 @@ mod tests {
         assert_eq!(find("api.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
         assert_eq!(
             find("seed-a-etcd-2.local.cpmlab.test").as_deref(),
-            Some("10.213.0.3")
+            Some("10.213.0.32")
         );
+        let gw = gateway_net_script(&s, "seed-a");
+        let gw = String::from_utf8(gw.contents).unwrap();
+        assert!(gw.contains("ip addr replace 10.213.0.31/24 dev eth0\ntouch"));
         assert_eq!(
             find("seed-b-gateway.local.cpmlab.test").as_deref(),
             Some("10.213.1.3")
