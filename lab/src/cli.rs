@@ -681,7 +681,11 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
     // Every flag is checked before anything is looked at or changed.
     check_name(&a.lab.name)?;
     let max_rtt = crate::link::profile::parse_duration("--max-rtt", &a.max_rtt)?;
-    let join_timeout = crate::link::profile::parse_duration("--join-timeout", &a.join_timeout)?;
+    let join_timeout = crate::link::profile::parse_duration_max(
+        "--join-timeout",
+        &a.join_timeout,
+        Duration::from_secs(3600),
+    )?;
     if let Some(s) = &a.stop_after {
         if !crate::migrate::conditions::STEPS.contains(&s.as_str()) {
             return Err(BadInput(format!(

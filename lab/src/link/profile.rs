@@ -132,6 +132,11 @@ fn number_and_unit(s: &str) -> Result<(f64, &str), &'static str> {
 /// `25ms`, `1.5ms`, `500us`, `0`, `2s`. Negative or unit-less non-zero
 /// values are refused.
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, BadInput> {
+    parse_duration_max(flag, s, Duration::from_secs(60))
+}
+
+/// Like `parse_duration`, up to `max`; also takes minutes (`2m`).
+pub fn parse_duration_max(flag: &str, s: &str, max: Duration) -> Result<Duration, BadInput> {
     let s = s.trim();
     let bad = |why: &str| BadInput(format!("{flag} `{s}`: {why} (e.g. 25ms, 1.5ms, 500us, 0)"));
     if s == "0" {
@@ -145,10 +150,11 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, BadInput> {
         "us" | "µs" => v,
         "ms" => v * 1e3,
         "s" => v * 1e6,
+        "m" => v * 60e6,
         _ => return Err(bad("unknown unit")),
     };
-    if !micros.is_finite() || micros > 60e6 {
-        return Err(bad("must be at most 60s"));
+    if !micros.is_finite() || micros > max.as_micros() as f64 {
+        return Err(bad(&format!("must be at most {max:?}")));
     }
     Ok(Duration::from_micros(micros.round() as u64))
 }

@@ -313,9 +313,16 @@ impl<'a> Flow<'a> {
         };
         if mig.driver == Driver::External {
             return Err(BadInput(
-                "the migration in progress runs an external driver; run it again with --driver external"
+                "the last migration ran an external driver; run it again with --driver external"
                     .into(),
             )
+            .into());
+        }
+        if mig.completed() {
+            return Err(BadInput(format!(
+                "the migration {} -> {} has completed; nothing to resume",
+                mig.from, mig.to
+            ))
             .into());
         }
         if force_shrink {
@@ -345,6 +352,7 @@ impl<'a> Flow<'a> {
             let started = now_unix_ms();
             self.set(&step, Status::Unknown, "Progressing", "")?;
             let line = self.progress.step(step.clone());
+            self.test_hold(&step, &line).await?;
             let r = self.run_step(&step, &line).await;
             self.event("phase", &step, "", started, Some(now_unix_ms()));
             match r {
@@ -370,6 +378,29 @@ impl<'a> Flow<'a> {
             }
         }
         Ok(Ended::Completed)
+    }
+
+    /// A test hook: `CPMLAB_TEST_HOLD=EtcdMigrationComplete:4s` holds that
+    /// step for a while after it is marked Progressing, so a fault test can
+    /// act inside the step deterministically.
+    async fn test_hold(&self, step: &str, line: &Step) -> Result<()> {
+        let Ok(spec) = std::env::var("CPMLAB_TEST_HOLD") else {
+            return Ok(());
+        };
+        for item in spec.split(',') {
+            if let Some((s, d)) = item.split_once(':') {
+                if s == step {
+                    let d = crate::link::profile::parse_duration("CPMLAB_TEST_HOLD", d)?;
+                    line.detail(&format!("held for {d:?} (CPMLAB_TEST_HOLD)"));
+                    let t0 = Instant::now();
+                    while t0.elapsed() < d {
+                        self.cancel.check()?;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn run_step(&mut self, step: &str, line: &Step) -> Result<(&'static str, String)> {

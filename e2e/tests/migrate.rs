@@ -1,0 +1,552 @@
+//! `cpmlab migrate` on the docker provider, with probes running: both
+//! membership plans at 0 and 25 ms one-way between the seeds, the abort
+//! path, force-shrink, the distant-region refusal, resume after SIGKILL, and
+//! etcd members killed mid-migration.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::*;
+use serde_json::Value;
+
+const STEPS: &[&str] = &[
+    "SourceEtcdPreparedForPeerJoin",
+    "DestinationEtcdPeersJoined",
+    "MigrateExtensionsNeededBeforeKubeAPIServer",
+    "DestinationKubeAPIServerReady",
+    "MigrateDNSRecords",
+    "EtcdMigrationComplete",
+    "SourceSeedCleanup",
+    "MigrationCompleted",
+];
+
+fn quick_topology() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/topologies/quick-migration.yaml")
+        .display()
+        .to_string()
+}
+
+fn up(lab: &Lab) {
+    lab.ok(&["up", "--topology", &quick_topology()]);
+}
+
+fn probe_start(lab: &Lab, extra: &[&str]) -> PathBuf {
+    let mut a = vec!["probe", "start"];
+    a.extend_from_slice(extra);
+    let o = lab.ok(&a);
+    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+}
+
+/// Stops the probes; the verdict (exit 0 passed, 1 failed) and its JSON.
+fn probe_stop(lab: &Lab, run: &Path) -> (Option<i32>, Value) {
+    let o = lab.cpmlab(&["probe", "stop"]);
+    let v: Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("verdict.json"))
+            .unwrap_or_else(|e| panic!("verdict.json: {e}\n{}", text(&o))),
+    )
+    .unwrap();
+    (o.status.code(), v)
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The migration's conditions straight from the state file (cheap to poll).
+fn state_file(lab: &Lab) -> Value {
+    let p = lab.state.path().join(&lab.name).join("state.json");
+    std::fs::read_to_string(&p)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn condition(state: &Value, kind: &str) -> Value {
+    state["migration"]["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == kind).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until `pred` holds for the state file.
+fn wait_state(lab: &Lab, what: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let s = state_file(lab);
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "{what}: not within {limit:?}; last state: {:#}",
+            s["migration"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn progressing(s: &Value, step: &str) -> bool {
+    condition(s, step)["reason"] == "Progressing"
+}
+
+fn spawn_migrate(lab: &Lab, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut c = lab.cmd();
+    c.arg("migrate").args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cpmlab migrate")
+}
+
+fn finish(child: Child) -> std::process::Output {
+    child.wait_with_output().expect("wait for cpmlab migrate")
+}
+
+/// The end state of a completed migration: three healthy voters, all in
+/// seed-b, one leader; the API name answers seed-b's gateway; no shoot
+/// container (etcd, API server) left in seed-a; every condition True.
+fn assert_migrated(lab: &Lab) -> Value {
+    let s = lab.status();
+    let ms = s["etcd"]["members"].as_array().expect("members").clone();
+    assert_eq!(ms.len(), 3, "three members: {:#}", s["etcd"]);
+    for m in &ms {
+        assert_eq!(m["seed"], "seed-b", "{m:#}");
+        assert_eq!(m["is_learner"], false, "{m:#}");
+        assert_eq!(m["healthy"], true, "{m:#}");
+    }
+    assert_eq!(ms.iter().filter(|m| m["is_leader"] == true).count(), 1);
+    let gw_b = s["seeds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "seed-b")
+        .unwrap()["gateway_ip"]
+        .clone();
+    assert_eq!(s["dns"]["answer"], serde_json::json!([gw_b]), "{s:#}");
+    let left: Vec<&Value> = s["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["seed"] == "seed-a" && (c["role"] == "etcd" || c["role"] == "apiserver"))
+        .collect();
+    assert!(left.is_empty(), "source containers remain: {left:?}");
+    let vols = docker(&[
+        "volume",
+        "ls",
+        "--filter",
+        &format!("label=cpmlab.lab={}", lab.name),
+        "--format",
+        "{{.Name}}",
+    ]);
+    let vols = String::from_utf8_lossy(&vols.stdout).to_string();
+    assert!(!vols.contains("seed-a-etcd"), "source data remains: {vols}");
+    let conds = s["migration"]["conditions"].as_array().expect("conditions");
+    let kinds: Vec<&str> = conds.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, STEPS);
+    for c in conds {
+        assert_eq!(c["status"], "True", "{c:#}");
+        assert!(c["lastTransitionTime"].as_str().unwrap().contains('T'));
+    }
+    assert_eq!(s["migration"]["completed"], true);
+    for r in s["api"]["replicas"].as_array().unwrap() {
+        assert_eq!(r["seed"], "seed-b", "{r:#}");
+        assert_eq!(r["ready"], true, "{r:#}");
+    }
+    s
+}
+
+/// Every acknowledged ledger write is in the destination's etcd history at
+/// the revision it was acknowledged with, and revisions only go up: no
+/// revision was lost on the way (what the GEP rejects mirror-maker for).
+fn assert_ledger_in_history(lab: &Lab, run: &Path) {
+    let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
+    let acked: Vec<(u64, u64)> = records
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["probe"] == "write" && r["outcome"] == "ok")
+        .filter_map(|r| Some((r["value"].as_u64()?, r["rv"].as_u64()?)))
+        .collect();
+    assert!(acked.len() > 20, "too few acknowledged writes: {}", acked.len());
+    let key = "/registry/configmaps/cpmlab-probes/probe-counter";
+    let o = lab.exec(
+        "toolbox",
+        &format!(
+            "timeout 6 env {} || true",
+            etcdctl(
+                "seed-b-etcd-0.local.cpmlab.test",
+                true,
+                &format!("watch --rev=1 -w json {key}")
+            )
+        ),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut history: Vec<(u64, u64)> = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with('{')) {
+        let w: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        for ev in w["Events"].as_array().into_iter().flatten() {
+            let rev = ev["kv"]["mod_revision"].as_u64().unwrap_or(0);
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(ev["kv"]["value"].as_str().unwrap_or(""))
+                .unwrap_or_default();
+            let cm: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+            if let Some(v) = cm["data"]["value"].as_str().and_then(|v| v.parse().ok()) {
+                history.push((v, rev));
+            }
+        }
+    }
+    assert!(!history.is_empty(), "no history read: {}", text(&o));
+    assert!(
+        history.windows(2).all(|w| w[0].1 < w[1].1),
+        "revisions went back in the history"
+    );
+    for (value, rv) in &acked {
+        assert!(
+            history.contains(&(*value, *rv)),
+            "acknowledged write {value} at rv {rv} is not in the destination's history"
+        );
+    }
+}
+
+/// A full migration under probes: zero downtime, nothing lost, nothing missed.
+fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32) {
+    let test = format!("{plan} at {one_way_ms} ms");
+    if !docker_or_skip(&test) {
+        return;
+    }
+    let lab = Lab::new(tag);
+    up(&lab);
+    if one_way_ms > 0 {
+        lab.ok(&[
+            "link",
+            "set",
+            "seed-a:seed-b",
+            "--delay",
+            &format!("{one_way_ms}ms"),
+        ]);
+    }
+    let run = probe_start(&lab, &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    let o = lab.ok(&["migrate", "--plan", plan]);
+    let out = String::from_utf8_lossy(&o.stderr);
+    assert!(out.contains("MigrationCompleted"), "{}", text(&o));
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, v) = probe_stop(&lab, &run);
+    assert_eq!(v["zero_downtime"], true, "{test}: {:#}", v["rules"]);
+    assert_eq!(v["overall"]["requests"], v["overall"]["ok"]);
+    assert_eq!(v["ledger"]["lost_count"], 0, "{:#}", v["ledger"]);
+    assert_eq!(v["watch"]["missed_count"], 0, "{:#}", v["watch"]);
+    assert_eq!(v["rv_regression_count"], 0);
+    assert_eq!(code, Some(0), "{test}: verdict failed: {:#}", v["rules"]);
+    let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
+    assert!(records.contains(r#""seed":"seed-a""#) && records.contains(r#""seed":"seed-b""#));
+    // Each step is a phase of the verdict.
+    let phases: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for s in STEPS {
+        assert!(phases.contains(s), "phase {s} missing: {phases:?}");
+    }
+    let s = assert_migrated(&lab);
+    let joined = STEPS[1];
+    let msg = s["migration"]["conditions"][1]["message"].as_str().unwrap();
+    assert_eq!(s["migration"]["conditions"][1]["type"], joined);
+    let peak = if plan == "six-member" {
+        "6 voters"
+    } else {
+        "5 voters"
+    };
+    assert!(msg.contains(peak), "{plan}: {msg}");
+    assert_ledger_in_history(&lab, &run);
+}
+
+#[test]
+fn six_member_at_0ms() {
+    migrate_with_zero_downtime("m6z", "six-member", 0);
+}
+
+#[test]
+fn six_member_at_25ms() {
+    migrate_with_zero_downtime("m6d", "six-member", 25);
+}
+
+#[test]
+fn five_member_at_0ms() {
+    migrate_with_zero_downtime("m5z", "five-member", 0);
+}
+
+#[test]
+fn five_member_at_25ms() {
+    migrate_with_zero_downtime("m5d", "five-member", 25);
+}
+
+#[test]
+fn distant_regions_are_refused_and_a_failed_join_aborts_cleanly() {
+    if !docker_or_skip("distant_regions_are_refused_and_a_failed_join_aborts_cleanly") {
+        return;
+    }
+    let lab = Lab::new("mab");
+    up(&lab);
+    let run = probe_start(&lab, &[]);
+
+    // 100 ms one-way: 200 ms RTT > 180 ms.
+    lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "100ms"]);
+    let o = lab.cpmlab(&["migrate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("RTT") && err.contains("--allow-distant-regions"),
+        "{err}"
+    );
+    assert!(state_file(&lab)["migration"].is_null(), "nothing persisted");
+    lab.ok(&["link", "clear"]);
+
+    // Abort is refused unless the join failed.
+    lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);
+    let o = lab.cpmlab(&["migrate", "--abort"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only while DestinationEtcdPeersJoined"));
+
+    // The destination cannot reach the source gateway: the join fails.
+    lab.ok(&["link", "partition", "seed-a:seed-b"]);
+    let o = lab.cpmlab(&["migrate", "--resume", "--join-timeout", "10s"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = state_file(&lab);
+    let c = condition(&s, "DestinationEtcdPeersJoined");
+    assert_eq!(c["status"], "False", "{c:#}");
+    assert_eq!(c["reason"], "Failed", "{c:#}");
+    let st = lab.status();
+    assert_eq!(st["migration"]["conditions"][1]["status"], "False");
+
+    let o = lab.ok(&["migrate", "--abort"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("serves as before"),
+        "{}",
+        text(&o)
+    );
+    lab.ok(&["link", "heal", "seed-a:seed-b"]);
+    let s = lab.status();
+    assert!(s["migration"].is_null(), "{:#}", s["migration"]);
+    let ms = s["etcd"]["members"].as_array().unwrap();
+    assert_eq!(ms.len(), 3, "{:#}", s["etcd"]);
+    assert!(ms
+        .iter()
+        .all(|m| m["seed"] == "seed-a" && m["healthy"] == true));
+    let objects = lab_objects(&lab.name);
+    assert!(
+        !objects.iter().any(|o| o.contains("seed-b-etcd")),
+        "destination members remain: {objects:?}"
+    );
+    let gw_a = s["seeds"][0]["gateway_ip"].clone();
+    assert_eq!(s["dns"]["answer"], serde_json::json!([gw_a]));
+    let (code, v) = probe_stop(&lab, &run);
+    assert_eq!(v["zero_downtime"], true, "{:#}", v["rules"]);
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    assert_eq!(code, Some(0), "{:#}", v["rules"]);
+}
+
+#[test]
+fn force_shrink_completes_with_bounded_reported_downtime() {
+    if !docker_or_skip("force_shrink_completes_with_bounded_reported_downtime") {
+        return;
+    }
+    let lab = Lab::new("mfs");
+    up(&lab);
+    let run = probe_start(&lab, &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    lab.ok(&["migrate", "--force-shrink-etcd"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, v) = probe_stop(&lab, &run);
+    assert_eq!(code, Some(1), "force-shrink must fail the verdict");
+    assert_eq!(v["zero_downtime"], false);
+    let longest = f(&v["overall"]["longest_unavailable_ms"]);
+    assert!(
+        longest > 0.0 && longest < 30_000.0,
+        "downtime {longest} ms, want bounded: {:#}",
+        v["overall"]
+    );
+    assert_eq!(v["ledger"]["lost_count"], 0, "{:#}", v["ledger"]);
+    let s = assert_migrated(&lab);
+    assert_eq!(s["migration"]["force_shrink"], true);
+}
+
+#[test]
+fn resume_after_sigkill_in_steps_2_5_and_6() {
+    if !docker_or_skip("resume_after_sigkill_in_steps_2_5_and_6") {
+        return;
+    }
+    let lab = Lab::new("mrs");
+    up(&lab);
+    let run = probe_start(&lab, &[]);
+    let hold = [("CPMLAB_TEST_HOLD", "EtcdMigrationComplete:3s")];
+    // Step 2, once the first destination member is in.
+    let mut child = spawn_migrate(&lab, &[], &hold);
+    wait_state(&lab, "a destination member in step 2", Duration::from_secs(90), |s| {
+        progressing(s, "DestinationEtcdPeersJoined")
+            && s["members"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["seed"] == "seed-b"))
+    });
+    child.kill().unwrap();
+    let o = finish(child);
+    assert_eq!(o.status.code(), None, "SIGKILLed: {}", text(&o));
+    // Step 5, while the TTL is waited out.
+    let mut child = spawn_migrate(&lab, &["--resume"], &hold);
+    wait_state(&lab, "step 5", Duration::from_secs(120), |s| {
+        progressing(s, "MigrateDNSRecords") && !s["migration"]["dns_switched_unix_ms"].is_null()
+    });
+    child.kill().unwrap();
+    finish(child);
+    // Step 6, held at its start.
+    let mut child = spawn_migrate(&lab, &["--resume"], &hold);
+    wait_state(&lab, "step 6", Duration::from_secs(120), |s| {
+        progressing(s, "EtcdMigrationComplete")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    finish(child);
+    let s = state_file(&lab);
+    assert_ne!(
+        condition(&s, "EtcdMigrationComplete")["status"],
+        "True",
+        "killed too late"
+    );
+    let o = lab.ok(&["migrate", "--resume"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("MigrationCompleted"));
+    // Resuming a completed migration is refused clearly.
+    let o = lab.cpmlab(&["migrate", "--resume"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_migrated(&lab);
+    let (code, v) = probe_stop(&lab, &run);
+    assert_eq!(v["zero_downtime"], true, "{:#}", v["rules"]);
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    assert_eq!(v["watch"]["missed_count"], 0);
+    assert_eq!(code, Some(0), "{:#}", v["rules"]);
+    assert_ledger_in_history(&lab, &run);
+}
+
+fn status_members(lab: &Lab) -> Vec<Value> {
+    lab.status()["etcd"]["members"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
+    if !docker_or_skip("members_killed_in_steps_2_and_6_do_not_stop_the_migration") {
+        return;
+    }
+    let lab = Lab::new("mkl");
+    up(&lab);
+    // Leader elections stall requests for up to ~2 s: give them room.
+    let run = probe_start(&lab, &["--timeout", "5s"]);
+    let child = spawn_migrate(
+        &lab,
+        &[],
+        &[("CPMLAB_TEST_HOLD", "EtcdMigrationComplete:4s")],
+    );
+    wait_state(&lab, "a destination member in step 2", Duration::from_secs(90), |s| {
+        progressing(s, "DestinationEtcdPeersJoined")
+            && s["members"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["seed"] == "seed-b"))
+    });
+    let follower = status_members(&lab)
+        .into_iter()
+        .find(|m| m["seed"] == "seed-a" && m["is_leader"] == false)
+        .expect("a source follower");
+    let victim = lab.container(follower["name"].as_str().unwrap());
+    let o = docker(&["kill", &victim]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    wait_state(&lab, "step 6", Duration::from_secs(180), |s| {
+        progressing(s, "EtcdMigrationComplete")
+    });
+    let leader = status_members(&lab)
+        .into_iter()
+        .find(|m| m["is_leader"] == true)
+        .expect("a leader");
+    assert_eq!(leader["seed"], "seed-a", "the leader moves only later: {leader:#}");
+    let victim = lab.container(leader["name"].as_str().unwrap());
+    let o = docker(&["kill", &victim]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = finish(child);
+    assert!(o.status.success(), "{}", text(&o));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(log.contains("had stopped; started it again"), "{log}");
+    assert_migrated(&lab);
+    let (_, v) = probe_stop(&lab, &run);
+    assert_eq!(v["zero_downtime"], true, "{:#}", v["rules"]);
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    assert_eq!(v["watch"]["missed_count"], 0);
+    assert_ledger_in_history(&lab, &run);
+}
+
+#[test]
+fn an_external_driver_migrates_under_the_same_verdict() {
+    if !docker_or_skip("an_external_driver_migrates_under_the_same_verdict") {
+        return;
+    }
+    let lab = Lab::new("mex");
+    up(&lab);
+    let run = probe_start(&lab, &[]);
+    std::thread::sleep(Duration::from_secs(1));
+    // The driver sees the lab's coordinates and can use cpmlab itself.
+    let script = r#"set -e
+test -n "$KUBECONFIG" && test -f "$KUBECONFIG"
+test "$CPMLAB_SOURCE_SEED" = seed-a && test "$CPMLAB_DESTINATION_SEED" = seed-b
+"$CPMLAB_BIN" link set seed-a:seed-b --delay 5ms >/dev/null
+sleep 2
+"$CPMLAB_BIN" link clear >/dev/null"#;
+    lab.ok(&["migrate", "--driver", "external", "--command", script]);
+    let o = lab.cpmlab(&["migrate", "--driver", "external", "--command", "exit 7"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exited 7"));
+    let o = lab.cpmlab(&["migrate", "--driver", "external"]);
+    assert_eq!(o.status.code(), Some(2), "--command is required: {}", text(&o));
+    let (code, v) = probe_stop(&lab, &run);
+    assert_eq!(code, Some(0), "{:#}", v["rules"]);
+    let events = std::fs::read_to_string(run.join("events.ndjson")).unwrap();
+    assert!(events.contains(r#""name":"ExternalDriver""#), "{events}");
+    assert!(events.contains(r#""kind":"link""#), "{events}");
+    assert!(v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "ExternalDriver"));
+    let s = lab.status();
+    assert_eq!(s["migration"]["driver"], "external");
+}
+
+#[test]
+fn bad_migrate_input_exits_2_and_changes_nothing() {
+    if !docker_or_skip("bad_migrate_input_exits_2_and_changes_nothing") {
+        return;
+    }
+    let lab = Lab::new("mbi");
+    up(&lab);
+    for args in [
+        vec!["migrate", "--to", "seed-x"],
+        vec!["migrate", "--from", "seed-b", "--to", "seed-a"],
+        vec!["migrate", "--stop-after", "Nope"],
+        vec!["migrate", "--max-rtt", "fast"],
+        vec!["migrate", "--resume"],
+        vec!["migrate", "--abort"],
+    ] {
+        let o = lab.cpmlab(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(state_file(&lab)["migration"].is_null(), "{args:?} persisted");
+    }
+}
