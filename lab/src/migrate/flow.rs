@@ -234,6 +234,7 @@ impl<'a> Flow<'a> {
 
     fn note(&self, step: &Step, msg: &str) {
         step.detail(msg);
+        self.progress.note(&format!("    - {msg}"));
         tracing::info!("{msg}");
         self.event("note", msg, "", now_unix_ms(), None);
     }
@@ -844,6 +845,13 @@ impl<'a> Flow<'a> {
                 Action::MoveLeader { to } => {
                     let leader = view.members.iter().find(|m| m.is_leader).expect("gated");
                     let to_id = id_of(to).expect("a live member");
+                    // etcd drops proposals that reach the old leader while the
+                    // transfer runs; a write forwarded then fails after etcd's
+                    // request timeout. The band lets the verdict's reader see it.
+                    self.note(
+                        line,
+                        &format!("moving leadership from {} to {to}", leader.name),
+                    );
                     self.move_leader(&leader.name, to_id).await.map(|_| {
                         format!("leadership moved from {} to {to}", leader.name)
                     })
