@@ -547,14 +547,15 @@ async fn run(cli: Cli) -> Result<u8> {
                     timeout_ms,
                 },
         } => {
-            let report = crate::agent::peer_check::run(&crate::agent::peer_check::PeerCheckConfig {
-                host,
-                port,
-                dns,
-                count,
-                timeout: Duration::from_millis(timeout_ms),
-            })
-            .await;
+            let report =
+                crate::agent::peer_check::run(&crate::agent::peer_check::PeerCheckConfig {
+                    host,
+                    port,
+                    dns,
+                    count,
+                    timeout: Duration::from_millis(timeout_ms),
+                })
+                .await;
             print_json_line(&report);
             Ok(if report.ok() { 0 } else { 1 })
         }
@@ -733,8 +734,13 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
             ))
             .into());
         }
-        flow::check_seeds(&state, &from, &to)
-            .or_else(|e| if a.from.is_some() { Err(e) } else { Ok(()) })?;
+        flow::check_seeds(&state, &from, &to).or_else(|e| {
+            if a.from.is_some() {
+                Err(e)
+            } else {
+                Ok(())
+            }
+        })?;
         let command = a.command.clone().expect("clap requires --command");
         progress.note(&format!("external driver: `{command}`"));
         let run = crate::migrate::external::run(&dir, state_root, &command, &from, &to, &cancel);
@@ -744,7 +750,9 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
             _ = interrupted() => { cancel.cancel(); run.await? }
         };
         if a.lab.output == Output::Json {
-            print_json_line(&serde_json::json!({"event": "migrate", "driver": "external", "exit": code}));
+            print_json_line(
+                &serde_json::json!({"event": "migrate", "driver": "external", "exit": code}),
+            );
         }
         if code != 0 {
             anyhow::bail!("the external driver `{command}` exited {code}");
@@ -753,7 +761,14 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
         return Ok(0);
     }
 
-    let mut f = Flow::new(&engine, dir, state.clone(), &progress, cancel.clone(), join_timeout)?;
+    let mut f = Flow::new(
+        &engine,
+        dir,
+        state.clone(),
+        &progress,
+        cancel.clone(),
+        join_timeout,
+    )?;
     if a.abort {
         f.abort().await?;
         if a.lab.output == Output::Json {
@@ -792,7 +807,11 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
             "migrating lab `{}` from `{from}` to `{to}` ({}{}); RTT between the seeds {rtt:.1} ms",
             a.lab.name,
             flow::plan_name(a.plan),
-            if a.force_shrink_etcd { ", force-shrink" } else { "" }
+            if a.force_shrink_etcd {
+                ", force-shrink"
+            } else {
+                ""
+            }
         ));
     }
     let started = std::time::Instant::now();
@@ -811,7 +830,7 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
     let mig = f.state().migration.clone();
     let conditions = mig
         .as_ref()
-        .map(|m| crate::status::MigrationStatus::of(m))
+        .map(crate::status::MigrationStatus::of)
         .map(|m| serde_json::to_value(m).unwrap_or_default());
     match result {
         Ok(ended) => {

@@ -59,9 +59,7 @@ impl MigrationStatus {
             force_shrink: m.force_shrink,
             rtt_ms: m.rtt_ms,
             completed: m.completed(),
-            duration_s: m
-                .finished_unix_ms
-                .map(|f| (f - m.started_unix_ms) / 1e3),
+            duration_s: m.finished_unix_ms.map(|f| (f - m.started_unix_ms) / 1e3),
             conditions: m.conditions.0.clone(),
         }
     }
@@ -394,7 +392,11 @@ impl MigrationStatus {
             self.to,
             self.plan,
             self.driver,
-            if self.force_shrink { ", force-shrink" } else { "" },
+            if self.force_shrink {
+                ", force-shrink"
+            } else {
+                ""
+            },
             match (self.completed, self.duration_s) {
                 (true, Some(d)) => format!(": completed in {d:.1} s"),
                 (true, None) => ": completed".into(),

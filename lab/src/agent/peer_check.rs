@@ -116,8 +116,8 @@ fn handshake(addr: SocketAddr, host: &str, timeout: Duration) -> Result<Vec<u8>>
     .with_no_client_auth();
     let name = ServerName::try_from(host.to_string()).context("host as SNI")?;
     let mut conn = rustls::ClientConnection::new(Arc::new(cfg), name).context("TLS client")?;
-    let mut sock = TcpStream::connect_timeout(&addr, timeout)
-        .with_context(|| format!("connect {addr}"))?;
+    let mut sock =
+        TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
     sock.set_read_timeout(Some(timeout))?;
     sock.set_write_timeout(Some(timeout))?;
     let t0 = Instant::now();

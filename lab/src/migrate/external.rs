@@ -91,7 +91,14 @@ pub async fn run(
         command: Some(command.into()),
     };
     dir.update(|s| s.migration = Some(mig))?;
-    event(dir, "note", "external driver started", command, started, None);
+    event(
+        dir,
+        "note",
+        "external driver started",
+        command,
+        started,
+        None,
+    );
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)

@@ -366,7 +366,12 @@ impl<'a> Flow<'a> {
                     if let Some(f) = e.downcast_ref::<StepFailed>() {
                         self.set(&step, Status::False, "Failed", &f.message)?;
                     } else if e.is::<Interrupted>() {
-                        self.set(&step, Status::Unknown, "Interrupted", "resume with --resume")?;
+                        self.set(
+                            &step,
+                            Status::Unknown,
+                            "Interrupted",
+                            "resume with --resume",
+                        )?;
                     } else {
                         self.set(&step, Status::Unknown, "Error", &msg)?;
                     }
@@ -440,14 +445,21 @@ impl<'a> Flow<'a> {
     /// member, checked from the destination seed.
     async fn prepare(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let (from, to) = (self.mig().from.clone(), self.mig().to.clone());
-        let vantage = self.state.seed(&to).expect("seed").gateway.container.clone();
+        let vantage = self
+            .state
+            .seed(&to)
+            .expect("seed")
+            .gateway
+            .container
+            .clone();
         let members: Vec<MemberState> = self.state.members_of(&from).cloned().collect();
         let t0 = Instant::now();
         let mut rtts = Vec::new();
         for m in &members {
             loop {
                 self.cancel.check()?;
-                let r = seed_ops::peer_check(self.engine, &self.state, &vantage, &m.host, 2).await?;
+                let r =
+                    seed_ops::peer_check(self.engine, &self.state, &vantage, &m.host, 2).await?;
                 if r.ok() {
                     rtts.extend(r.rtt_ms());
                     line.detail(&format!("{} reachable", m.peer_url()));
@@ -574,10 +586,7 @@ impl<'a> Flow<'a> {
                     self.save()?;
                 }
                 let id = etcd_ops::add_learner(&mut c, &url).await?;
-                self.note(
-                    line,
-                    &format!("{} added as a learner ({id:x})", m.name),
-                );
+                self.note(line, &format!("{} added as a learner ({id:x})", m.name));
                 Ok(false)
             }
             Some(x) => {
@@ -601,7 +610,10 @@ impl<'a> Flow<'a> {
                     }
                     seed_ops::start_joining_member(self.engine, &self.state, &self.ca, m, &cluster)
                         .await?;
-                    self.note(line, &format!("{} started (initial-cluster-state existing)", m.name));
+                    self.note(
+                        line,
+                        &format!("{} started (initial-cluster-state existing)", m.name),
+                    );
                     return Ok(false);
                 }
                 if x.is_learner() {
@@ -710,7 +722,10 @@ impl<'a> Flow<'a> {
                 if left <= 0.0 {
                     break;
                 }
-                line.detail(&format!("waiting out the TTL: {:.0} s left", (left / 1e3).ceil()));
+                line.detail(&format!(
+                    "waiting out the TTL: {:.0} s left",
+                    (left / 1e3).ceil()
+                ));
                 tokio::time::sleep(Duration::from_millis(left.min(500.0) as u64 + 1)).await;
             }
         }
@@ -718,7 +733,9 @@ impl<'a> Flow<'a> {
         Ok((
             "DNSRecordsMigrated",
             if mig.force_shrink {
-                format!("{name} -> {gw} at once (force-shrink); {drained} source API server(s) stopped")
+                format!(
+                    "{name} -> {gw} at once (force-shrink); {drained} source API server(s) stopped"
+                )
             } else {
                 format!(
                     "{name} -> {gw}; waited the {ttl} s TTL; {drained} source API server(s) drained \
@@ -852,9 +869,9 @@ impl<'a> Flow<'a> {
                         line,
                         &format!("moving leadership from {} to {to}", leader.name),
                     );
-                    self.move_leader(&leader.name, to_id).await.map(|_| {
-                        format!("leadership moved from {} to {to}", leader.name)
-                    })
+                    self.move_leader(&leader.name, to_id)
+                        .await
+                        .map(|_| format!("leadership moved from {} to {to}", leader.name))
                 }
                 Action::Remove { member } => {
                     let id = id_of(member).expect("a live member");
@@ -915,7 +932,10 @@ impl<'a> Flow<'a> {
         if unhealthy.is_empty() {
             Ok(())
         } else {
-            Err(format!("waiting for {} to be healthy", unhealthy.join(", ")))
+            Err(format!(
+                "waiting for {} to be healthy",
+                unhealthy.join(", ")
+            ))
         }
     }
 

@@ -16,7 +16,12 @@ use crate::provider::docker::up::{self, AGENT_BIN, GATEWAY_CONFIG};
 use crate::state::{ApiServerState, LabState, MemberState};
 
 /// Makes `name` answer exactly `ips` (none: the record goes).
-pub async fn dns_set(engine: &Engine, state: &LabState, name: &str, ips: &[Ipv4Addr]) -> Result<()> {
+pub async fn dns_set(
+    engine: &Engine,
+    state: &LabState,
+    name: &str,
+    ips: &[Ipv4Addr],
+) -> Result<()> {
     let script = dns::nsupdate_script(
         state.dns.server.ip,
         &state.dns.zone,
@@ -92,7 +97,9 @@ pub async fn start_joining_member(
 ) -> Result<()> {
     engine.remove_container(&m.container).await?;
     engine.remove_volume(&m.volume).await?;
-    engine.create_volume(&state.name, &m.volume, &m.seed).await?;
+    engine
+        .create_volume(&state.name, &m.volume, &m.seed)
+        .await?;
     let spec = up::member_spec(state, ca, m, cluster, ClusterState::Existing)?;
     engine.create_container(&spec).await?;
     engine.start(&m.container).await?;

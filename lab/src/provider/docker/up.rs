@@ -403,7 +403,10 @@ pub fn gateway_net_script(state: &LabState, seed: &str) -> FileSpec {
     let net = &state.seed(seed).expect("seed").network;
     let mut script = net_setup_script(state, &[net.as_str()]);
     let done = format!("touch {NET_DONE_FILE}\n");
-    script = script.replace(&done, &format!("{}{done}", gateway_vips_script(state, seed)));
+    script = script.replace(
+        &done,
+        &format!("{}{done}", gateway_vips_script(state, seed)),
+    );
     FileSpec::new(NET_SCRIPT, script, 0o755)
 }
 
@@ -745,7 +748,12 @@ async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()>
 }
 
 /// Waits until the shoot API answers /readyz through the gateway at `gw`.
-pub async fn wait_api_at(state: &LabState, gw: Ipv4Addr, ca_pem: &str, cancel: &Cancel) -> Result<()> {
+pub async fn wait_api_at(
+    state: &LabState,
+    gw: Ipv4Addr,
+    ca_pem: &str,
+    cancel: &Cancel,
+) -> Result<()> {
     let tls = crate::apiserver::client::tls_client(ca_pem)?;
     let started = Instant::now();
     let mut last = String::new();
