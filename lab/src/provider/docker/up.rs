@@ -850,7 +850,8 @@ mod tests {
         );
         let gw = gateway_net_script(&s, "seed-a");
         let gw = String::from_utf8(gw.contents).unwrap();
-        assert!(gw.contains("ip addr replace 10.213.0.31/24 dev eth0\ntouch"));
+        assert!(gw.contains("ip addr replace 10.213.0.30/24 dev eth0\n"));
+        assert!(gw.contains("ip addr replace 10.213.0.32/24 dev eth0\ntouch"));
         assert_eq!(
             find("seed-b-gateway.local.cpmlab.test").as_deref(),
             Some("10.213.1.3")
