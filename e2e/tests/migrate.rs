@@ -649,6 +649,9 @@ sleep 2
         .any(|p| p["name"] == "ExternalDriver"));
     let s = lab.status();
     assert_eq!(s["migration"]["driver"], "external");
+    let o = lab.cpmlab(&["migrate", "--resume"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("external driver"));
 }
 
 #[test]

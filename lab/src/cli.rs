@@ -724,10 +724,14 @@ async fn cmd_migrate(state_root: &Path, a: MigrateArgs) -> Result<u8> {
     let engine = Engine::connect().await?;
     let progress = Progress::new(Mode::detect(a.lab.output == Output::Json));
     let cancel = Cancel::default();
-    let in_progress = state.migration.as_ref().filter(|m| !m.completed());
+    // An external driver's run leaves a record, never a migration to resume.
+    let in_progress = state
+        .migration
+        .as_ref()
+        .filter(|m| !m.completed() && m.driver == Driver::Reference);
 
     if a.driver == Driver::External {
-        if let Some(m) = in_progress.filter(|m| m.driver == Driver::Reference) {
+        if let Some(m) = in_progress {
             return Err(BadInput(format!(
                 "a reference migration {} -> {} is in progress; finish it (--resume) or abort it first",
                 m.from, m.to

@@ -74,13 +74,18 @@ pub async fn run(
     let state = dir.load()?;
     let kubeconfig = crate::kubeconfig::write(dir, &state).await?;
     let started = now_unix_ms();
+    let mut conditions = Conditions::new(&super::flow::now_rfc3339());
+    for c in conditions.0.iter_mut() {
+        c.reason = "ExternalDriver".into();
+        c.message = "set by the external driver, not by cpmlab".into();
+    }
     let mig = MigrationState {
         plan: super::membership::Plan::SixMember,
         from: from.into(),
         to: to.into(),
         driver: Driver::External,
         force_shrink: false,
-        conditions: Conditions::new(&super::flow::now_rfc3339()),
+        conditions,
         started_unix_ms: started,
         finished_unix_ms: None,
         rtt_ms: None,
