@@ -254,13 +254,17 @@ fn move_leader_band(run: &Path) -> Option<(f64, f64)> {
     Some((start, end))
 }
 
-/// Zero downtime, with one exception this suite has measured and reports:
-/// raft drops a proposal that reaches a leader while it hands leadership
-/// over, so a write forwarded to the source leader during MoveLeader waits
-/// out etcd's request timeout and fails ("etcdserver: request timed out",
-/// as kube-apiserver would also answer). Such writes must start inside the
-/// MoveLeader band; any other failure fails the test. Returns how many.
-fn assert_zero_downtime(v: &Value, run: &Path, what: &str) -> usize {
+/// Zero downtime, with the exceptions this suite has measured and reports:
+/// - raft drops a proposal that reaches a leader while it hands leadership
+///   over, so a write forwarded to the source leader during MoveLeader waits
+///   out etcd's request timeout and fails ("etcdserver: request timed out",
+///   as kube-apiserver would also answer); such a write starts inside the
+///   MoveLeader band;
+/// - a member SIGKILLed under load (`kills`) fails the writes in flight
+///   through it (or forwarded to it): their outcome is unknown.
+///
+/// Any other failed request fails the test. Returns how many were excused.
+fn assert_zero_downtime(v: &Value, run: &Path, what: &str, kills: &[f64]) -> usize {
     assert_eq!(v["ledger"]["lost_count"], 0, "{what}: {:#}", v["ledger"]);
     assert_eq!(v["watch"]["missed_count"], 0, "{what}: {:#}", v["watch"]);
     assert_eq!(v["rv_regression_count"], 0, "{what}");
@@ -271,19 +275,21 @@ fn assert_zero_downtime(v: &Value, run: &Path, what: &str) -> usize {
     let band = move_leader_band(run);
     for r in &failed {
         let t = f(&r["start_unix_ms"]);
+        let write = r["probe"] == "write";
+        let timed_out = r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("request timed out"));
         let in_band = band.is_some_and(|(a, b)| t >= a - 1_000.0 && t <= b + 200.0);
-        let dropped = r["probe"] == "write"
-            && r["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("request timed out"));
+        let in_flight = kills.iter().any(|k| t >= k - 7_500.0 && t <= k + 2_500.0);
         assert!(
-            in_band && dropped,
-            "{what}: a request failed outside the MoveLeader hazard (band {band:?}): {r}\nverdict: {:#}",
+            write && ((timed_out && in_band) || in_flight),
+            "{what}: a request failed outside the known etcd hazards (MoveLeader band {band:?}, kills {kills:?}): {r}\nverdict: {:#}",
             v["rules"]
         );
     }
+    assert!(failed.len() <= 4, "{what}: {} writes failed", failed.len());
     eprintln!(
-        "{what}: {} write(s) dropped by etcd during MoveLeader (band {band:?}); everything else available",
+        "{what}: {} write(s) failed by a known etcd hazard (MoveLeader band {band:?}, kills {kills:?}); every other request succeeded",
         failed.len()
     );
     failed.len()
@@ -313,7 +319,7 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32) {
     assert!(out.contains("MigrationCompleted"), "{}", text(&o));
     std::thread::sleep(Duration::from_secs(2));
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&v, &run, &test) == 0 {
+    if assert_zero_downtime(&v, &run, &test, &[]) == 0 {
         assert_eq!(code, Some(0), "{test}: verdict failed: {:#}", v["rules"]);
     }
     let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
@@ -504,7 +510,7 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_migrated(&lab);
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&v, &run, "resume") == 0 {
+    if assert_zero_downtime(&v, &run, "resume", &[]) == 0 {
         assert_eq!(code, Some(0), "{:#}", v["rules"]);
     }
     assert_ledger_in_history(&lab, &run);
@@ -585,28 +591,7 @@ fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
     assert!(restarts >= 2, "both killed members restarted: {log}");
     assert_migrated(&lab);
     let (_, v) = probe_stop(&lab, &run);
-    assert_eq!(v["ledger"]["lost_count"], 0, "{:#}", v["ledger"]);
-    assert_eq!(v["watch"]["missed_count"], 0, "{:#}", v["watch"]);
-    // SIGKILL is not a graceful step: a write in flight through the killed
-    // member (or forwarded to the killed leader) has an unknown outcome and
-    // fails, as it would against kube-apiserver. Only such writes may fail:
-    // every read, readyz and watch stays available.
-    let failed = failed_requests(&run);
-    for r in &failed {
-        let t = f(&r["start_unix_ms"]);
-        let in_flight = kills.iter().any(|k| t >= k - 7_500.0 && t <= k + 2_500.0);
-        assert!(
-            r["probe"] == "write" && in_flight,
-            "a request failed that was not a write in flight at a kill ({kills:?}): {r}\nverdict: {:#}",
-            v["rules"]
-        );
-    }
-    assert!(failed.len() <= 4, "{} writes failed", failed.len());
-    eprintln!(
-        "kills at {kills:?}: {} in-flight write(s) failed, every other request succeeded ({} requests)",
-        failed.len(),
-        v["overall"]["requests"]
-    );
+    assert_zero_downtime(&v, &run, "members killed", &kills);
     assert_ledger_in_history(&lab, &run);
 }
 
