@@ -875,10 +875,14 @@ impl<'a> Flow<'a> {
                 }
                 Action::Remove { member } => {
                     let id = id_of(member).expect("a live member");
-                    let mut c = self.client().await?;
-                    etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30))
-                        .await
-                        .map(|_| format!("{member} removed from the cluster"))
+                    match self.client().await {
+                        Ok(mut c) => {
+                            etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30))
+                                .await
+                                .map(|_| format!("{member} removed from the cluster"))
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 other => unreachable!("next_removal gave {other:?}"),
             };
