@@ -12,8 +12,7 @@ use anyhow::{Context, Result};
 use super::conditions::Conditions;
 use super::record::{Driver, MigrationState};
 use crate::errors::{Cancel, Interrupted};
-use crate::probe::record::LabEvent;
-use crate::probe::run::{append_event, now_unix_ms};
+use crate::probe::run::{now_unix_ms, record_lab_event as event};
 use crate::state::{LabDir, LabState};
 
 /// The environment the command gets.
@@ -45,21 +44,6 @@ pub fn environment(
         ("CPMLAB_SOURCE_GATEWAY".into(), gw(from)),
         ("CPMLAB_DESTINATION_GATEWAY".into(), gw(to)),
     ]
-}
-
-fn event(dir: &LabDir, kind: &str, name: &str, detail: &str, at: f64, end: Option<f64>) {
-    if let Some(run) = dir.load().ok().and_then(|s| s.probe_run) {
-        let ev = LabEvent {
-            at_unix_ms: at,
-            end_unix_ms: end,
-            kind: kind.into(),
-            name: name.into(),
-            detail: detail.into(),
-        };
-        if let Err(e) = append_event(&run, &ev) {
-            tracing::warn!("could not record event {name}: {e:#}");
-        }
-    }
 }
 
 /// Runs `command` as the migration; Ok(exit status of the command).

@@ -17,8 +17,7 @@ use super::seed_ops;
 use crate::errors::{BadInput, Cancel, EnvNotReady, Interrupted};
 use crate::etcd::{self, ClusterView, EtcdTls};
 use crate::pki::Ca;
-use crate::probe::record::LabEvent;
-use crate::probe::run::{append_event, now_unix_ms};
+use crate::probe::run::{now_unix_ms, record_lab_event};
 use crate::progress::{Progress, Step};
 use crate::provider::docker::engine::Engine;
 use crate::provider::docker::up::etcd_tls;
@@ -212,24 +211,7 @@ impl<'a> Flow<'a> {
 
     /// Records a lab event in the probe run, if probes are running.
     fn event(&self, kind: &str, name: &str, detail: &str, at: f64, end: Option<f64>) {
-        let run = self
-            .dir
-            .load()
-            .ok()
-            .and_then(|s| s.probe_run)
-            .or_else(|| self.state.probe_run.clone());
-        if let Some(run) = run {
-            let ev = LabEvent {
-                at_unix_ms: at,
-                end_unix_ms: end,
-                kind: kind.into(),
-                name: name.into(),
-                detail: detail.into(),
-            };
-            if let Err(e) = append_event(&run, &ev) {
-                tracing::warn!("could not record event {name}: {e:#}");
-            }
-        }
+        record_lab_event(&self.dir, kind, name, detail, at, end);
     }
 
     fn note(&self, step: &Step, msg: &str) {

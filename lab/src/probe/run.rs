@@ -101,6 +101,31 @@ pub fn append_event(run: &Path, ev: &LabEvent) -> Result<()> {
     Ok(())
 }
 
+/// Records a lab event in the lab's probe run, if probes are running now
+/// (a missing run or an unwritable file is only logged: events annotate a
+/// run, they never stop the work they describe).
+pub fn record_lab_event(
+    dir: &LabDir,
+    kind: &str,
+    name: &str,
+    detail: &str,
+    at: f64,
+    end: Option<f64>,
+) {
+    if let Some(run) = dir.load().ok().and_then(|s| s.probe_run) {
+        let ev = LabEvent {
+            at_unix_ms: at,
+            end_unix_ms: end,
+            kind: kind.into(),
+            name: name.into(),
+            detail: detail.into(),
+        };
+        if let Err(e) = append_event(&run, &ev) {
+            tracing::warn!("could not record event {name}: {e:#}");
+        }
+    }
+}
+
 pub fn note(run: &Path, name: &str) -> Result<()> {
     append_event(
         run,
