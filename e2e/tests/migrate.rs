@@ -94,6 +94,14 @@ fn progressing(s: &Value, step: &str) -> bool {
     condition(s, step)["reason"] == "Progressing"
 }
 
+/// Step 2 is running and a destination member is in the state.
+fn destination_member_in_step_2(s: &Value) -> bool {
+    progressing(s, "DestinationEtcdPeersJoined")
+        && s["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["seed"] == "seed-b"))
+}
+
 fn spawn_migrate(lab: &Lab, args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut c = lab.cmd();
     c.arg("migrate").args(args);
@@ -472,12 +480,7 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
         &lab,
         "a destination member in step 2",
         Duration::from_secs(90),
-        |s| {
-            progressing(s, "DestinationEtcdPeersJoined")
-                && s["members"]
-                    .as_array()
-                    .is_some_and(|m| m.iter().any(|m| m["seed"] == "seed-b"))
-        },
+        destination_member_in_step_2,
     );
     child.kill().unwrap();
     let o = finish(child);
@@ -552,12 +555,7 @@ fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
         &lab,
         "a destination member in step 2",
         Duration::from_secs(90),
-        |s| {
-            progressing(s, "DestinationEtcdPeersJoined")
-                && s["members"]
-                    .as_array()
-                    .is_some_and(|m| m.iter().any(|m| m["seed"] == "seed-b"))
-        },
+        destination_member_in_step_2,
     );
     let follower = status_members(&lab)
         .into_iter()

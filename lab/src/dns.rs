@@ -58,21 +58,22 @@ pub fn zone_file(zone: &str, ttl: u32, ns_ip: Ipv4Addr, records: &[ARecord]) -> 
     z
 }
 
-/// An `nsupdate` script that makes `name` answer exactly `ips`.
+/// An `nsupdate` script that makes each name answer exactly its addresses
+/// (none: the name's A records go), all in one update message.
 pub fn nsupdate_script(
     server: Ipv4Addr,
     zone: &str,
     key_name: &str,
     secret: &str,
-    name: &str,
     ttl: u32,
-    ips: &[Ipv4Addr],
+    records: &[(&str, &[Ipv4Addr])],
 ) -> String {
-    let mut s = format!(
-        "server {server} 53\nzone {zone}.\nkey hmac-sha256:{key_name} {secret}\nupdate delete {name}. A\n"
-    );
-    for ip in ips {
-        let _ = writeln!(s, "update add {name}. {ttl} A {ip}");
+    let mut s = format!("server {server} 53\nzone {zone}.\nkey hmac-sha256:{key_name} {secret}\n");
+    for (name, ips) in records {
+        let _ = writeln!(s, "update delete {name}. A");
+        for ip in *ips {
+            let _ = writeln!(s, "update add {name}. {ttl} A {ip}");
+        }
     }
     s.push_str("send\n");
     s
@@ -171,9 +172,8 @@ mod tests {
             "z.test",
             "k",
             "c2VjcmV0",
-            "api.z.test",
             30,
-            &["10.0.1.3".parse().unwrap()],
+            &[("api.z.test", &["10.0.1.3".parse().unwrap()][..])],
         );
         let lines: Vec<&str> = s.lines().collect();
         assert_eq!(lines[3], "update delete api.z.test. A");

@@ -16,18 +16,32 @@ pub async fn add_learner(c: &mut Client, peer_url: &str) -> Result<u64> {
     Ok(r.member().context("member add returned no member")?.id())
 }
 
+/// One promotion attempt: Ok(false) while etcd says the learner is not in
+/// sync with the leader yet.
+pub async fn try_promote(c: &mut Client, id: u64) -> Result<bool> {
+    match c.member_promote(id).await {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.contains("in sync") || msg.contains("not ready") {
+                Ok(false)
+            } else {
+                Err(e).with_context(|| format!("promote {id:x}"))
+            }
+        }
+    }
+}
+
 /// Promotes a learner, retrying while etcd says it is not in sync yet.
 pub async fn promote_when_in_sync(c: &mut Client, id: u64, deadline: Duration) -> Result<()> {
     let t0 = Instant::now();
-    loop {
-        match c.member_promote(id).await {
-            Ok(_) => return Ok(()),
-            Err(e) if t0.elapsed() < deadline && e.to_string().contains("in sync") => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(e).with_context(|| format!("promote {id:x}")),
+    while !try_promote(c, id).await? {
+        if t0.elapsed() >= deadline {
+            anyhow::bail!("learner {id:x} was not in sync within {deadline:?}");
         }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    Ok(())
 }
 
 /// The current leader's member ID, as the member `c` talks to reports it.

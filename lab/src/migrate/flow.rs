@@ -136,6 +136,8 @@ pub struct Flow<'a> {
     progress: &'a Progress,
     cancel: Cancel,
     join_timeout: Duration,
+    /// Members whose barrier this run has released.
+    released: std::collections::HashSet<String>,
 }
 
 impl<'a> Flow<'a> {
@@ -174,6 +176,7 @@ impl<'a> Flow<'a> {
             progress,
             cancel,
             join_timeout,
+            released: Default::default(),
         })
     }
 
@@ -476,9 +479,15 @@ impl<'a> Flow<'a> {
         // The gateway's address and route per member, and Gardener's
         // DNSRecord per member.
         seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
-        for m in &mig.destination_members {
-            seed_ops::dns_set(self.engine, &self.state, &m.host, &[m.vip()]).await?;
-        }
+        let vips: Vec<[std::net::Ipv4Addr; 1]> =
+            mig.destination_members.iter().map(|m| [m.vip()]).collect();
+        let records: Vec<(&str, &[std::net::Ipv4Addr])> = mig
+            .destination_members
+            .iter()
+            .zip(&vips)
+            .map(|(m, ip)| (m.host.as_str(), &ip[..]))
+            .collect();
+        seed_ops::dns_set(self.engine, &self.state, &records).await?;
         let k = mig.plan.joining_early().min(mig.destination_members.len());
         for (i, m) in mig.destination_members.iter().take(k).enumerate() {
             self.ensure_joined(m, line, JOIN).await?;
@@ -507,9 +516,8 @@ impl<'a> Flow<'a> {
     /// Starts members whose containers stopped (as their StatefulSet would).
     async fn heal(&self, line: &Step) -> Result<()> {
         for m in &self.state.members {
-            if self.engine.container_state(&m.container).await? == "exited"
-                && seed_ops::ensure_running(self.engine, &m.container).await?
-            {
+            if self.engine.container_state(&m.container).await? == "exited" {
+                self.engine.start(&m.container).await?;
                 self.note(
                     line,
                     &format!("etcd member {} had stopped; started it again", m.name),
@@ -592,6 +600,7 @@ impl<'a> Flow<'a> {
                     }
                     seed_ops::start_joining_member(self.engine, &self.state, &self.ca, m, &cluster)
                         .await?;
+                    self.released.insert(m.name.clone());
                     self.note(
                         line,
                         &format!("{} started (initial-cluster-state existing)", m.name),
@@ -599,23 +608,17 @@ impl<'a> Flow<'a> {
                     return Ok(false);
                 }
                 if x.is_learner() {
-                    // A run killed between start and release left it waiting.
-                    crate::provider::docker::up::release_one(self.engine, &m.container).await?;
-                    match c.member_promote(x.id()).await {
-                        Ok(_) => {
-                            self.note(line, &format!("{} caught up and was promoted", m.name));
-                            Ok(false)
-                        }
-                        Err(e) => {
-                            let e = e.to_string();
-                            if e.contains("in sync") || e.contains("not ready") {
-                                line.detail(&format!("{} catching up", m.name));
-                                Ok(false)
-                            } else {
-                                anyhow::bail!("promote {}: {e}", m.name)
-                            }
-                        }
+                    // A run killed between start and release left it waiting
+                    // behind its barrier: release it once per run.
+                    if self.released.insert(m.name.clone()) {
+                        crate::provider::docker::up::release_one(self.engine, &m.container).await?;
                     }
+                    if etcd_ops::try_promote(&mut c, x.id()).await? {
+                        self.note(line, &format!("{} caught up and was promoted", m.name));
+                    } else {
+                        line.detail(&format!("{} catching up", m.name));
+                    }
+                    Ok(false)
                 } else {
                     Ok(true)
                 }
@@ -679,7 +682,7 @@ impl<'a> Flow<'a> {
         let mig = self.mig().clone();
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
         let name = self.state.dns.api_name.clone();
-        seed_ops::dns_set(self.engine, &self.state, &name, &[gw]).await?;
+        seed_ops::dns_set(self.engine, &self.state, &[(name.as_str(), &[gw][..])]).await?;
         let server = SocketAddr::from((self.state.dns.server.ip, 53));
         let (ips, _) = crate::dns::query_a(server, &name, Duration::from_secs(2)).await?;
         if ips != vec![gw] {
@@ -978,9 +981,11 @@ impl<'a> Flow<'a> {
         for m in &members {
             self.engine.remove_container(&m.container).await?;
             self.engine.remove_volume(&m.volume).await?;
-            seed_ops::dns_set(self.engine, &self.state, &m.host, &[]).await?;
             line.detail(&format!("{} and its data removed", m.name));
         }
+        let gone: Vec<(&str, &[std::net::Ipv4Addr])> =
+            members.iter().map(|m| (m.host.as_str(), &[][..])).collect();
+        seed_ops::dns_set(self.engine, &self.state, &gone).await?;
         self.state.members.retain(|m| m.seed != mig.from);
         self.mig_mut().departed_members.clear();
         self.save()?;
@@ -1041,8 +1046,13 @@ impl<'a> Flow<'a> {
         for m in &mig.destination_members {
             self.engine.remove_container(&m.container).await?;
             self.engine.remove_volume(&m.volume).await?;
-            seed_ops::dns_set(self.engine, &self.state, &m.host, &[]).await?;
         }
+        let gone: Vec<(&str, &[std::net::Ipv4Addr])> = mig
+            .destination_members
+            .iter()
+            .map(|m| (m.host.as_str(), &[][..]))
+            .collect();
+        seed_ops::dns_set(self.engine, &self.state, &gone).await?;
         self.state.members.retain(|m| m.seed != mig.to);
         self.state.apiservers.retain(|a| a.seed != mig.to);
         self.state.migration = None;

@@ -15,31 +15,34 @@ use crate::provider::docker::engine::{Engine, FileSpec};
 use crate::provider::docker::up::{self, AGENT_BIN, GATEWAY_CONFIG};
 use crate::state::{ApiServerState, LabState, MemberState};
 
-/// Makes `name` answer exactly `ips` (none: the record goes).
+/// Makes each name answer exactly its addresses (none: the record goes),
+/// in one RFC 2136 update.
 pub async fn dns_set(
     engine: &Engine,
     state: &LabState,
-    name: &str,
-    ips: &[Ipv4Addr],
+    records: &[(&str, &[Ipv4Addr])],
 ) -> Result<()> {
+    let Some((first, _)) = records.first() else {
+        return Ok(());
+    };
     let script = dns::nsupdate_script(
         state.dns.server.ip,
         &state.dns.zone,
         &state.dns.tsig_key_name,
         &state.dns.tsig_secret,
-        name,
         state.dns.ttl,
-        ips,
+        records,
     );
-    let path = format!("/tmp/cpmlab-nsupdate-{}.txt", name.replace('.', "_"));
+    let path = format!("/tmp/cpmlab-nsupdate-{}.txt", first.replace('.', "_"));
     let c = &state.dns.server.container;
     engine
         .upload(c, &[FileSpec::new(path.clone(), script, 0o600)])
         .await?;
+    let names: Vec<&str> = records.iter().map(|r| r.0).collect();
     engine
         .exec_ok(c, &["nsupdate", &path], false)
         .await
-        .with_context(|| format!("update the DNS record {name}"))?;
+        .with_context(|| format!("update the DNS records {}", names.join(", ")))?;
     Ok(())
 }
 

@@ -69,8 +69,9 @@ fn idle() -> Vec<String> {
 }
 
 /// Routes to every other lab network via the router, no default route, the
-/// lab's DNS as resolver; then mark the network as done.
-fn net_setup_script(state: &LabState, own: &[&str]) -> String {
+/// lab's DNS as resolver, then `extra` (more set-up lines); then mark the
+/// network as done.
+fn net_setup_script(state: &LabState, own: &[&str], extra: &str) -> String {
     let mut s = String::from("set -e\nip route del default 2>/dev/null || true\n");
     let own_nets: Vec<&crate::state::NetworkState> =
         own.iter().filter_map(|n| state.network(n)).collect();
@@ -83,7 +84,7 @@ fn net_setup_script(state: &LabState, own: &[&str]) -> String {
         }
     }
     s.push_str(&format!(
-        "printf 'nameserver {}\\noptions timeout:1 attempts:2\\n' > /etc/resolv.conf\ntouch {NET_DONE_FILE}\n",
+        "printf 'nameserver {}\\noptions timeout:1 attempts:2\\n' > /etc/resolv.conf\n{extra}touch {NET_DONE_FILE}\n",
         state.dns.server.ip
     ));
     s
@@ -401,12 +402,7 @@ pub fn gateway_vips_script(state: &LabState, seed: &str) -> String {
 /// A gateway's network script: routes, resolver, and the members' addresses.
 pub fn gateway_net_script(state: &LabState, seed: &str) -> FileSpec {
     let net = &state.seed(seed).expect("seed").network;
-    let mut script = net_setup_script(state, &[net.as_str()]);
-    let done = format!("touch {NET_DONE_FILE}\n");
-    script = script.replace(
-        &done,
-        &format!("{}{done}", gateway_vips_script(state, seed)),
-    );
+    let script = net_setup_script(state, &[net.as_str()], &gateway_vips_script(state, seed));
     FileSpec::new(NET_SCRIPT, script, 0o755)
 }
 
@@ -563,13 +559,10 @@ fn container_specs(
     kube_apiserver: Option<&std::path::Path>,
     sa_key: &rcgen::KeyPair,
 ) -> Result<Vec<ContainerSpec>> {
-    let lab = &state.name;
-    let _ = lab;
     let docker_net = |n: &str| docker_network(state, n);
     let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
     let mut specs = Vec::new();
-    let net_script =
-        |nets: &[&str]| FileSpec::new(NET_SCRIPT, net_setup_script(state, nets), 0o755);
+    let net_script = |nets: &[&str]| net_script_file(state, nets);
 
     let mut router = base(&state.router.container, "router", None);
     router.networks = state
@@ -685,7 +678,7 @@ fn container_specs(
 
 /// The network script of a container on `nets`, as a file to upload.
 pub fn net_script_file(state: &LabState, nets: &[&str]) -> FileSpec {
-    FileSpec::new(NET_SCRIPT, net_setup_script(state, nets), 0o755)
+    FileSpec::new(NET_SCRIPT, net_setup_script(state, nets, ""), 0o755)
 }
 
 /// Releases one container (see `release`).
@@ -827,14 +820,14 @@ mod tests {
     #[test]
     fn seed_containers_route_other_networks_via_the_router() {
         let s = crate::state::sample_state();
-        let script = net_setup_script(&s, &["seed-a"]);
+        let script = net_setup_script(&s, &["seed-a"], "");
         assert!(script.contains("ip route del default"));
         assert!(script.contains("ip route replace 10.213.1.0/24 via 10.213.0.2"));
         assert!(script.contains("ip route replace 10.213.2.0/24 via 10.213.0.2"));
         assert!(!script.contains("ip route replace 10.213.0.0/24"));
         assert!(script.contains("nameserver 10.213.2.3"));
         assert!(script.trim_end().ends_with(NET_DONE_FILE));
-        let router = net_setup_script(&s, &["seed-a", "seed-b", "clients"]);
+        let router = net_setup_script(&s, &["seed-a", "seed-b", "clients"], "");
         assert!(!router.contains("ip route replace"));
     }
 
