@@ -26,7 +26,7 @@ contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-pro
     )
 }
 
-/// Writes `.cpmlab/<NAME>/kubeconfig` and returns its path.
+/// Writes `<state root>/labs/<NAME>/kubeconfig` and returns its path.
 pub async fn write(dir: &LabDir, state: &LabState) -> Result<PathBuf> {
     let (ips, _) = dns::query_a(
         SocketAddr::from((state.dns.server.ip, 53)),

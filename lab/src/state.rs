@@ -1,6 +1,11 @@
-//! The lab's state on disk, `.cpmlab/<NAME>/`: what `up` built (addresses,
-//! names, the DNS update key), the CA and the client certificates. Live facts
-//! (is it running, who leads etcd) are read from Docker and etcd, not here.
+//! The lab's state on disk. The state root is the user's state directory
+//! (`$XDG_STATE_HOME/cpmlab`, else `~/.local/state/cpmlab`; `--state-dir` or
+//! `CPMLAB_STATE_DIR` override it), so every directory sees the same labs.
+//! `<root>/labs/<NAME>/` holds what `up` built (addresses, names, the DNS
+//! update key), the CA and the client certificates; `<root>/runs/` the run
+//! directories, which outlive their lab. Live facts (is it running, who
+//! leads etcd) are read from Docker and etcd, not here. Directories are
+//! created 0700: they hold keys and the API token.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -169,17 +174,78 @@ pub enum StateError {
     Version { path: PathBuf, found: u32 },
 }
 
+/// The state root a command uses: `explicit` (from `--state-dir` or
+/// `CPMLAB_STATE_DIR`), else `$XDG_STATE_HOME/cpmlab` (when absolute, as the
+/// XDG spec requires), else `$HOME/.local/state/cpmlab`.
+pub fn resolve_root(
+    explicit: Option<PathBuf>,
+    xdg_state_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Result<PathBuf, crate::errors::EnvNotReady> {
+    if let Some(p) = explicit.filter(|p| !p.as_os_str().is_empty()) {
+        return Ok(p);
+    }
+    if let Some(x) = xdg_state_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        return Ok(x.join("cpmlab"));
+    }
+    if let Some(h) = home.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return Ok(h.join(".local/state/cpmlab"));
+    }
+    Err(crate::errors::EnvNotReady::new(
+        "no state directory: neither XDG_STATE_HOME nor HOME is set to an absolute path",
+        "set CPMLAB_STATE_DIR (or pass --state-dir) to a directory cpmlab may write",
+    ))
+}
+
+/// The run directories under a state root: `<root>/runs/`.
+pub fn runs_dir(state_root: &Path) -> PathBuf {
+    state_root.join("runs")
+}
+
+/// Names of the labs with a state file under `state_root`, sorted.
+pub fn lab_names(state_root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(state_root.join("labs"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().join("state.json").exists())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Creates `path` and its missing parents, each new one readable by its
+/// owner only.
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
 /// Where one lab keeps its files.
 #[derive(Debug, Clone)]
 pub struct LabDir {
     pub root: PathBuf,
+    state_root: PathBuf,
 }
 
 impl LabDir {
     pub fn new(state_root: &Path, lab: &str) -> LabDir {
         LabDir {
-            root: state_root.join(lab),
+            root: state_root.join("labs").join(lab),
+            state_root: state_root.to_path_buf(),
         }
+    }
+    /// Where this lab's runs go (beside the labs, kept after `down`).
+    pub fn runs(&self) -> PathBuf {
+        runs_dir(&self.state_root)
     }
     pub fn state_file(&self) -> PathBuf {
         self.root.join("state.json")
@@ -193,7 +259,7 @@ impl LabDir {
     }
 
     pub fn create(&self) -> Result<(), StateError> {
-        std::fs::create_dir_all(self.pki()).map_err(|source| StateError::Io {
+        create_private_dir(&self.pki()).map_err(|source| StateError::Io {
             path: self.pki(),
             source,
         })
@@ -297,9 +363,42 @@ mod tests {
             back.members[0].client_url(),
             "https://seed-a-etcd-0.local.cpmlab.test:2379"
         );
+        assert_eq!(lab_names(dir.path()), vec!["t".to_string()]);
+        assert_eq!(lab.runs(), dir.path().join("runs"));
+        use std::os::unix::fs::PermissionsExt;
+        for d in [dir.path().join("labs"), lab.root.clone(), lab.pki()] {
+            let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", d.display());
+        }
         lab.remove().unwrap();
         assert!(!lab.exists());
+        assert!(lab_names(dir.path()).is_empty());
         lab.remove().unwrap();
+    }
+
+    #[test]
+    fn the_state_root_follows_xdg_then_home() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        let r = |e: Option<&str>, x, h| resolve_root(e.map(PathBuf::from), x, h);
+        assert_eq!(
+            r(Some("/s"), os("/x"), os("/h")).unwrap(),
+            PathBuf::from("/s")
+        );
+        assert_eq!(
+            r(None, os("/x"), os("/h")).unwrap(),
+            PathBuf::from("/x/cpmlab")
+        );
+        // A relative XDG_STATE_HOME is invalid by the spec and ignored.
+        assert_eq!(
+            r(None, os("rel"), os("/h")).unwrap(),
+            PathBuf::from("/h/.local/state/cpmlab")
+        );
+        assert_eq!(
+            r(Some(""), None, os("/h")).unwrap(),
+            PathBuf::from("/h/.local/state/cpmlab")
+        );
+        let e = r(None, None, None).unwrap_err();
+        assert!(e.to_string().contains("CPMLAB_STATE_DIR"), "{e}");
     }
 
     #[test]

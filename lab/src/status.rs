@@ -43,6 +43,8 @@ pub struct MigrationStatus {
     pub force_shrink: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_gate: Option<String>,
     pub completed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
@@ -58,6 +60,7 @@ impl MigrationStatus {
             driver: m.driver,
             force_shrink: m.force_shrink,
             rtt_ms: m.rtt_ms,
+            rtt_gate: m.rtt_gate.clone(),
             completed: m.completed(),
             duration_s: m.finished_unix_ms.map(|f| (f - m.started_unix_ms) / 1e3),
             conditions: m.conditions.0.clone(),
@@ -286,6 +289,130 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
     }
 }
 
+/// One line of `cpmlab status` without `--name`: every lab this user's
+/// state directory or this Docker engine knows, like `kind get clusters`.
+#[derive(Debug, Serialize)]
+pub struct LabSummary {
+    pub name: String,
+    /// `ready`, `creating`, or `orphaned` (Docker objects without a state
+    /// file here: another state directory's lab, or a crashed run).
+    pub phase: String,
+    pub containers_running: usize,
+    pub containers: usize,
+    /// The seed whose etcd members hold the shoot (per the state file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving_seed: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// The migration in short: `seed-a -> seed-b completed`, `... at <step>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<String>,
+    /// The probe run directory while probes run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_run: Option<std::path::PathBuf>,
+}
+
+/// Every lab: state files under `state_root` and labelled Docker objects.
+pub async fn list(engine: &Engine, state_root: &Path) -> Result<Vec<LabSummary>> {
+    let mut names = crate::state::lab_names(state_root);
+    let docker_names = engine.lab_names().await?;
+    names.extend(docker_names.iter().cloned());
+    names.sort();
+    names.dedup();
+    let all = engine.containers(None).await?;
+    let mut out = Vec::new();
+    for name in names {
+        let mine: Vec<_> = all
+            .iter()
+            .filter(|c| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(crate::provider::docker::LABEL_LAB))
+                    == Some(&name)
+            })
+            .collect();
+        let running = mine
+            .iter()
+            .filter(|c| c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING))
+            .count();
+        let state = LabDir::new(state_root, &name).load().ok();
+        out.push(LabSummary {
+            phase: match state.as_ref().map(|s| s.phase) {
+                Some(Phase::Ready) => "ready".into(),
+                Some(Phase::Creating) => "creating".into(),
+                None => "orphaned".into(),
+            },
+            containers_running: running,
+            containers: mine.len(),
+            serving_seed: state.as_ref().and_then(|s| {
+                s.seeds
+                    .iter()
+                    .find(|seed| s.members_of(&seed.name).next().is_some())
+                    .map(|seed| seed.name.clone())
+            }),
+            api: state
+                .as_ref()
+                .map(|s| format!("{} x{}", s.api_kind.as_str(), s.apiservers.len())),
+            migration: state.as_ref().and_then(|s| s.migration.as_ref()).map(|m| {
+                let where_ = if m.completed() {
+                    "completed".to_string()
+                } else if let Some(f) = m.conditions.failed() {
+                    format!("failed at {}", f.kind)
+                } else {
+                    format!("next {}", m.conditions.next_step().unwrap_or("-"))
+                };
+                format!("{} -> {} {where_}", m.from, m.to)
+            }),
+            probe_run: state.and_then(|s| s.probe_run),
+            name,
+        });
+    }
+    Ok(out)
+}
+
+/// The table `cpmlab status` prints without `--name`.
+pub fn render_list(labs: &[LabSummary], state_root: &Path) -> String {
+    let mut o = String::new();
+    if labs.is_empty() {
+        let _ = writeln!(
+            o,
+            "no labs (state directory {}); create one with `cpmlab up`",
+            state_root.display()
+        );
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "{:<20} {:<9} {:<11} {:<9} {:<14} MIGRATION",
+        "NAME", "PHASE", "CONTAINERS", "ETCD IN", "API"
+    );
+    for l in labs {
+        let _ = writeln!(
+            o,
+            "{:<20} {:<9} {:<11} {:<9} {:<14} {}{}",
+            l.name,
+            l.phase,
+            format!("{}/{} up", l.containers_running, l.containers),
+            l.serving_seed.as_deref().unwrap_or("-"),
+            l.api.as_deref().unwrap_or("-"),
+            l.migration.as_deref().unwrap_or("-"),
+            if l.probe_run.is_some() {
+                "  (probes running)"
+            } else {
+                ""
+            }
+        );
+    }
+    if labs.iter().any(|l| l.phase == "orphaned") {
+        let _ = writeln!(
+            o,
+            "\norphaned: Docker objects without a state file in {} (another state directory, or a crashed run); `cpmlab down --name NAME` removes them",
+            state_root.display()
+        );
+    }
+    o
+}
+
 impl StatusReport {
     /// The human view.
     pub fn render(&self) -> String {
@@ -403,6 +530,9 @@ impl MigrationStatus {
                 _ => String::new(),
             }
         );
+        if let Some(g) = &self.rtt_gate {
+            let _ = writeln!(o, "  {g}");
+        }
         for c in &self.conditions {
             let _ = writeln!(
                 o,

@@ -41,11 +41,13 @@ impl PeerCheckReport {
     pub fn ok(&self) -> bool {
         self.error.is_none() && self.tls_names_host && !self.connect_ms.is_empty()
     }
-    /// Median connect time: the round trip to the peer's gateway.
+    /// Median connect time (the lower middle of an even count, so that one
+    /// retransmitted SYN of two does not count): the round trip to the
+    /// peer's gateway.
     pub fn rtt_ms(&self) -> Option<f64> {
         let mut v = self.connect_ms.clone();
         v.sort_by(|a, b| a.total_cmp(b));
-        v.get(v.len() / 2).copied()
+        v.get(v.len().saturating_sub(1) / 2).copied()
     }
 }
 
@@ -235,5 +237,10 @@ mod tests {
         };
         assert_eq!(r.rtt_ms(), Some(52.0));
         assert!(r.ok());
+        let two = PeerCheckReport {
+            connect_ms: vec![1140.3, 140.5],
+            ..r
+        };
+        assert_eq!(two.rtt_ms(), Some(140.5));
     }
 }

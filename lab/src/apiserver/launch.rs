@@ -17,6 +17,15 @@ pub enum ApiServerKind {
     KubeApiserver,
 }
 
+impl ApiServerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiServerKind::Standin => "standin",
+            ApiServerKind::KubeApiserver => "kube-apiserver",
+        }
+    }
+}
+
 /// Where kube-apiserver is mounted in a replica container.
 pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
 /// The files of a replica.

@@ -73,6 +73,7 @@ pub async fn run(
         started_unix_ms: started,
         finished_unix_ms: None,
         rtt_ms: None,
+        rtt_gate: None,
         destination_members: vec![],
         destination_apiservers: vec![],
         departed_members: vec![],

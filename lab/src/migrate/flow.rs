@@ -84,6 +84,7 @@ fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationS
         started_unix_ms: now_unix_ms(),
         finished_unix_ms: None,
         rtt_ms: None,
+        rtt_gate: None,
         destination_members: (0..n)
             .map(|i| crate::plan::member(&state.name, to, net, i, &state.dns.zone))
             .collect(),
@@ -242,7 +243,9 @@ impl<'a> Flow<'a> {
             .gateway
             .container
             .clone();
-        let report = seed_ops::peer_check(self.engine, &self.state, &vantage, &host, 5).await?;
+        let report =
+            seed_ops::peer_check(self.engine, &self.state, &vantage, &host, RTT_GATE_CONNECTS)
+                .await?;
         let Some(rtt) = report.rtt_ms().filter(|_| report.error.is_none()) else {
             return Err(EnvNotReady::new(
                 format!(
@@ -271,6 +274,15 @@ impl<'a> Flow<'a> {
         mig.plan = o.plan;
         mig.force_shrink = o.force_shrink;
         mig.rtt_ms = Some(rtt);
+        mig.rtt_gate = Some(rtt_gate_words(
+            rtt,
+            &report.connect_ms,
+            &o.to,
+            &o.from,
+            &host,
+            o.max_rtt_ms,
+            o.allow_distant_regions,
+        ));
         self.state.migration = Some(mig);
         self.save()?;
         self.event(
@@ -439,14 +451,12 @@ impl<'a> Flow<'a> {
             .clone();
         let members: Vec<MemberState> = self.state.members_of(&from).cloned().collect();
         let t0 = Instant::now();
-        let mut rtts = Vec::new();
         for m in &members {
             loop {
                 self.cancel.check()?;
                 let r =
                     seed_ops::peer_check(self.engine, &self.state, &vantage, &m.host, 2).await?;
                 if r.ok() {
-                    rtts.extend(r.rtt_ms());
                     line.detail(&format!("{} reachable", m.peer_url()));
                     break;
                 }
@@ -465,9 +475,12 @@ impl<'a> Flow<'a> {
         Ok((
             "PeerURLsReachable",
             format!(
-                "{} source peer URLs reachable from `{to}` through the `{from}` gateway (DNS, SNI, TLS; connect RTT {:.1} ms); peer client-SAN verification skipped",
+                "{} source peer URLs reachable from `{to}` through the `{from}` gateway (DNS, SNI, TLS); {}; peer client-SAN verification skipped",
                 members.len(),
-                rtts.iter().cloned().fold(0.0, f64::max)
+                self.mig()
+                    .rtt_gate
+                    .clone()
+                    .unwrap_or_else(|| "RTT not measured (an external driver started this migration)".into())
             ),
         ))
     }
@@ -1073,6 +1086,38 @@ impl<'a> Flow<'a> {
     }
 }
 
+/// TCP connects the RTT gate times; their median is the figure it judges.
+pub const RTT_GATE_CONNECTS: u32 = 5;
+
+/// The RTT gate in words: the figure it judged, how it was measured, and
+/// the bound. The median, not the mean or the maximum: a lost SYN costs a
+/// 1 s retransmission and must not make two nearby seeds look distant.
+pub fn rtt_gate_words(
+    rtt_ms: f64,
+    samples_ms: &[f64],
+    to: &str,
+    from: &str,
+    host: &str,
+    max_rtt_ms: f64,
+    allowed_distant: bool,
+) -> String {
+    let mut sorted = samples_ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let samples: Vec<String> = sorted.iter().map(|s| format!("{s:.1}")).collect();
+    format!(
+        "RTT {rtt_ms:.1} ms: the median of {} TCP connects from `{to}`'s gateway to {host}:2380 through the `{from}` gateway (samples {} ms), measured at the start; {}",
+        sorted.len(),
+        samples.join(", "),
+        if rtt_ms <= max_rtt_ms {
+            format!("within the {max_rtt_ms:.0} ms bound")
+        } else if allowed_distant {
+            format!("above the {max_rtt_ms:.0} ms bound, allowed by --allow-distant-regions")
+        } else {
+            format!("above the {max_rtt_ms:.0} ms bound")
+        }
+    )
+}
+
 pub fn plan_name(p: Plan) -> &'static str {
     match p {
         Plan::SixMember => "six-member",
@@ -1083,6 +1128,34 @@ pub fn plan_name(p: Plan) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rtt_gate_reports_the_median_it_judged_not_a_retransmitted_syn() {
+        // 60 ms one-way with loss: one SYN was lost and retried after 1 s.
+        let w = rtt_gate_words(
+            140.5,
+            &[141.0, 1140.3, 139.8, 140.5, 142.2],
+            "seed-b",
+            "seed-a",
+            "seed-a-etcd-0.local.cpmlab.test",
+            180.0,
+            false,
+        );
+        assert!(
+            w.starts_with("RTT 140.5 ms: the median of 5 TCP connects"),
+            "{w}"
+        );
+        assert!(
+            w.contains("samples 139.8, 140.5, 141.0, 142.2, 1140.3 ms"),
+            "{w}"
+        );
+        assert!(w.contains("within the 180 ms bound"), "{w}");
+        let far = rtt_gate_words(250.0, &[250.0], "b", "a", "h", 180.0, true);
+        assert!(
+            far.contains("above the 180 ms bound, allowed by --allow-distant-regions"),
+            "{far}"
+        );
+    }
 
     #[test]
     fn destination_mirrors_the_source() {

@@ -35,6 +35,9 @@ pub struct MigrationState {
     /// RTT between the seeds measured before the start, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_ms: Option<f64>,
+    /// How `rtt_ms` was measured and the bound it was held to, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_gate: Option<String>,
     /// The destination's members, in join order (planned at the start).
     pub destination_members: Vec<MemberState>,
     /// The destination's API server replicas (planned at the start).

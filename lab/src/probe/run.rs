@@ -1,6 +1,6 @@
 //! `cpmlab probe start|stop|status`: the probe agent as a container on the
 //! clients network, writing into a run directory on the host
-//! (`.cpmlab/runs/<NAME>-<time>/`, kept after `down`), and the verdict when
+//! (`<state root>/runs/<NAME>-<time>/`, kept after `down`), and the verdict when
 //! it stops.
 
 use std::net::SocketAddr;
@@ -155,9 +155,12 @@ pub async fn start(
         .into());
     }
     let stamp = time::OffsetDateTime::now_utc();
-    // Runs outlive the lab: `.cpmlab/runs/<lab>-<time>/`, kept by `down`.
-    let root = std::fs::canonicalize(&dir.root)?;
-    let runs = root.parent().unwrap_or(&root).join("runs");
+    // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
+    // Absolute: the probe container mounts it.
+    let runs = dir.runs();
+    crate::state::create_private_dir(&runs)
+        .with_context(|| format!("create {}", runs.display()))?;
+    let runs = std::fs::canonicalize(&runs)?;
     let run = runs.join(format!(
         "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
         state.name,

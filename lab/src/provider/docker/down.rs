@@ -92,13 +92,7 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
 /// Every lab Docker knows of, plus state directories without objects.
 pub async fn all_labs(engine: &Engine, state_root: &Path) -> Result<Vec<String>> {
     let mut labs = engine.lab_names().await?;
-    if let Ok(rd) = std::fs::read_dir(state_root) {
-        for e in rd.flatten() {
-            if e.path().join("state.json").exists() {
-                labs.push(e.file_name().to_string_lossy().into_owned());
-            }
-        }
-    }
+    labs.extend(crate::state::lab_names(state_root));
     labs.sort();
     labs.dedup();
     Ok(labs)

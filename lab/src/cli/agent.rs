@@ -1,0 +1,222 @@
+//! `cpmlab agent <role>`: the roles that run inside lab containers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use super::print_json_line;
+use crate::errors::BadInput;
+
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    #[arg(long)]
+    api_name: String,
+    #[arg(long, default_value_t = 443)]
+    port: u16,
+    /// The lab DNS server (ip:port).
+    #[arg(long)]
+    dns: std::net::SocketAddr,
+    #[arg(long)]
+    ca: PathBuf,
+    #[arg(long)]
+    token_file: PathBuf,
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    settings: crate::probe::run::ProbeSettings,
+    /// seed=gateway-ip pairs, to name the seed when the server does not.
+    #[arg(long, default_value = "")]
+    seed_gateways: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ApiserverArgs {
+    #[arg(long, default_value = "0.0.0.0:443")]
+    listen: std::net::SocketAddr,
+    #[arg(long)]
+    cert: PathBuf,
+    #[arg(long)]
+    key: PathBuf,
+    /// File holding the bearer token clients must present.
+    #[arg(long)]
+    token_file: PathBuf,
+    /// Comma-separated etcd client URLs (its own seed's members only).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd_servers: Vec<String>,
+    #[arg(long)]
+    etcd_ca: Option<PathBuf>,
+    #[arg(long)]
+    etcd_cert: Option<PathBuf>,
+    #[arg(long)]
+    etcd_key: Option<PathBuf>,
+    /// Serving goes on this long after /readyz starts failing (Gardener sets 15 s).
+    #[arg(long, default_value = "15s")]
+    shutdown_delay: String,
+    #[arg(long, default_value = "")]
+    seed: String,
+    #[arg(long, default_value = "standin")]
+    name: String,
+    #[arg(long, default_value = "")]
+    advertise: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentCommand {
+    /// The wan router's delay line (userspace link shaping over TUN).
+    Router {
+        #[arg(long, default_value = crate::link::DELAYLINE_CONFIG)]
+        config: PathBuf,
+    },
+    /// The stand-in API server (used where the real kube-apiserver is absent).
+    Apiserver(Box<ApiserverArgs>),
+    /// Continuous probe clients of the shoot API (NDJSON records).
+    Probe(Box<ProbeArgs>),
+    /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
+    Echo {
+        #[arg(long, default_value = "0.0.0.0:7007")]
+        listen: std::net::SocketAddr,
+    },
+    /// Resolve an etcd peer URL's host through the lab DNS, time TCP
+    /// connects to it and check the certificate behind its SNI route.
+    PeerCheck {
+        /// The peer URL's host name (sent as SNI).
+        #[arg(long)]
+        host: String,
+        #[arg(long, default_value_t = 2380)]
+        port: u16,
+        /// The lab's DNS server.
+        #[arg(long)]
+        dns: std::net::IpAddr,
+        #[arg(long, default_value_t = 5)]
+        count: u32,
+        #[arg(long, default_value_t = 3000)]
+        timeout_ms: u64,
+    },
+    /// Measure round trips to `agent echo`; prints one JSON line.
+    Rtt {
+        #[arg(long)]
+        target: std::net::SocketAddr,
+        #[arg(long, value_enum, default_value = "udp")]
+        proto: crate::agent::rtt::Proto,
+        #[arg(long, default_value_t = 1000)]
+        count: u32,
+        /// Time between probes in microseconds (1000 = 1000 probes/s).
+        #[arg(long, default_value_t = 1000)]
+        interval_us: u64,
+        /// How long to wait for a reply, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u64,
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+    },
+}
+
+fn run_blocking(command: AgentCommand) -> Result<u8> {
+    match command {
+        AgentCommand::Router { config } => crate::agent::router::run(&config).map(|_| 0),
+        AgentCommand::Echo { listen } => crate::agent::echo::run(listen).map(|_| 0),
+        AgentCommand::Apiserver(_) | AgentCommand::Probe(_) | AgentCommand::PeerCheck { .. } => {
+            unreachable!("these agents run on the async runtime")
+        }
+        AgentCommand::Rtt {
+            target,
+            proto,
+            count,
+            interval_us,
+            timeout_ms,
+            size,
+        } => {
+            let report = crate::agent::rtt::run(&crate::agent::rtt::RttConfig {
+                target,
+                proto,
+                count,
+                interval: Duration::from_micros(interval_us),
+                timeout: Duration::from_millis(timeout_ms),
+                size,
+            })?;
+            print_json_line(&report);
+            Ok(if report.errors.is_empty() { 0 } else { 1 })
+        }
+    }
+}
+
+pub async fn run(command: AgentCommand) -> Result<u8> {
+    match command {
+        AgentCommand::Apiserver(a) => {
+            let a = *a;
+            let shutdown_delay =
+                crate::link::profile::parse_duration("--shutdown-delay", &a.shutdown_delay)?;
+            crate::apiserver::run(crate::apiserver::ApiServerConfig {
+                listen: a.listen,
+                cert: a.cert,
+                key: a.key,
+                token_file: a.token_file,
+                etcd_servers: a.etcd_servers,
+                etcd_ca: a.etcd_ca,
+                etcd_cert: a.etcd_cert,
+                etcd_key: a.etcd_key,
+                shutdown_delay,
+                seed: a.seed,
+                name: a.name,
+                advertise: a.advertise,
+            })
+            .await?;
+            Ok(0)
+        }
+        AgentCommand::Probe(a) => {
+            let parsed = a.settings.parse()?;
+            let seeds_by_addr = a
+                .seed_gateways
+                .split(',')
+                .filter(|x| !x.is_empty())
+                .map(|pair| {
+                    let (s, ip) = pair.split_once('=').ok_or_else(|| {
+                        BadInput(format!("--seed-gateways: `{pair}` is not seed=ip"))
+                    })?;
+                    let ip = ip.parse().map_err(|_| {
+                        BadInput(format!("--seed-gateways: `{ip}` is not an IPv4 address"))
+                    })?;
+                    Ok((ip, s.to_string()))
+                })
+                .collect::<Result<Vec<_>, BadInput>>()?;
+            crate::probe::agent::run(crate::probe::agent::ProbeConfig {
+                api_name: a.api_name,
+                port: a.port,
+                dns: a.dns,
+                ca: a.ca,
+                token_file: a.token_file,
+                out: a.out,
+                rate: parsed.rate,
+                timeout: parsed.timeout,
+                probes: parsed.probes,
+                modes: parsed.modes,
+                seeds_by_addr,
+            })
+            .await?;
+            Ok(0)
+        }
+        AgentCommand::PeerCheck {
+            host,
+            port,
+            dns,
+            count,
+            timeout_ms,
+        } => {
+            let report =
+                crate::agent::peer_check::run(&crate::agent::peer_check::PeerCheckConfig {
+                    host,
+                    port,
+                    dns,
+                    count,
+                    timeout: Duration::from_millis(timeout_ms),
+                })
+                .await;
+            print_json_line(&report);
+            Ok(if report.ok() { 0 } else { 1 })
+        }
+        // These agents are synchronous loops: give them a thread.
+        command => tokio::task::spawn_blocking(move || run_blocking(command)).await?,
+    }
+}

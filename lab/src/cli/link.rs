@@ -1,0 +1,196 @@
+//! `cpmlab link`: shape, partition and heal the links between the lab's
+//! networks (applied in the wan router).
+
+use std::path::Path;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use super::{check_name, print_json, LabArgs, Output};
+use crate::errors::BadInput;
+use crate::provider::docker::engine::Engine;
+
+#[derive(Subcommand, Debug)]
+pub enum LinkCommand {
+    /// Set delay, jitter, loss and rate on a link, e.g. `seed-a:seed-b --delay 25ms`.
+    Set {
+        /// Two networks: seed-a:seed-b, clients:seed-a, clients:seed-b.
+        pair: String,
+        /// One-way delay (25ms, 1.5ms, 500us, 0).
+        #[arg(long, default_value = "0", allow_hyphen_values = true)]
+        delay: String,
+        /// Jitter around the delay.
+        #[arg(long, default_value = "0", allow_hyphen_values = true)]
+        jitter: String,
+        /// Distribution of the jitter.
+        #[arg(long, value_enum, default_value = "normal")]
+        distribution: crate::link::profile::Distribution,
+        /// Packet loss (0.5%).
+        #[arg(long, default_value = "0%", allow_hyphen_values = true)]
+        loss: String,
+        /// Rate limit (100mbit, 1gbit).
+        #[arg(long, allow_hyphen_values = true)]
+        rate: Option<String>,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: crate::link::profile::Direction,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: crate::link::BackendChoice,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Drop everything on a link (works on every kernel).
+    Partition {
+        pair: String,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: crate::link::profile::Direction,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Undo a partition (shaping stays as set).
+    Heal {
+        pair: String,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: crate::link::profile::Direction,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Remove every profile and partition (or those of one pair).
+    Clear {
+        pair: Option<String>,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: crate::link::BackendChoice,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// The profile in force per directed pair, and the backend.
+    Show {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+}
+
+pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
+    use crate::link::profile::{self, key, Direction, LinkProfile, Pair};
+    use crate::link::{apply, view, Backend, BackendChoice};
+
+    let lab = match &command {
+        LinkCommand::Set { lab, .. }
+        | LinkCommand::Partition { lab, .. }
+        | LinkCommand::Heal { lab, .. }
+        | LinkCommand::Clear { lab, .. }
+        | LinkCommand::Show { lab } => lab.clone(),
+    };
+    check_name(&lab.name)?;
+    let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
+    let nets: Vec<String> = state.networks.iter().map(|n| n.name.clone()).collect();
+    let mut links = state.links.clone();
+    let mut edit = |pair: &str, dir: Direction, f: &dyn Fn(&mut LinkProfile)| -> Result<()> {
+        let pair = Pair::parse(pair, &nets)?;
+        for (a, b) in pair.directed(dir) {
+            let p = links.entry(key(&a, &b)).or_default();
+            f(p);
+        }
+        Ok(())
+    };
+    // Every input is checked before anything changes.
+    let backend_choice = match &command {
+        LinkCommand::Set {
+            pair,
+            delay,
+            jitter,
+            distribution,
+            loss,
+            rate,
+            direction,
+            backend,
+            ..
+        } => {
+            let new = LinkProfile {
+                delay: profile::parse_duration("--delay", delay)?,
+                jitter: profile::parse_duration("--jitter", jitter)?,
+                distribution: *distribution,
+                loss_pct: profile::parse_percent("--loss", loss)?,
+                rate_bps: rate
+                    .as_deref()
+                    .map(|r| profile::parse_rate("--rate", r))
+                    .transpose()?,
+                partition: false,
+            };
+            if new.jitter > new.delay {
+                return Err(BadInput(format!(
+                    "--jitter {jitter} is larger than --delay {delay}: packets cannot leave before they arrive"
+                ))
+                .into());
+            }
+            edit(pair, *direction, &|p| {
+                *p = LinkProfile {
+                    partition: p.partition,
+                    ..new
+                }
+            })?;
+            *backend
+        }
+        LinkCommand::Partition {
+            pair, direction, ..
+        } => {
+            edit(pair, *direction, &|p| p.partition = true)?;
+            BackendChoice::Auto
+        }
+        LinkCommand::Heal {
+            pair, direction, ..
+        } => {
+            edit(pair, *direction, &|p| p.partition = false)?;
+            BackendChoice::Auto
+        }
+        LinkCommand::Clear { pair, backend, .. } => {
+            match pair {
+                Some(pair) => edit(pair, Direction::Both, &|p| *p = LinkProfile::default())?,
+                None => links.clear(),
+            }
+            *backend
+        }
+        LinkCommand::Show { .. } => BackendChoice::Auto,
+    };
+    links.retain(|_, p| !p.is_clear());
+    // Shaping stays with the backend that put it in force unless forced.
+    let backend = match (backend_choice, state.link_backend) {
+        (BackendChoice::Auto, Some(b)) => b,
+        (choice, _) => Backend::choose(choice),
+    };
+    if !matches!(command, LinkCommand::Show { .. }) {
+        let engine = Engine::connect().await?;
+        apply(&engine, &state, &links, backend).await?;
+        // A change while probes run is an event on the run's timeline.
+        if let Some(run) = &state.probe_run {
+            let what = std::env::args().skip(2).collect::<Vec<_>>().join(" ");
+            let _ = crate::probe::run::append_event(
+                run,
+                &crate::probe::record::LabEvent {
+                    at_unix_ms: crate::probe::run::now_unix_ms(),
+                    end_unix_ms: None,
+                    kind: "link".into(),
+                    name: format!("link {what}"),
+                    detail: String::new(),
+                },
+            );
+        }
+        let link_backend = links.values().any(|p| p.shapes()).then_some(backend);
+        state = dir.update(|s| {
+            s.link_backend = link_backend;
+            s.links = links;
+        })?;
+    }
+    let views = view(&state);
+    match lab.output {
+        Output::Json => print_json(&serde_json::json!({
+            "lab": state.name, "backend": backend.as_str(), "links": views,
+        })),
+        Output::Text => {
+            println!("backend: {}", backend.as_str());
+            for v in views {
+                println!("  {:>8} -> {:<8} {}", v.from, v.to, v.summary);
+            }
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,244 @@
+//! `cpmlab migrate`: the reference Live CPM flow, resume, abort, or an
+//! external driver.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::{check_name, interrupted, print_json_line, LabArgs, Output};
+use crate::errors::{BadInput, Cancel};
+use crate::progress::{Mode, Progress};
+use crate::provider::docker::engine::Engine;
+use std::path::Path;
+
+#[derive(clap::Args, Debug)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    /// etcd membership plan: six-member (3 join, 6 voters) or five-member
+    /// (2 join, 5 voters; the third joins once the API has moved).
+    #[arg(long, value_enum, default_value = "six-member")]
+    pub plan: crate::migrate::membership::Plan,
+    /// Source seed (default: the seed holding the shoot's etcd).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Destination seed (default: the other seed).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Go on with the migration in the state file (after a kill or a failure).
+    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to"])]
+    pub resume: bool,
+    /// Abort: allowed only while DestinationEtcdPeersJoined is False.
+    #[arg(long, conflicts_with_all = ["force_shrink_etcd", "stop_after"])]
+    pub abort: bool,
+    /// Remove the source members before the destination API server starts
+    /// and switch DNS at once (the GEP's escape hatch; costs downtime).
+    #[arg(long)]
+    pub force_shrink_etcd: bool,
+    /// Migrate even when the seeds' RTT exceeds --max-rtt.
+    #[arg(long)]
+    pub allow_distant_regions: bool,
+    /// The largest RTT between the seeds a migration accepts.
+    #[arg(long, default_value = "180ms")]
+    pub max_rtt: String,
+    /// How long a destination member may take to join and catch up.
+    #[arg(long, default_value = "120s")]
+    pub join_timeout: String,
+    /// Stop once this step is True (go on with --resume).
+    #[arg(long, value_name = "CONDITION_TYPE")]
+    pub stop_after: Option<String>,
+    /// reference: cpmlab's controller; external: --command does the migration.
+    #[arg(long, value_enum, default_value = "reference")]
+    pub driver: crate::migrate::record::Driver,
+    /// The external driver's command (run with `sh -c`).
+    #[arg(long, required_if_eq("driver", "external"))]
+    pub command: Option<String>,
+}
+
+pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
+    use crate::migrate::flow::{self, Ended, Flow, StartOptions};
+    use crate::migrate::record::Driver;
+    // Every flag is checked before anything is looked at or changed.
+    check_name(&a.lab.name)?;
+    let max_rtt = crate::link::profile::parse_duration("--max-rtt", &a.max_rtt)?;
+    let join_timeout = crate::link::profile::parse_duration_max(
+        "--join-timeout",
+        &a.join_timeout,
+        Duration::from_secs(3600),
+    )?;
+    if let Some(s) = &a.stop_after {
+        if !crate::migrate::conditions::STEPS.contains(&s.as_str()) {
+            return Err(BadInput(format!(
+                "--stop-after: unknown condition type `{s}` (one of {})",
+                crate::migrate::conditions::STEPS.join(", ")
+            ))
+            .into());
+        }
+    }
+    if a.driver == Driver::External && (a.resume || a.abort || a.force_shrink_etcd) {
+        return Err(BadInput(
+            "--driver external runs the given command; --resume, --abort and --force-shrink-etcd belong to the reference driver".into(),
+        )
+        .into());
+    }
+    let (dir, state) = crate::status::load_lab(state_root, &a.lab.name)?;
+    let holding = state
+        .seeds
+        .iter()
+        .find(|s| state.members_of(&s.name).next().is_some())
+        .map(|s| s.name.clone());
+    let from = a
+        .from
+        .clone()
+        .or(holding)
+        .unwrap_or_else(|| state.seeds[0].name.clone());
+    let to = a.to.clone().unwrap_or_else(|| {
+        state
+            .seeds
+            .iter()
+            .find(|s| s.name != from)
+            .map(|s| s.name.clone())
+            .unwrap_or_default()
+    });
+    let engine = Engine::connect().await?;
+    let progress = Progress::new(Mode::detect(a.lab.output == Output::Json));
+    let cancel = Cancel::default();
+    // An external driver's run leaves a record, never a migration to resume.
+    let in_progress = state
+        .migration
+        .as_ref()
+        .filter(|m| !m.completed() && m.driver == Driver::Reference);
+
+    if a.driver == Driver::External {
+        if let Some(m) = in_progress {
+            return Err(BadInput(format!(
+                "a reference migration {} -> {} is in progress; finish it (--resume) or abort it first",
+                m.from, m.to
+            ))
+            .into());
+        }
+        flow::check_seeds(&state, &from, &to).or_else(|e| {
+            if a.from.is_some() {
+                Err(e)
+            } else {
+                Ok(())
+            }
+        })?;
+        let command = a.command.clone().expect("clap requires --command");
+        progress.note(&format!("external driver: `{command}`"));
+        let run = crate::migrate::external::run(&dir, state_root, &command, &from, &to, &cancel);
+        tokio::pin!(run);
+        let code = tokio::select! {
+            r = &mut run => r?,
+            _ = interrupted() => { cancel.cancel(); run.await? }
+        };
+        if a.lab.output == Output::Json {
+            print_json_line(
+                &serde_json::json!({"event": "migrate", "driver": "external", "exit": code}),
+            );
+        }
+        if code != 0 {
+            anyhow::bail!("the external driver `{command}` exited {code}");
+        }
+        progress.note("the external driver finished; `cpmlab probe stop` judges the run");
+        return Ok(0);
+    }
+
+    let mut f = Flow::new(
+        &engine,
+        dir,
+        state.clone(),
+        &progress,
+        cancel.clone(),
+        join_timeout,
+    )?;
+    if a.abort {
+        f.abort().await?;
+        if a.lab.output == Output::Json {
+            print_json_line(&serde_json::json!({"event": "migrate", "result": "aborted"}));
+        }
+        return Ok(0);
+    }
+    if a.resume {
+        f.resume(a.force_shrink_etcd)?;
+    } else {
+        if let Some(m) = in_progress {
+            return Err(BadInput(format!(
+                "a migration {} -> {} is in progress (next: {}); run `cpmlab migrate --resume`{}",
+                m.from,
+                m.to,
+                m.conditions.next_step().unwrap_or("-"),
+                if m.conditions.failed().is_some() {
+                    " or `cpmlab migrate --abort`"
+                } else {
+                    ""
+                }
+            ))
+            .into());
+        }
+        let rtt = f
+            .begin(&StartOptions {
+                plan: a.plan,
+                from: from.clone(),
+                to: to.clone(),
+                force_shrink: a.force_shrink_etcd,
+                max_rtt_ms: max_rtt.as_secs_f64() * 1e3,
+                allow_distant_regions: a.allow_distant_regions,
+            })
+            .await?;
+        progress.note(&format!(
+            "migrating lab `{}` from `{from}` to `{to}` ({}{}); RTT between the seeds {rtt:.1} ms",
+            a.lab.name,
+            flow::plan_name(a.plan),
+            if a.force_shrink_etcd {
+                ", force-shrink"
+            } else {
+                ""
+            }
+        ));
+    }
+    let started = std::time::Instant::now();
+    let result = {
+        let run = f.run(a.stop_after.as_deref());
+        tokio::pin!(run);
+        tokio::select! {
+            r = &mut run => r,
+            _ = interrupted() => {
+                progress.note("interrupted: stopping at the next safe point; `cpmlab migrate --resume` goes on");
+                cancel.cancel();
+                run.await
+            }
+        }
+    };
+    let mig = f.state().migration.clone();
+    let conditions = mig
+        .as_ref()
+        .map(crate::status::MigrationStatus::of)
+        .map(|m| serde_json::to_value(m).unwrap_or_default());
+    match result {
+        Ok(ended) => {
+            if a.lab.output == Output::Json {
+                print_json_line(&serde_json::json!({
+                    "event": "migrate",
+                    "result": match &ended { Ended::Completed => "completed".to_string(), Ended::StoppedAfter(s) => format!("stopped-after {s}") },
+                    "elapsed_s": started.elapsed().as_secs_f64(),
+                    "migration": conditions,
+                }));
+            } else {
+                match ended {
+                    Ended::Completed => progress.note(&format!(
+                        "migrated: the control plane of lab `{}` runs in `{}` ({:.1} s); conditions in `cpmlab status`",
+                        a.lab.name,
+                        mig.map(|m| m.to).unwrap_or_default(),
+                        started.elapsed().as_secs_f64()
+                    )),
+                    Ended::StoppedAfter(s) => progress.note(&format!(
+                        "stopped after {s} as asked; `cpmlab migrate --resume` goes on"
+                    )),
+                }
+            }
+            Ok(0)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,227 @@
+//! The `cpmlab` command line: the argument types shared by every command,
+//! and one module per command.
+
+mod agent;
+mod completion;
+mod doctor;
+mod down;
+mod images;
+mod kubeconfig;
+mod link;
+mod migrate;
+mod probe;
+mod status;
+mod up;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use agent::{AgentCommand, ApiserverArgs, ProbeArgs};
+pub use images::ImagesCommand;
+pub use link::LinkCommand;
+pub use migrate::MigrateArgs;
+pub use probe::ProbeCommand;
+
+use crate::errors::{exit_code, BadInput};
+use crate::topology::check_label;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cpmlab",
+    version,
+    about = "Local dual-seed lab for Gardener's Live Control Plane Migration",
+    long_about = "Builds two seeds with a real TLS etcd cluster, DNS and SNI gateways, \
+                  joined only through a wan router, to test Live Control Plane Migration.\n\n\
+                  Exit status: 0 ok, 1 failed, 2 bad input, 3 environment not ready."
+)]
+pub struct Cli {
+    /// Directory holding every lab's state (`labs/<NAME>/`: state.json, CA,
+    /// client certificates) and the run directories (`runs/`). Default:
+    /// $XDG_STATE_HOME/cpmlab, else ~/.local/state/cpmlab.
+    #[arg(long, global = true, env = "CPMLAB_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Lab name: prefixes every Docker object and labels it `cpmlab.lab=<NAME>`.
+    #[arg(long, env = "CPMLAB_NAME", default_value = "cpmlab")]
+    pub name: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build the lab: networks, wan router, gateways, etcd, DNS.
+    Up {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Topology file (YAML); defaults to two seeds and three etcd members.
+        #[arg(long)]
+        topology: Option<PathBuf>,
+        /// Keep what was created when `up` fails (for debugging).
+        #[arg(long)]
+        retain: bool,
+    },
+    /// Show a lab as it is now (containers, etcd members, DNS, migration),
+    /// or, without --name, list every lab.
+    Status(status::StatusArgs),
+    /// Remove every object of the lab (also after a crashed `up`).
+    Down {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Remove every cpmlab lab on this Docker engine.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Check this host: Docker, images, kernel qdiscs, optional tools.
+    Doctor {
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Continuous probe clients of the shoot API, and their verdict.
+    Probe {
+        #[command(subcommand)]
+        command: ProbeCommand,
+    },
+    /// Migrate the shoot's control plane to the other seed (Live CPM), or
+    /// resume or abort a migration.
+    Migrate(Box<MigrateArgs>),
+    /// Write a kubeconfig for the shoot API and print its path.
+    Kubeconfig {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Shape the links between the lab's networks (applied in the wan router).
+    Link {
+        #[command(subcommand)]
+        command: LinkCommand,
+    },
+    /// Roles that run inside lab containers.
+    #[command(hide = true)]
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+    /// Lab images.
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn check_name(name: &str) -> Result<()> {
+    check_label(name, 20).map_err(|m| BadInput(format!("--name: {m}")))?;
+    Ok(())
+}
+
+/// One compact line: the last event of a command whose progress is NDJSON.
+fn print_json_line<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string(v).expect("serialisable output"));
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("serialisable output")
+    );
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn run(cli: Cli) -> Result<u8> {
+    // Agents run inside containers and need no state directory.
+    let command = match cli.command {
+        Command::Agent { command } => return agent::run(command).await,
+        Command::Doctor { output } => return doctor::run(output).await,
+        Command::Completion { shell } => return completion::run(shell),
+        Command::Images { command } => return images::run(command).await,
+        c => c,
+    };
+    let state_root = crate::state::resolve_root(
+        cli.state_dir,
+        std::env::var_os("XDG_STATE_HOME"),
+        std::env::var_os("HOME"),
+    )?;
+    let root = state_root.as_path();
+    match command {
+        Command::Up {
+            lab,
+            topology,
+            retain,
+        } => up::run(root, &lab, topology.as_deref(), retain).await,
+        Command::Status(args) => status::run(root, &args).await,
+        Command::Down { lab, all } => down::run(root, &lab, all).await,
+        Command::Link { command } => link::run(root, command).await,
+        Command::Migrate(args) => migrate::run(root, *args).await,
+        Command::Probe { command } => probe::run(root, command).await,
+        Command::Kubeconfig { lab } => kubeconfig::run(root, &lab).await,
+        Command::Agent { .. }
+        | Command::Doctor { .. }
+        | Command::Completion { .. }
+        | Command::Images { .. } => unreachable!("dispatched above"),
+    }
+}

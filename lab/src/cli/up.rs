@@ -1,0 +1,110 @@
+//! `cpmlab up`: build the lab, removing what was created when it fails or
+//! is interrupted.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::{check_name, interrupted, print_json, print_json_line, LabArgs, Output};
+use crate::errors::{exit_code, Cancel, Interrupted, EXIT_INTERRUPTED};
+use crate::progress::{Mode, Progress};
+use crate::provider::docker::engine::Engine;
+use crate::provider::docker::{down, up};
+use crate::topology::Topology;
+
+pub async fn run(
+    state_root: &Path,
+    lab: &LabArgs,
+    topology: Option<&Path>,
+    retain: bool,
+) -> Result<u8> {
+    // All input is checked before anything is created.
+    check_name(&lab.name)?;
+    let topology = match topology {
+        Some(p) => Topology::load(p)?,
+        None => Topology::default(),
+    };
+    let engine = Engine::connect().await?;
+    let progress = Progress::new(Mode::detect(lab.output == Output::Json));
+    let req = up::UpRequest {
+        lab: lab.name.clone(),
+        topology,
+        state_root: state_root.to_path_buf(),
+        cancel: Cancel::default(),
+    };
+    if let Some(state) = up::preflight(&engine, &req).await? {
+        progress.note(&format!(
+            "lab `{}` is already up; nothing to do",
+            state.name
+        ));
+        if lab.output == Output::Json {
+            print_json(
+                &serde_json::json!({"event": "up", "lab": state.name, "result": "already-up"}),
+            );
+        }
+        return Ok(0);
+    }
+    let started = std::time::Instant::now();
+    // On Ctrl-C the current step finishes (no request is left in flight),
+    // then everything is removed; a second Ctrl-C stops waiting for the step.
+    let create = up::create(&engine, &req, &progress);
+    tokio::pin!(create);
+    let result = tokio::select! {
+        r = &mut create => r,
+        _ = interrupted() => {
+            progress.note("interrupted: stopping after the current step, then removing the lab");
+            req.cancel.cancel();
+            tokio::select! {
+                r = &mut create => r,
+                _ = interrupted() => Err(Interrupted.into()),
+            }
+        }
+    };
+    let cleanup = |why: &str| {
+        progress.note(&format!(
+            "{why}: removing what `up` created for lab `{}`",
+            req.lab
+        ));
+    };
+    match result {
+        Ok(state) => {
+            let secs = started.elapsed().as_secs_f64();
+            match lab.output {
+                Output::Json => print_json_line(&serde_json::json!({
+                    "event": "up", "lab": state.name, "result": "created", "elapsed_s": secs,
+                })),
+                Output::Text => {
+                    progress.note(&format!(
+                        "lab `{}` is up in {secs:.1}s; shoot API name {} (DNS {}); see `cpmlab status --name {}`",
+                        state.name, state.dns.api_name, state.dns.server.ip, state.name
+                    ));
+                }
+            }
+            Ok(0)
+        }
+        Err(e) if exit_code(&e) == EXIT_INTERRUPTED => {
+            cleanup("interrupted");
+            // Let requests already sent to the engine land before sweeping.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            down::down(&engine, &req.lab, state_root)
+                .await
+                .context("cleaning up after an interrupted up")?;
+            Ok(EXIT_INTERRUPTED)
+        }
+        Err(e) => {
+            if retain {
+                progress.note(&format!(
+                    "kept the half-built lab for debugging (--retain); remove it with `cpmlab down --name {}`",
+                    req.lab
+                ));
+            } else {
+                cleanup("up failed");
+                down::down(&engine, &req.lab, state_root)
+                    .await
+                    .context("cleaning up after a failed up")?;
+            }
+            Err(e)
+        }
+    }
+}
