@@ -282,9 +282,18 @@ impl Topology {
         let topo: Topology = if text.trim().is_empty() {
             Topology::default()
         } else {
-            serde_yaml::from_str(text).map_err(|e| {
-                let line = e.location().map(|l| l.line()).unwrap_or(0);
-                let (field, message) = split_serde_message(&e.to_string());
+            serde_saphyr::from_str(text).map_err(|e| {
+                let (line, col) = e
+                    .location()
+                    .map(|l| (l.line() as usize, l.column() as usize))
+                    .unwrap_or((0, 0));
+                let message = bare_message(&e);
+                // An unknown key is not in the type, so name it from the message.
+                let field = match (lines.field_at(line, col), unknown_key(&message)) {
+                    (Some(f), _) => f,
+                    (None, Some(k)) => k,
+                    (None, None) => "-".into(),
+                };
                 err(line, &field, message)
             })?
         };
@@ -434,41 +443,38 @@ pub fn check_label(s: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// serde_yaml says `seeds[0]: unknown field ...`; split off the path.
-fn split_serde_message(msg: &str) -> (String, String) {
-    // Drop serde_yaml's own " at line X column Y" tail: we report the line.
-    let msg = match msg.find(" at line ") {
-        Some(i) => &msg[..i],
-        None => msg,
+/// serde-saphyr's message without its `line L column C: ` prefix and its
+/// source snippet: the error names the line itself.
+fn bare_message(e: &serde_saphyr::Error) -> String {
+    let text = e.without_snippet().to_string();
+    let first = text.lines().next().unwrap_or("").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let msg = match first.split_once(": ") {
+        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest,
+        _ => first,
     };
-    if let Some((path, rest)) = msg.split_once(": ") {
-        if !path.contains(' ') {
-            let field = match rest.find("unknown field `") {
-                Some(i) => {
-                    let name = rest[i + 15..].split('`').next().unwrap_or("");
-                    format!("{path}.{name}")
-                }
-                None => path.to_string(),
-            };
-            return (field, rest.to_string());
-        }
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
     }
-    let field = match msg.find("unknown field `") {
-        Some(i) => msg[i + 15..].split('`').next().unwrap_or("-").to_string(),
-        None => "-".to_string(),
-    };
-    (field, msg.to_string())
 }
 
-/// Maps dotted field paths (`seeds[1].name`) to the 1-based line they sit on.
-struct LineIndex(BTreeMap<String, usize>);
+/// The key an "unknown field `x`" message names.
+fn unknown_key(message: &str) -> Option<String> {
+    let i = message.find("unknown field `")?;
+    Some(message[i + 15..].split('`').next()?.to_string())
+}
+
+/// Where each field of a YAML document sits: dotted paths (`seeds[1].name`)
+/// to the 1-based line and column of their key or item.
+struct LineIndex(BTreeMap<String, (usize, usize)>);
 
 impl LineIndex {
     /// The line of `field`, else of its closest ancestor, else 1.
     fn line_of(&self, field: &str) -> usize {
         let mut f = field.to_string();
         loop {
-            if let Some(l) = self.0.get(&f) {
+            if let Some((l, _)) = self.0.get(&f) {
                 return *l;
             }
             match f.rfind(['.', '[']) {
@@ -477,12 +483,22 @@ impl LineIndex {
             }
         }
     }
+
+    /// The field at a position the deserializer reported: the one that
+    /// starts exactly there, else the deepest one on that line.
+    fn field_at(&self, line: usize, col: usize) -> Option<String> {
+        let on_line = self.0.iter().filter(|(_, (l, _))| *l == line);
+        on_line
+            .clone()
+            .find(|(_, (_, c))| *c == col)
+            .or_else(|| on_line.max_by_key(|(p, _)| p.matches(['.', '[']).count()))
+            .map(|(p, _)| p.clone())
+    }
 }
 
-/// Walks the YAML event stream and records where each scalar key or item sits.
+/// Walks the YAML event stream and records where each key or item sits.
 fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
-    use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-    use yaml_rust2::scanner::Marker;
+    use serde_saphyr::granit_parser::{Event, Parser, Span, SpannedEventReceiver};
 
     enum Frame {
         Map { key: Option<String> },
@@ -490,11 +506,10 @@ fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
     }
     struct Rx {
         stack: Vec<(String, Frame)>,
-        out: BTreeMap<String, usize>,
+        out: BTreeMap<String, (usize, usize)>,
     }
     impl Rx {
-        /// Path for the value about to start in the current frame, and
-        /// whether this event is a mapping key (which only names the path).
+        /// Path for the value about to start in the current frame.
         fn value_path(&mut self) -> Option<String> {
             let (path, frame) = self.stack.last_mut()?;
             match frame {
@@ -513,25 +528,25 @@ fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
             }
         }
     }
-    impl MarkedEventReceiver for Rx {
-        fn on_event(&mut self, ev: Event, mark: Marker) {
-            let line = mark.line();
+    impl<'i> SpannedEventReceiver<'i> for Rx {
+        fn on_event(&mut self, ev: Event<'i>, span: Span) {
+            let at = (span.start.line(), span.start.col() + 1);
             // A scalar in key position of a map only names the next value.
             if let (Event::Scalar(s, ..), Some((_, Frame::Map { key: k @ None }))) =
                 (&ev, self.stack.last_mut())
             {
-                *k = Some(s.clone());
+                *k = Some(s.to_string());
                 let p = self
                     .stack
                     .last()
                     .map(|(p, _)| p.clone())
                     .unwrap_or_default();
                 let full = if p.is_empty() {
-                    s.clone()
+                    s.to_string()
                 } else {
                     format!("{p}.{s}")
                 };
-                self.out.entry(full).or_insert(line);
+                self.out.entry(full).or_insert(at);
                 return;
             }
             match ev {
@@ -542,7 +557,7 @@ fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
                         self.value_path().unwrap_or_default()
                     };
                     if !path.is_empty() {
-                        self.out.entry(path.clone()).or_insert(line);
+                        self.out.entry(path.clone()).or_insert(at);
                     }
                     let frame = if matches!(ev, Event::MappingStart(..)) {
                         Frame::Map { key: None }
@@ -556,7 +571,7 @@ fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
                 }
                 Event::Scalar(..) | Event::Alias(_) => {
                     if let Some(p) = self.value_path() {
-                        self.out.entry(p).or_insert(line);
+                        self.out.entry(p).or_insert(at);
                     }
                 }
                 _ => {}
@@ -609,6 +624,10 @@ mod tests {
         let e = parse("seeds:\n  - name: a\n    role: source\n    colour: red\n").unwrap_err();
         assert_eq!(e.line, 4, "{e}");
         assert_eq!(e.field, "seeds[0].colour", "{e}");
+        assert!(
+            !e.message.contains(" at line "),
+            "the line is said once: {e}"
+        );
         assert!(
             e.to_string().starts_with("t.yaml:4: seeds[0].colour:"),
             "{e}"

@@ -21,6 +21,17 @@ use super::transport::{Answer, Failure, Resolver, Transport};
 pub const NAMESPACE: &str = "cpmlab-probes";
 pub const COUNTER: &str = "probe-counter";
 pub const TARGET: &str = "probe-target";
+/// How long the informer may take, after the writer stopped, to see the
+/// last acknowledged write.
+pub const INFORMER_CATCH_UP: Duration = Duration::from_secs(5);
+
+/// The first certificate of a PEM bundle, DER-encoded.
+fn first_cert_der(pem: &str) -> Result<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+        .context("the CA file holds no PEM certificate")?;
+    Ok(der.to_vec())
+}
 
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
@@ -38,16 +49,32 @@ pub struct ProbeConfig {
     pub seeds_by_addr: Vec<(std::net::Ipv4Addr, String)>,
 }
 
-struct Ctx {
-    t: Transport,
-    cfg: ProbeConfig,
+pub(super) struct Ctx {
+    pub(super) t: Transport,
+    pub(super) cfg: ProbeConfig,
     t0: Instant,
     wall0: SystemTime,
     seq: AtomicU64,
     out: mpsc::UnboundedSender<Record>,
+    /// The highest counter value the API acknowledged (0: none yet).
+    pub(super) last_acked: AtomicU64,
+    /// The lab CA, DER, for clients that take certificates that way.
+    pub(super) ca_der: Vec<u8>,
 }
 
 impl Ctx {
+    /// The seed behind a gateway address, for servers that do not say.
+    pub(super) fn seed_of(&self, addr: Option<std::net::SocketAddr>) -> Option<String> {
+        let std::net::SocketAddr::V4(a) = addr? else {
+            return None;
+        };
+        self.cfg
+            .seeds_by_addr
+            .iter()
+            .find(|(ip, _)| ip == a.ip())
+            .map(|(_, s)| s.clone())
+    }
+
     fn stamp(&self, at: Instant) -> (f64, f64) {
         let mono = at.duration_since(self.t0).as_secs_f64() * 1e3;
         let wall = self
@@ -59,7 +86,7 @@ impl Ctx {
         (wall, mono)
     }
 
-    fn record(&self, probe: ProbeKind, mode: ConnMode, start: Instant) -> Record {
+    pub(super) fn record(&self, probe: ProbeKind, mode: ConnMode, start: Instant) -> Record {
         let (wall, mono) = self.stamp(start);
         Record {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
@@ -80,7 +107,7 @@ impl Ctx {
         }
     }
 
-    fn emit(&self, r: Record) {
+    pub(super) fn emit(&self, r: Record) {
         let _ = self.out.send(r);
     }
 
@@ -257,6 +284,7 @@ async fn write_loop(
                 let (v, new_rv) = counter_of(&body);
                 r.rv = Some(new_rv);
                 known = Some((v, new_rv));
+                c.last_acked.fetch_max(next, Ordering::SeqCst);
             }
             Ok((rep, body)) => {
                 c.answered(&mut r, &rep);
@@ -408,6 +436,8 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         wall0: SystemTime::now(),
         seq: AtomicU64::new(0),
         out: tx,
+        last_acked: AtomicU64::new(0),
+        ca_der: first_cert_der(&ca)?,
     });
     setup(&c).await?;
     eprintln!(
@@ -416,8 +446,19 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
+    // The informer stops after the others, once it has seen the last
+    // acknowledged write (or gave up waiting for it).
+    let mut informer = None;
     for p in &cfg.probes {
         match p {
+            ProbeKind::Informer => {
+                informer = Some(tokio::spawn(super::informer::run(
+                    c.clone(),
+                    Arc::new(Resolver::new(cfg.dns, &cfg.api_name)),
+                    stop_rx.clone(),
+                    INFORMER_CATCH_UP,
+                )));
+            }
             ProbeKind::Write => tasks.push(tokio::spawn(write_loop(
                 c.clone(),
                 cfg.modes.clone(),
@@ -448,6 +489,9 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
+    }
+    if let Some(t) = informer {
+        let _ = tokio::time::timeout(INFORMER_CATCH_UP + Duration::from_secs(1), t).await;
     }
     // In-flight requests finish within the timeout.
     tokio::time::sleep(cfg.timeout.min(Duration::from_secs(3))).await;

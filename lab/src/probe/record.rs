@@ -18,6 +18,9 @@ pub enum ProbeKind {
     Write,
     /// WATCH of the counter ConfigMap: one record per (re)connect and per event
     Watch,
+    /// A kube-rs watcher (informer) over the probe namespace's ConfigMaps:
+    /// one record per list/watch request, (re)list, error and counter state
+    Informer,
 }
 
 /// How the request reached the server.

@@ -28,7 +28,9 @@ pub struct ProbeSettings {
     /// Per-request timeout.
     #[arg(long, default_value = "2s")]
     pub timeout: String,
-    #[arg(long, default_value = "readyz,get,list,write,watch")]
+    /// Which probes run: readyz, get, list, write, watch, informer (a
+    /// kube-rs watcher, as controllers list and watch).
+    #[arg(long, default_value = "readyz,get,list,write,watch,informer")]
     pub probes: String,
     #[arg(long, default_value = "new,reused")]
     pub modes: String,
@@ -71,7 +73,11 @@ impl ProbeSettings {
         Ok(Parsed {
             rate: self.rate,
             timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
-            probes: parse_list("--probes", &self.probes, "readyz, get, list, write, watch")?,
+            probes: parse_list(
+                "--probes",
+                &self.probes,
+                "readyz, get, list, write, watch, informer",
+            )?,
             modes: parse_list("--modes", &self.modes, "new, reused")?,
         })
     }

@@ -19,6 +19,7 @@
 //! - Overall downtime is the union of all probes' unavailable intervals.
 //! - Quantiles are nearest-rank over the durations of successful requests.
 
+pub mod informer;
 pub mod junit;
 pub mod load;
 pub mod report;
@@ -276,6 +277,9 @@ pub struct Verdict {
     pub probes: BTreeMap<String, ProbeStats>,
     pub ledger: Ledger,
     pub watch: WatchCheck,
+    /// The informer lane: what a controller's list+watch saw.
+    #[serde(default)]
+    pub informer: informer::InformerCheck,
     pub rv_regressions: Vec<RvRegression>,
     pub rv_regression_count: u64,
     /// In band order, `outside` last.
@@ -297,6 +301,7 @@ pub fn probe_name(p: ProbeKind) -> &'static str {
         ProbeKind::List => "list",
         ProbeKind::Write => "write",
         ProbeKind::Watch => "watch",
+        ProbeKind::Informer => "informer",
     }
 }
 
@@ -325,9 +330,14 @@ pub fn lane_key(p: ProbeKind, m: ConnMode) -> String {
     format!("{}/{}", probe_name(p), mode_name(m))
 }
 
-/// Whether a record is a request (everything but a received watch event).
+/// Whether a record is a request (everything but a received watch event,
+/// and of the informer lane its list and watch requests and broken watches).
 pub fn is_request(r: &Record) -> bool {
-    r.probe != ProbeKind::Watch || r.event.as_deref().is_none_or(is_connect)
+    match r.probe {
+        ProbeKind::Watch => r.event.as_deref().is_none_or(is_connect),
+        ProbeKind::Informer => crate::probe::informer::event::is_request(r.event.as_deref()),
+        _ => true,
+    }
 }
 
 fn is_connect(e: &str) -> bool {
@@ -533,6 +543,7 @@ pub fn compute(
 
     let ledger = ledger(&all, final_counter);
     let watch = watch_check(&all, &window, thresholds);
+    let informer = informer::check(&all, events);
     let (rv_regressions, rv_regression_count) = rv_regressions(&all);
     let phases = phases(&requests, events, thresholds);
     let validator = validator_sim(&requests, &window);
@@ -689,6 +700,7 @@ pub fn compute(
             message: parts.join("; "),
         }
     });
+    rules.push(informer::rule(&informer));
     rules.push(if rv_regression_count == 0 {
         Rule {
             name: "rv-monotonic".into(),
@@ -777,6 +789,7 @@ pub fn compute(
         probes,
         ledger,
         watch,
+        informer,
         rv_regressions,
         rv_regression_count,
         phases,

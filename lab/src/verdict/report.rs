@@ -136,15 +136,13 @@ impl Lane {
         }
     }
     fn height(&self) -> usize {
-        OUTCOME_H
-            + SEED_H
-            + if self.probe == ProbeKind::Watch {
-                EVENTS_H
-            } else {
-                0
-            }
-            + LAT_H
+        OUTCOME_H + SEED_H + if has_events(self.probe) { EVENTS_H } else { 0 } + LAT_H
     }
+}
+
+/// Lanes with an events strip: the watch and the informer.
+fn has_events(p: ProbeKind) -> bool {
+    matches!(p, ProbeKind::Watch | ProbeKind::Informer)
 }
 
 fn fmt_utc(ms: f64) -> String {
@@ -265,7 +263,7 @@ pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -
             .map(|w| w[1].start_unix_ms - w[0].start_unix_ms)
             .collect();
         gaps.sort_by(f64::total_cmp);
-        let watch = key.0 == ProbeKind::Watch;
+        let watch = has_events(key.0);
         // A watch connect holds until the next connect (or the end): the
         // strip shows the connection state.
         let hold = if watch {
@@ -317,13 +315,21 @@ pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -
             }
         }
     }
-    // Watch events: their own strip in the watch lanes.
+    // Watch events: their own strip in the watch and informer lanes; an
+    // error, and an informer's re-list, in the error color.
+    let mut informer_inits = 0;
     for r in sorted.iter().filter(|r| !super::is_request(r)) {
         let lane = lanes
             .entry((r.probe, r.mode))
             .or_insert_with(|| Lane::new(r.probe));
         lane.watch_events += 1;
-        let e = if r.event.as_deref() == Some("ERROR") || r.outcome != Outcome::Ok {
+        let relist = r.probe == ProbeKind::Informer
+            && r.event.as_deref() == Some(crate::probe::informer::event::INIT)
+            && {
+                informer_inits += 1;
+                informer_inits > 1
+            };
+        let e = if r.event.as_deref() == Some("ERROR") || r.outcome != Outcome::Ok || relist {
             2
         } else {
             1
@@ -496,6 +502,12 @@ pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -
         let sub2 = match stats {
             Some(st) if st.downtime_ms > 0.0 => format!("down {} ms", ms(st.downtime_ms)),
             _ if lane.probe == ProbeKind::Watch => format!("{} events", lane.watch_events),
+            _ if lane.probe == ProbeKind::Informer => {
+                format!(
+                    "{} events, {} relists",
+                    v.informer.events, v.informer.relists
+                )
+            }
             _ => String::new(),
         };
         let _ = writeln!(
@@ -553,7 +565,7 @@ pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -
         }
         // Watch events strip.
         let mut ly = sy + SEED_H;
-        if lane.probe == ProbeKind::Watch {
+        if has_events(lane.probe) {
             for (a, b, e) in runs_of(&lane.events) {
                 let color = match e {
                     0 => continue,
