@@ -5,24 +5,21 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use assert_cmd::Command;
 use common::*;
+use predicates::prelude::*;
 
-fn kubectl(kubeconfig: &str, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("run kubectl")
+fn kubectl(kubeconfig: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("kubectl");
+    c.arg("--kubeconfig").arg(kubeconfig).args(args);
+    c
 }
 
+/// Runs kubectl, asserts exit 0, and returns stdout.
 fn kok(kubeconfig: &str, args: &[&str]) -> String {
-    let o = kubectl(kubeconfig, args);
-    assert!(o.status.success(), "kubectl {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    stdout(&kubectl(kubeconfig, args).assert().success())
 }
 
 #[test]
@@ -60,8 +57,9 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
         "-f",
         "{{json .Config.Cmd}}",
         &lab.container("seed-a-apiserver-0"),
-    ]);
-    let cmd: Vec<String> = serde_json::from_slice(&o.stdout).unwrap();
+    ])
+    .assert();
+    let cmd: Vec<String> = serde_json::from_slice(&o.get_output().stdout).unwrap();
     let servers = cmd
         .iter()
         .find_map(|a| a.strip_prefix("--etcd-servers="))
@@ -75,9 +73,7 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
     );
 
     // kubectl through the lab's kubeconfig: get, create, apply, watch.
-    let kc = String::from_utf8_lossy(&lab.ok(&["kubeconfig"]).stdout)
-        .trim()
-        .to_string();
+    let kc = lab.ok(&["kubeconfig"]).trim().to_string();
     assert!(kok(&kc, &["version"]).contains("cpmlab-standin"));
     kok(
         &kc,
@@ -95,7 +91,9 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
     }
     let got = kok(&kc, &["get", "cm", "e2e-two", "-o", "jsonpath={.data.v}"]);
     assert_eq!(got, "2");
-    let mut watch = Command::new("kubectl")
+    // In the background while a configmap is created: a std Command, as
+    // assert_cmd cannot spawn.
+    let mut watch = std::process::Command::new("kubectl")
         .args([
             "--kubeconfig",
             &kc,
@@ -124,7 +122,7 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
     // shutdown delay; open ones are served to the end).
     let stopper = std::thread::spawn({
         let c = lab.container("seed-a-apiserver-0");
-        move || docker(&["stop", "-t", "30", &c])
+        move || docker(&["stop", "-t", "30", &c]).assert()
     });
     let t0 = Instant::now();
     let (mut ok, mut failed) = (0, Vec::new());
@@ -132,15 +130,16 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
         let o = kubectl(
             &kc,
             &["get", "cm", "e2e-one", "-o", "name", "--request-timeout=2s"],
-        );
+        )
+        .output()
+        .expect("run kubectl");
         if o.status.success() {
             ok += 1;
         } else {
             failed.push(String::from_utf8_lossy(&o.stderr).to_string());
         }
     }
-    let o = stopper.join().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    stopper.join().unwrap().success();
     assert!(
         failed.is_empty(),
         "{} of {} requests failed during a graceful shutdown: {failed:?}",
@@ -180,12 +179,9 @@ fn real_kube_apiserver_where_a_binary_exists() {
             .is_ok();
     if !found {
         eprintln!("NOT RUN against a real kube-apiserver: no binary here (no registry or package carries it); checking the refusal instead");
-        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.contains("KUBEBUILDER_ASSETS") && err.contains("fix:"),
-            "{err}"
-        );
+        o.code(3)
+            .stderr(predicate::str::contains("KUBEBUILDER_ASSETS"))
+            .stderr(predicate::str::contains("fix:"));
         assert_eq!(
             lab_objects(&lab.name),
             Vec::<String>::new(),
@@ -193,12 +189,10 @@ fn real_kube_apiserver_where_a_binary_exists() {
         );
         return;
     }
-    assert!(o.status.success(), "{}", text(&o));
+    o.success();
     let s = lab.status();
     assert_eq!(s["api"]["standin"], false, "{s:#}");
-    let kc = String::from_utf8_lossy(&lab.ok(&["kubeconfig"]).stdout)
-        .trim()
-        .to_string();
+    let kc = lab.ok(&["kubeconfig"]).trim().to_string();
     let v = kok(&kc, &["version", "-o", "json"]);
     assert!(!v.contains("cpmlab-standin"), "{v}");
     kok(&kc, &["create", "configmap", "real", "--from-literal=a=1"]);

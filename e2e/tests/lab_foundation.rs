@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use predicates::prelude::*;
 use serde_json::Value;
 
 fn members(status: &Value) -> Vec<Value> {
@@ -92,22 +93,21 @@ fn lab_lifecycle() {
     // put and get through seed-a's gateway over TLS, by member name (SNI),
     // from the clients network (so through the router).
     let ep = "seed-a-etcd-1.local.cpmlab.test";
-    let o = lab.exec("toolbox", &etcdctl(ep, true, "put /e2e/key value-42"));
-    assert!(o.status.success(), "put: {}", text(&o));
-    let o = lab.exec(
+    lab.exec("toolbox", &etcdctl(ep, true, "put /e2e/key value-42"))
+        .assert()
+        .success();
+    lab.exec(
         "toolbox",
         &etcdctl(ep, true, "get /e2e/key --print-value-only"),
-    );
-    assert!(o.status.success(), "get: {}", text(&o));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "value-42");
+    )
+    .assert()
+    .success()
+    .stdout(predicate::str::diff("value-42").trim());
 
     // A client without a certificate is refused...
-    let o = lab.exec("toolbox", &etcdctl(ep, false, "get /e2e/key"));
-    assert!(
-        !o.status.success(),
-        "no client cert must be refused: {}",
-        text(&o)
-    );
+    lab.exec("toolbox", &etcdctl(ep, false, "get /e2e/key"))
+        .assert()
+        .failure();
     // ...and so is one from another CA.
     let rogue = cpmlab::pki::Ca::generate("rogue")
         .unwrap()
@@ -117,34 +117,30 @@ fn lab_lifecycle() {
     std::fs::write(dir.path().join("rogue.crt"), rogue.cert_pem).unwrap();
     std::fs::write(dir.path().join("rogue.key"), rogue.key_pem).unwrap();
     for f in ["rogue.crt", "rogue.key"] {
-        let o = docker(&[
+        docker(&[
             "cp",
             dir.path().join(f).to_str().unwrap(),
             &format!("{}:/tmp/{f}", lab.container("toolbox")),
-        ]);
-        assert!(o.status.success(), "{}", text(&o));
+        ])
+        .assert()
+        .success();
     }
-    let o = lab.exec(
+    lab.exec(
         "toolbox",
         &format!(
             "{} --cert=/tmp/rogue.crt --key=/tmp/rogue.key",
             etcdctl(ep, false, "get /e2e/key")
         ),
-    );
-    assert!(
-        !o.status.success(),
-        "a certificate from another CA must be refused: {}",
-        text(&o)
-    );
-    let o = lab.exec(
+    )
+    .assert()
+    .failure();
+    // The valid cert still works.
+    lab.exec(
         "toolbox",
         &etcdctl(ep, true, "get /e2e/key --print-value-only"),
-    );
-    assert!(
-        o.status.success(),
-        "the valid cert still works: {}",
-        text(&o)
-    );
+    )
+    .assert()
+    .success();
 
     // The router is the first hop from clients to seed-a.
     let s = lab.status();
@@ -157,8 +153,10 @@ fn lab_lifecycle() {
         .as_str()
         .unwrap()
         .to_string();
-    let o = lab.exec("toolbox", &format!("traceroute -n -m 2 -w 1 {gw}"));
-    let hops = String::from_utf8_lossy(&o.stdout).to_string();
+    let o = lab
+        .exec("toolbox", &format!("traceroute -n -m 2 -w 1 {gw}"))
+        .assert();
+    let hops = stdout(&o);
     let first = hops
         .lines()
         .find(|l| l.split_whitespace().next() == Some("1"))
@@ -166,15 +164,12 @@ fn lab_lifecycle() {
         .unwrap_or("")
         .to_string();
     assert_eq!(
-        first,
-        router_on_clients,
-        "first hop must be the router: {}",
-        text(&o)
+        first, router_on_clients,
+        "first hop must be the router:\n{o}"
     );
     // No default route anywhere: nothing but the router leads off a network.
     for c in ["toolbox", "seed-a-etcd-0", "seed-b-gateway", "dns"] {
-        let o = lab.exec(c, "ip route");
-        let routes = String::from_utf8_lossy(&o.stdout).to_string();
+        let routes = stdout(&lab.exec(c, "ip route").assert());
         assert!(
             !routes.contains("default"),
             "{c} has a default route: {routes}"
@@ -186,15 +181,15 @@ fn lab_lifecycle() {
     let cross = |lab: &Lab| {
         let a = lab
             .exec("toolbox", &etcdctl(ep, true, "endpoint health"))
-            .status
-            .success();
+            .ok()
+            .is_ok();
         let b = lab
             .exec(
                 "seed-a-etcd-0",
                 &format!("timeout 3 nc -w 2 {seed_b_gw} 2380 </dev/null"),
             )
-            .status
-            .success();
+            .ok()
+            .is_ok();
         (a, b)
     };
     assert_eq!(
@@ -202,25 +197,24 @@ fn lab_lifecycle() {
         (true, true),
         "cross-network paths work before the cut"
     );
-    let o = lab.exec("router", "iptables -P FORWARD DROP");
-    assert!(o.status.success(), "{}", text(&o));
+    lab.exec("router", "iptables -P FORWARD DROP")
+        .assert()
+        .success();
     assert_eq!(
         cross(&lab),
         (false, false),
         "with the router cut, no cross-network path may exist"
     );
     // ...and come back when forwarding is restored.
-    let o = lab.exec("router", "iptables -P FORWARD ACCEPT");
-    assert!(o.status.success(), "{}", text(&o));
+    lab.exec("router", "iptables -P FORWARD ACCEPT")
+        .assert()
+        .success();
     assert_eq!(cross(&lab), (true, true), "paths come back with the router");
 
     // `up` on a running lab is idempotent.
-    let o = lab.ok(&["up"]);
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("already up"),
-        "{}",
-        text(&o)
-    );
+    lab.cpmlab(&["up"])
+        .success()
+        .stderr(predicate::str::contains("already up"));
 
     // `down` leaves nothing.
     let started = Instant::now();
@@ -233,13 +227,8 @@ fn lab_lifecycle() {
     );
     // ...and is idempotent.
     lab.ok(&["down"]);
-    let o = lab.cpmlab(&["status"]);
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "status of a lab that is down: {}",
-        text(&o)
-    );
+    // The status of a lab that is down.
+    lab.cpmlab(&["status"]).code(3);
 
     // `up` after `down` works.
     lab.ok(&["up"]);
@@ -264,11 +253,10 @@ fn bad_topologies_are_refused_before_anything_is_created() {
     let lab = Lab::new("bad");
     for (file, line, field) in cases {
         let path = fixtures.join(file);
-        let o = lab.cpmlab(&["up", "--topology", path.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(2), "{file}: {}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
         let want = format!("{}:{line}: {field}:", path.display());
-        assert!(err.contains(&want), "{file}: want `{want}` in:\n{err}");
+        lab.cpmlab(&["up", "--topology", path.to_str().unwrap()])
+            .code(2)
+            .stderr(predicate::str::contains(want));
         assert!(
             !lab.state.path().join(&lab.name).exists(),
             "{file}: state dir created"
@@ -282,18 +270,14 @@ fn bad_topologies_are_refused_before_anything_is_created() {
         }
     }
     // A bad lab name is bad input too.
-    let o = lab.cpmlab(&["up", "--name", "Not_A_Name"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--name"),
-        "{}",
-        text(&o)
-    );
+    lab.cpmlab(&["up", "--name", "Not_A_Name"])
+        .code(2)
+        .stderr(predicate::str::contains("--name"));
 }
 
 /// Starts `up` and returns once it has created a few labelled objects.
 fn spawn_up_until_objects_exist(lab: &Lab) -> std::process::Child {
-    let mut child = lab.cmd().arg("up").spawn().expect("spawn up");
+    let mut child = lab.std_cmd().arg("up").spawn().expect("spawn up");
     let deadline = Instant::now() + Duration::from_secs(60);
     while lab_objects(&lab.name).len() < 3 {
         assert!(
@@ -344,13 +328,9 @@ fn down_cleans_up_after_a_crashed_up() {
         "the crash should leave objects"
     );
     // A half-built lab is refused clearly by `up`...
-    let o = lab.cpmlab(&["up"]);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("cpmlab down"),
-        "{}",
-        text(&o)
-    );
+    lab.cpmlab(&["up"])
+        .code(3)
+        .stderr(predicate::str::contains("cpmlab down"));
     // ...and `down` removes it.
     lab.ok(&["down"]);
     assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
@@ -362,9 +342,8 @@ fn doctor_reports_docker_and_the_link_backend() {
         return;
     }
     let lab = Lab::new("doc");
-    let o = lab.cpmlab(&["doctor", "-o", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let out = stdout(&lab.cpmlab(&["doctor", "-o", "json"]).code(0));
+    let v: Value = serde_json::from_str(&out).unwrap();
     let checks = v["checks"].as_array().unwrap();
     let docker = checks.iter().find(|c| c["name"] == "docker").unwrap();
     assert_eq!(docker["level"], "ok", "{v:#}");
@@ -380,22 +359,18 @@ fn doctor_reports_docker_and_the_link_backend() {
 #[test]
 fn docker_unreachable_is_an_environment_error() {
     let lab = Lab::new("nodock");
-    let o = run(lab
-        .cmd()
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .args(["status"]));
+    let nodock = |args: &[&str]| {
+        lab.cmd()
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .args(args)
+            .assert()
+    };
+    let status = nodock(&["status"]);
     // status of a missing lab also exits 3; use up, which connects first.
-    let o2 = run(lab
-        .cmd()
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .args(["up"]));
-    assert_eq!(o2.status.code(), Some(3), "{}", text(&o2));
-    let err = String::from_utf8_lossy(&o2.stderr);
-    assert!(
-        err.contains("fix:") && err.contains("scripts/setup"),
-        "{}",
-        text(&o2)
-    );
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    nodock(&["up"])
+        .code(3)
+        .stderr(predicate::str::contains("fix:"))
+        .stderr(predicate::str::contains("scripts/setup"));
+    status.code(3);
     assert!(!lab.state.path().join(&lab.name).exists());
 }

@@ -5,12 +5,13 @@ mod common;
 
 use std::time::Duration;
 
+use assert_cmd::assert::OutputAssertExt;
 use common::*;
+use predicates::prelude::*;
 use serde_json::Value;
 
 fn links(lab: &Lab) -> Value {
-    let o = lab.ok(&["link", "show", "-o", "json"]);
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_str(&lab.ok(&["link", "show", "-o", "json"])).unwrap()
 }
 
 fn summary(v: &Value, from: &str, to: &str) -> String {
@@ -29,8 +30,8 @@ fn seed_a_reaches_seed_b(lab: &Lab, seed_b_gw: &str) -> bool {
         "seed-a-etcd-0",
         &format!("timeout 3 nc -w 2 {seed_b_gw} 2380 </dev/null"),
     )
-    .status
-    .success()
+    .ok()
+    .is_ok()
 }
 
 #[test]
@@ -53,15 +54,12 @@ fn partition_and_heal() {
         "partitioned seeds must not connect"
     );
     // The clients keep reaching seed-a: the partition is per pair.
-    let o = lab.exec(
+    lab.exec(
         "toolbox",
         &etcdctl("seed-a-etcd-0.local.cpmlab.test", true, "endpoint health"),
-    );
-    assert!(
-        o.status.success(),
-        "clients:seed-a is not partitioned: {}",
-        text(&o)
-    );
+    )
+    .assert()
+    .success();
 
     lab.ok(&["link", "heal", "seed-a:seed-b"]);
     assert_eq!(summary(&links(&lab), "seed-a", "seed-b"), "clear");
@@ -92,12 +90,10 @@ fn partition_and_heal() {
         vec!["link", "set", "seed-a:nowhere", "--delay", "5ms"],
         vec!["link", "partition", "seed-a"],
     ] {
-        let o = lab.cpmlab(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        lab.cpmlab(&args).code(2);
         assert_eq!(links(&lab), before, "{args:?} changed the links");
     }
-    let o = lab.exec("router", "iptables -S CPMLAB-LINK");
-    let rules = String::from_utf8_lossy(&o.stdout).to_string();
+    let rules = stdout(&lab.exec("router", "iptables -S CPMLAB-LINK").assert());
     assert_eq!(
         rules.matches("-j DROP").count(),
         2,
@@ -108,7 +104,7 @@ fn partition_and_heal() {
 
 /// Starts `cpmlab agent echo` in seed-b's gateway container.
 fn start_echo(lab: &Lab) {
-    let o = docker(&[
+    docker(&[
         "exec",
         "-d",
         &lab.container("seed-b-gateway"),
@@ -117,18 +113,21 @@ fn start_echo(lab: &Lab) {
         "echo",
         "--listen",
         "0.0.0.0:7007",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    ])
+    .assert()
+    .success();
     std::thread::sleep(Duration::from_millis(300));
 }
 
 /// `cpmlab agent rtt` from a seed-a member to seed-b's gateway.
 fn rtt(lab: &Lab, gw_b: &str, args: &str) -> Value {
-    let o = lab.exec(
-        "seed-a-etcd-0",
-        &format!("cpmlab agent rtt --target {gw_b}:7007 {args}"),
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("rtt json: {e}: {}", text(&o)))
+    let o = lab
+        .exec(
+            "seed-a-etcd-0",
+            &format!("cpmlab agent rtt --target {gw_b}:7007 {args}"),
+        )
+        .assert();
+    serde_json::from_slice(&o.get_output().stdout).unwrap_or_else(|e| panic!("rtt json: {e}:\n{o}"))
 }
 
 fn f(v: &Value, k: &str) -> f64 {
@@ -201,9 +200,9 @@ fn shaped_link_delay_loss_and_live_change() {
     );
     std::thread::sleep(Duration::from_millis(1500));
     lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "30ms"]);
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait_with_output().unwrap().assert();
     let r: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        serde_json::from_slice(&o.get_output().stdout).unwrap_or_else(|e| panic!("{e}:\n{o}"));
     assert_eq!(r["errors"], serde_json::json!([]), "connection broke: {r}");
     assert_eq!(r["received"], 150, "{r}");
     assert!(
@@ -235,22 +234,14 @@ fn etcd_with_a_member_across_a_50ms_link_keeps_serving_writes() {
         "for i in $(seq 1 30); do {} || exit 1; done",
         etcdctl(ep, true, "put /span/key value-$i")
     );
-    let o = lab.exec("toolbox", &script);
-    assert!(
-        o.status.success(),
-        "writes failed with a member 50 ms away: {}",
-        text(&o)
-    );
-    let o = lab.exec(
+    // No write fails with a member 50 ms away.
+    lab.exec("toolbox", &script).assert().success();
+    lab.exec(
         "toolbox",
         &etcdctl(ep, true, "get /span/key --print-value-only --consistency=l"),
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout).trim(),
-        "value-30",
-        "{}",
-        text(&o)
-    );
+    )
+    .assert()
+    .stdout(predicate::str::diff("value-30").trim());
     let s = lab.status();
     let ms = s["etcd"]["members"].as_array().unwrap();
     assert_eq!(ms.len(), 3, "{s:#}");
@@ -270,8 +261,7 @@ fn netem_backend_shapes_where_the_kernel_has_netem() {
         return;
     }
     let lab = Lab::new("netem");
-    let o = lab.ok(&["doctor", "-o", "json"]);
-    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d: Value = serde_json::from_str(&lab.ok(&["doctor", "-o", "json"])).unwrap();
     lab.ok(&["up"]);
     if d["link_backend"] != "netem" {
         eprintln!(
@@ -279,7 +269,7 @@ fn netem_backend_shapes_where_the_kernel_has_netem() {
             d["link_backend"]
         );
         // Forcing netem here fails clearly and changes nothing.
-        let o = lab.cpmlab(&[
+        lab.cpmlab(&[
             "link",
             "set",
             "seed-a:seed-b",
@@ -287,13 +277,9 @@ fn netem_backend_shapes_where_the_kernel_has_netem() {
             "25ms",
             "--backend",
             "netem",
-        ]);
-        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains("netem"),
-            "{}",
-            text(&o)
-        );
+        ])
+        .code(1)
+        .stderr(predicate::str::contains("netem"));
         assert_eq!(summary(&links(&lab), "seed-a", "seed-b"), "clear");
         lab.ok(&["down"]);
         return;

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use assert_cmd::assert::{Assert, OutputAssertExt};
 use base64::Engine as _;
 use common::*;
+use predicates::prelude::*;
 use serde_json::Value;
 
 const STEPS: &[&str] = &[
@@ -38,8 +40,7 @@ fn up(lab: &Lab) {
 fn probe_start(lab: &Lab, extra: &[&str]) -> PathBuf {
     let mut a = vec!["probe", "start"];
     a.extend_from_slice(extra);
-    let o = lab.ok(&a);
-    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+    PathBuf::from(lab.ok(&a).trim())
 }
 
 /// Stops the probes; the verdict (exit 0 passed, 1 failed) and its JSON.
@@ -47,10 +48,10 @@ fn probe_stop(lab: &Lab, run: &Path) -> (Option<i32>, Value) {
     let o = lab.cpmlab(&["probe", "stop"]);
     let v: Value = serde_json::from_str(
         &std::fs::read_to_string(run.join("verdict.json"))
-            .unwrap_or_else(|e| panic!("verdict.json: {e}\n{}", text(&o))),
+            .unwrap_or_else(|e| panic!("verdict.json: {e}\n{o}")),
     )
     .unwrap();
-    (o.status.code(), v)
+    (o.get_output().status.code(), v)
 }
 
 fn f(v: &Value) -> f64 {
@@ -102,8 +103,10 @@ fn destination_member_in_step_2(s: &Value) -> bool {
             .is_some_and(|m| m.iter().any(|m| m["seed"] == "seed-b"))
 }
 
+/// `cpmlab migrate` in the background, to be killed or joined while the test
+/// watches the state (a std Command: assert_cmd cannot spawn).
 fn spawn_migrate(lab: &Lab, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = lab.cmd();
+    let mut c = lab.std_cmd();
     c.arg("migrate").args(args);
     for (k, v) in env {
         c.env(k, v);
@@ -114,8 +117,12 @@ fn spawn_migrate(lab: &Lab, args: &[&str], env: &[(&str, &str)]) -> Child {
         .expect("spawn cpmlab migrate")
 }
 
-fn finish(child: Child) -> std::process::Output {
-    child.wait_with_output().expect("wait for cpmlab migrate")
+/// Waits for a spawned migration; assert on its result.
+fn finish(child: Child) -> Assert {
+    child
+        .wait_with_output()
+        .expect("wait for cpmlab migrate")
+        .assert()
 }
 
 /// The end state of a completed migration: three healthy voters, all in
@@ -146,15 +153,17 @@ fn assert_migrated(lab: &Lab) -> Value {
         .filter(|c| c["seed"] == "seed-a" && (c["role"] == "etcd" || c["role"] == "apiserver"))
         .collect();
     assert!(left.is_empty(), "source containers remain: {left:?}");
-    let vols = docker(&[
-        "volume",
-        "ls",
-        "--filter",
-        &format!("label=cpmlab.lab={}", lab.name),
-        "--format",
-        "{{.Name}}",
-    ]);
-    let vols = String::from_utf8_lossy(&vols.stdout).to_string();
+    let vols = stdout(
+        &docker(&[
+            "volume",
+            "ls",
+            "--filter",
+            &format!("label=cpmlab.lab={}", lab.name),
+            "--format",
+            "{{.Name}}",
+        ])
+        .assert(),
+    );
     assert!(!vols.contains("seed-a-etcd"), "source data remains: {vols}");
     let conds = s["migration"]["conditions"].as_array().expect("conditions");
     let kinds: Vec<&str> = conds.iter().map(|c| c["type"].as_str().unwrap()).collect();
@@ -188,18 +197,20 @@ fn assert_ledger_in_history(lab: &Lab, run: &Path) {
         acked.len()
     );
     let key = "/registry/configmaps/cpmlab-probes/probe-counter";
-    let o = lab.exec(
-        "toolbox",
-        &format!(
-            "timeout 6 env {} || true",
-            etcdctl(
-                "seed-b-etcd-0.local.cpmlab.test",
-                true,
-                &format!("watch --rev=1 -w json {key}")
-            )
-        ),
-    );
-    let out = String::from_utf8_lossy(&o.stdout);
+    let o = lab
+        .exec(
+            "toolbox",
+            &format!(
+                "timeout 6 env {} || true",
+                etcdctl(
+                    "seed-b-etcd-0.local.cpmlab.test",
+                    true,
+                    &format!("watch --rev=1 -w json {key}")
+                )
+            ),
+        )
+        .assert();
+    let out = stdout(&o);
     let mut history: Vec<(u64, u64)> = Vec::new();
     for line in out.lines().filter(|l| l.starts_with('{')) {
         let w: Value = serde_json::from_str(line).unwrap_or(Value::Null);
@@ -214,7 +225,7 @@ fn assert_ledger_in_history(lab: &Lab, run: &Path) {
             }
         }
     }
-    assert!(!history.is_empty(), "no history read: {}", text(&o));
+    assert!(!history.is_empty(), "no history read:\n{o}");
     assert!(
         history.windows(2).all(|w| w[0].1 < w[1].1),
         "revisions went back in the history"
@@ -322,9 +333,9 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32) {
     }
     let run = probe_start(&lab, &[]);
     std::thread::sleep(Duration::from_secs(2));
-    let o = lab.ok(&["migrate", "--plan", plan]);
-    let out = String::from_utf8_lossy(&o.stderr);
-    assert!(out.contains("MigrationCompleted"), "{}", text(&o));
+    lab.cpmlab(&["migrate", "--plan", plan])
+        .success()
+        .stderr(predicate::str::contains("MigrationCompleted"));
     std::thread::sleep(Duration::from_secs(2));
     let (code, v) = probe_stop(&lab, &run);
     if assert_zero_downtime(&v, &run, &test, &[]) == 0 {
@@ -386,26 +397,25 @@ fn distant_regions_are_refused_and_a_failed_join_aborts_cleanly() {
 
     // 100 ms one-way: 200 ms RTT > 180 ms.
     lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "100ms"]);
-    let o = lab.cpmlab(&["migrate"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("RTT") && err.contains("--allow-distant-regions"),
-        "{err}"
-    );
+    lab.cpmlab(&["migrate"])
+        .code(2)
+        .stderr(predicate::str::contains("RTT"))
+        .stderr(predicate::str::contains("--allow-distant-regions"));
     assert!(state_file(&lab)["migration"].is_null(), "nothing persisted");
     lab.ok(&["link", "clear"]);
 
     // Abort is refused unless the join failed.
     lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);
-    let o = lab.cpmlab(&["migrate", "--abort"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("only while DestinationEtcdPeersJoined"));
+    lab.cpmlab(&["migrate", "--abort"])
+        .code(2)
+        .stderr(predicate::str::contains(
+            "only while DestinationEtcdPeersJoined",
+        ));
 
     // The destination cannot reach the source gateway: the join fails.
     lab.ok(&["link", "partition", "seed-a:seed-b"]);
-    let o = lab.cpmlab(&["migrate", "--resume", "--join-timeout", "10s"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    lab.cpmlab(&["migrate", "--resume", "--join-timeout", "10s"])
+        .code(1);
     let s = state_file(&lab);
     let c = condition(&s, "DestinationEtcdPeersJoined");
     assert_eq!(c["status"], "False", "{c:#}");
@@ -413,12 +423,9 @@ fn distant_regions_are_refused_and_a_failed_join_aborts_cleanly() {
     let st = lab.status();
     assert_eq!(st["migration"]["conditions"][1]["status"], "False");
 
-    let o = lab.ok(&["migrate", "--abort"]);
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("serves as before"),
-        "{}",
-        text(&o)
-    );
+    lab.cpmlab(&["migrate", "--abort"])
+        .success()
+        .stderr(predicate::str::contains("serves as before"));
     lab.ok(&["link", "heal", "seed-a:seed-b"]);
     let s = lab.status();
     assert!(s["migration"].is_null(), "{:#}", s["migration"]);
@@ -483,8 +490,8 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
         destination_member_in_step_2,
     );
     child.kill().unwrap();
-    let o = finish(child);
-    assert_eq!(o.status.code(), None, "SIGKILLed: {}", text(&o));
+    // SIGKILLed: no exit code.
+    finish(child).interrupted();
     // Step 5, while the TTL is waited out.
     let mut child = spawn_migrate(&lab, &["--resume"], &hold);
     wait_state(&lab, "step 5", Duration::from_secs(120), |s| {
@@ -506,11 +513,11 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
         "True",
         "killed too late"
     );
-    let o = lab.ok(&["migrate", "--resume"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("MigrationCompleted"));
+    lab.cpmlab(&["migrate", "--resume"])
+        .success()
+        .stderr(predicate::str::contains("MigrationCompleted"));
     // Resuming a completed migration is refused clearly.
-    let o = lab.cpmlab(&["migrate", "--resume"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    lab.cpmlab(&["migrate", "--resume"]).code(2);
     assert_migrated(&lab);
     let (code, v) = probe_stop(&lab, &run);
     if assert_zero_downtime(&v, &run, "resume", &[]) == 0 {
@@ -563,8 +570,7 @@ fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
         .expect("a source follower");
     let victim = lab.container(follower["name"].as_str().unwrap());
     let mut kills = vec![now_ms()];
-    let o = docker(&["kill", &victim]);
-    assert!(o.status.success(), "{}", text(&o));
+    docker(&["kill", &victim]).assert().success();
 
     wait_state(&lab, "step 6", Duration::from_secs(180), |s| {
         progressing(s, "EtcdMigrationComplete")
@@ -579,12 +585,10 @@ fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
     );
     let victim = lab.container(leader["name"].as_str().unwrap());
     kills.push(now_ms());
-    let o = docker(&["kill", &victim]);
-    assert!(o.status.success(), "{}", text(&o));
+    docker(&["kill", &victim]).assert().success();
 
-    let o = finish(child);
-    assert!(o.status.success(), "{}", text(&o));
-    let log = String::from_utf8_lossy(&o.stderr);
+    let o = finish(child).success();
+    let log = String::from_utf8_lossy(&o.get_output().stderr);
     let restarts = log.matches("had stopped; started it again").count();
     assert!(restarts >= 2, "both killed members restarted: {log}");
     assert_migrated(&lab);
@@ -610,16 +614,11 @@ test "$CPMLAB_SOURCE_SEED" = seed-a && test "$CPMLAB_DESTINATION_SEED" = seed-b
 sleep 2
 "$CPMLAB_BIN" link clear >/dev/null"#;
     lab.ok(&["migrate", "--driver", "external", "--command", script]);
-    let o = lab.cpmlab(&["migrate", "--driver", "external", "--command", "exit 7"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("exited 7"));
-    let o = lab.cpmlab(&["migrate", "--driver", "external"]);
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "--command is required: {}",
-        text(&o)
-    );
+    lab.cpmlab(&["migrate", "--driver", "external", "--command", "exit 7"])
+        .code(1)
+        .stderr(predicate::str::contains("exited 7"));
+    // --command is required.
+    lab.cpmlab(&["migrate", "--driver", "external"]).code(2);
     let (code, v) = probe_stop(&lab, &run);
     assert_eq!(code, Some(0), "{:#}", v["rules"]);
     let events = std::fs::read_to_string(run.join("events.ndjson")).unwrap();
@@ -632,9 +631,9 @@ sleep 2
         .any(|p| p["name"] == "ExternalDriver"));
     let s = lab.status();
     assert_eq!(s["migration"]["driver"], "external");
-    let o = lab.cpmlab(&["migrate", "--resume"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("external driver"));
+    lab.cpmlab(&["migrate", "--resume"])
+        .code(2)
+        .stderr(predicate::str::contains("external driver"));
 }
 
 #[test]
@@ -652,8 +651,7 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
         vec!["migrate", "--resume"],
         vec!["migrate", "--abort"],
     ] {
-        let o = lab.cpmlab(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        lab.cpmlab(&args).code(2);
         assert!(
             state_file(&lab)["migration"].is_null(),
             "{args:?} persisted"

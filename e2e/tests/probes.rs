@@ -23,8 +23,7 @@ fn topology(name: &str) -> String {
 fn start(lab: &Lab, args: &[&str]) -> PathBuf {
     let mut a = vec!["probe", "start"];
     a.extend_from_slice(args);
-    let o = lab.ok(&a);
-    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+    PathBuf::from(lab.ok(&a).trim())
 }
 
 fn verdict(run: &Path) -> Value {
@@ -45,8 +44,7 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
     lab.ok(&["up"]);
     let run = start(&lab, &[]);
     std::thread::sleep(Duration::from_secs(6));
-    let o = lab.cpmlab(&["probe", "stop"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    lab.cpmlab(&["probe", "stop"]).code(0);
     let v = verdict(&run);
     assert_eq!(v["passed"], true, "{v:#}");
     assert_eq!(v["zero_downtime"], true);
@@ -108,20 +106,13 @@ fn pausing_the_only_api_server_is_one_outage_of_its_length() {
     std::thread::sleep(Duration::from_secs(3));
     let api = lab.container("seed-a-apiserver-0");
     let t0 = std::time::Instant::now();
-    let o = docker(&["pause", &api]);
-    assert!(o.status.success(), "{}", text(&o));
+    docker(&["pause", &api]).assert().success();
     std::thread::sleep(Duration::from_millis(500));
-    let o = docker(&["unpause", &api]);
-    assert!(o.status.success(), "{}", text(&o));
+    docker(&["unpause", &api]).assert().success();
     let paused_ms = t0.elapsed().as_secs_f64() * 1e3;
     std::thread::sleep(Duration::from_secs(3));
-    let o = lab.cpmlab(&["probe", "stop"]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "a failed verdict exits 1: {}",
-        text(&o)
-    );
+    // A failed verdict exits 1.
+    lab.cpmlab(&["probe", "stop"]).code(1);
     let v = verdict(&run);
     assert_eq!(v["passed"], false);
     assert_eq!(v["zero_downtime"], false);
@@ -151,17 +142,17 @@ fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
     std::thread::sleep(Duration::from_secs(3));
     // Straight into etcd, past the API: the counter goes back to 1.
     let obj = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"probe-counter","namespace":"cpmlab-probes"},"data":{"value":"1"}}"#;
-    let o = lab.exec(
+    lab.exec(
         "toolbox",
         &etcdctl(
             "seed-a-etcd-0.local.cpmlab.test",
             true,
             &format!("put /registry/configmaps/cpmlab-probes/probe-counter '{obj}'"),
         ),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let o = lab.cpmlab(&["probe", "stop"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    )
+    .assert()
+    .success();
+    lab.cpmlab(&["probe", "stop"]).code(1);
     let v = verdict(&run);
     assert_eq!(v["passed"], false);
     assert!(
@@ -186,14 +177,14 @@ fn the_watch_check_catches_a_dropped_event() {
     let run = start(&lab, &["--probes", "write,watch", "--modes", "reused"]);
     std::thread::sleep(Duration::from_secs(2));
     // The API server drops one watch event: a real fault of the server.
-    let o = lab.exec(
+    lab.exec(
         "seed-a-apiserver-0",
         "mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/drop-watch-event",
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    )
+    .assert()
+    .success();
     std::thread::sleep(Duration::from_secs(3));
-    let o = lab.cpmlab(&["probe", "stop"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    lab.cpmlab(&["probe", "stop"]).code(1);
     let v = verdict(&run);
     assert_eq!(
         v["zero_downtime"], true,
@@ -227,12 +218,14 @@ fn losing_an_etcd_follower_fails_no_request() {
         .find(|m| m["is_leader"] == false)
         .map(|m| m["name"].as_str().unwrap().to_string())
         .expect("a follower");
-    let o = docker(&["kill", &lab.container(&follower)]);
-    assert!(o.status.success(), "{}", text(&o));
+    docker(&["kill", &lab.container(&follower)])
+        .assert()
+        .success();
     std::thread::sleep(Duration::from_secs(4));
     let o = lab.cpmlab(&["probe", "stop"]);
     let v = verdict(&run);
-    assert_eq!(o.status.code(), Some(0), "{}\n{:#}", text(&o), v["probes"]);
+    o.append_context("probes", format!("{:#}", v["probes"]))
+        .code(0);
     assert_eq!(v["zero_downtime"], true);
     lab.ok(&["down"]);
 }
@@ -246,12 +239,14 @@ fn graceful_shutdown_of_one_of_two_api_servers_fails_no_request() {
     lab.ok(&["up", "--topology", &topology("fast-shutdown.yaml")]);
     let run = start(&lab, &[]);
     std::thread::sleep(Duration::from_secs(2));
-    let o = docker(&["stop", "-t", "30", &lab.container("seed-a-apiserver-0")]);
-    assert!(o.status.success(), "{}", text(&o));
+    docker(&["stop", "-t", "30", &lab.container("seed-a-apiserver-0")])
+        .assert()
+        .success();
     std::thread::sleep(Duration::from_secs(2));
     let o = lab.cpmlab(&["probe", "stop"]);
     let v = verdict(&run);
-    assert_eq!(o.status.code(), Some(0), "{}\n{:#}", text(&o), v["overall"]);
+    o.append_context("overall", format!("{:#}", v["overall"]))
+        .code(0);
     assert_eq!(v["zero_downtime"], true, "{:#}", v["probes"]);
     // Both replicas answered before, only one after.
     let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();

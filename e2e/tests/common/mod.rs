@@ -3,8 +3,9 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use assert_cmd::assert::Assert;
+use assert_cmd::Command;
 use serde_json::Value;
 
 /// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's release
@@ -34,9 +35,8 @@ pub fn bin() -> PathBuf {
 pub fn docker_or_skip(test: &str) -> bool {
     let ok = Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+        .ok()
+        .is_ok();
     if !ok {
         if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
             panic!(
@@ -48,21 +48,16 @@ pub fn docker_or_skip(test: &str) -> bool {
     ok
 }
 
-pub fn run(cmd: &mut Command) -> Output {
-    cmd.output().expect("spawn command")
+/// A command's stdout, as text.
+pub fn stdout(a: &Assert) -> String {
+    String::from_utf8_lossy(&a.get_output().stdout).into_owned()
 }
 
-pub fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-pub fn docker(args: &[&str]) -> Output {
-    run(Command::new("docker").args(args))
+/// `docker args…`, to run to completion and assert on.
+pub fn docker(args: &[&str]) -> Command {
+    let mut c = Command::new("docker");
+    c.args(args);
+    c
 }
 
 /// Names of labelled Docker objects of `lab`: containers, networks, volumes.
@@ -81,14 +76,8 @@ pub fn lab_objects(lab: &str) -> Vec<String> {
         ],
         vec!["volume", "ls", "--filter", &filter, "--format", "{{.Name}}"],
     ] {
-        let o = docker(&args);
-        assert!(o.status.success(), "docker {args:?}: {}", text(&o));
-        v.extend(
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| !l.is_empty())
-                .map(str::to_string),
-        );
+        let out = stdout(&docker(&args).assert().success());
+        v.extend(out.lines().filter(|l| !l.is_empty()).map(str::to_string));
     }
     v
 }
@@ -110,45 +99,53 @@ impl Lab {
         }
     }
 
-    pub fn cmd(&self) -> Command {
-        let mut c = Command::new(bin());
+    /// `cpmlab` in the lab's environment as a std `Command`, for a process
+    /// that runs in the background while the test goes on (an `up` to
+    /// interrupt, a migration under probes): assert_cmd only runs a command
+    /// to completion, it cannot spawn one.
+    pub fn std_cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(bin());
         c.env("CPMLAB_STATE_DIR", self.state.path())
             .env("CPMLAB_NAME", &self.name)
             .env_remove("RUST_LOG");
         c
     }
 
-    pub fn cpmlab(&self, args: &[&str]) -> Output {
-        run(self.cmd().args(args))
+    /// `cpmlab` in the lab's environment, to run to completion and assert on.
+    pub fn cmd(&self) -> Command {
+        Command::from_std(self.std_cmd())
     }
 
-    /// Runs and asserts exit 0.
-    pub fn ok(&self, args: &[&str]) -> Output {
-        let o = self.cpmlab(args);
-        assert!(o.status.success(), "cpmlab {args:?} failed:\n{}", text(&o));
-        o
+    /// Runs `cpmlab args…` to completion; assert on the result.
+    pub fn cpmlab(&self, args: &[&str]) -> Assert {
+        self.cmd().args(args).assert()
+    }
+
+    /// Runs, asserts exit 0, and returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        stdout(&self.cpmlab(args).success())
     }
 
     pub fn status(&self) -> Value {
-        let o = self.ok(&["status", "-o", "json"]);
-        serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("status json: {e}\n{}", text(&o)))
+        let o = self.cpmlab(&["status", "-o", "json"]).success();
+        serde_json::from_slice(&o.get_output().stdout)
+            .unwrap_or_else(|e| panic!("status json: {e}\n{o}"))
     }
 
     pub fn container(&self, what: &str) -> String {
         format!("{}-{what}", self.name)
     }
 
-    /// Runs a shell command in one of the lab's containers.
-    pub fn exec(&self, what: &str, script: &str) -> Output {
+    /// A shell command in one of the lab's containers, to run to completion.
+    pub fn exec(&self, what: &str, script: &str) -> Command {
         docker(&["exec", &self.container(what), "sh", "-c", script])
     }
-}
 
-impl Lab {
-    /// Starts a shell command in a container; collect it with `wait_with_output`.
+    /// Starts a shell command in a container; collect it with
+    /// `wait_with_output`. A std `Command`: it runs in the background while
+    /// the test changes the lab, which assert_cmd cannot do.
     pub fn exec_spawn(&self, what: &str, script: &str) -> std::process::Child {
-        Command::new("docker")
+        std::process::Command::new("docker")
             .args(["exec", &self.container(what), "sh", "-c", script])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -159,7 +156,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let _ = self.cpmlab(&["down"]);
+        let _ = self.cmd().arg("down").output();
     }
 }
 
