@@ -216,15 +216,44 @@ fn lab_lifecycle() {
         .success()
         .stderr(predicate::str::contains("already up"));
 
+    // Without a name, `status` lists every lab, like `kind get clusters`;
+    // without --state-dir it looks in $XDG_STATE_HOME/cpmlab (here a link
+    // to this test's state directory).
+    let xdg = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(lab.state.path(), xdg.path().join("cpmlab")).unwrap();
+    let listed = lab
+        .cmd()
+        .env_remove("CPMLAB_NAME")
+        .env_remove("CPMLAB_STATE_DIR")
+        .env("XDG_STATE_HOME", xdg.path())
+        .args(["status", "-o", "json"])
+        .assert()
+        .success();
+    let v: Value = serde_json::from_slice(&listed.get_output().stdout).unwrap();
+    let me = v["labs"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["name"] == lab.name.as_str()))
+        .unwrap_or_else(|| panic!("{} not listed: {v}", lab.name));
+    assert_eq!(me["phase"], "ready", "{me}");
+    assert_eq!(me["serving_seed"], "seed-a", "{me}");
+    assert_eq!(me["containers_running"], me["containers"], "{me}");
+    lab.cmd()
+        .env_remove("CPMLAB_NAME")
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("NAME").and(predicate::str::contains(&*lab.name)));
+    // The lab's directory holds keys and the API token: owner only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(lab.dir()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", lab.dir().display());
+
     // `down` leaves nothing.
     let started = Instant::now();
     lab.ok(&["down"]);
     eprintln!("down took {:.1}s", started.elapsed().as_secs_f64());
     assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
-    assert!(
-        !lab.state.path().join(&lab.name).exists(),
-        "state dir removed"
-    );
+    assert!(!lab.dir().exists(), "state dir removed");
     // ...and is idempotent.
     lab.ok(&["down"]);
     // The status of a lab that is down.
@@ -257,10 +286,7 @@ fn bad_topologies_are_refused_before_anything_is_created() {
         lab.cpmlab(&["up", "--topology", path.to_str().unwrap()])
             .code(2)
             .stderr(predicate::str::contains(want));
-        assert!(
-            !lab.state.path().join(&lab.name).exists(),
-            "{file}: state dir created"
-        );
+        assert!(!lab.dir().exists(), "{file}: state dir created");
         if docker {
             assert_eq!(
                 lab_objects(&lab.name),
@@ -307,10 +333,7 @@ fn ctrl_c_during_up_leaves_nothing_behind() {
         Vec::<String>::new(),
         "Ctrl-C left objects"
     );
-    assert!(
-        !lab.state.path().join(&lab.name).exists(),
-        "Ctrl-C left the state dir"
-    );
+    assert!(!lab.dir().exists(), "Ctrl-C left the state dir");
 }
 
 #[test]
@@ -372,5 +395,5 @@ fn docker_unreachable_is_an_environment_error() {
         .stderr(predicate::str::contains("fix:"))
         .stderr(predicate::str::contains("scripts/setup"));
     status.code(3);
-    assert!(!lab.state.path().join(&lab.name).exists());
+    assert!(!lab.dir().exists());
 }

@@ -60,7 +60,7 @@ fn f(v: &Value) -> f64 {
 
 /// The migration's conditions straight from the state file (cheap to poll).
 fn state_file(lab: &Lab) -> Value {
-    let p = lab.state.path().join(&lab.name).join("state.json");
+    let p = lab.dir().join("state.json");
     std::fs::read_to_string(&p)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -254,15 +254,59 @@ fn events(run: &Path) -> Vec<(String, String, f64)> {
         .collect()
 }
 
-/// The failed requests of a run (watch data events aside).
+/// The failed requests of a run, as the verdict counts them (watch data
+/// events and the informer's non-request records aside).
 fn failed_requests(run: &Path) -> Vec<Value> {
     std::fs::read_to_string(run.join("records.ndjson"))
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|r| r["outcome"] != "ok")
-        .filter(|r| r["event"].is_null() || r["event"] == "connect")
+        .filter(|r| {
+            let ev = r["event"].as_str();
+            match r["probe"].as_str() {
+                Some("informer") => cpmlab::probe::informer::event::is_request(ev),
+                _ => ev.is_none() || ev == Some("connect"),
+            }
+        })
         .collect()
+}
+
+/// The informer (a controller's list+watch) saw every acknowledged write,
+/// as an event or superseded by a re-list, in order; prints its relists.
+fn assert_informer_saw_every_write(v: &Value, what: &str) {
+    let inf = &v["informer"];
+    assert_eq!(inf["run"], true, "{what}: {inf:#}");
+    for k in ["missed_count", "duplicated_count", "out_of_order_count"] {
+        assert_eq!(inf[k], 0, "{what}: {k}: {inf:#}");
+    }
+    assert!(f(&inf["expected"]) > 20.0, "{what}: {inf:#}");
+    assert_eq!(
+        f(&inf["delivered"]) + f(&inf["superseded_by_relist"]),
+        f(&inf["expected"]),
+        "{what}: {inf:#}"
+    );
+    let by_phase: Vec<String> = inf["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{} {} relist(s) {} error(s) worst delay {} ms",
+                p["name"].as_str().unwrap_or(""),
+                p["relists"],
+                p["errors"],
+                p["delay"]["max_ms"]
+            )
+        })
+        .collect();
+    eprintln!(
+        "{what}: informer {} of {} writes as events, {} relist(s); {}",
+        inf["delivered"],
+        inf["expected"],
+        inf["relists"],
+        by_phase.join("; ")
+    );
 }
 
 /// When leadership moved: from the note before MoveLeader to the one after.
@@ -341,6 +385,7 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32) {
     if assert_zero_downtime(&v, &run, &test, &[]) == 0 {
         assert_eq!(code, Some(0), "{test}: verdict failed: {:#}", v["rules"]);
     }
+    assert_informer_saw_every_write(&v, &test);
     let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
     assert!(records.contains(r#""seed":"seed-a""#) && records.contains(r#""seed":"seed-b""#));
     // Each step is a phase of the verdict.

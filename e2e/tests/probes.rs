@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
+use predicates::prelude::*;
 use serde_json::Value;
 
 fn topology(name: &str) -> String {
@@ -58,7 +59,18 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
     );
     assert_eq!(v["watch"]["run"], true);
     assert_eq!(v["watch"]["missed_count"], 0);
+    // The informer (a controller's list+watch): no relist, no error, every
+    // acknowledged write delivered as an event.
+    let inf = &v["informer"];
+    assert_eq!(inf["run"], true, "{inf:#}");
+    assert_eq!(inf["relists"], 0, "{inf:#}");
+    assert_eq!(inf["errors"], 0, "{inf:#}");
+    assert_eq!(inf["missed_count"], 0, "{inf:#}");
+    assert!(f(&inf["expected"]) > 50.0, "{inf:#}");
+    assert_eq!(inf["delivered"], inf["expected"], "{inf:#}");
+    assert!(f(&inf["delay"]["max_ms"]) < 1000.0, "{inf:#}");
     for lane in [
+        "informer/reused",
         "readyz/new",
         "readyz/reused",
         "get/new",
@@ -193,6 +205,41 @@ fn the_watch_check_catches_a_dropped_event() {
     );
     assert_eq!(v["watch"]["missed_count"], 1, "{:#}", v["watch"]);
     assert_eq!(v["ledger"]["lost_count"], 0);
+    lab.ok(&["down"]);
+}
+
+#[test]
+fn the_informer_catches_a_dropped_event() {
+    if !docker_or_skip("the_informer_catches_a_dropped_event") {
+        return;
+    }
+    let lab = Lab::new("informer");
+    lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
+    let run = start(&lab, &["--probes", "write,informer", "--modes", "reused"]);
+    std::thread::sleep(Duration::from_secs(2));
+    // The API server drops one event of the informer's watch.
+    lab.exec(
+        "seed-a-apiserver-0",
+        "mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/drop-watch-event",
+    )
+    .assert()
+    .success();
+    std::thread::sleep(Duration::from_secs(3));
+    lab.cpmlab(&["probe", "stop"])
+        .code(1)
+        .stdout(predicate::str::contains("informer: 1 counter value(s) never seen by the informer"));
+    let v = verdict(&run);
+    assert_eq!(v["zero_downtime"], true, "{}", v["overall"]);
+    let inf = &v["informer"];
+    assert_eq!(inf["missed_count"], 1, "{inf:#}");
+    assert_eq!(inf["relists"], 0, "{inf:#}");
+    let rule = v["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "informer")
+        .expect("an informer rule");
+    assert_eq!(rule["status"], "failed", "{rule}");
     lab.ok(&["down"]);
 }
 

@@ -132,6 +132,11 @@ impl Lab {
             .unwrap_or_else(|e| panic!("status json: {e}\n{o}"))
     }
 
+    /// This lab's directory under its state root (`labs/<NAME>`).
+    pub fn dir(&self) -> PathBuf {
+        self.state.path().join("labs").join(&self.name)
+    }
+
     pub fn container(&self, what: &str) -> String {
         format!("{}-{what}", self.name)
     }

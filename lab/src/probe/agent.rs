@@ -448,6 +448,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     let mut tasks = Vec::new();
     // The informer stops after the others, once it has seen the last
     // acknowledged write (or gave up waiting for it).
+    let (informer_stop_tx, informer_stop_rx) = tokio::sync::watch::channel(false);
     let mut informer = None;
     for p in &cfg.probes {
         match p {
@@ -455,7 +456,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                 informer = Some(tokio::spawn(super::informer::run(
                     c.clone(),
                     Arc::new(Resolver::new(cfg.dns, &cfg.api_name)),
-                    stop_rx.clone(),
+                    informer_stop_rx.clone(),
                     INFORMER_CATCH_UP,
                 )));
             }
@@ -490,6 +491,8 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
     }
+    // The writer has stopped: the last acknowledged value is final now.
+    let _ = informer_stop_tx.send(true);
     if let Some(t) = informer {
         let _ = tokio::time::timeout(INFORMER_CATCH_UP + Duration::from_secs(1), t).await;
     }
