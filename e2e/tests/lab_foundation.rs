@@ -323,9 +323,8 @@ fn ctrl_c_during_up_leaves_nothing_behind() {
     }
     let lab = Lab::new("int");
     let mut child = spawn_up_until_objects_exist(&lab);
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT to up");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "interrupted up exits 130");
     assert_eq!(

@@ -1,64 +1,118 @@
-//! The membership calls a migration makes, against real etcd processes on
-//! loopback: a second member joins as a learner, is promoted once in sync,
-//! takes over leadership, and the first member leaves; writes go on.
-//! Needs the host's etcd (scripts/setup installs it); fails when CI=true
-//! and it is missing.
+//! The membership calls a migration makes, against real etcd: a second member
+//! joins as a learner, is promoted once in sync, takes over leadership, and
+//! the first member leaves; writes go on.
+//! Each member runs in a throw-away container of the lab image (which carries
+//! the host's etcd) on a Docker network of this run's own, where members reach
+//! each other by container name; the test's clients reach them from the host
+//! at their addresses on that network (no port is published). testcontainers
+//! removes the containers and the network when the test ends, panics included.
+//! Needs Docker; fails when CI=true and Docker cannot be reached (or the lab
+//! image cannot be built for want of host binaries), skips elsewhere.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use cpmlab::errors::EnvNotReady;
 use cpmlab::migrate::etcd_ops;
+use cpmlab::provider::docker::engine::Engine;
+use cpmlab::provider::docker::{images, LABEL_LAB};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// This run's lab image, and the name of its network, its containers' prefix
+/// and their `cpmlab.lab` label (so the test script's leak check sees them).
+struct Run {
+    image: String,
+    tag: String,
+    lab: String,
+}
+
+impl Run {
+    fn host(&self, member: &str) -> String {
+        format!("{}-{member}", self.lab)
+    }
+
+    fn peer_url(&self, member: &str) -> String {
+        format!("http://{}:2380", self.host(member))
     }
 }
 
-fn port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The lab image, or `None` (after saying why) when this machine cannot run
+/// the test; with CI=true that is a failure instead.
+async fn lab_image_or_skip() -> Option<String> {
+    let not_ready = |e: &dyn std::fmt::Display| {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and Docker is not ready: {e}");
+        }
+        eprintln!("SKIPPED: {e}");
+    };
+    let engine = match Engine::connect().await {
+        Ok(engine) => engine,
+        Err(e) => {
+            not_ready(&e);
+            return None;
+        }
+    };
+    match images::ensure(&engine).await {
+        Ok((tag, _)) => Some(tag),
+        Err(e) => match e.downcast_ref::<EnvNotReady>() {
+            Some(e) => {
+                not_ready(e);
+                None
+            }
+            None => panic!("build the lab image: {e:#}"),
+        },
+    }
 }
 
-fn etcd(dir: &std::path::Path, name: &str, cp: u16, pp: u16, cluster: &str, state: &str) -> Killed {
-    Killed(
-        Command::new("etcd")
-            .args([
-                &format!("--name={name}"),
-                &format!("--data-dir={}", dir.join(name).display()),
-                &format!("--listen-client-urls=http://127.0.0.1:{cp}"),
-                &format!("--advertise-client-urls=http://127.0.0.1:{cp}"),
-                &format!("--listen-peer-urls=http://127.0.0.1:{pp}"),
-                &format!("--initial-advertise-peer-urls=http://127.0.0.1:{pp}"),
-                &format!("--initial-cluster={cluster}"),
-                &format!("--initial-cluster-state={state}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start etcd"),
-    )
+/// Starts member `name`; returns its container (removed when dropped) and
+/// its address on the run's network.
+async fn etcd(
+    run: &Run,
+    name: &str,
+    cluster: &str,
+    state: &str,
+) -> (ContainerAsync<GenericImage>, IpAddr) {
+    let host = run.host(name);
+    let container = GenericImage::new(run.image.clone(), run.tag.clone())
+        .with_entrypoint("/usr/bin/etcd")
+        .with_cmd([
+            format!("--name={name}"),
+            format!("--data-dir=/var/lib/etcd/{name}"),
+            "--listen-client-urls=http://0.0.0.0:2379".to_string(),
+            format!("--advertise-client-urls=http://{host}:2379"),
+            "--listen-peer-urls=http://0.0.0.0:2380".to_string(),
+            format!("--initial-advertise-peer-urls={}", run.peer_url(name)),
+            format!("--initial-cluster={cluster}"),
+            format!("--initial-cluster-state={state}"),
+        ])
+        .with_container_name(&host)
+        .with_network(&run.lab)
+        .with_label(LABEL_LAB, &run.lab)
+        // testcontainers publishes every exposed port unless told otherwise;
+        // the project publishes none.
+        .with_host_config_modifier(|hc| hc.publish_all_ports = Some(false))
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("start etcd member {name}: {e}"));
+    let ip = container
+        .get_bridge_ip_address()
+        .await
+        .unwrap_or_else(|e| panic!("address of etcd member {name}: {e}"));
+    (container, ip)
 }
 
-async fn client(cp: u16) -> etcd_client::Client {
+async fn client(ip: IpAddr) -> etcd_client::Client {
     let t0 = Instant::now();
     loop {
-        if let Ok(mut c) =
-            etcd_client::Client::connect([format!("http://127.0.0.1:{cp}")], None).await
-        {
+        if let Ok(mut c) = etcd_client::Client::connect([format!("http://{ip}:2379")], None).await {
             if c.status().await.is_ok() {
                 return c;
             }
         }
         assert!(
             t0.elapsed() < Duration::from_secs(20),
-            "etcd on {cp} did not answer"
+            "etcd on {ip} did not answer"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -66,37 +120,29 @@ async fn client(cp: u16) -> etcd_client::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learner_joins_is_promoted_takes_leadership_and_the_old_member_leaves() {
-    if Command::new("etcd").arg("--version").output().is_err() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("etcd missing and CI=true: run scripts/setup");
-        }
-        eprintln!("SKIPPED: etcd not installed");
+    let Some(image) = lab_image_or_skip().await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (ca, pa, cb, pb) = (port(), port(), port(), port());
-    let _a = etcd(
-        dir.path(),
-        "a",
-        ca,
-        pa,
-        &format!("a=http://127.0.0.1:{pa}"),
-        "new",
-    );
-    let mut c_a = client(ca).await;
+    };
+    let (image, tag) = image.rsplit_once(':').expect("image tag");
+    let run = Run {
+        image: image.to_string(),
+        tag: tag.to_string(),
+        lab: format!("tc-etcd-{}", std::process::id()),
+    };
+    let (_a, ip_a) = etcd(&run, "a", &format!("a={}", run.peer_url("a")), "new").await;
+    let mut c_a = client(ip_a).await;
     c_a.put("k", "before", None).await.unwrap();
 
-    let b_id = etcd_ops::add_learner(&mut c_a, &format!("http://127.0.0.1:{pb}"))
+    let b_id = etcd_ops::add_learner(&mut c_a, &run.peer_url("b"))
         .await
         .unwrap();
-    let _b = etcd(
-        dir.path(),
+    let (_b, ip_b) = etcd(
+        &run,
         "b",
-        cb,
-        pb,
-        &format!("a=http://127.0.0.1:{pa},b=http://127.0.0.1:{pb}"),
+        &format!("a={},b={}", run.peer_url("a"), run.peer_url("b")),
         "existing",
-    );
+    )
+    .await;
     etcd_ops::promote_when_in_sync(&mut c_a, b_id, Duration::from_secs(30))
         .await
         .unwrap();
@@ -107,7 +153,7 @@ async fn learner_joins_is_promoted_takes_leadership_and_the_old_member_leaves() 
     let a_id = etcd_ops::leader(&mut c_a).await.unwrap();
     assert_ne!(a_id, b_id, "the first member leads until told otherwise");
     etcd_ops::move_leader(&mut c_a, b_id).await.unwrap();
-    let mut c_b = client(cb).await;
+    let mut c_b = client(ip_b).await;
     let t0 = Instant::now();
     while etcd_ops::leader(&mut c_b).await.unwrap() != b_id {
         assert!(

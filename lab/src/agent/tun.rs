@@ -1,18 +1,32 @@
 //! A TUN device (IPv4 packets, no packet-info header), non-blocking.
 
+use std::ffi::{c_int, c_short};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const IFF_TUN: libc::c_short = 0x0001;
-const IFF_NO_PI: libc::c_short = 0x1000;
+use nix::errno::Errno;
+use nix::fcntl::{open, OFlag};
+use nix::poll::{ppoll, PollFd, PollFlags};
+use nix::sys::ioctl::ioctl_num_type;
+use nix::sys::stat::Mode;
+use nix::sys::time::TimeSpec;
+
+/// `_IOW('T', 202, int)` from <linux/if_tun.h>: 0x400454ca.
+const TUNSETIFF: ioctl_num_type = nix::request_code_write!(b'T', 202, size_of::<c_int>());
+const IFF_TUN: c_short = 0x0001;
+const IFF_NO_PI: c_short = 0x1000;
+const IFNAMSIZ: usize = 16;
 
 #[repr(C)]
 struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
+    name: [u8; IFNAMSIZ],
+    flags: c_short,
     _pad: [u8; 22],
 }
+
+// The kernel reads a whole `struct ifreq`, though the request code encodes
+// the size of an int, so the "bad" variant takes the code as it is.
+nix::ioctl_write_ptr_bad!(tun_set_iff, TUNSETIFF, IfReq);
 
 pub struct Tun {
     fd: OwnedFd,
@@ -23,28 +37,23 @@ impl Tun {
     /// Creates (or attaches to) TUN device `name`. Needs CAP_NET_ADMIN and
     /// /dev/net/tun.
     pub fn open(name: &str) -> io::Result<Tun> {
-        if name.len() >= libc::IFNAMSIZ {
+        if name.len() >= IFNAMSIZ {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "name too long"));
         }
-        let raw = unsafe {
-            libc::open(
-                c"/dev/net/tun".as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = open(
+            "/dev/net/tun",
+            OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
         let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
+            name: [0; IFNAMSIZ],
             flags: IFF_TUN | IFF_NO_PI,
             _pad: [0; 22],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());
-        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &req) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // SAFETY: `fd` is open and `req` is a valid `struct ifreq` that
+        // outlives the call.
+        unsafe { tun_set_iff(fd.as_raw_fd(), &req) }?;
         Ok(Tun {
             fd,
             name: name.to_string(),
@@ -53,51 +62,45 @@ impl Tun {
 
     /// One packet, or `Ok(None)` when none is waiting.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::WouldBlock {
-                return Ok(None);
-            }
-            return Err(e);
+        match nix::unistd::read(&self.fd, buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(Errno::EAGAIN) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-        Ok(Some(n as usize))
     }
 
     pub fn send(&self, pkt: &[u8]) -> io::Result<()> {
-        let n = unsafe { libc::write(self.fd.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        nix::unistd::write(&self.fd, pkt)?;
         Ok(())
     }
 
     /// Waits until a packet can be read or `timeout` passes (ns precision).
     pub fn wait(&self, timeout: std::time::Duration) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
-        };
-        let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(e);
+        let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+        match ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
+            Ok(n) => Ok(n > 0),
+            Err(Errno::EINTR) => Ok(false),
+            Err(e) => Err(e.into()),
         }
-        Ok(r > 0)
     }
 }
 
 /// Asks the kernel for timer precision instead of the default 50 µs slack.
 pub fn tight_timers() {
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    let _ = nix::sys::prctl::set_timerslack(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tunsetiff_is_the_kernels_request_code() {
+        assert_eq!(TUNSETIFF, 0x4004_54ca);
+    }
+
+    #[test]
+    fn ifreq_has_the_kernels_size() {
+        assert_eq!(size_of::<IfReq>(), 40);
     }
 }
