@@ -388,6 +388,14 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32) {
     assert_informer_saw_every_write(&v, &test);
     let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
     assert!(records.contains(r#""seed":"seed-a""#) && records.contains(r#""seed":"seed-b""#));
+    // The informer followed the API: its last watch went to the destination.
+    let last_watch = records
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["probe"] == "informer" && r["event"] == "watch" && r["outcome"] == "ok")
+        .expect("the informer watched");
+    assert_eq!(last_watch["seed"], "seed-b", "{test}: {last_watch}");
     // Each step is a phase of the verdict.
     let phases: Vec<&str> = v["phases"]
         .as_array()

@@ -227,7 +227,9 @@ fn the_informer_catches_a_dropped_event() {
     std::thread::sleep(Duration::from_secs(3));
     lab.cpmlab(&["probe", "stop"])
         .code(1)
-        .stdout(predicate::str::contains("informer: 1 counter value(s) never seen by the informer"));
+        .stdout(predicate::str::contains(
+            "informer: 1 counter value(s) never seen by the informer",
+        ));
     let v = verdict(&run);
     assert_eq!(v["zero_downtime"], true, "{}", v["overall"]);
     let inf = &v["informer"];
