@@ -31,11 +31,17 @@ pub struct ApiRoute {
 }
 
 pub const API_PORT: u16 = 443;
+/// How long the gateway waits for a replica's /readyz: more than the 2 s
+/// the replica's own etcd check may take.
+pub const READYZ_CHECK_TIMEOUT_MS: u32 = 2500;
 
 /// The HAProxy configuration for a gateway fronting `routes` and the API.
 /// API replicas are health-checked on /readyz (over TLS, as a load balancer
 /// in front of kube-apiserver does), so a replica that starts shutting down
-/// gets no new connections while its open ones are served to the end.
+/// gets no new connections while its open ones are served to the end. A
+/// check waits for the answer as long as kube-apiserver's readyz may take
+/// for its etcd check (2 s, which waits out an etcd election): a replica
+/// leaves the pool when /readyz fails, not when etcd is slow to answer.
 pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
     let mut c = String::new();
     let _ = write!(
@@ -74,7 +80,7 @@ pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
         let _ = write!(
             c,
             "  use_backend shoot_api if {{ req_ssl_sni -i {} }}\n\n\
-             backend shoot_api\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz\n  http-check expect status 200\n",
+             backend shoot_api\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz\n  http-check expect status 200\n  timeout check {READYZ_CHECK_TIMEOUT_MS}ms\n",
             api.sni
         );
         for (name, ip) in &api.servers {
@@ -111,6 +117,7 @@ mod tests {
         assert!(cfg.contains("bind :443"));
         assert!(cfg.contains("use_backend shoot_api if { req_ssl_sni -i api.local.cpmlab.test }"));
         assert!(cfg.contains("http-check send meth GET uri /readyz"));
+        assert!(cfg.contains("timeout check 2500ms"), "{cfg}");
         assert!(cfg.contains("server seed-a-apiserver-1 10.0.0.21:443 check check-ssl verify none"));
         let none = haproxy_config("seed-b", &[], &no_api());
         assert!(none.contains("bind :443") && !none.contains("backend shoot_api"));

@@ -151,9 +151,15 @@ fn never_sent(e: &etcd_client::Error) -> bool {
     m.contains("connect error") || m.contains("Connection refused") || m.contains("tcp connect")
 }
 
-/// Is the member we talked to gone or unreachable (the request may or may
-/// not have been applied)?
+/// Is the member we talked to gone or unreachable, or without a leader
+/// (gRPC `Unavailable`, e.g. `etcdserver: no leader` during an election)?
+/// The request may or may not have been applied.
 fn unavailable(e: &etcd_client::Error) -> bool {
+    if let etcd_client::Error::GRpcStatus(st) = e {
+        if st.code() == tonic::Code::Unavailable {
+            return true;
+        }
+    }
     let m = e.to_string();
     never_sent(e)
         || m.contains("unavailable")
@@ -162,10 +168,15 @@ fn unavailable(e: &etcd_client::Error) -> bool {
         || m.contains("connection reset")
 }
 
+/// etcd's clientv3 retries a unary request up to 100 times, 25 ms apart
+/// (`defaultUnaryMaxRetries`, `defaultBackoffWaitBetween`): about 2.5 s.
+const ETCD_CLIENT_RETRIES: u32 = 100;
+const ETCD_CLIENT_BACKOFF: Duration = Duration::from_millis(25);
+
 /// Tries `f` again, on another member, when etcd's own client would:
-/// reads whenever a member was unavailable, writes only when the request
-/// provably never left. (The balanced channel stops picking a dead member
-/// once its connection has failed.)
+/// reads whenever a member was unavailable (or had no leader), writes only
+/// when the request provably never left. (The balanced channel stops
+/// picking a dead member once its connection has failed.)
 async fn retrying<T, F, Fut>(idempotent: bool, mut f: F) -> Result<T, etcd_client::Error>
 where
     F: FnMut() -> Fut,
@@ -174,14 +185,57 @@ where
     let mut attempt = 0;
     loop {
         match f().await {
-            Err(e) if attempt < 5 && (never_sent(&e) || (idempotent && unavailable(&e))) => {
+            Err(e)
+                if attempt < ETCD_CLIENT_RETRIES
+                    && (never_sent(&e) || (idempotent && unavailable(&e))) =>
+            {
                 attempt += 1;
                 tracing::debug!("etcd request failed ({e}); retry {attempt}");
-                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                tokio::time::sleep(ETCD_CLIENT_BACKOFF).await;
             }
             other => return other,
         }
     }
+}
+
+/// How long a broken etcd watch is re-established before the client's
+/// watch gets an error (clientv3 resumes a watch on another member on its
+/// own; kube-apiserver's clients never see the member go).
+const REWATCH_FOR: Duration = Duration::from_secs(30);
+
+fn watch_options(prefix: &str, from_revision: i64) -> WatchOptions {
+    WatchOptions::new()
+        .with_range(prefix_end(prefix))
+        .with_start_revision(from_revision)
+        .with_prev_key()
+        .with_progress_notify()
+}
+
+/// Re-opens a watch from `from_revision` after its stream broke, on
+/// whichever member answers, as clientv3 does; `None` when none did within
+/// [`REWATCH_FOR`] or the client's watch went away.
+async fn rewatch(
+    client: &mut Client,
+    prefix: &str,
+    from_revision: i64,
+    tx: &mpsc::Sender<Value>,
+) -> Option<etcd_client::WatchStream> {
+    let t0 = tokio::time::Instant::now();
+    let mut backoff = ETCD_CLIENT_BACKOFF;
+    while t0.elapsed() < REWATCH_FOR && !tx.is_closed() {
+        match client
+            .watch(prefix, Some(watch_options(prefix, from_revision)))
+            .await
+        {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                tracing::debug!("re-watch {prefix} from {from_revision}: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+        }
+    }
+    None
 }
 
 impl Store {
@@ -590,13 +644,8 @@ impl Store {
             }
         };
         let mut client = self.client.clone();
-        let opts = WatchOptions::new()
-            .with_range(prefix_end(&prefix))
-            .with_start_revision(start + 1)
-            .with_prev_key()
-            .with_progress_notify();
         let mut stream = client
-            .watch(prefix.as_str(), Some(opts))
+            .watch(prefix.as_str(), Some(watch_options(&prefix, start + 1)))
             .await
             .map_err(from_etcd)?;
         let deadline = o.timeout.map(|t| tokio::time::Instant::now() + t);
@@ -623,10 +672,24 @@ impl Store {
                     msg = stream.message() => {
                         let resp = match msg {
                             Ok(Some(resp)) => resp,
-                            Ok(None) => break,
-                            Err(e) => {
-                                let _ = tx.send(json!({"type": "ERROR", "object": from_etcd(e).status()})).await;
-                                break;
+                            // The member went away: go on from the last
+                            // revision on another one.
+                            broken => {
+                                let why = match broken {
+                                    Err(e) => from_etcd(e),
+                                    _ => ApiError::Unavailable("etcd: the watch stream ended".into()),
+                                };
+                                match rewatch(&mut client, &prefix, last_rv + 1, &tx).await {
+                                    Some(s) => {
+                                        tracing::info!("watch of {prefix} resumed from revision {} after: {why:?}", last_rv + 1);
+                                        stream = s;
+                                        continue;
+                                    }
+                                    None => {
+                                        let _ = tx.send(json!({"type": "ERROR", "object": why.status()})).await;
+                                        break;
+                                    }
+                                }
                             }
                         };
                         if resp.compact_revision() > 0 {
