@@ -179,45 +179,14 @@ fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
     lab.ok(&["down"]);
 }
 
-#[test]
-fn the_watch_check_catches_a_dropped_event() {
-    if !docker_or_skip("the_watch_check_catches_a_dropped_event") {
-        return;
-    }
-    let lab = Lab::new("watch");
+/// A single-replica lab where the API server drops one watch event (a real
+/// fault of the server) while `watcher` (`watch` or `informer`) and the
+/// writer run: `probe stop` must fail with `reason`. Returns the verdict.
+fn drop_one_watch_event(lab: &Lab, watcher: &str, reason: &str) -> Value {
     lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
-    let run = start(&lab, &["--probes", "write,watch", "--modes", "reused"]);
+    let probes = format!("write,{watcher}");
+    let run = start(lab, &["--probes", &probes, "--modes", "reused"]);
     std::thread::sleep(Duration::from_secs(2));
-    // The API server drops one watch event: a real fault of the server.
-    lab.exec(
-        "seed-a-apiserver-0",
-        "mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/drop-watch-event",
-    )
-    .assert()
-    .success();
-    std::thread::sleep(Duration::from_secs(3));
-    lab.cpmlab(&["probe", "stop"]).code(1);
-    let v = verdict(&run);
-    assert_eq!(
-        v["zero_downtime"], true,
-        "no request failed: {}",
-        v["overall"]
-    );
-    assert_eq!(v["watch"]["missed_count"], 1, "{:#}", v["watch"]);
-    assert_eq!(v["ledger"]["lost_count"], 0);
-    lab.ok(&["down"]);
-}
-
-#[test]
-fn the_informer_catches_a_dropped_event() {
-    if !docker_or_skip("the_informer_catches_a_dropped_event") {
-        return;
-    }
-    let lab = Lab::new("informer");
-    lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
-    let run = start(&lab, &["--probes", "write,informer", "--modes", "reused"]);
-    std::thread::sleep(Duration::from_secs(2));
-    // The API server drops one event of the informer's watch.
     lab.exec(
         "seed-a-apiserver-0",
         "mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/drop-watch-event",
@@ -227,11 +196,37 @@ fn the_informer_catches_a_dropped_event() {
     std::thread::sleep(Duration::from_secs(3));
     lab.cpmlab(&["probe", "stop"])
         .code(1)
-        .stdout(predicate::str::contains(
-            "informer: 1 counter value(s) never seen by the informer",
-        ));
+        .stdout(predicate::str::contains(reason));
     let v = verdict(&run);
-    assert_eq!(v["zero_downtime"], true, "{}", v["overall"]);
+    assert_eq!(
+        v["zero_downtime"], true,
+        "no request failed: {}",
+        v["overall"]
+    );
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    lab.ok(&["down"]);
+    v
+}
+
+#[test]
+fn the_watch_check_catches_a_dropped_event() {
+    if !docker_or_skip("the_watch_check_catches_a_dropped_event") {
+        return;
+    }
+    let v = drop_one_watch_event(&Lab::new("watch"), "watch", "watch-continuity");
+    assert_eq!(v["watch"]["missed_count"], 1, "{:#}", v["watch"]);
+}
+
+#[test]
+fn the_informer_catches_a_dropped_event() {
+    if !docker_or_skip("the_informer_catches_a_dropped_event") {
+        return;
+    }
+    let v = drop_one_watch_event(
+        &Lab::new("informer"),
+        "informer",
+        "informer: 1 counter value(s) never seen by the informer",
+    );
     let inf = &v["informer"];
     assert_eq!(inf["missed_count"], 1, "{inf:#}");
     assert_eq!(inf["relists"], 0, "{inf:#}");
@@ -242,7 +237,6 @@ fn the_informer_catches_a_dropped_event() {
         .find(|r| r["name"] == "informer")
         .expect("an informer rule");
     assert_eq!(rule["status"], "failed", "{rule}");
-    lab.ok(&["down"]);
 }
 
 /// The stand-in fails over between its seed's etcd members: losing a

@@ -373,6 +373,10 @@ mod tests {
         v
     }
 
+    fn says(r: &Rule, text: &str) {
+        assert!(r.message.contains(text), "`{text}` not in: {}", r.message);
+    }
+
     fn run(recs: &[Record], events: &[LabEvent]) -> InformerCheck {
         let all: Vec<&Record> = recs.iter().collect();
         check(&all, events)
@@ -395,11 +399,9 @@ mod tests {
         );
         let r = rule(&c);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
-        assert!(
-            r.message
-                .contains("by phase: outside: 0 relist(s), 0 error(s), worst delay 3 ms"),
-            "{}",
-            r.message
+        says(
+            &r,
+            "by phase: outside: 0 relist(s), 0 error(s), worst delay 3 ms",
         );
     }
 
@@ -413,12 +415,7 @@ mod tests {
         assert_eq!(c.missed, vec![4]);
         let r = rule(&c);
         assert_eq!(r.status, RuleStatus::Failed);
-        assert!(
-            r.message
-                .contains("1 counter value(s) never seen by the informer: 4"),
-            "{}",
-            r.message
-        );
+        says(&r, "1 counter value(s) never seen by the informer: 4");
     }
 
     #[test]
@@ -452,12 +449,7 @@ mod tests {
         assert_eq!((p.relists, p.errors), (1, 1));
         let r = rule(&c);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
-        assert!(
-            r.message
-                .contains("MigrateDNSRecords: 1 relist(s), 1 error(s)"),
-            "{}",
-            r.message
-        );
+        says(&r, "MigrateDNSRecords: 1 relist(s), 1 error(s)");
     }
 
     #[test]
@@ -470,18 +462,8 @@ mod tests {
         assert_eq!((c.duplicated_count, c.out_of_order_count), (1, 1), "{c:?}");
         let r = rule(&c);
         assert_eq!(r.status, RuleStatus::Failed);
-        assert!(
-            r.message
-                .contains("1 value(s) delivered twice: 5 after 5 (apply)"),
-            "{}",
-            r.message
-        );
-        assert!(
-            r.message
-                .contains("1 value(s) out of order: 3 after 5 (init-apply)"),
-            "{}",
-            r.message
-        );
+        says(&r, "1 value(s) delivered twice: 5 after 5 (apply)");
+        says(&r, "1 value(s) out of order: 3 after 5 (init-apply)");
     }
 
     #[test]
