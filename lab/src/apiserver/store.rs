@@ -656,6 +656,12 @@ impl Store {
             let gone =
                 |msg: String| json!({"type": "ERROR", "object": ApiError::Gone(msg).status()});
             loop {
+                // A watch that arrived once the server had begun to stop
+                // (its subscription never sees the change) ends at once,
+                // cleanly, so its client watches elsewhere.
+                if *stop.borrow() {
+                    break;
+                }
                 let timeout = async {
                     match deadline {
                         Some(d) => tokio::time::sleep_until(d).await,
