@@ -57,6 +57,19 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
         v["ledger"]["final_counter"],
         v["ledger"]["max_acknowledged"]
     );
+    // Every acknowledged write is in etcd's history, and no read was stale.
+    assert!(
+        f(&v["ledger"]["history_versions"]) > 50.0,
+        "{:#}",
+        v["ledger"]
+    );
+    assert!(
+        f(&v["stale_reads"]["checked"]) > 50.0,
+        "{:#}",
+        v["stale_reads"]
+    );
+    assert_eq!(v["stale_reads"]["count"], 0, "{:#}", v["stale_reads"]);
+    assert!(run.join("final.json").is_file());
     assert_eq!(v["watch"]["run"], true);
     assert_eq!(v["watch"]["missed_count"], 0);
     // The informer (a controller's list+watch): no relist, no error, every
@@ -179,17 +192,16 @@ fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
     lab.ok(&["down"]);
 }
 
-/// A single-replica lab where the API server drops one watch event (a real
-/// fault of the server) while `watcher` (`watch` or `informer`) and the
-/// writer run: `probe stop` must fail with `reason`. Returns the verdict.
-fn drop_one_watch_event(lab: &Lab, watcher: &str, reason: &str) -> Value {
+/// A single-replica lab where the API server fires `failpoint` once (a
+/// real fault of the server) while `probes` run over reused connections:
+/// `probe stop` must fail with `reason`. Returns the verdict.
+fn fire_failpoint(lab: &Lab, failpoint: &str, probes: &str, reason: &str) -> Value {
     lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
-    let probes = format!("write,{watcher}");
-    let run = start(lab, &["--probes", &probes, "--modes", "reused"]);
+    let run = start(lab, &["--probes", probes, "--modes", "reused"]);
     std::thread::sleep(Duration::from_secs(2));
     lab.exec(
         "seed-a-apiserver-0",
-        "mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/drop-watch-event",
+        &format!("mkdir -p /run/cpmlab/failpoints && touch /run/cpmlab/failpoints/{failpoint}"),
     )
     .assert()
     .success();
@@ -198,13 +210,19 @@ fn drop_one_watch_event(lab: &Lab, watcher: &str, reason: &str) -> Value {
         .code(1)
         .stdout(predicate::str::contains(reason));
     let v = verdict(&run);
+    assert_eq!(v["ledger"]["lost_count"], 0);
+    lab.ok(&["down"]);
+    v
+}
+
+/// A dropped watch event costs no request: only the watcher's check sees it.
+fn drop_one_watch_event(lab: &Lab, watcher: &str, reason: &str) -> Value {
+    let v = fire_failpoint(lab, "drop-watch-event", &format!("write,{watcher}"), reason);
     assert_eq!(
         v["zero_downtime"], true,
         "no request failed: {}",
         v["overall"]
     );
-    assert_eq!(v["ledger"]["lost_count"], 0);
-    lab.ok(&["down"]);
     v
 }
 
@@ -237,6 +255,65 @@ fn the_informer_catches_a_dropped_event() {
         .find(|r| r["name"] == "informer")
         .expect("an informer rule");
     assert_eq!(rule["status"], "failed", "{rule}");
+}
+
+#[test]
+fn a_watch_error_is_unavailability_of_the_watch() {
+    if !docker_or_skip("a_watch_error_is_unavailability_of_the_watch") {
+        return;
+    }
+    let v = fire_failpoint(
+        &Lab::new("watcherr"),
+        "watch-error",
+        "write,watch",
+        "watch/reused: 1 http",
+    );
+    assert_eq!(
+        v["probes"]["watch/reused"]["failures"]["http"], 1,
+        "{:#}",
+        v["probes"]
+    );
+    assert_eq!(v["watch"]["errors"], 1, "{:#}", v["watch"]);
+    // The watch came back and missed nothing.
+    assert_eq!(v["watch"]["missed_count"], 0, "{:#}", v["watch"]);
+}
+
+#[test]
+fn a_stale_read_is_caught() {
+    if !docker_or_skip("a_stale_read_is_caught") {
+        return;
+    }
+    let v = fire_failpoint(
+        &Lab::new("stale"),
+        "stale-read",
+        "write,get",
+        "stale-reads: 1 of",
+    );
+    assert_eq!(v["stale_reads"]["count"], 1, "{:#}", v["stale_reads"]);
+    assert_eq!(
+        v["stale_reads"]["by_lane"]["get/reused"], 1,
+        "{:#}",
+        v["stale_reads"]
+    );
+    assert_eq!(v["zero_downtime"], true, "{}", v["overall"]);
+}
+
+#[test]
+fn a_body_that_does_not_parse_is_a_failure() {
+    if !docker_or_skip("a_body_that_does_not_parse_is_a_failure") {
+        return;
+    }
+    let v = fire_failpoint(
+        &Lab::new("decode"),
+        "corrupt-body",
+        "get",
+        "get/reused: 1 decode",
+    );
+    assert_eq!(
+        v["probes"]["get/reused"]["failures"]["decode"], 1,
+        "{:#}",
+        v["probes"]
+    );
 }
 
 /// The stand-in fails over between its seed's etcd members: losing a

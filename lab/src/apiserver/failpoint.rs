@@ -8,6 +8,14 @@ use std::path::Path;
 pub const DIR: &str = "/run/cpmlab/failpoints";
 /// The next watch event (of any watch) is not sent.
 pub const DROP_WATCH_EVENT: &str = "drop-watch-event";
+/// The next watch event is an ERROR (503, as when the etcd watch fails)
+/// instead, and that watch ends.
+pub const WATCH_ERROR: &str = "watch-error";
+/// The next GET of one object returns the version 5 writes before the
+/// current one, as a replica reading from a lagging member would.
+pub const STALE_READ: &str = "stale-read";
+/// The next GET of one object answers 200 with a body cut short.
+pub const CORRUPT_BODY: &str = "corrupt-body";
 
 /// Fires the failpoint once if it is armed.
 pub fn take(name: &str) -> bool {

@@ -316,7 +316,21 @@ async fn handle(
     let ns = t.namespace.as_deref();
     let st = &s.store;
     match (method.clone(), t.name.as_deref()) {
-        (Method::GET, Some(name)) => Ok(json_response(200, &st.get(r, ns, name).await?)),
+        (Method::GET, Some(name)) => {
+            let obj = st.get(r, ns, name).await?;
+            if super::failpoint::take(super::failpoint::CORRUPT_BODY) {
+                tracing::warn!(
+                    "failpoint {}: a body cut short",
+                    super::failpoint::CORRUPT_BODY
+                );
+                let mut cut = serde_json::to_vec(&obj).expect("JSON");
+                cut.truncate(cut.len() / 2);
+                let mut resp = json_response(200, &Value::Null);
+                *resp.body_mut() = Body::from(cut);
+                return Ok(resp);
+            }
+            Ok(json_response(200, &obj))
+        }
         (Method::GET, None) if param(&q, "watch").is_some_and(|w| w == "true" || w == "1") => {
             watch(s, &t, &q).await
         }

@@ -293,8 +293,42 @@ impl Store {
         Ok(resp.kvs().first().cloned())
     }
 
+    /// The version of `key` up to `back` writes before `current` (the
+    /// oldest there is), if it has an older one.
+    async fn older_version(
+        &self,
+        key: &str,
+        current: Option<&KeyValue>,
+        back: usize,
+    ) -> Result<Option<KeyValue>, ApiError> {
+        let mut older: Option<KeyValue> = None;
+        let mut at = current.cloned();
+        for _ in 0..back {
+            let Some(cur) = at.filter(|c| c.mod_revision() > c.create_revision()) else {
+                break;
+            };
+            let opts = GetOptions::new().with_revision(cur.mod_revision() - 1);
+            let resp = self.kv().get(key, Some(opts)).await.map_err(from_etcd)?;
+            at = resp.kvs().first().cloned();
+            older = at.clone().or(older);
+        }
+        Ok(older)
+    }
+
     pub async fn get(&self, r: &Resource, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
-        match self.get_kv(&r.key(ns, name)).await? {
+        let key = r.key(ns, name);
+        let mut found = self.get_kv(&key).await?;
+        if super::failpoint::take(super::failpoint::STALE_READ) {
+            if let Some(older) = self.older_version(&key, found.as_ref(), 5).await? {
+                tracing::warn!(
+                    "failpoint {}: served {key} at revision {}",
+                    super::failpoint::STALE_READ,
+                    older.mod_revision()
+                );
+                found = Some(older);
+            }
+        }
+        match found {
             Some(kv) => decode(r, &kv),
             None => Err(ApiError::NotFound {
                 kind: r.plural.into(),
@@ -743,6 +777,12 @@ impl Store {
                             }
                             if let Some(rv) = obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()) {
                                 last_rv = last_rv.max(rv);
+                            }
+                            if super::failpoint::take(super::failpoint::WATCH_ERROR) {
+                                tracing::warn!("failpoint {}: an ERROR instead of a {ty} event", super::failpoint::WATCH_ERROR);
+                                let e = ApiError::Unavailable("etcd: failpoint watch-error".into());
+                                let _ = tx.send(json!({"type": "ERROR", "object": e.status()})).await;
+                                return;
                             }
                             if super::failpoint::take(super::failpoint::DROP_WATCH_EVENT) {
                                 tracing::warn!("failpoint {}: dropped a {ty} event", super::failpoint::DROP_WATCH_EVENT);

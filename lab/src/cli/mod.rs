@@ -12,6 +12,7 @@ mod migrate;
 mod probe;
 mod status;
 mod up;
+mod verdict;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,6 +122,9 @@ pub enum Command {
         #[command(subcommand)]
         command: ImagesCommand,
     },
+    /// Judge a kept run again (verdict.json, junit.xml, report.html): exit 0
+    /// passed, 1 failed, 2 bad input.
+    Verdict(verdict::VerdictArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completion {
         #[arg(value_enum)]
@@ -198,6 +202,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Agent { command } => return agent::run(command).await,
         Command::Doctor { output } => return doctor::run(output).await,
         Command::Completion { shell } => return completion::run(shell),
+        Command::Verdict(args) => return verdict::run(&args),
         Command::Images { command } => return images::run(command).await,
         c => c,
     };
@@ -222,6 +227,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Agent { .. }
         | Command::Doctor { .. }
         | Command::Completion { .. }
+        | Command::Verdict(_)
         | Command::Images { .. } => unreachable!("dispatched above"),
     }
 }

@@ -57,29 +57,12 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
         }
         ProbeCommand::Stop { .. } => {
             let out = run::stop(&engine, &dir, &mut state).await?;
-            let v = &out.verdict;
-            match lab.output {
-                Output::Json => print_json_line(&serde_json::json!({
-                    "event": "probe-stop", "run": out.run, "passed": v.passed, "reasons": v.reasons,
-                })),
-                Output::Text => {
-                    println!(
-                        "verdict: {}{}",
-                        if v.passed { "PASSED" } else { "FAILED" },
-                        if v.reasons.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", v.reasons.join("; "))
-                        }
-                    );
-                    println!("report: {}", out.run.join("report.html").display());
-                }
-            }
-            Ok(if v.passed {
-                0
-            } else {
-                crate::errors::EXIT_FAILED
-            })
+            Ok(super::verdict::print(
+                lab.output,
+                "probe-stop",
+                &out.run,
+                &out.verdict,
+            ))
         }
         ProbeCommand::Status { .. } => {
             let running = engine.container_state(&run::container(&state)).await?;

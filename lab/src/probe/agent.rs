@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::record::{ConnMode, Outcome, ProbeKind, Record};
-use super::transport::{Answer, Failure, Resolver, Transport};
+use super::transport::{Answer, Failure, Refused, Resolver, Transport};
 
 pub const NAMESPACE: &str = "cpmlab-probes";
 pub const COUNTER: &str = "probe-counter";
@@ -104,11 +104,30 @@ impl Ctx {
             value: None,
             rv: None,
             event: None,
+            retry_of: None,
         }
     }
 
     pub(super) fn emit(&self, r: Record) {
         let _ = self.out.send(r);
+    }
+
+    /// Records an attempt the server refused unprocessed; returns its seq,
+    /// for the retry's `retry_of`.
+    fn record_refused(
+        &self,
+        probe: ProbeKind,
+        mode: ConnMode,
+        event: Option<&str>,
+        rf: Refused,
+    ) -> u64 {
+        let mut r = self.record(probe, mode, rf.started);
+        r.duration_ms = rf.ended.duration_since(rf.started).as_secs_f64() * 1e3;
+        r.event = event.map(str::to_string);
+        let seq = r.seq;
+        self.fail(&mut r, rf.failure);
+        self.emit(r);
+        seq
     }
 
     fn fail(&self, r: &mut Record, f: Failure) {
@@ -141,16 +160,20 @@ fn counter_of(obj: &Value) -> (u64, u64) {
     (v, rv)
 }
 
-/// One JSON request with the agent's timeout; the body parsed.
-async fn call(
+/// One JSON request with the agent's timeout, its body parsed; with it the
+/// attempt the server refused unprocessed before a retry, if any. A success
+/// status whose body does not parse is a `decode` failure: the client got
+/// nothing it could use.
+async fn fetch(
     c: &Ctx,
     mode: ConnMode,
     method: &str,
     path: &str,
     body: Option<Value>,
-) -> Result<(Answer, Value), Failure> {
+    json: bool,
+) -> (Result<(Answer, Value), Failure>, Option<Refused>) {
     let deadline = Instant::now() + c.cfg.timeout;
-    let rep =
+    let (rep, refused) =
         c.t.send(
             mode,
             method,
@@ -158,13 +181,81 @@ async fn call(
             body.map(|b| b.to_string().into_bytes()),
             deadline,
         )
-        .await?;
-    let answer = rep.answer();
-    let (_, bytes) = rep.bytes(deadline).await?;
-    Ok((
-        answer,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    ))
+        .await;
+    let res = async {
+        let rep = rep?;
+        let answer = rep.answer();
+        let (status, bytes) = rep.bytes(deadline).await?;
+        if !json {
+            return Ok((answer, Value::Null));
+        }
+        match serde_json::from_slice(&bytes) {
+            Ok(v) => Ok((answer, v)),
+            Err(e) if (200..300).contains(&status) => Err(Failure {
+                outcome: Outcome::Decode,
+                error: format!(
+                    "{status} with a body that does not parse ({e}): {}",
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
+                ),
+                addr: Some(answer.addr),
+            }),
+            Err(_) => Ok((answer, Value::Null)),
+        }
+    }
+    .await;
+    (res, refused)
+}
+
+/// A probe's request: [`fetch`], with the refused attempt (if any) recorded
+/// as a request of `probe` that the returned `retry_of` points at.
+struct Called {
+    res: Result<(Answer, Value), Failure>,
+    retry_of: Option<u64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn call(
+    c: &Ctx,
+    probe: ProbeKind,
+    mode: ConnMode,
+    event: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    json: bool,
+) -> Called {
+    let (res, refused) = fetch(c, mode, method, path, body, json).await;
+    let retry_of = refused.map(|rf| c.record_refused(probe, mode, event, rf));
+    Called { res, retry_of }
+}
+
+/// Fills a record from a request's outcome: who answered, the status, and
+/// (for a GET of the counter) its value and resourceVersion.
+fn outcome_into(c: &Ctx, r: &mut Record, called: Called, counter: bool) -> Option<(u64, u64)> {
+    r.retry_of = called.retry_of;
+    match called.res {
+        Ok((rep, body)) => {
+            c.answered(r, &rep);
+            if !(200..300).contains(&rep.status) {
+                r.outcome = Outcome::Http;
+                r.error = body["message"].as_str().map(str::to_string);
+                return None;
+            }
+            r.rv = body["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|s| s.parse().ok());
+            if counter {
+                let (v, rv) = counter_of(&body);
+                r.value = Some(v);
+                return Some((v, rv));
+            }
+            None
+        }
+        Err(f) => {
+            c.fail(r, f);
+            None
+        }
+    }
 }
 
 /// Creates the namespace and the probes' objects, waiting for the API.
@@ -173,14 +264,14 @@ async fn setup(c: &Ctx) -> Result<()> {
     loop {
         let r = async {
             let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-            let st = call(c, ConnMode::New, "POST", "/api/v1/namespaces", Some(ns)).await?.0.status;
+            let st = fetch(c, ConnMode::New, "POST", "/api/v1/namespaces", Some(ns), true).await.0?.0.status;
             if st != 201 && st != 409 {
                 return Err(Failure { outcome: Outcome::Http, error: format!("create namespace: {st}"), addr: None });
             }
             for (name, data) in [(TARGET, json!({"probe": "target"})), (COUNTER, json!({"value": "0"}))] {
                 let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
                 let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps");
-                let st = call(c, ConnMode::New, "POST", &path, Some(cm)).await?.0.status;
+                let st = fetch(c, ConnMode::New, "POST", &path, Some(cm), true).await.0?.0.status;
                 if st != 201 && st != 409 {
                     return Err(Failure { outcome: Outcome::Http, error: format!("create {name}: {st}"), addr: None });
                 }
@@ -199,7 +290,9 @@ async fn setup(c: &Ctx) -> Result<()> {
     }
 }
 
-/// readyz, get, list: one request per tick, each in its own task.
+/// readyz, get, list: one request per tick, each in its own task. get reads
+/// the counter, so that its value can be held against the writes
+/// acknowledged before it (a stale read).
 async fn simple_loop(
     c: Arc<Ctx>,
     probe: ProbeKind,
@@ -210,7 +303,7 @@ async fn simple_loop(
         // Can the server serve? A draining server fails plain /readyz on
         // purpose (for load balancers) while it still serves every request.
         ProbeKind::Readyz => "/readyz?exclude=shutdown".to_string(),
-        ProbeKind::Get => cm_path(TARGET),
+        ProbeKind::Get => cm_path(COUNTER),
         ProbeKind::List => format!("/api/v1/namespaces/{NAMESPACE}/configmaps?limit=50"),
         _ => unreachable!("not a simple probe"),
     };
@@ -225,25 +318,36 @@ async fn simple_loop(
         let path = path.clone();
         tokio::spawn(async move {
             let start = Instant::now();
-            let res = call(&c, mode, "GET", &path, None).await;
+            // readyz answers text: only its status counts.
+            let json = probe != ProbeKind::Readyz;
+            let called = call(&c, probe, mode, None, "GET", &path, None, json).await;
             let mut r = c.record(probe, mode, start);
-            match res {
-                Ok((rep, body)) => {
-                    c.answered(&mut r, &rep);
-                    if rep.status != 200 {
-                        r.outcome = Outcome::Http;
-                        r.error = body["message"].as_str().map(str::to_string);
-                    } else if probe != ProbeKind::Readyz {
-                        r.rv = body["metadata"]["resourceVersion"]
-                            .as_str()
-                            .and_then(|s| s.parse().ok());
-                    }
-                }
-                Err(f) => c.fail(&mut r, f),
-            }
+            outcome_into(&c, &mut r, called, probe == ProbeKind::Get);
             c.emit(r);
         });
     }
+}
+
+/// A recorded GET of the counter by `probe` (event `read`): the writer's
+/// read before an update, the watch's read it starts from.
+async fn read_counter(c: &Ctx, probe: ProbeKind, mode: ConnMode) -> Option<(u64, u64)> {
+    let start = Instant::now();
+    let called = call(
+        c,
+        probe,
+        mode,
+        Some("read"),
+        "GET",
+        &cm_path(COUNTER),
+        None,
+        true,
+    )
+    .await;
+    let mut r = c.record(probe, mode, start);
+    r.event = Some("read".into());
+    let got = outcome_into(c, &mut r, called, true);
+    c.emit(r);
+    got
 }
 
 /// The single writer: read-modify-write of the counter, modes alternating.
@@ -265,9 +369,9 @@ async fn write_loop(
         i += 1;
         let (value, rv) = match known {
             Some(k) => k,
-            None => match call(&c, mode, "GET", &cm_path(COUNTER), None).await {
-                Ok((a, body)) if a.status == 200 => counter_of(&body),
-                _ => continue,
+            None => match read_counter(&c, ProbeKind::Write, mode).await {
+                Some(k) => k,
+                None => continue,
             },
         };
         let next = value + 1;
@@ -275,34 +379,32 @@ async fn write_loop(
             "metadata": {"name": COUNTER, "namespace": NAMESPACE, "resourceVersion": rv.to_string()},
             "data": {"value": next.to_string()}});
         let start = Instant::now();
-        let res = call(&c, mode, "PUT", &cm_path(COUNTER), Some(body)).await;
+        let called = call(
+            &c,
+            ProbeKind::Write,
+            mode,
+            None,
+            "PUT",
+            &cm_path(COUNTER),
+            Some(body),
+            true,
+        )
+        .await;
         let mut r = c.record(ProbeKind::Write, mode, start);
+        known = outcome_into(&c, &mut r, called, true);
+        // The value this write set (acknowledged when the outcome is ok).
         r.value = Some(next);
-        match res {
-            Ok((rep, body)) if rep.status == 200 => {
-                c.answered(&mut r, &rep);
-                let (v, new_rv) = counter_of(&body);
-                r.rv = Some(new_rv);
-                known = Some((v, new_rv));
-                c.last_acked.fetch_max(next, Ordering::SeqCst);
-            }
-            Ok((rep, body)) => {
-                c.answered(&mut r, &rep);
-                r.outcome = Outcome::Http;
-                r.error = body["message"].as_str().map(str::to_string);
-                known = None;
-            }
-            Err(f) => {
-                c.fail(&mut r, f);
-                // The write may or may not have happened: read before the next.
-                known = None;
-            }
+        if known.is_some() {
+            c.last_acked.fetch_max(next, Ordering::SeqCst);
         }
+        // After a failure the write may or may not have happened: the next
+        // one reads first.
         c.emit(r);
     }
 }
 
 /// Follows the counter from the last seen resourceVersion, reconnecting.
+/// Only a 410 Gone resets the revision it resumes from (to a new read).
 async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::Receiver<bool>) {
     use http_body_util::BodyExt;
     let mut last_rv: Option<u64> = None;
@@ -311,9 +413,11 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
             return;
         }
         if last_rv.is_none() {
-            if let Ok((a, body)) = call(&c, mode, "GET", &cm_path(COUNTER), None).await {
-                if a.status == 200 {
-                    last_rv = Some(counter_of(&body).1);
+            match read_counter(&c, ProbeKind::Watch, mode).await {
+                Some((_, rv)) => last_rv = Some(rv),
+                None => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
             }
         }
@@ -322,12 +426,15 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
             last_rv.map(|r| format!("&resourceVersion={r}")).unwrap_or_default()
         );
         let start = Instant::now();
-        let res =
+        let (res, refused) =
             c.t.send(mode, "GET", &path, None, start + c.cfg.timeout)
                 .await;
+        let retry_of =
+            refused.map(|rf| c.record_refused(ProbeKind::Watch, mode, Some("connect"), rf));
         let mut r = c.record(ProbeKind::Watch, mode, start);
         r.event = Some("connect".into());
         r.rv = last_rv;
+        r.retry_of = retry_of;
         let rep = match res {
             Ok(rep) if rep.status == 200 => {
                 c.answered(&mut r, &rep.answer());
@@ -348,7 +455,7 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
                 continue;
             }
         };
-        let (seed, server) = (rep.seed.clone(), rep.server.clone());
+        let (seed, server, addr) = (rep.seed.clone(), rep.server.clone(), rep.addr);
         let mut body = rep.body;
         let mut buf: Vec<u8> = Vec::new();
         loop {
@@ -356,21 +463,51 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
                 _ = stop.changed() => return,
                 f = body.frame() => f,
             };
-            let Some(Ok(frame)) = frame else { break };
-            let Ok(data) = frame.into_data() else {
-                continue;
+            let data = match frame {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+                // The stream ended or broke: say which, then watch again.
+                end => {
+                    let mut r = c.record(ProbeKind::Watch, mode, Instant::now());
+                    r.seed = seed.clone();
+                    r.server = server.clone();
+                    r.addr = Some(addr.to_string());
+                    r.rv = last_rv;
+                    match end {
+                        Some(Err(e)) => {
+                            r.event = Some("broken".into());
+                            c.fail(&mut r, super::transport::classify_hyper(&e, Some(addr)));
+                        }
+                        _ => r.event = Some("closed".into()),
+                    }
+                    c.emit(r);
+                    break;
+                }
             };
             buf.extend_from_slice(&data);
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
-                let Ok(ev) = serde_json::from_slice::<Value>(&line) else {
-                    continue;
-                };
-                let ty = ev["type"].as_str().unwrap_or("").to_string();
                 let mut r = c.record(ProbeKind::Watch, mode, Instant::now());
-                r.event = Some(ty.clone());
                 r.seed = seed.clone();
                 r.server = server.clone();
+                let ev = match serde_json::from_slice::<Value>(&line) {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        // The client cannot use what it was sent.
+                        r.event = Some("ERROR".into());
+                        r.outcome = Outcome::Decode;
+                        r.error = Some(format!(
+                            "a watch line that does not parse ({e}): {}",
+                            String::from_utf8_lossy(&line[..line.len().min(80)])
+                        ));
+                        c.emit(r);
+                        continue;
+                    }
+                };
+                let ty = ev["type"].as_str().unwrap_or("").to_string();
+                r.event = Some(ty.clone());
                 if ty == "ERROR" {
                     r.outcome = Outcome::Http;
                     r.http_status = ev["object"]["code"].as_u64().map(|c| c as u16);

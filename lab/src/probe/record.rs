@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub enum ProbeKind {
     /// GET /readyz?exclude=shutdown (can the server still serve?)
     Readyz,
-    /// GET of one ConfigMap
+    /// GET of the counter ConfigMap (a linearizable single-object read)
     Get,
     /// LIST of ConfigMaps in the probe namespace
     List,
@@ -45,6 +45,8 @@ pub enum Outcome {
     Reset,
     Dns,
     Tls,
+    /// A success status whose body does not parse: the client got nothing.
+    Decode,
     /// Anything else (see `error`).
     Error,
 }
@@ -82,9 +84,47 @@ pub struct Record {
     /// The resourceVersion the response or event carried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rv: Option<u64>,
-    /// watch: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR, or `connect`.
+    /// watch: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR, `connect`, `read`
+    /// (the GET the watch starts from), `broken` (the stream failed) or
+    /// `closed` (the server ended it); write: `read` (the GET before an
+    /// update); informer: see `probe::informer::event`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
+    /// This request retries the one with this `seq` (the server refused that
+    /// one unprocessed, with GOAWAY): a client sees only the retry's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<u64>,
+}
+
+/// What was read back after a run, kept as `final.json` in the run
+/// directory so the run can be judged again: the counter through the API,
+/// and the counter's history from etcd.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FinalRead {
+    /// The counter's value as the API returned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_rv: Option<u64>,
+    /// Why the counter could not be read (after every attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_error: Option<String>,
+    #[serde(default)]
+    pub counter_attempts: u32,
+    /// Every version of the counter in etcd, oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<HistoryEntry>>,
+    /// Why the history could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_error: Option<String>,
+}
+
+/// One version of the counter in etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub value: u64,
+    /// Its mod revision (the resourceVersion the API returned for it).
+    pub rev: u64,
 }
 
 /// Something that happened in the lab during a run: a phase (migration
@@ -123,6 +163,7 @@ mod tests {
             value: Some(7),
             rv: Some(42),
             event: None,
+            retry_of: None,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(r#""probe":"write""#) && line.contains(r#""mode":"reused""#));

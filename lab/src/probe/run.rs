@@ -3,7 +3,6 @@
 //! (`<state root>/runs/<NAME>-<time>/`, kept after `down`), and the verdict when
 //! it stops.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -244,39 +243,6 @@ pub async fn start(
     Ok(run)
 }
 
-/// Reads the counter through the API (the source of truth after a run).
-async fn final_counter(dir: &LabDir, state: &LabState) -> Option<u64> {
-    let ca = std::fs::read_to_string(dir.pki().join("ca.crt")).ok()?;
-    let tls = crate::apiserver::client::tls_client(&ca).ok()?;
-    let (ips, _) = crate::dns::query_a(
-        SocketAddr::from((state.dns.server.ip, 53)),
-        &state.dns.api_name,
-        Duration::from_secs(2),
-    )
-    .await
-    .ok()?;
-    let path = format!(
-        "/api/v1/namespaces/{}/configmaps/{}",
-        super::agent::NAMESPACE,
-        super::agent::COUNTER
-    );
-    let (code, body) = crate::apiserver::client::get(
-        SocketAddr::from((*ips.first()?, crate::gateway::API_PORT)),
-        &state.dns.api_name,
-        tls,
-        &path,
-        Some(&state.api_token),
-        Duration::from_secs(5),
-    )
-    .await
-    .ok()?;
-    if code != 200 {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["data"]["value"].as_str()?.parse().ok()
-}
-
 pub struct StopOutcome {
     pub run: PathBuf,
     pub verdict: crate::verdict::Verdict,
@@ -293,22 +259,27 @@ pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result
     engine.stop(&c, 20).await?;
     engine.remove_container(&c).await?;
     note(&run, "probes stopped")?;
-    let counter = final_counter(dir, state).await;
-    let verdict = judge(&run, counter)?;
+    let fin = super::final_read::read(dir, state).await;
+    std::fs::write(run.join(FINAL_FILE), serde_json::to_string_pretty(&fin)?)?;
+    let verdict = judge(&run, &crate::verdict::Thresholds::default())?;
     *state = dir.update(|s| s.probe_run = None)?;
     Ok(StopOutcome { run, verdict })
 }
 
-/// Computes and writes verdict.json, junit.xml and report.html for a run.
-pub fn judge(run: &Path, final_counter: Option<u64>) -> Result<crate::verdict::Verdict> {
+/// What was read back after the run (see `final_read`).
+pub const FINAL_FILE: &str = "final.json";
+
+/// Judges a run directory: from its records, events and final read, writes
+/// verdict.json, junit.xml and report.html. Used by `probe stop` and by
+/// `cpmlab verdict`, which judges a kept run again.
+pub fn judge(
+    run: &Path,
+    thresholds: &crate::verdict::Thresholds,
+) -> Result<crate::verdict::Verdict> {
     let records = crate::verdict::read_records(&run.join("records.ndjson"))?;
     let events = crate::verdict::read_events(&run.join("events.ndjson"))?;
-    let v = crate::verdict::compute(
-        &records,
-        &events,
-        final_counter,
-        &crate::verdict::Thresholds::default(),
-    );
+    let fin = crate::verdict::read_final(&run.join(FINAL_FILE))?;
+    let v = crate::verdict::compute(&records, &events, &fin, thresholds);
     std::fs::write(run.join("verdict.json"), serde_json::to_string_pretty(&v)?)?;
     std::fs::write(
         run.join("junit.xml"),

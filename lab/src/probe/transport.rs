@@ -35,6 +35,14 @@ impl Failure {
     }
 }
 
+/// An attempt the server refused unprocessed (GOAWAY), retried at once.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub started: Instant,
+    pub ended: Instant,
+    pub failure: Failure,
+}
+
 /// Who answered a request, and how.
 #[derive(Debug, Clone)]
 pub struct Answer {
@@ -126,7 +134,7 @@ pub fn classify_io(e: &std::io::Error, addr: Option<SocketAddr>) -> Failure {
     Failure::new(outcome, e.to_string(), addr)
 }
 
-fn classify_hyper(e: &hyper::Error, addr: Option<SocketAddr>) -> Failure {
+pub fn classify_hyper(e: &hyper::Error, addr: Option<SocketAddr>) -> Failure {
     let msg = format!("{e}");
     let src = std::error::Error::source(e)
         .map(|s| s.to_string())
@@ -319,18 +327,22 @@ impl Transport {
     /// A request on the shared HTTP/2 connection, (re)connecting if needed.
     /// A request the server refused unprocessed (the connection was already
     /// going away: GOAWAY) is retried once on a new connection, as Go's
-    /// HTTP/2 transport (and so client-go) does.
+    /// HTTP/2 transport (and so client-go) does; the refused attempt is
+    /// returned beside the outcome, so that both are recorded.
     pub async fn send_reused(
         &self,
         method: &str,
         path: &str,
         body: Option<Vec<u8>>,
         deadline: Instant,
-    ) -> Result<Reply, Failure> {
-        let mut attempt = 0;
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
+        let mut refused = None;
         loop {
-            attempt += 1;
-            let (mut sender, addr) = self.h2_sender(deadline).await?;
+            let started = Instant::now();
+            let (mut sender, addr) = match self.h2_sender(deadline).await {
+                Ok(x) => x,
+                Err(f) => return (Err(f), refused),
+            };
             let req = request(self, method, path, body.clone());
             let left = deadline.saturating_duration_since(Instant::now());
             let r = match tokio::time::timeout(left, sender.send_request(req)).await {
@@ -345,7 +357,7 @@ impl Transport {
                 Ok(Ok(resp)) => Ok(self.reply(resp, addr)),
             };
             match r {
-                Ok(rep) => return Ok(rep),
+                Ok(rep) => return (Ok(rep), refused),
                 Err((f, unprocessed)) => {
                     // A failed stream may mean a dead connection: start afresh.
                     let mut g = self.h2.lock().await;
@@ -353,9 +365,14 @@ impl Transport {
                         *g = None;
                     }
                     drop(g);
-                    if !(unprocessed && attempt < 2) {
-                        return Err(f);
+                    if !unprocessed || refused.is_some() {
+                        return (Err(f), refused);
                     }
+                    refused = Some(Refused {
+                        started,
+                        ended: Instant::now(),
+                        failure: f,
+                    });
                 }
             }
         }
@@ -383,6 +400,8 @@ impl Transport {
         Ok((s.clone(), *a))
     }
 
+    /// A request in `mode`; with it, the attempt the server refused
+    /// unprocessed before the retry, if there was one.
     pub async fn send(
         &self,
         mode: super::record::ConnMode,
@@ -390,9 +409,11 @@ impl Transport {
         path: &str,
         body: Option<Vec<u8>>,
         deadline: Instant,
-    ) -> Result<Reply, Failure> {
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
         match mode {
-            super::record::ConnMode::New => self.send_new(method, path, body, deadline).await,
+            super::record::ConnMode::New => {
+                (self.send_new(method, path, body, deadline).await, None)
+            }
             super::record::ConnMode::Reused => self.send_reused(method, path, body, deadline).await,
         }
     }

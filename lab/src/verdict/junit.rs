@@ -146,7 +146,13 @@ mod tests {
 
     #[test]
     fn verdict_junit_passing_run_is_well_formed() {
-        let v = compute(&clean_run(), &[], None, &Thresholds::default());
+        let recs = clean_run();
+        let v = compute(
+            &recs,
+            &[],
+            &read_back(&recs, Some(100)),
+            &Thresholds::default(),
+        );
         let x = junit(&v, "cpmlab <migration> & \"co\"");
         let tags = check_balanced(&x);
         assert_eq!(
@@ -154,8 +160,15 @@ mod tests {
             v.rules.len()
         );
         assert!(!x.contains("<failure"));
-        // lost-writes has no final counter, and the run no informer
-        // records: skipped, not passed.
+        // The run has no informer and no list records: those rules are
+        // skipped, not passed.
+        let skipped: Vec<&str> = v
+            .rules
+            .iter()
+            .filter(|r| r.status == RuleStatus::Skipped)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(skipped, ["informer", "slo-outside-list"]);
         assert_eq!(tags.iter().filter(|t| *t == "skipped").count(), 2);
         assert!(x.contains("cpmlab &lt;migration&gt; &amp; &quot;co&quot;"));
     }
@@ -172,7 +185,12 @@ mod tests {
             }
         }
         recs.push(write(9_990.0, 101, 5));
-        let v = compute(&recs, &[], Some(100), &Thresholds::default());
+        let v = compute(
+            &recs,
+            &[],
+            &read_back(&recs, Some(100)),
+            &Thresholds::default(),
+        );
         let failed: Vec<&str> = v
             .rules
             .iter()

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 
 use crate::errors::BadInput;
-use crate::probe::record::{LabEvent, Record};
+use crate::probe::record::{FinalRead, LabEvent, Record};
 
 /// All records of `records.ndjson`.
 pub fn read_records(path: &Path) -> Result<Vec<Record>> {
@@ -18,6 +18,17 @@ pub fn read_records(path: &Path) -> Result<Vec<Record>> {
 /// All lab events of `events.ndjson`.
 pub fn read_events(path: &Path) -> Result<Vec<LabEvent>> {
     read_ndjson(path)
+}
+
+/// `final.json`: what was read back after the run. A run kept from before
+/// it existed has none: then nothing was read back.
+pub fn read_final(path: &Path) -> Result<FinalRead> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|e| BadInput(format!("{}: not a final read: {e}", path.display())).into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FinalRead::default()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
 }
 
 /// Parse NDJSON text; `name` is used in messages. Blank lines are skipped.

@@ -1,38 +1,49 @@
-//! The verdict: from the probe records and the lab events alone, decide
-//! whether the API had zero downtime, lost no acknowledged write and missed
-//! no watch event, and say why not. [`compute`] is pure; [`junit`] and
-//! [`report`] render a [`Verdict`] for CI and for people.
+//! The verdict: from the probe records, the lab events and what was read
+//! back after the run, decide whether the API had zero downtime, lost no
+//! acknowledged write, served no stale read and missed no watch event, and
+//! say why not. [`compute`] is pure; one module per rule
+//! ([`availability`], [`ledger`], [`watch`], [`informer`], [`reads`],
+//! [`slo`]); [`junit`] and [`report`] render a [`Verdict`] for CI and for
+//! people.
 //!
 //! Definitions (the numbers in `verdict.json` mean exactly this):
-//! - A *request* is every record except a watch event record; a watch
-//!   `connect` record is a request. A request failed unless its outcome is
-//!   `ok`. Zero downtime means zero failed requests in the window.
+//! - A *request* is every record [`is_request`] names: all records of
+//!   readyz, get, list and write (a write's `read` too); of a watch its
+//!   `connect` and `read` records, its broken streams and the ERROR events
+//!   it received (but a 410 Gone, which is how a watch is told to start
+//!   afresh); of the informer its list and watch requests and its broken
+//!   or failed watches. A request failed unless its outcome is `ok`. An
+//!   attempt the server refused unprocessed and the client retried at once
+//!   counts as the retry. Zero downtime means zero failed requests.
 //! - The *window* runs from the first to the last record start.
-//! - An *unavailable interval* of one probe and connection mode starts at the
-//!   start of a failed request that follows a success (or is the first
-//!   request) and ends when the next successful request completes (its end,
-//!   not its start: a request that started while the server was frozen and
-//!   succeeded once it thawed marks the thaw, within its own latency), or,
-//!   when none follows, at the latest end (start + duration) of the failed
-//!   requests. Downtime is the sum of these intervals, measured from
-//!   timestamps, never inferred from a count of failures.
-//! - Overall downtime is the union of all probes' unavailable intervals.
+//! - Unavailable intervals and downtime: see [`availability`].
 //! - Quantiles are nearest-rank over the durations of successful requests.
 
+pub mod availability;
 pub mod informer;
 pub mod junit;
+pub mod ledger;
 pub mod load;
+pub mod reads;
 pub mod report;
+pub mod slo;
+pub mod validator;
+pub mod watch;
 
 pub use junit::junit;
-pub use load::{read_events, read_records};
+pub use ledger::{Ledger, LedgerConflict, RvRegression};
+pub use load::{read_events, read_final, read_records};
+pub use reads::{StaleRead, StaleReads};
 pub use report::html;
+pub use slo::PhaseLatency;
+pub use validator::ValidatorSim;
+pub use watch::{WatchAnomaly, WatchCheck, WatchMiss};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
+use crate::probe::record::{ConnMode, FinalRead, LabEvent, Outcome, ProbeKind, Record};
 
 /// Gardener's zero-downtime validator curls /healthz at this interval ...
 pub const VALIDATOR_INTERVAL_MS: f64 = 10_000.0;
@@ -49,10 +60,16 @@ pub const MAX_LISTED_ANOMALIES: usize = 1000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Thresholds {
-    /// p99 latency bound for single-object reads (get), per phase.
+    /// p99 latency bound for single-object reads (get), per phase
+    /// (Kubernetes' API latency SLO: 1 s).
     pub read_p99_ms: f64,
-    /// p99 latency bound for mutations (write), per phase.
+    /// p99 latency bound for namespaced lists, per phase (SLO: 5 s).
+    pub list_p99_ms: f64,
+    /// p99 latency bound for mutations (write), per phase (SLO: 1 s).
     pub mutation_p99_ms: f64,
+    /// p99 bound from a write's acknowledgement to the watch event that
+    /// carried it, per phase: the lab's own bound (Kubernetes sets none).
+    pub watch_delay_p99_ms: f64,
     /// A write acknowledged less than this long before the end of the window
     /// is not expected in the watch stream yet (the agent stopped first).
     pub watch_grace_ms: f64,
@@ -62,7 +79,9 @@ impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
             read_p99_ms: 1000.0,
+            list_p99_ms: 5000.0,
             mutation_p99_ms: 1000.0,
+            watch_delay_p99_ms: 1000.0,
             watch_grace_ms: 1000.0,
         }
     }
@@ -111,6 +130,10 @@ pub struct ProbeStats {
     pub ok: u64,
     /// Failed requests by outcome class (`timeout`, `refused`, ...).
     pub failures: BTreeMap<String, u64>,
+    /// Attempts the server refused unprocessed and the client retried at
+    /// once (judged by the retry, not counted in `requests`).
+    #[serde(default)]
+    pub retried: u64,
     /// ok / requests × 100 (100 when there were no requests).
     pub availability_pct: f64,
     /// Sum of unavailable intervals (overall: of their union).
@@ -131,124 +154,12 @@ impl ProbeStats {
     }
 }
 
-/// What the write ledger shows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Ledger {
-    /// Write records with outcome ok and a value.
-    pub acknowledged: u64,
-    pub max_acknowledged: Option<u64>,
-    /// The counter read back after the run, when the caller had it.
-    pub final_counter: Option<u64>,
-    /// Acknowledged values greater than `final_counter` (sorted, distinct).
-    pub lost_writes: Vec<u64>,
-    pub lost_count: u64,
-    /// Acknowledged values that came back with different resourceVersions.
-    pub ledger_conflicts: Vec<LedgerConflict>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LedgerConflict {
-    pub value: u64,
-    pub rvs: Vec<u64>,
-}
-
-/// A watch anomaly: a duplicated or out-of-order event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WatchAnomaly {
-    /// Connection mode of the watch that saw it (`new`, `reused`).
-    pub mode: String,
-    pub at_unix_ms: f64,
-    pub rv: u64,
-    /// The rv of the event before (out of order) or the earlier sighting
-    /// (duplicate).
-    pub previous_rv: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<u64>,
-}
-
-/// An acknowledged write a watch never delivered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WatchMiss {
-    pub mode: String,
-    pub value: u64,
-    /// When the write was acknowledged (start + duration).
-    pub acked_unix_ms: f64,
-}
-
-/// Watch continuity. `run` is false when there were no watch records at all:
-/// then nothing was checked, which is not the same as passing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WatchCheck {
-    pub run: bool,
-    /// Connection modes that had a watch.
-    pub modes: Vec<String>,
-    /// ADDED/MODIFIED events received, all modes.
-    pub events: u64,
-    /// `connect` records, all modes (the first connect counts).
-    pub connects: u64,
-    /// Acknowledged writes a watch was expected to deliver (per mode: sent
-    /// after that watch first connected, acknowledged more than
-    /// `watch_grace_ms` before the window end), summed over modes.
-    pub expected: u64,
-    pub missed_count: u64,
-    pub duplicated_count: u64,
-    pub out_of_order_count: u64,
-    pub watch_missed: Vec<WatchMiss>,
-    pub watch_duplicated: Vec<WatchAnomaly>,
-    pub watch_out_of_order: Vec<WatchAnomaly>,
-}
-
-/// An acknowledged write whose rv is lower than that of a write acknowledged
-/// before it was sent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RvRegression {
-    pub at_unix_ms: f64,
-    pub mode: String,
-    pub rv: u64,
-    pub previous_rv: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<u64>,
-}
-
-/// Latency of one phase (a `phase` LabEvent with an end, or `outside`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhaseLatency {
-    pub name: String,
-    /// The first band of this name (phases with the same name are merged);
-    /// `None` for `outside`.
-    pub start_unix_ms: Option<f64>,
-    pub end_unix_ms: Option<f64>,
-    pub requests: u64,
-    pub failed: u64,
-    /// Single-object reads.
-    pub get: Option<Latency>,
-    pub list: Option<Latency>,
-    /// Mutations.
-    pub write: Option<Latency>,
-    /// `None` when there was no successful get in the phase.
-    pub read_slo_met: Option<bool>,
-    pub mutation_slo_met: Option<bool>,
-}
-
-/// What Gardener's zero-downtime validator would have concluded: it curls
-/// /healthz every 10 s and fails after 3 consecutive failures. Simulated from
-/// the readyz records, informational only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ValidatorSim {
-    pub interval_ms: f64,
-    /// Ticks that had a readyz record to look at.
-    pub ticks: u64,
-    pub failures: u64,
-    pub max_consecutive_failures: u64,
-    pub would_fail: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleStatus {
     Passed,
     Failed,
-    /// Not run: nothing to check (no watch records, no final counter, ...).
+    /// Not run: nothing to check (no watch records, no phase traffic, ...).
     Skipped,
 }
 
@@ -280,6 +191,8 @@ pub struct Verdict {
     /// The informer lane: what a controller's list+watch saw.
     #[serde(default)]
     pub informer: informer::InformerCheck,
+    #[serde(default)]
+    pub stale_reads: StaleReads,
     pub rv_regressions: Vec<RvRegression>,
     pub rv_regression_count: u64,
     /// In band order, `outside` last.
@@ -321,6 +234,7 @@ pub fn outcome_name(o: Outcome) -> &'static str {
         Outcome::Reset => "reset",
         Outcome::Dns => "dns",
         Outcome::Tls => "tls",
+        Outcome::Decode => "decode",
         Outcome::Error => "error",
     }
 }
@@ -330,25 +244,19 @@ pub fn lane_key(p: ProbeKind, m: ConnMode) -> String {
     format!("{}/{}", probe_name(p), mode_name(m))
 }
 
-/// Whether a record is a request (everything but a received watch event,
-/// and of the informer lane its list and watch requests and broken watches).
+/// Whether a record is a request (see the module's definitions).
 pub fn is_request(r: &Record) -> bool {
     match r.probe {
-        ProbeKind::Watch => r.event.as_deref().is_none_or(is_connect),
+        ProbeKind::Watch => match r.event.as_deref() {
+            None => true,
+            Some(e) if e.eq_ignore_ascii_case("connect") => true,
+            Some("read" | "broken") => true,
+            Some("ERROR") => r.http_status != Some(410),
+            Some(_) => false,
+        },
         ProbeKind::Informer => crate::probe::informer::event::is_request(r.event.as_deref()),
         _ => true,
     }
-}
-
-fn is_connect(e: &str) -> bool {
-    e.eq_ignore_ascii_case("connect")
-}
-
-/// A watch event that carries the counter: ADDED or MODIFIED.
-fn is_data_event(r: &Record) -> bool {
-    r.probe == ProbeKind::Watch
-        && r.outcome == Outcome::Ok
-        && matches!(r.event.as_deref(), Some(e) if e.eq_ignore_ascii_case("ADDED") || e.eq_ignore_ascii_case("MODIFIED"))
 }
 
 fn record_end(r: &Record) -> f64 {
@@ -384,94 +292,6 @@ pub fn latency_of(mut durations: Vec<f64>) -> Option<Latency> {
         p99_ms: nearest_rank(&durations, 99.0),
         max_ms: *durations.last().unwrap(),
     })
-}
-
-/// The unavailable intervals of one probe+mode's requests, sorted by start.
-pub fn unavailable_intervals(sorted: &[&Record]) -> Vec<Interval> {
-    let mut out = Vec::new();
-    // (start of the interval, latest end of its failed requests)
-    let mut open: Option<(f64, f64)> = None;
-    for r in sorted {
-        if r.outcome == Outcome::Ok {
-            if let Some((start, _)) = open.take() {
-                out.push(Interval {
-                    start_unix_ms: start,
-                    end_unix_ms: record_end(r).max(start),
-                });
-            }
-        } else {
-            let end = record_end(r);
-            open = Some(match open {
-                None => (r.start_unix_ms, end),
-                Some((s, e)) => (s, e.max(end)),
-            });
-        }
-    }
-    if let Some((start, end)) = open {
-        out.push(Interval {
-            start_unix_ms: start,
-            end_unix_ms: end,
-        });
-    }
-    out
-}
-
-/// The union of intervals, sorted, overlapping and touching ones merged.
-pub fn merge_intervals(mut v: Vec<Interval>) -> Vec<Interval> {
-    v.sort_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms));
-    let mut out: Vec<Interval> = Vec::with_capacity(v.len());
-    for i in v {
-        match out.last_mut() {
-            Some(last) if i.start_unix_ms <= last.end_unix_ms => {
-                last.end_unix_ms = last.end_unix_ms.max(i.end_unix_ms);
-            }
-            _ => out.push(i),
-        }
-    }
-    out
-}
-
-fn stats_of(requests: &[&Record], intervals: Vec<Interval>, latency: bool) -> ProbeStats {
-    let mut failures = BTreeMap::new();
-    let mut ok = 0u64;
-    let mut durations = Vec::new();
-    for r in requests {
-        if r.outcome == Outcome::Ok {
-            ok += 1;
-            if latency {
-                durations.push(r.duration_ms);
-            }
-        } else {
-            *failures
-                .entry(outcome_name(r.outcome).to_string())
-                .or_insert(0) += 1;
-        }
-    }
-    let n = requests.len() as u64;
-    // `+ 0.0` turns the empty sum (-0.0) into 0.
-    let downtime_ms = intervals.iter().map(Interval::duration_ms).sum::<f64>() + 0.0;
-    let longest_unavailable_ms = intervals
-        .iter()
-        .map(Interval::duration_ms)
-        .fold(0.0, f64::max);
-    let unavailable_count = intervals.len() as u64;
-    let mut unavailable = intervals;
-    unavailable.truncate(MAX_LISTED_INTERVALS);
-    ProbeStats {
-        requests: n,
-        ok,
-        failures,
-        availability_pct: if n == 0 {
-            100.0
-        } else {
-            ok as f64 / n as f64 * 100.0
-        },
-        downtime_ms,
-        longest_unavailable_ms,
-        unavailable_count,
-        unavailable,
-        latency: if latency { latency_of(durations) } else { None },
-    }
 }
 
 fn fmt_ms(ms: f64) -> String {
@@ -510,488 +330,11 @@ pub fn slug(s: &str) -> String {
     }
 }
 
-/// Compute the verdict from the records and lab events of one run.
-/// `final_counter` is the counter value read back after the run, if any.
-pub fn compute(
-    records: &[Record],
-    events: &[LabEvent],
-    final_counter: Option<u64>,
-    thresholds: &Thresholds,
-) -> Verdict {
-    let mut all: Vec<&Record> = records.iter().collect();
-    all.sort_by(by_start);
-    let window = Window {
-        start_unix_ms: all.first().map_or(0.0, |r| r.start_unix_ms),
-        end_unix_ms: all.last().map_or(0.0, |r| r.start_unix_ms),
-    };
-    let requests: Vec<&Record> = all.iter().copied().filter(|r| is_request(r)).collect();
-
-    // Availability per probe+mode and overall.
-    let mut lanes: BTreeMap<(ProbeKind, ConnMode), Vec<&Record>> = BTreeMap::new();
-    for r in &requests {
-        lanes.entry((r.probe, r.mode)).or_default().push(r);
-    }
-    let mut probes = BTreeMap::new();
-    let mut all_intervals = Vec::new();
-    for ((p, m), rs) in &lanes {
-        let iv = unavailable_intervals(rs);
-        all_intervals.extend(iv.iter().copied());
-        probes.insert(lane_key(*p, *m), stats_of(rs, iv, true));
-    }
-    let overall = stats_of(&requests, merge_intervals(all_intervals), false);
-    let zero_downtime = !requests.is_empty() && overall.failed() == 0;
-
-    let ledger = ledger(&all, final_counter);
-    let watch = watch_check(&all, &window, thresholds);
-    let informer = informer::check(&all, events);
-    let (rv_regressions, rv_regression_count) = rv_regressions(&all);
-    let phases = phases(&requests, events, thresholds);
-    let validator = validator_sim(&requests, &window);
-
-    // Rules, in a fixed order.
-    let mut rules = Vec::new();
-    rules.push(if requests.is_empty() {
-        Rule {
-            name: "zero-downtime".into(),
-            status: RuleStatus::Failed,
-            message: "no requests recorded: nothing shows the API was up".into(),
-        }
-    } else if zero_downtime {
-        Rule {
-            name: "zero-downtime".into(),
-            status: RuleStatus::Passed,
-            message: format!("{} requests, none failed", overall.requests),
-        }
-    } else {
-        let per: Vec<String> = probes
-            .iter()
-            .filter(|(_, s)| s.failed() > 0)
-            .map(|(k, s)| {
-                let classes: Vec<String> =
-                    s.failures.iter().map(|(c, n)| format!("{n} {c}")).collect();
-                format!(
-                    "{k}: {} ({}), longest {}",
-                    classes.join(", "),
-                    format_args!("{:.3}% available", s.availability_pct),
-                    fmt_ms(s.longest_unavailable_ms)
-                )
-            })
-            .collect();
-        Rule {
-            name: "zero-downtime".into(),
-            status: RuleStatus::Failed,
-            message: format!(
-                "{} of {} requests failed; overall downtime {} in {} interval(s), longest {}; {}",
-                overall.failed(),
-                overall.requests,
-                fmt_ms(overall.downtime_ms),
-                overall.unavailable_count,
-                fmt_ms(overall.longest_unavailable_ms),
-                per.join("; ")
-            ),
-        }
-    });
-    rules.push(match ledger.final_counter {
-        None => Rule {
-            name: "lost-writes".into(),
-            status: RuleStatus::Skipped,
-            message: "no final counter read back after the run".into(),
-        },
-        Some(fc) if ledger.lost_count > 0 => Rule {
-            name: "lost-writes".into(),
-            status: RuleStatus::Failed,
-            message: format!(
-                "{} acknowledged write(s) lost: the counter read back is {fc}, but the API acknowledged {}",
-                ledger.lost_count,
-                fmt_list(&ledger.lost_writes, ledger.lost_count)
-            ),
-        },
-        Some(fc) => Rule {
-            name: "lost-writes".into(),
-            status: RuleStatus::Passed,
-            message: format!(
-                "{} acknowledged write(s), final counter {fc}",
-                ledger.acknowledged
-            ),
-        },
-    });
-    rules.push(if ledger.ledger_conflicts.is_empty() {
-        Rule {
-            name: "ledger-conflicts".into(),
-            status: RuleStatus::Passed,
-            message: format!(
-                "{} acknowledged write(s), no value acknowledged with two resourceVersions",
-                ledger.acknowledged
-            ),
-        }
-    } else {
-        let c: Vec<String> = ledger
-            .ledger_conflicts
-            .iter()
-            .take(10)
-            .map(|c| format!("{} at rv {:?}", c.value, c.rvs))
-            .collect();
-        Rule {
-            name: "ledger-conflicts".into(),
-            status: RuleStatus::Failed,
-            message: format!(
-                "{} value(s) acknowledged twice with different resourceVersions (two writers won the same update): {}",
-                ledger.ledger_conflicts.len(),
-                c.join(", ")
-            ),
-        }
-    });
-    rules.push(if !watch.run {
-        Rule {
-            name: "watch-continuity".into(),
-            status: RuleStatus::Skipped,
-            message: "no watch records: watch continuity not checked".into(),
-        }
-    } else if watch.missed_count + watch.duplicated_count + watch.out_of_order_count == 0 {
-        Rule {
-            name: "watch-continuity".into(),
-            status: RuleStatus::Passed,
-            message: format!(
-                "{} event(s) over {} connect(s), {} expected write(s) all seen",
-                watch.events, watch.connects, watch.expected
-            ),
-        }
-    } else {
-        let mut parts = Vec::new();
-        if watch.missed_count > 0 {
-            let vals: Vec<String> = watch
-                .watch_missed
-                .iter()
-                .map(|m| format!("{} ({})", m.value, m.mode))
-                .collect();
-            parts.push(format!(
-                "{} acknowledged write(s) never seen by the watch: {}",
-                watch.missed_count,
-                fmt_list(&vals, watch.missed_count)
-            ));
-        }
-        if watch.duplicated_count > 0 {
-            let v: Vec<String> = watch
-                .watch_duplicated
-                .iter()
-                .map(|a| format!("rv {} ({})", a.rv, a.mode))
-                .collect();
-            parts.push(format!(
-                "{} duplicated event(s): {}",
-                watch.duplicated_count,
-                fmt_list(&v, watch.duplicated_count)
-            ));
-        }
-        if watch.out_of_order_count > 0 {
-            let v: Vec<String> = watch
-                .watch_out_of_order
-                .iter()
-                .map(|a| format!("rv {} after {} ({})", a.rv, a.previous_rv, a.mode))
-                .collect();
-            parts.push(format!(
-                "{} out-of-order event(s): {}",
-                watch.out_of_order_count,
-                fmt_list(&v, watch.out_of_order_count)
-            ));
-        }
-        Rule {
-            name: "watch-continuity".into(),
-            status: RuleStatus::Failed,
-            message: parts.join("; "),
-        }
-    });
-    rules.push(informer::rule(&informer));
-    rules.push(if rv_regression_count == 0 {
-        Rule {
-            name: "rv-monotonic".into(),
-            status: RuleStatus::Passed,
-            message: "acknowledged resourceVersions never went backwards".into(),
-        }
-    } else {
-        let v: Vec<String> = rv_regressions
-            .iter()
-            .map(|r| format!("rv {} after {} ({})", r.rv, r.previous_rv, r.mode))
-            .collect();
-        Rule {
-            name: "rv-monotonic".into(),
-            status: RuleStatus::Failed,
-            message: format!(
-                "{rv_regression_count} acknowledged write(s) with a resourceVersion lower than one acknowledged before: {}",
-                fmt_list(&v, rv_regression_count)
-            ),
-        }
-    });
-    for ph in &phases {
-        for (kind, lat, met, limit, what) in [
-            (
-                "get",
-                &ph.get,
-                ph.read_slo_met,
-                thresholds.read_p99_ms,
-                "read",
-            ),
-            (
-                "write",
-                &ph.write,
-                ph.mutation_slo_met,
-                thresholds.mutation_p99_ms,
-                "mutation",
-            ),
-        ] {
-            let name = format!("slo-{}-{kind}", slug(&ph.name));
-            rules.push(match (lat, met) {
-                (Some(l), Some(true)) => Rule {
-                    name,
-                    status: RuleStatus::Passed,
-                    message: format!(
-                        "phase {}: {what} p99 {} ≤ {} over {} request(s)",
-                        ph.name,
-                        fmt_ms(l.p99_ms),
-                        fmt_ms(limit),
-                        l.count
-                    ),
-                },
-                (Some(l), _) => Rule {
-                    name,
-                    status: RuleStatus::Failed,
-                    message: format!(
-                        "phase {}: {what} ({kind}) p99 {} exceeds the SLO of {} (p50 {}, max {}, {} request(s))",
-                        ph.name,
-                        fmt_ms(l.p99_ms),
-                        fmt_ms(limit),
-                        fmt_ms(l.p50_ms),
-                        fmt_ms(l.max_ms),
-                        l.count
-                    ),
-                },
-                (None, _) => Rule {
-                    name,
-                    status: RuleStatus::Skipped,
-                    message: format!("phase {}: no successful {kind} request", ph.name),
-                },
-            });
-        }
-    }
-
-    let reasons: Vec<String> = rules
-        .iter()
-        .filter(|r| r.status == RuleStatus::Failed)
-        .map(|r| format!("{}: {}", r.name, r.message))
-        .collect();
-    Verdict {
-        window,
-        passed: reasons.is_empty(),
-        reasons,
-        zero_downtime,
-        thresholds: thresholds.clone(),
-        rules,
-        overall,
-        probes,
-        ledger,
-        watch,
-        informer,
-        rv_regressions,
-        rv_regression_count,
-        phases,
-        validator,
-    }
-}
-
-fn acked_writes<'a>(all: &[&'a Record]) -> Vec<&'a Record> {
-    all.iter()
-        .copied()
-        .filter(|r| r.probe == ProbeKind::Write && r.outcome == Outcome::Ok && r.value.is_some())
-        .collect()
-}
-
-fn ledger(all: &[&Record], final_counter: Option<u64>) -> Ledger {
-    let acked = acked_writes(all);
-    let mut rvs: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
-    for r in &acked {
-        let e = rvs.entry(r.value.unwrap()).or_default();
-        if let Some(rv) = r.rv {
-            e.insert(rv);
-        }
-    }
-    let lost: Vec<u64> = match final_counter {
-        Some(fc) => rvs.keys().copied().filter(|v| *v > fc).collect(),
-        None => Vec::new(),
-    };
-    let lost_count = lost.len() as u64;
-    let ledger_conflicts = rvs
-        .iter()
-        .filter(|(_, s)| s.len() > 1)
-        .take(MAX_LISTED_ANOMALIES)
-        .map(|(v, s)| LedgerConflict {
-            value: *v,
-            rvs: s.iter().copied().collect(),
-        })
-        .collect();
-    Ledger {
-        acknowledged: acked.len() as u64,
-        max_acknowledged: rvs.keys().next_back().copied(),
-        final_counter,
-        lost_writes: lost.into_iter().take(MAX_LISTED_ANOMALIES).collect(),
-        lost_count,
-        ledger_conflicts,
-    }
-}
-
 fn push_capped<T>(v: &mut Vec<T>, count: &mut u64, x: T) {
     *count += 1;
     if v.len() < MAX_LISTED_ANOMALIES {
         v.push(x);
     }
-}
-
-fn watch_check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
-    let mut by_mode: BTreeMap<ConnMode, Vec<&Record>> = BTreeMap::new();
-    for r in all.iter().filter(|r| r.probe == ProbeKind::Watch) {
-        by_mode.entry(r.mode).or_default().push(r);
-    }
-    let mut w = WatchCheck {
-        run: !by_mode.is_empty(),
-        modes: by_mode.keys().map(|m| mode_name(*m).to_string()).collect(),
-        events: 0,
-        connects: 0,
-        expected: 0,
-        missed_count: 0,
-        duplicated_count: 0,
-        out_of_order_count: 0,
-        watch_missed: Vec::new(),
-        watch_duplicated: Vec::new(),
-        watch_out_of_order: Vec::new(),
-    };
-    let acked = acked_writes(all);
-    for (mode, rs) in &by_mode {
-        let mode_s = mode_name(*mode).to_string();
-        // rv -> first sighting; the previous event's rv; whether a connect
-        // came since that event.
-        let mut seen_rv: HashMap<u64, ()> = HashMap::new();
-        let mut seen_values: BTreeSet<u64> = BTreeSet::new();
-        let mut prev_rv: Option<u64> = None;
-        let mut after_connect = false;
-        let mut established: Option<f64> = None;
-        for r in rs {
-            if r.event.as_deref().is_none_or(is_connect) {
-                w.connects += 1;
-                after_connect = true;
-                if r.outcome == Outcome::Ok && established.is_none() {
-                    established = Some(record_end(r));
-                }
-                continue;
-            }
-            if !is_data_event(r) {
-                continue;
-            }
-            w.events += 1;
-            if established.is_none() {
-                // Events without a connect record: the watch was up by then.
-                established = Some(r.start_unix_ms);
-            }
-            if let Some(v) = r.value {
-                seen_values.insert(v);
-            }
-            let Some(rv) = r.rv else { continue };
-            if seen_rv.insert(rv, ()).is_some() {
-                push_capped(
-                    &mut w.watch_duplicated,
-                    &mut w.duplicated_count,
-                    WatchAnomaly {
-                        mode: mode_s.clone(),
-                        at_unix_ms: r.start_unix_ms,
-                        rv,
-                        previous_rv: rv,
-                        value: r.value,
-                    },
-                );
-            }
-            if let Some(p) = prev_rv {
-                if rv < p && !after_connect {
-                    push_capped(
-                        &mut w.watch_out_of_order,
-                        &mut w.out_of_order_count,
-                        WatchAnomaly {
-                            mode: mode_s.clone(),
-                            at_unix_ms: r.start_unix_ms,
-                            rv,
-                            previous_rv: p,
-                            value: r.value,
-                        },
-                    );
-                }
-            }
-            prev_rv = Some(rv);
-            after_connect = false;
-        }
-        // Writes this watch must have delivered: sent after it was
-        // established, acknowledged before the grace period at the end.
-        let Some(established) = established else {
-            continue;
-        };
-        let mut expected: BTreeMap<u64, f64> = BTreeMap::new();
-        for r in &acked {
-            let acked_at = record_end(r);
-            if r.start_unix_ms >= established && acked_at <= window.end_unix_ms - th.watch_grace_ms
-            {
-                expected.entry(r.value.unwrap()).or_insert(acked_at);
-            }
-        }
-        w.expected += expected.len() as u64;
-        for (v, at) in expected {
-            if !seen_values.contains(&v) {
-                push_capped(
-                    &mut w.watch_missed,
-                    &mut w.missed_count,
-                    WatchMiss {
-                        mode: mode_s.clone(),
-                        value: v,
-                        acked_unix_ms: at,
-                    },
-                );
-            }
-        }
-    }
-    w
-}
-
-/// A write is compared with the writes acknowledged before it was sent (real
-/// time order): with one sequential writer that is plain start order, and
-/// concurrent writers in the two modes do not raise false alarms.
-fn rv_regressions(all: &[&Record]) -> (Vec<RvRegression>, u64) {
-    let acked: Vec<&Record> = acked_writes(all)
-        .into_iter()
-        .filter(|r| r.rv.is_some())
-        .collect();
-    let mut by_end: Vec<&Record> = acked.clone();
-    by_end.sort_by(|a, b| record_end(a).total_cmp(&record_end(b)));
-    let mut out = Vec::new();
-    let mut count = 0;
-    let mut max_before: Option<u64> = None;
-    let mut j = 0;
-    for r in &acked {
-        while j < by_end.len() && record_end(by_end[j]) <= r.start_unix_ms {
-            max_before = max_before.max(by_end[j].rv);
-            j += 1;
-        }
-        let rv = r.rv.unwrap();
-        if let Some(p) = max_before {
-            if rv < p {
-                push_capped(
-                    &mut out,
-                    &mut count,
-                    RvRegression {
-                        at_unix_ms: r.start_unix_ms,
-                        mode: mode_name(r.mode).into(),
-                        rv,
-                        previous_rv: p,
-                        value: r.value,
-                    },
-                );
-            }
-        }
-    }
-    (out, count)
 }
 
 /// The phase bands: `phase` events with an end.
@@ -1004,114 +347,66 @@ pub fn phase_bands(events: &[LabEvent]) -> Vec<&LabEvent> {
     v
 }
 
-fn phases(requests: &[&Record], events: &[LabEvent], th: &Thresholds) -> Vec<PhaseLatency> {
-    let bands = phase_bands(events);
-    // Phase names in band order; same name = same phase.
-    let mut names: Vec<&str> = Vec::new();
-    for b in &bands {
-        if !names.contains(&b.name.as_str()) {
-            names.push(&b.name);
-        }
-    }
-    let outside = names.len();
-    let mut buckets: Vec<Vec<&Record>> = vec![Vec::new(); names.len() + 1];
-    for r in requests {
-        let mut placed = false;
-        for b in &bands {
-            if r.start_unix_ms >= b.at_unix_ms && r.start_unix_ms < b.end_unix_ms.unwrap() {
-                let i = names.iter().position(|n| *n == b.name).unwrap();
-                // A record in two bands of the same name counts once.
-                if !buckets[i].last().is_some_and(|l| std::ptr::eq(*l, *r)) {
-                    buckets[i].push(r);
-                }
-                placed = true;
-            }
-        }
-        if !placed {
-            buckets[outside].push(r);
-        }
-    }
-    let mut out = Vec::new();
-    for (i, rs) in buckets.iter().enumerate() {
-        if i == outside && rs.is_empty() {
-            continue;
-        }
-        let lat = |p: ProbeKind| {
-            latency_of(
-                rs.iter()
-                    .filter(|r| r.probe == p && r.outcome == Outcome::Ok)
-                    .map(|r| r.duration_ms)
-                    .collect(),
-            )
-        };
-        let get = lat(ProbeKind::Get);
-        let list = lat(ProbeKind::List);
-        let write = lat(ProbeKind::Write);
-        let (name, start, end) = if i == outside {
-            ("outside".to_string(), None, None)
-        } else {
-            let b = bands.iter().find(|b| b.name == names[i]).unwrap();
-            (names[i].to_string(), Some(b.at_unix_ms), b.end_unix_ms)
-        };
-        out.push(PhaseLatency {
-            name,
-            start_unix_ms: start,
-            end_unix_ms: end,
-            requests: rs.len() as u64,
-            failed: rs.iter().filter(|r| r.outcome != Outcome::Ok).count() as u64,
-            read_slo_met: get.map(|l| l.p99_ms <= th.read_p99_ms),
-            mutation_slo_met: write.map(|l| l.p99_ms <= th.mutation_p99_ms),
-            get,
-            list,
-            write,
-        });
-    }
-    out
-}
-
-/// Gardener's validator, simulated: at each 10 s tick from the window start,
-/// the first readyz record (either mode) that starts at or after the tick and
-/// before the next one is the curl; ticks without one are not counted.
-fn validator_sim(requests: &[&Record], window: &Window) -> ValidatorSim {
-    let readyz: Vec<&Record> = requests
-        .iter()
-        .copied()
-        .filter(|r| r.probe == ProbeKind::Readyz)
-        .collect();
-    let mut sim = ValidatorSim {
-        interval_ms: VALIDATOR_INTERVAL_MS,
-        ticks: 0,
-        failures: 0,
-        max_consecutive_failures: 0,
-        would_fail: false,
+/// Compute the verdict from the records and lab events of one run and what
+/// was read back after it.
+pub fn compute(
+    records: &[Record],
+    events: &[LabEvent],
+    final_read: &FinalRead,
+    thresholds: &Thresholds,
+) -> Verdict {
+    let mut all: Vec<&Record> = records.iter().collect();
+    all.sort_by(by_start);
+    let window = Window {
+        start_unix_ms: all.first().map_or(0.0, |r| r.start_unix_ms),
+        end_unix_ms: all.last().map_or(0.0, |r| r.start_unix_ms),
     };
-    if readyz.is_empty() {
-        return sim;
+    let avail = availability::availability(&all);
+    let zero_downtime = !avail.requests.is_empty() && avail.overall.failed() == 0;
+    let ledger = ledger::ledger(&all, final_read);
+    let watch = watch::check(&all, &window, thresholds);
+    let informer = informer::check(&all, events);
+    let stale_reads = reads::check(&all);
+    let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
+    let phases = slo::phases(&avail.requests, &all, events, thresholds);
+    let validator = validator::validator_sim(&avail.requests, &window);
+
+    // Rules, in a fixed order.
+    let mut rules = vec![
+        availability::rule(&avail),
+        ledger::lost_writes_rule(&ledger),
+        ledger::ledger_conflicts_rule(&ledger),
+        watch::rule(&watch),
+        informer::rule(&informer),
+        ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
+        reads::rule(&stale_reads),
+    ];
+    for ph in &phases {
+        rules.extend(slo::rules(ph, thresholds));
     }
-    let mut consecutive = 0;
-    let mut k = 0u64;
-    loop {
-        let tick = window.start_unix_ms + k as f64 * VALIDATOR_INTERVAL_MS;
-        if tick > window.end_unix_ms {
-            break;
-        }
-        k += 1;
-        let i = readyz.partition_point(|r| r.start_unix_ms < tick);
-        let Some(r) = readyz.get(i) else { break };
-        if r.start_unix_ms >= tick + VALIDATOR_INTERVAL_MS {
-            continue;
-        }
-        sim.ticks += 1;
-        if r.outcome == Outcome::Ok {
-            consecutive = 0;
-        } else {
-            sim.failures += 1;
-            consecutive += 1;
-            sim.max_consecutive_failures = sim.max_consecutive_failures.max(consecutive);
-        }
+    let reasons: Vec<String> = rules
+        .iter()
+        .filter(|r| r.status == RuleStatus::Failed)
+        .map(|r| format!("{}: {}", r.name, r.message))
+        .collect();
+    Verdict {
+        window,
+        passed: reasons.is_empty(),
+        reasons,
+        zero_downtime,
+        thresholds: thresholds.clone(),
+        rules,
+        overall: avail.overall,
+        probes: avail.probes,
+        ledger,
+        watch,
+        informer,
+        stale_reads,
+        rv_regressions,
+        rv_regression_count,
+        phases,
+        validator,
     }
-    sim.would_fail = sim.max_consecutive_failures >= VALIDATOR_FAILURES_TO_FAIL;
-    sim
 }
 
 /// Escape text for XML and HTML (text and attribute values). Characters XML
@@ -1158,6 +453,7 @@ pub(crate) mod testutil {
             value: None,
             rv: None,
             event: None,
+            retry_of: None,
         }
     }
 
@@ -1236,6 +532,35 @@ pub(crate) mod testutil {
         v
     }
 
+    /// A clean read-back after `recs`: the counter at `counter` (when
+    /// given), its history every acknowledged write.
+    pub fn read_back(recs: &[Record], counter: Option<u64>) -> FinalRead {
+        let mut history: Vec<crate::probe::record::HistoryEntry> = recs
+            .iter()
+            .filter(|r| {
+                r.probe == ProbeKind::Write && r.outcome == Outcome::Ok && r.event.is_none()
+            })
+            .filter_map(|r| {
+                Some(crate::probe::record::HistoryEntry {
+                    value: r.value?,
+                    rev: r.rv?,
+                })
+            })
+            .collect();
+        history.sort_by_key(|e| e.rev);
+        history.dedup();
+        FinalRead {
+            counter,
+            history: Some(history),
+            ..FinalRead::default()
+        }
+    }
+
+    /// Nothing read back.
+    pub fn nothing() -> FinalRead {
+        FinalRead::default()
+    }
+
     pub fn phase(name: &str, from: f64, to: f64) -> LabEvent {
         LabEvent {
             at_unix_ms: T0 + from,
@@ -1259,7 +584,7 @@ mod tests {
     #[test]
     fn verdict_clean_run_passes_with_zero_downtime() {
         let recs = clean_run();
-        let v = compute(&recs, &[], Some(100), &th());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert!(v.passed, "{:#?}", v.reasons);
         assert!(v.zero_downtime);
         assert!(v.reasons.is_empty());
@@ -1282,7 +607,7 @@ mod tests {
 
     #[test]
     fn verdict_no_records_does_not_pass() {
-        let v = compute(&[], &[], None, &th());
+        let v = compute(&[], &[], &nothing(), &th());
         assert!(!v.passed);
         assert!(!v.zero_downtime);
         assert!(!v.watch.run);
@@ -1300,7 +625,7 @@ mod tests {
             50.0,
             Some((1000.0, 1500.0)),
         );
-        let v = compute(&recs, &[], None, &th());
+        let v = compute(&recs, &[], &nothing(), &th());
         let s = &v.probes["get/new"];
         assert_eq!(s.failed(), 10);
         assert_eq!(s.failures["timeout"], 10);
@@ -1335,7 +660,7 @@ mod tests {
             100.0,
             Some((800.0, 2000.0)),
         );
-        let v = compute(&recs, &[], None, &th());
+        let v = compute(&recs, &[], &nothing(), &th());
         // Failures at 800 and 900 (20 ms each): 800..920.
         assert_eq!(v.probes["get/new"].downtime_ms, 120.0);
     }
@@ -1366,7 +691,7 @@ mod tests {
             50.0,
             Some((4000.0, 4200.0)),
         ));
-        let v = compute(&recs, &[], None, &th());
+        let v = compute(&recs, &[], &nothing(), &th());
         assert_eq!(v.probes["get/new"].downtime_ms, 1005.0);
         assert_eq!(v.probes["list/reused"].downtime_ms, 1005.0);
         assert_eq!(v.overall.unavailable_count, 2);
@@ -1379,23 +704,82 @@ mod tests {
     #[test]
     fn verdict_lost_write_detected() {
         let recs = clean_run();
-        let v = compute(&recs, &[], Some(97), &th());
+        // The last three writes are not in the history, and the counter
+        // read back is behind them.
+        let mut fin = read_back(&recs, Some(97));
+        fin.history.as_mut().unwrap().retain(|e| e.value <= 97);
+        let v = compute(&recs, &[], &fin, &th());
         assert!(!v.passed);
         assert_eq!(v.ledger.lost_writes, vec![98, 99, 100]);
         let r = v.rule("lost-writes").unwrap();
         assert_eq!(r.status, RuleStatus::Failed);
         assert!(r.message.contains("98, 99, 100"), "{}", r.message);
-        // Without a final counter the check is skipped, not passed.
-        let v = compute(&recs, &[], None, &th());
-        assert_eq!(v.rule("lost-writes").unwrap().status, RuleStatus::Skipped);
-        assert!(v.passed);
+    }
+
+    #[test]
+    fn verdict_a_write_lost_in_the_middle_is_caught_by_the_history() {
+        // The counter read back is at the top (a tail check would pass),
+        // but value 42 is not in etcd's history at its revision.
+        let recs = clean_run();
+        let mut fin = read_back(&recs, Some(100));
+        fin.history.as_mut().unwrap().retain(|e| e.value != 42);
+        let v = compute(&recs, &[], &fin, &th());
+        assert_eq!(v.ledger.lost_writes, vec![42]);
+        let r = v.rule("lost-writes").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message.contains("not in the counter's history"),
+            "{}",
+            r.message
+        );
+        // Acknowledged at another revision than the history has: lost too.
+        let mut fin = read_back(&recs, Some(100));
+        fin.history.as_mut().unwrap()[41].rev += 10_000;
+        assert_eq!(
+            compute(&recs, &[], &fin, &th()).ledger.lost_writes,
+            vec![42]
+        );
+    }
+
+    #[test]
+    fn verdict_nothing_read_back_fails_lost_writes_with_the_reason() {
+        let recs = clean_run();
+        let fin = FinalRead {
+            counter_error: Some("GET ...: 503".into()),
+            counter_attempts: 5,
+            history_error: Some("etcd: unreachable".into()),
+            ..FinalRead::default()
+        };
+        let v = compute(&recs, &[], &fin, &th());
+        let r = v.rule("lost-writes").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed, "{}", r.message);
+        assert!(
+            r.message.contains("GET ...: 503") && r.message.contains("etcd: unreachable"),
+            "{}",
+            r.message
+        );
+        assert!(!v.passed);
+        // Only the history missing: the tail check runs, and says so.
+        let mut fin = read_back(&recs, Some(100));
+        fin.history = None;
+        fin.history_error = Some("compacted".into());
+        let r = compute(&recs, &[], &fin, &th())
+            .rule("lost-writes")
+            .unwrap()
+            .clone();
+        assert_eq!(r.status, RuleStatus::Passed);
+        assert!(
+            r.message.contains("only the tail was checked"),
+            "{}",
+            r.message
+        );
     }
 
     #[test]
     fn verdict_ledger_conflict_detected() {
         let mut recs = clean_run();
         recs.push(write(5_005.0, 50, 7777));
-        let v = compute(&recs, &[], Some(100), &th());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert_eq!(
             v.ledger.ledger_conflicts,
             vec![LedgerConflict {
@@ -1416,7 +800,7 @@ mod tests {
             .into_iter()
             .filter(|r| !(r.probe == ProbeKind::Watch && r.value == Some(42)))
             .collect();
-        let v = compute(&recs, &[], Some(100), &th());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert_eq!(v.watch.missed_count, 1);
         assert_eq!(v.watch.watch_missed[0].value, 42);
         assert_eq!(v.watch.watch_missed[0].mode, "reused");
@@ -1433,7 +817,7 @@ mod tests {
             .into_iter()
             .filter(|r| r.probe != ProbeKind::Watch)
             .collect();
-        let v = compute(&recs, &[], Some(100), &th());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert!(!v.watch.run);
         assert_eq!(
             v.rule("watch-continuity").unwrap().status,
@@ -1449,7 +833,7 @@ mod tests {
         // a reconnect in between.
         recs.push(watch_event(ConnMode::Reused, 1_050.0, 11, 1010));
         recs.push(watch_event(ConnMode::Reused, 2_050.0, 6, 1005));
-        let v = compute(&recs, &[], Some(100), &th());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert_eq!(
             v.watch.duplicated_count, 2,
             "{:?}",
@@ -1468,13 +852,42 @@ mod tests {
         let r = v.rule("watch-continuity").unwrap();
         assert!(r.message.contains("duplicated") && r.message.contains("out-of-order"));
 
-        // Right after a connect, a lower rv (a re-list) is not out of order.
+        // A reconnect resumes from the last revision: a lower rv right
+        // after it is out of order all the same (the old check excused it).
         let mut recs = clean_run();
         recs.push(connect(ConnMode::Reused, 2_040.0));
         recs.push(watch_event(ConnMode::Reused, 2_045.0, 6, 1005));
-        let v = compute(&recs, &[], Some(100), &th());
-        assert_eq!(v.watch.out_of_order_count, 0);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.watch.out_of_order_count, 1);
         assert_eq!(v.watch.duplicated_count, 1);
+        assert!(!v.passed);
+
+        // Only a 410 Gone resets the expectation: the watch reads afresh,
+        // and the writes it skipped are superseded, not missed.
+        let mut recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Watch && (21..=24).contains(&r.value.unwrap_or(0))))
+            .collect();
+        let mut gone = rec(
+            ProbeKind::Watch,
+            ConnMode::Reused,
+            2_020.0,
+            0.0,
+            Outcome::Http,
+        );
+        gone.event = Some("ERROR".into());
+        gone.http_status = Some(410);
+        let without_410 = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(without_410.watch.missed_count, 4);
+        recs.push(gone);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.watch.relists, 1);
+        assert_eq!(v.watch.missed_count, 0, "{:?}", v.watch.watch_missed);
+        assert_eq!(
+            v.rule("zero-downtime").unwrap().status,
+            RuleStatus::Passed,
+            "a 410 is no failure"
+        );
     }
 
     #[test]
@@ -1482,7 +895,7 @@ mod tests {
         let mut recs = clean_run();
         // value 101 acknowledged with an rv older than the earlier writes'.
         recs.push(write(9_995.0, 101, 900));
-        let v = compute(&recs, &[], Some(101), &th());
+        let v = compute(&recs, &[], &read_back(&recs, Some(101)), &th());
         assert_eq!(v.rv_regression_count, 1);
         assert_eq!(v.rv_regressions[0].rv, 900);
         assert_eq!(v.rv_regressions[0].previous_rv, 1099);
@@ -1497,7 +910,8 @@ mod tests {
         let mut a = write(0.0, 1, 11);
         a.duration_ms = 50.0;
         let b = write(10.0, 2, 10);
-        let v = compute(&[a, b], &[], Some(2), &th());
+        let recs = [a, b];
+        let v = compute(&recs, &[], &read_back(&recs, Some(2)), &th());
         assert_eq!(v.rv_regression_count, 0);
     }
 
@@ -1521,7 +935,7 @@ mod tests {
                 detail: String::new(),
             },
         ];
-        let v = compute(&recs, &events, Some(100), &th());
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
         let names: Vec<&str> = v.phases.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["prepare", "switch over", "outside"]);
         assert_eq!(v.phases[1].read_slo_met, Some(false));
@@ -1545,6 +959,193 @@ mod tests {
         assert!(!v.passed);
     }
 
+    #[test]
+    fn verdict_watch_errors_and_broken_streams_are_failures() {
+        for (event, outcome, status) in [
+            ("ERROR", Outcome::Http, Some(503)),
+            ("broken", Outcome::Reset, None),
+            ("ERROR", Outcome::Decode, None),
+        ] {
+            let mut recs = clean_run();
+            let mut r = rec(ProbeKind::Watch, ConnMode::Reused, 5_000.0, 0.0, outcome);
+            r.event = Some(event.into());
+            r.http_status = status;
+            recs.push(r);
+            // The watch reconnects 200 ms later.
+            recs.push(connect(ConnMode::Reused, 5_200.0));
+            let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+            let s = &v.probes["watch/reused"];
+            assert_eq!(s.failed(), 1, "{event}: {s:?}");
+            assert_eq!(s.unavailable[0].end_unix_ms, T0 + 5_202.0, "{event}");
+            assert_eq!(v.watch.errors, 1, "{event}");
+            assert!(!v.zero_downtime && !v.passed, "{event}");
+        }
+        // A server-closed stream (timeoutSeconds) is not a failure.
+        let mut recs = clean_run();
+        let mut r = rec(
+            ProbeKind::Watch,
+            ConnMode::Reused,
+            5_000.0,
+            0.0,
+            Outcome::Ok,
+        );
+        r.event = Some("closed".into());
+        recs.push(r);
+        assert!(compute(&recs, &[], &read_back(&recs, Some(100)), &th()).passed);
+    }
+
+    #[test]
+    fn verdict_unrecorded_requests_count_now() {
+        // The writer's read before an update failed: a failed request.
+        let mut recs = clean_run();
+        let mut r = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            2_000.0,
+            Outcome::Timeout,
+        );
+        r.event = Some("read".into());
+        recs.push(r);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.probes["write/new"].failed(), 1);
+        assert_eq!(v.ledger.acknowledged, 100, "a read is no write");
+        assert!(!v.passed);
+
+        // A 200 whose body does not parse: the client got nothing.
+        let mut recs = clean_run();
+        recs.push(rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_001.0,
+            3.0,
+            Outcome::Decode,
+        ));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.probes["get/reused"].failures["decode"], 1);
+        assert!(!v.passed);
+    }
+
+    #[test]
+    fn verdict_a_refused_attempt_retried_at_once_is_judged_by_its_retry() {
+        let mut recs = clean_run();
+        let mut refused = rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_001.0,
+            1.0,
+            Outcome::Reset,
+        );
+        refused.seq = 90_000;
+        refused.error = Some("GOAWAY".into());
+        let mut retry = rec(ProbeKind::Get, ConnMode::Reused, 5_001.0, 4.0, Outcome::Ok);
+        retry.seq = 90_001;
+        retry.retry_of = Some(90_000);
+        recs.extend([refused.clone(), retry.clone()]);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert!(v.passed, "{:?}", v.reasons);
+        assert_eq!(v.probes["get/reused"].retried, 1);
+        assert!(v
+            .rule("zero-downtime")
+            .unwrap()
+            .message
+            .contains("retried at once"));
+        // A retry that failed too is one failed request, not two.
+        let mut recs = clean_run();
+        retry.outcome = Outcome::Timeout;
+        recs.extend([refused, retry]);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.probes["get/reused"].failed(), 1);
+    }
+
+    /// A get and a list at `t` that return `value` at `rv`.
+    fn reads_at(t: f64, value: u64, rv: u64) -> Vec<Record> {
+        let mut get = rec(ProbeKind::Get, ConnMode::New, t, 3.0, Outcome::Ok);
+        get.value = Some(value);
+        get.rv = Some(rv);
+        let mut list = rec(ProbeKind::List, ConnMode::Reused, t, 3.0, Outcome::Ok);
+        list.rv = Some(rv);
+        vec![get, list]
+    }
+
+    #[test]
+    fn verdict_stale_reads_are_caught_per_lane() {
+        // Write i+1 (rv 1000+i) is acknowledged at 15 + 100 i.
+        let mut recs = clean_run();
+        recs.extend(reads_at(5_020.0, 51, 1050));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.stale_reads.count, 0, "{:?}", v.stale_reads);
+        assert_eq!(v.rule("stale-reads").unwrap().status, RuleStatus::Passed);
+        // Value 51 was acknowledged at 5015: a read at 5020 returning 45.
+        let mut recs = clean_run();
+        recs.extend(reads_at(5_020.0, 45, 1044));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.stale_reads.count, 2);
+        assert_eq!(v.stale_reads.by_lane["get/new"], 1);
+        assert_eq!(v.stale_reads.by_lane["list/reused"], 1);
+        let r = v.rule("stale-reads").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message
+                .contains("get/new read 45 (rv 1044) after 51 (rv 1050)"),
+            "{}",
+            r.message
+        );
+        // A read that started before the acknowledgement may return the old value.
+        let mut recs = clean_run();
+        recs.extend(reads_at(4_912.0, 49, 1048));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.stale_reads.count, 0, "{:?}", v.stale_reads.reads);
+    }
+
+    #[test]
+    fn verdict_list_latency_watch_delay_and_phases_without_success() {
+        let events = vec![phase("step", 0.0, 10_000.0)];
+        // A slow list (6 s > 5 s) fails its phase's list rule.
+        let mut recs = clean_run();
+        let mut list = rec(
+            ProbeKind::List,
+            ConnMode::Reused,
+            100.0,
+            6_000.0,
+            Outcome::Ok,
+        );
+        list.rv = Some(1001);
+        recs.push(list);
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.rule("slo-step-list").unwrap().status, RuleStatus::Failed);
+        assert_eq!(v.phases[0].list_slo_met, Some(false));
+        // Watch events 1.5 s after the acknowledgement fail the delay bound.
+        let mut recs = clean_run();
+        for r in recs
+            .iter_mut()
+            .filter(|r| r.probe == ProbeKind::Watch && r.value.is_some())
+        {
+            r.start_unix_ms += 1_500.0;
+        }
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        let r = v.rule("slo-step-watch-delay").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed, "{}", r.message);
+        // A phase where every get failed: failed, not skipped.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .map(|mut r| {
+                if r.probe == ProbeKind::Get {
+                    r.outcome = Outcome::Timeout;
+                }
+                r
+            })
+            .collect();
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        let r = v.rule("slo-step-get").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message.contains("200 get request(s), none succeeded"),
+            "{}",
+            r.message
+        );
+    }
+
     fn readyz_outage(fail_from: f64, fail_to: f64) -> ValidatorSim {
         let recs = series(
             ProbeKind::Readyz,
@@ -1554,7 +1155,7 @@ mod tests {
             100.0,
             Some((fail_from, fail_to)),
         );
-        compute(&recs, &[], None, &th()).validator
+        compute(&recs, &[], &nothing(), &th()).validator
     }
 
     #[test]
@@ -1584,7 +1185,7 @@ mod tests {
             100.0,
             Some((20_000.0, 35_000.0)),
         );
-        let v = compute(&recs, &[], None, &th());
+        let v = compute(&recs, &[], &nothing(), &th());
         assert!(!v.passed);
         assert_eq!(v.overall.downtime_ms, 15_005.0);
     }

@@ -11,10 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::{
-    escape_xml as esc, lane_key, merge_intervals, outcome_name, unavailable_intervals, Interval,
-    Latency, RuleStatus, Verdict,
-};
+use super::availability::{merge_intervals, retried, unavailable_intervals};
+use super::{escape_xml as esc, lane_key, outcome_name, Interval, Latency, RuleStatus, Verdict};
 use crate::probe::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
 
 /// SVG width and the plot area in it (one bucket per pixel).
@@ -34,9 +32,10 @@ const MAX_TITLED_RUNS: usize = 300;
 /// Lab events listed in the table at the end.
 const MAX_EVENT_ROWS: usize = 500;
 
-const OUTCOMES: [Outcome; 8] = [
+const OUTCOMES: [Outcome; 9] = [
     Outcome::Ok,
     Outcome::Http,
+    Outcome::Decode,
     Outcome::Error,
     Outcome::Dns,
     Outcome::Tls,
@@ -54,6 +53,7 @@ fn outcome_color(o: Outcome) -> &'static str {
     match o {
         Outcome::Ok => "#2ca02c",
         Outcome::Http => "#ff8c00",
+        Outcome::Decode => "#d2691e",
         Outcome::Error => "#ffb000",
         Outcome::Dns => "#a0522d",
         Outcome::Tls => "#c71585",
@@ -246,7 +246,13 @@ pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -
 
     // Requests per lane, in start order.
     let mut per_lane: BTreeMap<(ProbeKind, ConnMode), Vec<&Record>> = BTreeMap::new();
-    for r in sorted.iter().filter(|r| super::is_request(r)) {
+    // As the verdict judges them: a refused attempt retried at once is not
+    // a request of its own.
+    let retried = retried(&sorted);
+    for r in sorted
+        .iter()
+        .filter(|r| super::is_request(r) && !retried.contains(&r.seq))
+    {
         per_lane.entry((r.probe, r.mode)).or_default().push(r);
     }
 
@@ -318,7 +324,10 @@ pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -
     // Watch events: their own strip in the watch and informer lanes; an
     // error, and an informer's re-list, in the error color.
     let mut informer_inits = 0;
-    for r in sorted.iter().filter(|r| !super::is_request(r)) {
+    for r in sorted
+        .iter()
+        .filter(|r| !super::is_request(r) && !retried.contains(&r.seq))
+    {
         let lane = lanes
             .entry((r.probe, r.mode))
             .or_insert_with(|| Lane::new(r.probe));
@@ -1155,7 +1164,12 @@ mod tests {
     #[test]
     fn verdict_report_has_timeline_lanes_bands_and_escapes() {
         let (recs, events) = demo(60.0, 100.0);
-        let v = compute(&recs, &events, Some(1_000_000), &Thresholds::default());
+        let v = compute(
+            &recs,
+            &events,
+            &read_back(&recs, Some(1_000_000)),
+            &Thresholds::default(),
+        );
         assert!(!v.passed);
         let page = html(&v, &recs, &events, "run <1> & \"co\"");
         assert!(page.starts_with("<!DOCTYPE html>"));
@@ -1191,7 +1205,7 @@ mod tests {
         // 8 probe lanes at 10 ms over ~4 min, plus watch events: > 200k.
         let (recs, events) = demo(250.0, 10.0);
         assert!(recs.len() > 200_000, "{}", recs.len());
-        let v = compute(&recs, &events, None, &Thresholds::default());
+        let v = compute(&recs, &events, &nothing(), &Thresholds::default());
         let page = html(&v, &recs, &events, "big");
         assert!(page.len() < 2_000_000, "{} bytes", page.len());
         assert!(page.contains("<svg"));
@@ -1199,7 +1213,7 @@ mod tests {
 
     #[test]
     fn verdict_report_handles_no_records() {
-        let v = compute(&[], &[], None, &Thresholds::default());
+        let v = compute(&[], &[], &nothing(), &Thresholds::default());
         let page = html(&v, &[], &[], "empty");
         assert!(page.contains("<svg") && page.contains("FAILED"));
     }
@@ -1217,7 +1231,12 @@ mod tests {
             return;
         }
         let (recs, events) = demo(60.0, 50.0);
-        let v = compute(&recs, &events, Some(1_000_000), &Thresholds::default());
+        let v = compute(
+            &recs,
+            &events,
+            &read_back(&recs, Some(1_000_000)),
+            &Thresholds::default(),
+        );
         let page = html(&v, &recs, &events, "cpmlab: live control plane migration");
         let dir = tempfile::tempdir().unwrap();
         let html_path = dir.path().join("report.html");
