@@ -844,7 +844,7 @@ impl<'a> Flow<'a> {
                 break;
             };
             let skip = force.then_some(mig.from.as_str());
-            if let Err(e) = self.quorum_gate(&view, skip) {
+            if let Err(e) = membership::quorum_gate(&view, skip) {
                 last = e;
                 line.detail(&format!("quorum gate: {last}"));
                 tokio::time::sleep(Duration::from_millis(250)).await;
@@ -882,7 +882,6 @@ impl<'a> Flow<'a> {
                         Err(e) => Err(e),
                     }
                 }
-                other => unreachable!("next_removal gave {other:?}"),
             };
             match r {
                 Ok(msg) => {
@@ -918,27 +917,6 @@ impl<'a> Flow<'a> {
                 voters.join(", ")
             ),
         ))
-    }
-
-    /// Every voter healthy and a leader (`skip`: a seed whose readiness is
-    /// not waited for, force-shrink).
-    fn quorum_gate(&self, view: &ClusterView, skip: Option<&str>) -> Result<(), String> {
-        if view.leader.is_none() {
-            return Err("no leader".into());
-        }
-        let unhealthy: Vec<&str> = view
-            .voters()
-            .filter(|m| Some(m.seed.as_str()) != skip && !m.healthy)
-            .map(|m| m.name.as_str())
-            .collect();
-        if unhealthy.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "waiting for {} to be healthy",
-                unhealthy.join(", ")
-            ))
-        }
     }
 
     async fn move_leader(&self, leader: &str, to: u64) -> Result<()> {

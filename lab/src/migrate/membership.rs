@@ -1,11 +1,12 @@
-//! The etcd membership changes of a Live CPM, as a pure plan: which member
-//! joins, is promoted, moves leadership or leaves, in which order. Two plans
+//! The etcd membership decisions of a Live CPM, pure functions the flow
+//! calls: how many members join before the API moves (the plan), which
+//! member leaves next, and the quorum gate before each leaves. Two plans
 //! (DESIGN.md): `six-member` (3 join, 6 voters, as the seed GEP text) and
 //! `five-member` (2 join, 5 voters, so the source seed keeps quorum if the
 //! seeds lose each other; the third joins once the API has moved). New
 //! members join as learners, one at a time (etcd allows one learner), and
 //! are promoted once caught up; members leave one at a time, learners
-//! first, the leader last after leadership moved, each behind a quorum gate.
+//! first, the leader last after leadership moved, each behind the gate.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,32 +27,12 @@ impl Plan {
     }
 }
 
+/// What the flow does next to shrink the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Action {
-    /// `member add --learner` through the existing cluster.
-    AddLearner {
-        member: String,
-    },
-    /// Start the member with `--initial-cluster-state=existing`.
-    Start {
-        member: String,
-    },
-    /// Wait until the learner's applied index is close to the leader's.
-    AwaitCaughtUp {
-        member: String,
-    },
-    Promote {
-        member: String,
-    },
-    /// Every voter healthy and a leader elected, before a member leaves.
-    QuorumGate,
-    MoveLeader {
-        to: String,
-    },
-    Remove {
-        member: String,
-    },
+    MoveLeader { to: String },
+    Remove { member: String },
 }
 
 /// A member as the plan sees it.
@@ -62,68 +43,25 @@ pub struct Member {
     pub is_leader: bool,
 }
 
-fn join(member: &str) -> Vec<Action> {
-    vec![
-        Action::AddLearner {
-            member: member.into(),
-        },
-        Action::Start {
-            member: member.into(),
-        },
-        Action::AwaitCaughtUp {
-            member: member.into(),
-        },
-        Action::Promote {
-            member: member.into(),
-        },
-    ]
-}
-
-/// DestinationEtcdPeersJoined: the destination members that join now.
-pub fn join_actions(plan: Plan, destination: &[String]) -> Vec<Action> {
-    destination
-        .iter()
-        .take(plan.joining_early())
-        .flat_map(|d| join(d))
-        .collect()
-}
-
-/// EtcdMigrationComplete: the rest of the destination joins (five-member),
-/// then the source leaves: learners first, then followers, the leader last
-/// once leadership moved to the first destination member.
-pub fn shrink_actions(plan: Plan, source: &[Member], destination: &[String]) -> Vec<Action> {
-    let mut a: Vec<Action> = destination
-        .iter()
-        .skip(plan.joining_early())
-        .flat_map(|d| join(d))
-        .collect();
-    let mut leaving: Vec<&Member> = source.iter().collect();
-    // learners (0), followers (1), the leader (2); stable by name within.
-    leaving.sort_by_key(|m| {
-        (
-            if m.is_learner {
-                0
-            } else if m.is_leader {
-                2
-            } else {
-                1
-            },
-            m.name.clone(),
-        )
-    });
-    for m in leaving {
-        a.push(Action::QuorumGate);
-        if m.is_leader {
-            a.push(Action::MoveLeader {
-                to: destination.first().cloned().unwrap_or_default(),
-            });
-            a.push(Action::QuorumGate);
-        }
-        a.push(Action::Remove {
-            member: m.name.clone(),
-        });
+/// The gate before a member leaves: a leader, and every voter healthy
+/// (`skip`: a seed whose members are not waited for, force-shrink).
+pub fn quorum_gate(view: &crate::etcd::ClusterView, skip: Option<&str>) -> Result<(), String> {
+    if view.leader.is_none() {
+        return Err("no leader".into());
     }
-    a
+    let unhealthy: Vec<&str> = view
+        .voters()
+        .filter(|m| Some(m.seed.as_str()) != skip && !m.healthy)
+        .map(|m| m.name.as_str())
+        .collect();
+    if unhealthy.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "waiting for {} to be healthy",
+            unhealthy.join(", ")
+        ))
+    }
 }
 
 /// EtcdMigrationComplete, one decision at a time from the live membership
@@ -156,23 +94,6 @@ pub fn next_removal(live: &[Member], leaving: &[String], destination: &[String])
     })
 }
 
-/// Voting members after each action, given the voters before (for checks
-/// and for the progress display).
-pub fn voters_after(start: &[String], actions: &[Action]) -> Vec<Vec<String>> {
-    let mut voters: Vec<String> = start.to_vec();
-    actions
-        .iter()
-        .map(|a| {
-            match a {
-                Action::Promote { member } => voters.push(member.clone()),
-                Action::Remove { member } => voters.retain(|v| v != member),
-                _ => {}
-            }
-            voters.clone()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,96 +114,130 @@ mod tests {
             .collect()
     }
 
-    fn full(plan: Plan, leader: usize) -> (Vec<Action>, Vec<Vec<String>>) {
+    /// A whole migration as the flow makes it: `joining_early` members
+    /// join (the voters after each promotion), the rest join
+    /// in EtcdMigrationComplete, then `next_removal` until nothing is left
+    /// to remove. The voters after every step.
+    fn simulate(plan: Plan, leader: usize) -> Vec<Vec<String>> {
         let dst = names("seed-b", 3);
-        let mut all = join_actions(plan, &dst);
-        all.extend(shrink_actions(plan, &source(leader), &dst));
-        let v = voters_after(&names("seed-a", 3), &all);
-        (all, v)
-    }
-
-    #[test]
-    fn one_learner_at_a_time() {
-        for plan in [Plan::SixMember, Plan::FiveMember] {
-            let (all, _) = full(plan, 1);
-            let mut learners = 0;
-            for a in &all {
-                match a {
-                    Action::AddLearner { .. } => {
-                        learners += 1;
-                        assert_eq!(learners, 1, "{plan:?}: a second learner before promotion");
+        let leaving = names("seed-a", 3);
+        let mut live = source(leader);
+        let mut voters_seen = vec![];
+        let voters = |live: &[Member]| -> Vec<String> {
+            live.iter()
+                .filter(|m| !m.is_learner)
+                .map(|m| m.name.clone())
+                .collect()
+        };
+        // Added as a learner, promoted before the next one is added.
+        let join = |live: &mut Vec<Member>, name: &String| {
+            live.push(Member {
+                name: name.clone(),
+                is_learner: false,
+                is_leader: false,
+            });
+        };
+        for d in dst.iter().take(plan.joining_early()) {
+            join(&mut live, d);
+            voters_seen.push(voters(&live));
+        }
+        for d in dst.iter().skip(plan.joining_early()) {
+            join(&mut live, d);
+            voters_seen.push(voters(&live));
+        }
+        while let Some(a) = next_removal(&live, &leaving, &dst) {
+            match a {
+                Action::Remove { member } => live.retain(|m| m.name != member),
+                Action::MoveLeader { to } => {
+                    for m in live.iter_mut() {
+                        m.is_leader = m.name == to;
                     }
-                    Action::Promote { .. } => learners -= 1,
-                    _ => {}
                 }
             }
+            voters_seen.push(voters(&live));
+            assert!(voters_seen.len() < 20);
         }
+        voters_seen
     }
 
     #[test]
     fn six_member_peaks_at_six_and_ends_with_three_destination_voters() {
-        let (all, v) = full(Plan::SixMember, 1);
-        let after_join = &v[join_actions(Plan::SixMember, &names("seed-b", 3)).len() - 1];
-        assert_eq!(after_join.len(), 6);
-        let end = v.last().unwrap();
-        assert_eq!(end, &names("seed-b", 3));
+        let v = simulate(Plan::SixMember, 1);
+        assert_eq!(v[Plan::SixMember.joining_early() - 1].len(), 6);
+        assert_eq!(v.last().unwrap(), &names("seed-b", 3));
         assert!(v.iter().all(|x| x.len() >= 3), "never below 3 voters");
-        assert_eq!(
-            all.iter()
-                .filter(|a| matches!(a, Action::Remove { .. }))
-                .count(),
-            3
-        );
     }
 
     #[test]
     fn five_member_keeps_a_source_majority_until_the_api_moves() {
-        let dst = names("seed-b", 3);
-        let join = join_actions(Plan::FiveMember, &dst);
-        let v = voters_after(&names("seed-a", 3), &join);
-        let voters = v.last().unwrap();
-        assert_eq!(voters.len(), 5);
-        let in_source = voters.iter().filter(|m| m.starts_with("seed-a")).count();
+        let v = simulate(Plan::FiveMember, 0);
+        let before_api = &v[Plan::FiveMember.joining_early() - 1];
+        assert_eq!(before_api.len(), 5);
+        let in_source = before_api
+            .iter()
+            .filter(|m| m.starts_with("seed-a"))
+            .count();
         assert!(
-            in_source * 2 > voters.len(),
+            in_source * 2 > before_api.len(),
             "source keeps quorum if the seeds part"
         );
-        let (_, v) = full(Plan::FiveMember, 0);
         assert_eq!(v.iter().map(Vec::len).max(), Some(6), "briefly six");
-        assert_eq!(v.last().unwrap(), &dst);
+        assert_eq!(v.last().unwrap(), &names("seed-b", 3));
+    }
+
+    fn view(members: &[(&str, &str, bool, bool, bool)]) -> crate::etcd::ClusterView {
+        crate::etcd::ClusterView {
+            members: members
+                .iter()
+                .map(
+                    |(name, seed, learner, leader, healthy)| crate::etcd::MemberView {
+                        id: "1".into(),
+                        name: name.to_string(),
+                        seed: seed.to_string(),
+                        is_learner: *learner,
+                        is_leader: *leader,
+                        healthy: *healthy,
+                        peer_urls: vec![],
+                        client_urls: vec![],
+                        version: None,
+                        raft_index: None,
+                        error: None,
+                    },
+                )
+                .collect(),
+            leader: members.iter().find(|m| m.3).map(|m| m.0.to_string()),
+            error: None,
+        }
     }
 
     #[test]
-    fn leader_leaves_last_after_leadership_moved_and_each_removal_is_gated() {
-        let (all, _) = full(Plan::SixMember, 0);
-        let removes: Vec<&str> = all
-            .iter()
-            .filter_map(|a| match a {
-                Action::Remove { member } => Some(member.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(removes, ["seed-a-etcd-1", "seed-a-etcd-2", "seed-a-etcd-0"]);
-        let mv = all
-            .iter()
-            .position(|a| matches!(a, Action::MoveLeader { .. }))
-            .unwrap();
-        let last_remove = all
-            .iter()
-            .rposition(|a| matches!(a, Action::Remove { .. }))
-            .unwrap();
-        assert!(mv < last_remove);
+    fn the_quorum_gate_waits_for_a_leader_and_every_healthy_voter() {
+        let ok = view(&[
+            ("a0", "seed-a", false, true, true),
+            ("b0", "seed-b", false, false, true),
+            ("b1", "seed-b", true, false, false),
+        ]);
         assert_eq!(
-            all[mv],
-            Action::MoveLeader {
-                to: "seed-b-etcd-0".into()
-            }
+            quorum_gate(&ok, None),
+            Ok(()),
+            "an unhealthy learner does not hold it"
         );
-        for (i, a) in all.iter().enumerate() {
-            if matches!(a, Action::Remove { .. }) {
-                assert_eq!(all[i - 1], Action::QuorumGate, "removal {i} without a gate");
-            }
-        }
+        let no_leader = view(&[("a0", "seed-a", false, false, true)]);
+        assert_eq!(quorum_gate(&no_leader, None), Err("no leader".into()));
+        let sick = view(&[
+            ("a0", "seed-a", false, true, true),
+            ("a1", "seed-a", false, false, false),
+            ("b0", "seed-b", false, false, false),
+        ]);
+        assert_eq!(
+            quorum_gate(&sick, None),
+            Err("waiting for a1, b0 to be healthy".into())
+        );
+        // Force-shrink does not wait for the source's members.
+        assert_eq!(
+            quorum_gate(&sick, Some("seed-a")),
+            Err("waiting for b0 to be healthy".into())
+        );
     }
 
     #[test]
@@ -305,7 +260,6 @@ mod tests {
                         m.is_leader = &m.name == to;
                     }
                 }
-                _ => unreachable!(),
             }
             order.push(a);
             assert!(order.len() < 10);
@@ -345,16 +299,13 @@ mod tests {
 
     #[test]
     fn learners_leave_before_voters() {
-        let mut src = source(2);
-        src[1].is_learner = true;
-        let acts = shrink_actions(Plan::SixMember, &src, &names("seed-b", 3));
-        let first_remove = acts
-            .iter()
-            .find_map(|a| match a {
-                Action::Remove { member } => Some(member.clone()),
-                _ => None,
+        let mut live = source(2);
+        live[1].is_learner = true;
+        assert_eq!(
+            next_removal(&live, &names("seed-a", 3), &names("seed-b", 3)),
+            Some(Action::Remove {
+                member: "seed-a-etcd-1".into()
             })
-            .unwrap();
-        assert_eq!(first_remove, "seed-a-etcd-1");
+        );
     }
 }
