@@ -37,8 +37,11 @@ fn up(lab: &Lab) {
     lab.ok(&["up", "--topology", &quick_topology()]);
 }
 
+/// Probes with [`PROBE_TIMEOUT_MS`]: longer than etcd's 7 s request
+/// timeout, so a request etcd fails is seen with etcd's own error.
 fn probe_start(lab: &Lab, extra: &[&str]) -> PathBuf {
-    let mut a = vec!["probe", "start"];
+    let timeout = format!("{PROBE_TIMEOUT_MS}ms");
+    let mut a = vec!["probe", "start", "--timeout", &timeout];
     a.extend_from_slice(extra);
     PathBuf::from(lab.ok(&a).trim())
 }
@@ -254,19 +257,29 @@ fn events(run: &Path) -> Vec<(String, String, f64)> {
         .collect()
 }
 
-/// The failed requests of a run, as the verdict counts them (watch data
-/// events and the informer's non-request records aside).
+/// The failed requests of a run, as the verdict counts them (see
+/// `cpmlab::verdict::is_request`).
 fn failed_requests(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("records.ndjson"))
+    let all: Vec<Value> = std::fs::read_to_string(run.join("records.ndjson"))
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    // A refused attempt retried at once is judged by its retry.
+    let retried: std::collections::BTreeSet<u64> =
+        all.iter().filter_map(|r| r["retry_of"].as_u64()).collect();
+    all.into_iter()
+        .filter(|r| r["seq"].as_u64().is_none_or(|s| !retried.contains(&s)))
         .filter(|r| r["outcome"] != "ok")
         .filter(|r| {
             let ev = r["event"].as_str();
             match r["probe"].as_str() {
                 Some("informer") => cpmlab::probe::informer::event::is_request(ev),
-                _ => ev.is_none() || ev == Some("connect"),
+                Some("watch") => match ev {
+                    Some("ERROR") => r["http_status"] != 410,
+                    _ => matches!(ev, None | Some("connect" | "read" | "broken")),
+                },
+                _ => true,
             }
         })
         .collect()
@@ -309,8 +322,8 @@ fn assert_informer_saw_every_write(v: &Value, what: &str) {
     );
 }
 
-/// The probe timeout the kill test runs with.
-const PROBE_TIMEOUT_MS: f64 = 5_000.0;
+/// The probes' timeout in this suite.
+const PROBE_TIMEOUT_MS: f64 = 10_000.0;
 /// How long after a leader's SIGKILL requests may fail: two election
 /// timeouts (the randomised upper bound) and a second for the vote.
 const ELECTION_BOUND_MS: f64 = 3_000.0;
@@ -323,64 +336,112 @@ fn move_leader_band(run: &Path) -> Option<(f64, f64)> {
     Some((start, end))
 }
 
-/// Zero downtime, with the exceptions this suite has measured and reports:
-/// - raft drops a proposal that reaches a leader while it hands leadership
-///   over, so a write forwarded to the source leader during MoveLeader waits
-///   out etcd's request timeout and fails ("etcdserver: request timed out",
-///   as kube-apiserver would also answer); such a write starts inside the
-///   MoveLeader band;
-/// - a member SIGKILLed under load (`kills`) fails the writes in flight
-///   through it (or forwarded to it): their outcome is unknown;
-/// - the etcd leader SIGKILLed (`leader_kills`) leaves the cluster without
-///   a leader until the followers' election timeout (1 s, randomised up to
-///   2 s) has run out and one wins a vote: linearizable reads, readyz's
-///   etcd check and writes may fail for that long, through any seed. Any
-///   request still running at such a kill or started up to
-///   [`ELECTION_BOUND_MS`] after it may fail.
-///
-/// Any other failed request fails the test. Returns how many were excused.
+/// The known hazards a run may hit, each excused precisely (see
+/// [`excuse`]).
+#[derive(Default)]
+struct Hazards<'a> {
+    /// Members SIGKILLed (unix ms).
+    kills: &'a [f64],
+    /// Leaders SIGKILLed (unix ms).
+    leader_kills: &'a [f64],
+}
+
+/// Why a failed request is excused, or `None`: this suite's measured
+/// exceptions to zero downtime, each as narrow as the records allow.
+/// - MoveLeader: raft drops a proposal that reaches a leader while it hands
+///   leadership over; a write forwarded to it in that window waits out
+///   etcd's request timeout and the API answers etcd's error (this suite's
+///   probes wait [`PROBE_TIMEOUT_MS`], longer than etcd's 7 s, to see it).
+///   Excused: a write the *server* failed with `etcdserver: request timed
+///   out` (not the client's own timeout) that started inside the band.
+/// - A member SIGKILLed under load fails the writes in flight through it
+///   (their outcome is unknown). Excused: a write running at the kill (it
+///   started at most a probe timeout before, or within a second after, and
+///   ended after it).
+/// - The etcd leader SIGKILLed leaves the cluster without a leader until
+///   the followers' election timeout (1 s, randomised up to 2 s) has run
+///   out and one wins a vote: linearizable reads, readyz's etcd check and
+///   writes fail, through any seed. Excused: any request overlapping
+///   [kill, kill + [`ELECTION_BOUND_MS`]].
+fn excuse(r: &Value, band: Option<(f64, f64)>, h: &Hazards) -> Option<&'static str> {
+    let t = f(&r["start_unix_ms"]);
+    let end = t + f(&r["duration_ms"]);
+    let write = r["probe"] == "write" && r["event"].is_null();
+    let etcd_timeout = r["outcome"] == "http"
+        && r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("etcdserver: request timed out"));
+    if write && etcd_timeout && band.is_some_and(|(a, b)| t >= a - 1_000.0 && t <= b + 200.0) {
+        return Some("MoveLeader dropped the forwarded proposal");
+    }
+    // The kill's time is taken just before `docker kill` runs: a second of
+    // slack for the signal to land.
+    let at_kill = |k: &f64| t >= k - PROBE_TIMEOUT_MS && t <= k + 1_000.0 && end >= *k;
+    if write && h.kills.iter().any(at_kill) {
+        return Some("in flight through a killed member");
+    }
+    if h.leader_kills
+        .iter()
+        .any(|k| t <= k + ELECTION_BOUND_MS && end >= *k)
+    {
+        return Some("during the election after the leader was killed");
+    }
+    None
+}
+
+/// Zero downtime, but for the failures [`excuse`] accepts: any other failed
+/// request fails the test. The excused ones are then removed from a copy of
+/// the run, and the copy must pass `cpmlab verdict` as a whole — every rule,
+/// not only the counts (`verdict_args` may give it other limits, and must
+/// say why). Returns how many were excused.
 fn assert_zero_downtime(
+    lab: &Lab,
     v: &Value,
     run: &Path,
     what: &str,
-    kills: &[f64],
-    leader_kills: &[f64],
+    h: &Hazards,
+    verdict_args: &[&str],
 ) -> usize {
-    assert_eq!(v["ledger"]["lost_count"], 0, "{what}: {:#}", v["ledger"]);
-    assert_eq!(v["watch"]["missed_count"], 0, "{what}: {:#}", v["watch"]);
-    assert_eq!(v["rv_regression_count"], 0, "{what}");
-    if v["zero_downtime"] == true {
-        return 0;
-    }
     let failed = failed_requests(run);
     let band = move_leader_band(run);
+    let mut excused: Vec<(u64, &str)> = Vec::new();
     for r in &failed {
-        let t = f(&r["start_unix_ms"]);
-        let write = r["probe"] == "write";
-        let timed_out = r["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("request timed out"));
-        let in_band = band.is_some_and(|(a, b)| t >= a - 1_000.0 && t <= b + 200.0);
-        let in_flight = kills.iter().any(|k| t >= k - 7_500.0 && t <= k + 2_500.0);
-        // Overlapping the election: started before it ended, ended after
-        // the kill.
-        let end = t + f(&r["duration_ms"]);
-        let in_election = leader_kills
-            .iter()
-            .any(|k| t <= k + ELECTION_BOUND_MS && end >= *k);
-        assert!(
-            in_election || (write && ((timed_out && in_band) || in_flight)),
-            "{what}: a request failed outside the known etcd hazards (MoveLeader band {band:?}, kills {kills:?}, leader kills {leader_kills:?}): {r}\nverdict: {:#}",
-            v["rules"]
-        );
+        match excuse(r, band, h) {
+            Some(why) => excused.push((r["seq"].as_u64().unwrap(), why)),
+            None => panic!(
+                "{what}: a request failed outside the known etcd hazards (MoveLeader band {band:?}, kills {:?}, leader kills {:?}): {r}\nverdict: {:#}",
+                h.kills, h.leader_kills, v["rules"]
+            ),
+        }
     }
-    let excused_writes = failed.iter().filter(|r| r["probe"] == "write").count();
-    assert!(
-        excused_writes <= 4,
-        "{what}: {excused_writes} writes failed"
-    );
+    if excused.is_empty() && verdict_args.is_empty() {
+        assert_eq!(v["passed"], true, "{what}: {:#}", v["rules"]);
+        return 0;
+    }
+    // The run without the excused failures must pass as a whole.
+    let copy = tempfile::tempdir().unwrap();
+    let skip: std::collections::BTreeSet<u64> = excused.iter().map(|e| e.0).collect();
+    let records: String = std::fs::read_to_string(run.join("records.ndjson"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|r| r["seq"].as_u64())
+                .is_none_or(|seq| !skip.contains(&seq))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(copy.path().join("records.ndjson"), records).unwrap();
+    for f in ["events.ndjson", "final.json"] {
+        std::fs::copy(run.join(f), copy.path().join(f)).unwrap();
+    }
+    let mut args = vec!["verdict", copy.path().to_str().unwrap()];
+    args.extend_from_slice(verdict_args);
+    lab.cpmlab(&args).success();
     // How long after each leader kill requests kept failing (the election).
-    let elections: Vec<String> = leader_kills
+    let elections: Vec<String> = h
+        .leader_kills
         .iter()
         .map(|k| {
             let last_end = failed
@@ -391,11 +452,16 @@ fn assert_zero_downtime(
             format!("{:.0} ms", last_end - k)
         })
         .collect();
+    let why: std::collections::BTreeMap<&str, usize> =
+        excused.iter().fold(Default::default(), |mut m, (_, w)| {
+            *m.entry(*w).or_default() += 1;
+            m
+        });
     eprintln!(
-        "{what}: {} request(s) failed by a known etcd hazard ({excused_writes} writes; MoveLeader band {band:?}, kills {kills:?}, leader kills {leader_kills:?}, failures until {elections:?} after them); every other request succeeded",
-        failed.len()
+        "{what}: {} request(s) failed by a known etcd hazard ({why:?}; failures until {elections:?} after leader kills); without them the verdict passes",
+        excused.len()
     );
-    failed.len()
+    excused.len()
 }
 
 /// A full migration under probes: zero downtime, nothing lost, nothing missed.
@@ -422,7 +488,7 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32) {
         .stderr(predicate::str::contains("MigrationCompleted"));
     std::thread::sleep(Duration::from_secs(2));
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&v, &run, &test, &[], &[]) == 0 {
+    if assert_zero_downtime(&lab, &v, &run, &test, &Hazards::default(), &[]) == 0 {
         assert_eq!(code, Some(0), "{test}: verdict failed: {:#}", v["rules"]);
     }
     assert_informer_saw_every_write(&v, &test);
@@ -613,7 +679,7 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
     lab.cpmlab(&["migrate", "--resume"]).code(2);
     assert_migrated(&lab);
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&v, &run, "resume", &[], &[]) == 0 {
+    if assert_zero_downtime(&lab, &v, &run, "resume", &Hazards::default(), &[]) == 0 {
         assert_eq!(code, Some(0), "{:#}", v["rules"]);
     }
     assert_ledger_in_history(&lab, &run);
@@ -645,7 +711,7 @@ fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
     let lab = Lab::new("mkl");
     up(&lab);
     // Leader elections stall requests for up to ~2 s: give them room.
-    let run = probe_start(&lab, &["--timeout", &format!("{}ms", PROBE_TIMEOUT_MS)]);
+    let run = probe_start(&lab, &[]);
     let child = spawn_migrate(
         &lab,
         &[],
@@ -686,7 +752,27 @@ fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
     assert!(restarts >= 2, "both killed members restarted: {log}");
     assert_migrated(&lab);
     let (_, v) = probe_stop(&lab, &run);
-    assert_zero_downtime(&v, &run, "members killed", &kills, &[leader_kill]);
+    // An election stalls requests for up to ELECTION_BOUND_MS: the ones
+    // that did not fail are judged with room for it.
+    let hazards = Hazards {
+        kills: &kills,
+        leader_kills: &[leader_kill],
+    };
+    assert_zero_downtime(
+        &lab,
+        &v,
+        &run,
+        "members killed",
+        &hazards,
+        &[
+            "--read-p99",
+            "4s",
+            "--mutation-p99",
+            "4s",
+            "--watch-delay-p99",
+            "4s",
+        ],
+    );
     assert_ledger_in_history(&lab, &run);
 }
 
@@ -699,21 +785,43 @@ fn an_external_driver_migrates_under_the_same_verdict() {
     up(&lab);
     let run = probe_start(&lab, &[]);
     std::thread::sleep(Duration::from_secs(1));
-    // The driver sees the lab's coordinates and can use cpmlab itself.
-    let script = r#"set -e
+    // The driver sees the lab's coordinates and can use cpmlab itself: here
+    // it migrates with the lab's own flow, one step at a time, as an
+    // outside controller would, while the lab probes and judges.
+    let steps = STEPS[1..STEPS.len() - 1].join(" ");
+    let script = format!(
+        r#"set -e
 test -n "$KUBECONFIG" && test -f "$KUBECONFIG"
 test "$CPMLAB_SOURCE_SEED" = seed-a && test "$CPMLAB_DESTINATION_SEED" = seed-b
 "$CPMLAB_BIN" link set seed-a:seed-b --delay 5ms >/dev/null
-sleep 2
-"$CPMLAB_BIN" link clear >/dev/null"#;
-    lab.ok(&["migrate", "--driver", "external", "--command", script]);
+"$CPMLAB_BIN" migrate --stop-after {first}
+for step in {steps}; do "$CPMLAB_BIN" migrate --resume --stop-after "$step"; done
+"$CPMLAB_BIN" migrate --resume
+"$CPMLAB_BIN" link clear >/dev/null"#,
+        first = STEPS[0]
+    );
+    lab.ok(&["migrate", "--driver", "external", "--command", &script]);
+    assert_migrated(&lab);
     lab.cpmlab(&["migrate", "--driver", "external", "--command", "exit 7"])
         .code(1)
         .stderr(predicate::str::contains("exited 7"));
     // --command is required.
     lab.cpmlab(&["migrate", "--driver", "external"]).code(2);
     let (code, v) = probe_stop(&lab, &run);
-    assert_eq!(code, Some(0), "{:#}", v["rules"]);
+    if assert_zero_downtime(&lab, &v, &run, "external driver", &Hazards::default(), &[]) == 0 {
+        assert_eq!(code, Some(0), "{:#}", v["rules"]);
+    }
+    // The driver's run is a band, and so is each step the flow took in it.
+    for s in STEPS {
+        assert!(
+            v["phases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == *s),
+            "phase {s} missing"
+        );
+    }
     let events = std::fs::read_to_string(run.join("events.ndjson")).unwrap();
     assert!(events.contains(r#""name":"ExternalDriver""#), "{events}");
     assert!(events.contains(r#""kind":"link""#), "{events}");
