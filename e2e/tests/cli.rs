@@ -1,5 +1,6 @@
-//! The command line's own habits, without a lab: completion scripts as kind
-//! and kubectl offer them, and where labs are kept.
+//! The command line without a lab: completion scripts as kind and kubectl
+//! offer them, where labs are kept, and `cpmlab verdict` judging a run
+//! directory written here (records as the probe agent writes them).
 
 mod common;
 
@@ -38,4 +39,94 @@ fn without_a_state_directory_the_fix_is_named() {
         .assert()
         .code(3)
         .stderr(predicate::str::contains("fix: set CPMLAB_STATE_DIR"));
+}
+
+/// A small run: readyz every 100 ms for 2 s, a write every 100 ms
+/// (acknowledged, each in the history read back), a watch seeing each.
+fn write_run(dir: &std::path::Path, slow_get_ms: f64) {
+    let t0 = 1_800_000_000_000.0_f64;
+    let mut lines = Vec::new();
+    let mut seq = 0;
+    let mut rec = |v: serde_json::Value| {
+        let mut v = v;
+        v["seq"] = seq.into();
+        v["mode"] = "reused".into();
+        v["start_mono_ms"] = 0.0.into();
+        seq += 1;
+        lines.push(v.to_string());
+    };
+    rec(serde_json::json!({"probe": "watch", "start_unix_ms": t0, "duration_ms": 2.0, "outcome": "ok", "event": "connect"}));
+    let mut history = Vec::new();
+    for i in 0..20u64 {
+        let t = t0 + 10.0 + 100.0 * i as f64;
+        rec(serde_json::json!({"probe": "readyz", "start_unix_ms": t, "duration_ms": 3.0, "outcome": "ok"}));
+        rec(serde_json::json!({"probe": "get", "start_unix_ms": t + 1.0, "duration_ms": slow_get_ms, "outcome": "ok", "value": i, "rv": 100 + i}));
+        rec(serde_json::json!({"probe": "write", "start_unix_ms": t + 2.0, "duration_ms": 4.0, "outcome": "ok", "value": i + 1, "rv": 101 + i}));
+        rec(serde_json::json!({"probe": "watch", "start_unix_ms": t + 8.0, "duration_ms": 0.0, "outcome": "ok", "event": "MODIFIED", "value": i + 1, "rv": 101 + i}));
+        history.push(serde_json::json!({"value": i + 1, "rev": 101 + i}));
+    }
+    std::fs::write(dir.join("records.ndjson"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(dir.join("events.ndjson"), "").unwrap();
+    std::fs::write(
+        dir.join("final.json"),
+        serde_json::json!({"counter": 20, "counter_rv": 120, "counter_attempts": 1, "history": history}).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn verdict_judges_a_kept_run_again_with_other_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), 300.0);
+    let run = dir.path().to_str().unwrap();
+    Command::new(bin())
+        .args(["verdict", run])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("verdict: PASSED"));
+    for f in ["verdict.json", "junit.xml", "report.html"] {
+        assert!(dir.path().join(f).is_file(), "{f}");
+    }
+    // Stricter than the gets were: exit 1, and the rule says why.
+    Command::new(bin())
+        .args(["verdict", run, "--read-p99", "100ms"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "slo-outside-get: phase outside: read (get) p99 300 ms exceeds the limit of 100 ms",
+        ));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("verdict.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["thresholds"]["read_p99_ms"], 100.0);
+}
+
+#[test]
+fn verdict_refuses_bad_input_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    // Not a run directory.
+    Command::new(bin())
+        .args(["verdict", dir.path().to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a run directory"))
+        .stderr(predicate::str::contains("records.ndjson is missing"));
+    // A malformed record names its file and line.
+    write_run(dir.path(), 3.0);
+    let p = dir.path().join("records.ndjson");
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.insert_str(0, "{\"probe\": \"get\", oops}\n");
+    std::fs::write(&p, text).unwrap();
+    Command::new(bin())
+        .args(["verdict", dir.path().to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("records.ndjson:1: malformed line"));
+    // A limit that is not a duration.
+    write_run(dir.path(), 3.0);
+    Command::new(bin())
+        .args(["verdict", dir.path().to_str().unwrap(), "--list-p99", "soon"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--list-p99"));
 }
