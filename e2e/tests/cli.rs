@@ -55,14 +55,24 @@ fn write_run(dir: &std::path::Path, slow_get_ms: f64) {
         seq += 1;
         lines.push(v.to_string());
     };
-    rec(serde_json::json!({"probe": "watch", "start_unix_ms": t0, "duration_ms": 2.0, "outcome": "ok", "event": "connect"}));
+    rec(
+        serde_json::json!({"probe": "watch", "start_unix_ms": t0, "duration_ms": 2.0, "outcome": "ok", "event": "connect"}),
+    );
     let mut history = Vec::new();
     for i in 0..20u64 {
         let t = t0 + 10.0 + 100.0 * i as f64;
-        rec(serde_json::json!({"probe": "readyz", "start_unix_ms": t, "duration_ms": 3.0, "outcome": "ok"}));
-        rec(serde_json::json!({"probe": "get", "start_unix_ms": t + 1.0, "duration_ms": slow_get_ms, "outcome": "ok", "value": i, "rv": 100 + i}));
-        rec(serde_json::json!({"probe": "write", "start_unix_ms": t + 2.0, "duration_ms": 4.0, "outcome": "ok", "value": i + 1, "rv": 101 + i}));
-        rec(serde_json::json!({"probe": "watch", "start_unix_ms": t + 8.0, "duration_ms": 0.0, "outcome": "ok", "event": "MODIFIED", "value": i + 1, "rv": 101 + i}));
+        rec(
+            serde_json::json!({"probe": "readyz", "start_unix_ms": t, "duration_ms": 3.0, "outcome": "ok"}),
+        );
+        rec(
+            serde_json::json!({"probe": "get", "start_unix_ms": t + 1.0, "duration_ms": slow_get_ms, "outcome": "ok", "value": i, "rv": 100 + i}),
+        );
+        rec(
+            serde_json::json!({"probe": "write", "start_unix_ms": t + 2.0, "duration_ms": 4.0, "outcome": "ok", "value": i + 1, "rv": 101 + i}),
+        );
+        rec(
+            serde_json::json!({"probe": "watch", "start_unix_ms": t + 8.0, "duration_ms": 0.0, "outcome": "ok", "event": "MODIFIED", "value": i + 1, "rv": 101 + i}),
+        );
         history.push(serde_json::json!({"value": i + 1, "rev": 101 + i}));
     }
     std::fs::write(dir.join("records.ndjson"), lines.join("\n") + "\n").unwrap();
@@ -125,7 +135,12 @@ fn verdict_refuses_bad_input_with_exit_2() {
     // A limit that is not a duration.
     write_run(dir.path(), 3.0);
     Command::new(bin())
-        .args(["verdict", dir.path().to_str().unwrap(), "--list-p99", "soon"])
+        .args([
+            "verdict",
+            dir.path().to_str().unwrap(),
+            "--list-p99",
+            "soon",
+        ])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--list-p99"));
