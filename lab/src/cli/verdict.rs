@@ -79,6 +79,24 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
                     format!(" ({})", v.reasons.join("; "))
                 }
             );
+            // A failed run explains itself: the first failed requests.
+            for f in v.failed_requests.iter().take(5) {
+                println!(
+                    "  failed: {} {}+{:.0} ms {} {}{}",
+                    f.lane,
+                    crate::verdict::report::fmt_utc(f.start_unix_ms),
+                    f.duration_ms,
+                    f.outcome,
+                    f.event
+                        .as_deref()
+                        .map(|e| format!("({e}) "))
+                        .unwrap_or_default(),
+                    f.error.as_deref().unwrap_or("")
+                );
+            }
+            if v.failed_requests.len() > 5 {
+                println!("  ... and more in verdict.json (failed_requests)");
+            }
             println!("report: {}", run.join("report.html").display());
         }
     }

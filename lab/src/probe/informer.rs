@@ -134,12 +134,44 @@ where
         } else {
             event::LIST
         };
+        // A GET the server refused unprocessed (GOAWAY, REFUSED_STREAM) is
+        // sent again at once, as Go's HTTP/2 transport does for client-go.
+        let again = (req.method() == hyper::Method::GET).then(|| {
+            let mut b = hyper::Request::builder()
+                .method(req.method().clone())
+                .uri(req.uri().clone())
+                .version(req.version());
+            if let Some(h) = b.headers_mut() {
+                *h = req.headers().clone();
+            }
+            b
+        });
+        let mut inner = self.inner.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {
+            use tower::ServiceExt;
             let start = Instant::now();
-            let res = fut.await;
+            let mut res = fut.await;
             let mut r = ctx.record(ProbeKind::Informer, ConnMode::Reused, start);
             r.event = Some(kind.into());
+            let refused = match (&res, again) {
+                (Err(e), Some(b)) if unprocessed(e) => Some((classify(e), b)),
+                _ => None,
+            };
+            if let Some(((outcome, text), b)) = refused {
+                r.outcome = outcome;
+                r.error = Some(text);
+                let refused_seq = r.seq;
+                ctx.emit(r);
+                let retry = b
+                    .body(kube::client::Body::empty())
+                    .expect("the request it copies was valid");
+                let start = Instant::now();
+                res = inner.ready().await?.call(retry).await;
+                r = ctx.record(ProbeKind::Informer, ConnMode::Reused, start);
+                r.event = Some(kind.into());
+                r.retry_of = Some(refused_seq);
+            }
             match &res {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
@@ -171,6 +203,26 @@ where
             res
         })
     }
+}
+
+/// Did the server refuse the request before processing it (a stream above
+/// a GOAWAY's last one, REFUSED_STREAM, a connection closed before the
+/// request was written)? Go's transport retries those.
+fn unprocessed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            if h.is_canceled() || h.is_closed() {
+                return true;
+            }
+        }
+        let t = c.to_string();
+        if t.contains("refused stream") || t.contains("not a result of an error") {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// The outcome class of a failed request of the kube client's stack.
@@ -378,6 +430,25 @@ mod tests {
         assert_eq!(classify(&dns).0, Outcome::Dns);
         let (_, text) = classify(&dns);
         assert!(text.starts_with("client error (Connect): "), "{text}");
+    }
+
+    #[test]
+    fn requests_refused_unprocessed_are_recognised() {
+        #[derive(Debug)]
+        struct E(&'static str);
+        impl std::fmt::Display for E {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for E {}
+        for refused in [
+            "stream error received: refused stream before processing any application logic",
+            "connection error received: not a result of an error",
+        ] {
+            assert!(unprocessed(&E(refused)), "{refused}");
+        }
+        assert!(!unprocessed(&E("connection reset by peer")));
     }
 
     #[test]

@@ -18,6 +18,46 @@ use super::{
 };
 use crate::probe::record::{ConnMode, Outcome, ProbeKind, Record};
 
+/// A failed request, as `verdict.json` lists the first of them: enough to
+/// find it in the records and see what the client got.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FailedRequest {
+    pub seq: u64,
+    /// `probe/mode`.
+    pub lane: String,
+    pub start_unix_ms: f64,
+    pub duration_ms: f64,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Most failed requests listed in `verdict.json`.
+pub const MAX_LISTED_FAILURES: usize = 100;
+
+/// The first failed requests, in start order.
+pub fn first_failures(requests: &[&Record]) -> Vec<FailedRequest> {
+    requests
+        .iter()
+        .filter(|r| r.outcome != Outcome::Ok)
+        .take(MAX_LISTED_FAILURES)
+        .map(|r| FailedRequest {
+            seq: r.seq,
+            lane: lane_key(r.probe, r.mode),
+            start_unix_ms: r.start_unix_ms,
+            duration_ms: r.duration_ms,
+            outcome: outcome_name(r.outcome).into(),
+            event: r.event.clone(),
+            server: r.server.clone(),
+            error: r.error.clone(),
+        })
+        .collect()
+}
+
 /// Availability of every lane and overall.
 pub struct Availability<'a> {
     /// The requests judged (retried attempts left out), in start order.

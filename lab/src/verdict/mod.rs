@@ -186,6 +186,9 @@ pub struct Verdict {
     pub overall: ProbeStats,
     /// Keyed `probe/mode`, e.g. `get/new`.
     pub probes: BTreeMap<String, ProbeStats>,
+    /// The first failed requests (at most 100), in start order.
+    #[serde(default)]
+    pub failed_requests: Vec<availability::FailedRequest>,
     pub ledger: Ledger,
     pub watch: WatchCheck,
     /// The informer lane: what a controller's list+watch saw.
@@ -396,6 +399,7 @@ pub fn compute(
         zero_downtime,
         thresholds: thresholds.clone(),
         rules,
+        failed_requests: availability::first_failures(&avail.requests),
         overall: avail.overall,
         probes: avail.probes,
         ledger,

@@ -145,7 +145,8 @@ fn has_events(p: ProbeKind) -> bool {
     matches!(p, ProbeKind::Watch | ProbeKind::Informer)
 }
 
-fn fmt_utc(ms: f64) -> String {
+/// A unix-ms time as `YYYY-MM-DD hh:mm:ss.mmm UTC`.
+pub fn fmt_utc(ms: f64) -> String {
     let ns = (ms * 1e6) as i128;
     match time::OffsetDateTime::from_unix_timestamp_nanos(ns) {
         Ok(t) => {

@@ -261,29 +261,28 @@ pub fn rule(watch: &WatchCheck) -> Rule {
             fmt_list(&vals, watch.missed_count)
         ));
     }
-    if watch.duplicated_count > 0 {
-        let v: Vec<String> = watch
-            .watch_duplicated
-            .iter()
-            .map(|a| format!("rv {} ({})", a.rv, a.mode))
-            .collect();
-        parts.push(format!(
-            "{} duplicated event(s): {}",
+    for (what, n, list) in [
+        (
+            "duplicated",
             watch.duplicated_count,
-            fmt_list(&v, watch.duplicated_count)
-        ));
-    }
-    if watch.out_of_order_count > 0 {
-        let v: Vec<String> = watch
-            .watch_out_of_order
-            .iter()
-            .map(|a| format!("rv {} after {} ({})", a.rv, a.previous_rv, a.mode))
-            .collect();
-        parts.push(format!(
-            "{} out-of-order event(s): {}",
+            &watch.watch_duplicated,
+        ),
+        (
+            "out-of-order",
             watch.out_of_order_count,
-            fmt_list(&v, watch.out_of_order_count)
-        ));
+            &watch.watch_out_of_order,
+        ),
+    ] {
+        if n > 0 {
+            let v: Vec<String> = list
+                .iter()
+                .map(|a| match a.previous_rv {
+                    p if p == a.rv => format!("rv {} ({})", a.rv, a.mode),
+                    p => format!("rv {} after {p} ({})", a.rv, a.mode),
+                })
+                .collect();
+            parts.push(format!("{n} {what} event(s): {}", fmt_list(&v, n)));
+        }
     }
     Rule {
         name,
