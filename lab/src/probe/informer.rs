@@ -23,7 +23,7 @@ use kube::runtime::WatchStreamExt;
 
 use super::agent::{Ctx, COUNTER, NAMESPACE};
 use super::record::{ConnMode, Outcome, ProbeKind};
-use super::transport::Resolver;
+use super::transport::{refused_unprocessed, Resolver};
 
 /// The informer's records: `event` is one of these.
 pub mod event {
@@ -155,7 +155,7 @@ where
             let mut r = ctx.record(ProbeKind::Informer, ConnMode::Reused, start);
             r.event = Some(kind.into());
             let refused = match (&res, again) {
-                (Err(e), Some(b)) if unprocessed(e) => Some((classify(e), b)),
+                (Err(e), Some(b)) if refused_unprocessed(e) => Some((classify(e), b)),
                 _ => None,
             };
             if let Some(((outcome, text), b)) = refused {
@@ -203,26 +203,6 @@ where
             res
         })
     }
-}
-
-/// Did the server refuse the request before processing it (a stream above
-/// a GOAWAY's last one, REFUSED_STREAM, a connection closed before the
-/// request was written)? Go's transport retries those.
-fn unprocessed(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if let Some(h) = c.downcast_ref::<hyper::Error>() {
-            if h.is_canceled() || h.is_closed() {
-                return true;
-            }
-        }
-        let t = c.to_string();
-        if t.contains("refused stream") || t.contains("not a result of an error") {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
 }
 
 /// The outcome class of a failed request of the kube client's stack.
@@ -430,25 +410,6 @@ mod tests {
         assert_eq!(classify(&dns).0, Outcome::Dns);
         let (_, text) = classify(&dns);
         assert!(text.starts_with("client error (Connect): "), "{text}");
-    }
-
-    #[test]
-    fn requests_refused_unprocessed_are_recognised() {
-        #[derive(Debug)]
-        struct E(&'static str);
-        impl std::fmt::Display for E {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.0)
-            }
-        }
-        impl std::error::Error for E {}
-        for refused in [
-            "stream error received: refused stream before processing any application logic",
-            "connection error received: not a result of an error",
-        ] {
-            assert!(unprocessed(&E(refused)), "{refused}");
-        }
-        assert!(!unprocessed(&E("connection reset by peer")));
     }
 
     #[test]

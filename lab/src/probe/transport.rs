@@ -121,6 +121,34 @@ impl Resolver {
     }
 }
 
+/// Did the server refuse the request before processing it? A stream above
+/// the last one a GOAWAY announced (or opened after it) fails with the
+/// peer's GOAWAY; REFUSED_STREAM says the same per stream (RFC 9113 8.7);
+/// a connection that closed before the request was written never carried
+/// it. Go's HTTP/2 transport sends those again at once, so client-go's
+/// callers never see them; the probes do the same and record both.
+pub fn refused_unprocessed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            if h.is_canceled() || h.is_closed() {
+                return true;
+            }
+        }
+        if let Some(h) = c.downcast_ref::<h2::Error>() {
+            // A graceful GOAWAY (NO_ERROR) reaches only unprocessed streams:
+            // streams it let finish end normally.
+            let graceful_goaway =
+                h.is_go_away() && h.is_remote() && h.reason() == Some(h2::Reason::NO_ERROR);
+            if graceful_goaway || h.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                return true;
+            }
+        }
+        cur = c.source();
+    }
+    false
+}
+
 /// Classifies an I/O error the way the verdict reports it.
 pub fn classify_io(e: &std::io::Error, addr: Option<SocketAddr>) -> Failure {
     use std::io::ErrorKind::*;
@@ -351,7 +379,7 @@ impl Transport {
                     false,
                 )),
                 Ok(Err(e)) => {
-                    let unprocessed = e.is_canceled() || e.is_closed();
+                    let unprocessed = refused_unprocessed(&e);
                     Err((classify_hyper(&e, Some(addr)), unprocessed))
                 }
                 Ok(Ok(resp)) => Ok(self.reply(resp, addr)),
@@ -416,5 +444,75 @@ impl Transport {
             }
             super::record::ConnMode::Reused => self.send_reused(method, path, body, deadline).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends one request over HTTP/2 to a server that treats it with
+    /// `serve`, and returns hyper's error.
+    async fn failed_request<F, Fut>(serve: F) -> hyper::Error
+    where
+        F: FnOnce(h2::server::Connection<tokio::io::DuplexStream, Bytes>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let (client_io, server_io) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            let conn = h2::server::handshake(server_io).await.expect("handshake");
+            serve(conn).await;
+        });
+        let (mut sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(client_io))
+            .await
+            .expect("client handshake");
+        tokio::spawn(conn);
+        let req = hyper::Request::get("https://api.test/")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        sender
+            .send_request(req)
+            .await
+            .expect_err("the server refused it")
+    }
+
+    #[tokio::test]
+    async fn a_graceful_goaway_and_refused_stream_are_unprocessed_a_reset_is_not() {
+        // GOAWAY (NO_ERROR) before any stream was processed.
+        let e = failed_request(|mut conn| async move {
+            conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+            while conn.accept().await.is_some() {}
+        })
+        .await;
+        assert!(refused_unprocessed(&e), "{e:?}");
+
+        // The stream refused on its own.
+        let e = failed_request(|mut conn| async move {
+            if let Some(Ok((_, mut respond))) = conn.accept().await {
+                respond.send_reset(h2::Reason::REFUSED_STREAM);
+            }
+            while conn.accept().await.is_some() {}
+        })
+        .await;
+        assert!(refused_unprocessed(&e), "{e:?}");
+
+        // A stream the server began and then broke may have been processed.
+        let e = failed_request(|mut conn| async move {
+            if let Some(Ok((_, mut respond))) = conn.accept().await {
+                respond.send_reset(h2::Reason::INTERNAL_ERROR);
+            }
+            while conn.accept().await.is_some() {}
+        })
+        .await;
+        assert!(!refused_unprocessed(&e), "{e:?}");
+
+        // So may a connection that went away with an error.
+        let e = failed_request(|mut conn| async move {
+            let _held = conn.accept().await;
+            conn.abrupt_shutdown(h2::Reason::INTERNAL_ERROR);
+            while conn.accept().await.is_some() {}
+        })
+        .await;
+        assert!(!refused_unprocessed(&e), "{e:?}");
     }
 }
