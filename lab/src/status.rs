@@ -71,7 +71,10 @@ impl MigrationStatus {
 #[derive(Debug, Serialize)]
 pub struct ApiStatus {
     pub name: String,
-    /// True: the lab's stand-in, not kube-apiserver.
+    /// Which API server serves: `generic` (k8s.io/apiserver), `standin`
+    /// or `kube-apiserver`.
+    pub server: &'static str,
+    /// True: the lab's stand-in.
     pub standin: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -283,6 +286,7 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
     }
     ApiStatus {
         name: state.dns.api_name.clone(),
+        server: state.api_kind.as_str(),
         standin: state.api_kind == crate::apiserver::launch::ApiServerKind::Standin,
         version,
         replicas,
@@ -469,8 +473,9 @@ impl StatusReport {
         }
         let _ = writeln!(
             o,
-            "\nSHOOT API {} ({})",
+            "\nSHOOT API {} ({} server, {})",
             self.api.name,
+            self.api.server,
             self.api.version.as_deref().unwrap_or("version unknown")
         );
         for r in &self.api.replicas {

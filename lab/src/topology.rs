@@ -41,13 +41,16 @@ pub struct ApiSpec {
     pub server: ApiServerChoice,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApiServerChoice {
+    /// kube-apiserver where its binary is found, else the generic server
+    /// where it was built, else the stand-in.
     #[default]
     Auto,
     Standin,
     KubeApiserver,
+    Generic,
 }
 
 impl Default for ApiSpec {

@@ -160,8 +160,23 @@ impl Lab {
 }
 
 impl Drop for Lab {
+    /// Tears the lab down; a teardown that fails fails the test (unless it
+    /// already failed), so a leak is blamed on the test that caused it.
     fn drop(&mut self) {
-        let _ = self.cmd().arg("down").output();
+        let out = self.cmd().arg("down").output();
+        let failed = match &out {
+            Ok(o) if o.status.success() => return,
+            Ok(o) => format!(
+                "{}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim_end()
+            ),
+            Err(e) => e.to_string(),
+        };
+        eprintln!("cpmlab down of lab {} failed: {failed}", self.name);
+        if !std::thread::panicking() {
+            panic!("cpmlab down of lab {} failed: {failed}", self.name);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! How an API server replica is started: the real kube-apiserver where a
-//! binary can be had (`KUBEBUILDER_ASSETS` or `PATH`), else the stand-in.
-//! Both get the same files (server certificate for the API name, the lab
+//! binary can be had (`KUBEBUILDER_ASSETS` or `PATH`), else the generic
+//! server built on k8s.io/apiserver (`scripts/build-apiserver`), else the
+//! Rust stand-in. All get the same files (server certificate for the API name, the lab
 //! CA, etcd client certificate, the token) and talk only to their own
 //! seed's etcd members.
 
@@ -15,6 +16,8 @@ pub enum ApiServerKind {
     #[default]
     Standin,
     KubeApiserver,
+    /// cpmlab-apiserver: Kubernetes' generic API server code (k8s.io/apiserver).
+    Generic,
 }
 
 impl ApiServerKind {
@@ -22,12 +25,27 @@ impl ApiServerKind {
         match self {
             ApiServerKind::Standin => "standin",
             ApiServerKind::KubeApiserver => "kube-apiserver",
+            ApiServerKind::Generic => "generic",
+        }
+    }
+
+    /// Where its binary is mounted in a replica container (the stand-in is
+    /// the lab image's own `cpmlab`).
+    pub fn mounted_bin(self) -> Option<&'static str> {
+        match self {
+            ApiServerKind::Standin => None,
+            ApiServerKind::KubeApiserver => Some(KUBE_APISERVER_BIN),
+            ApiServerKind::Generic => Some(GENERIC_APISERVER_BIN),
         }
     }
 }
 
 /// Where kube-apiserver is mounted in a replica container.
 pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
+/// Where cpmlab-apiserver is mounted in a replica container.
+pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
+/// The generic server's name on PATH and in the user's cache.
+const GENERIC_NAME: &str = "cpmlab-apiserver";
 /// The files of a replica.
 pub const DIR: &str = "/etc/cpmlab/api";
 
@@ -40,6 +58,27 @@ pub fn find_kube_apiserver() -> Option<PathBuf> {
         std::env::split_paths(&std::env::var_os("PATH")?)
             .map(|d| d.join("kube-apiserver"))
             .find(|p| p.is_file())
+    })
+}
+
+/// cpmlab-apiserver on this host: `$CPMLAB_APISERVER`, else on PATH, else
+/// where `scripts/build-apiserver` installs it
+/// (`${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin`).
+pub fn find_generic_apiserver() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CPMLAB_APISERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(GENERIC_NAME))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(cache.join("cpmlab").join("bin").join(GENERIC_NAME)).filter(|p| p.is_file())
     })
 }
 
@@ -104,6 +143,33 @@ pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
     ]
 }
 
+/// cpmlab-apiserver's command line: kube-apiserver's flags for what the
+/// lab uses (etcd over TLS, serving on 443 with the API name's
+/// certificate, the static token, client certificates of the lab CA, the
+/// shutdown delay with Retry-After while it runs), and the replica's seed
+/// and name, which it answers in headers as the stand-in does.
+pub fn generic_command(r: &Replica) -> Vec<String> {
+    vec![
+        GENERIC_APISERVER_BIN.into(),
+        "--secure-port=443".into(),
+        "--bind-address=0.0.0.0".into(),
+        format!("--advertise-address={}", r.ip),
+        format!("--etcd-servers={}", r.etcd_servers.join(",")),
+        format!("--etcd-cafile={DIR}/ca.crt"),
+        format!("--etcd-certfile={DIR}/server.crt"),
+        format!("--etcd-keyfile={DIR}/server.key"),
+        format!("--tls-cert-file={DIR}/server.crt"),
+        format!("--tls-private-key-file={DIR}/server.key"),
+        format!("--client-ca-file={DIR}/ca.crt"),
+        format!("--token-auth-file={DIR}/tokens.csv"),
+        format!("--shutdown-delay-duration={}", r.shutdown_delay),
+        "--shutdown-send-retry-after=true".into(),
+        "--storage-media-type=application/vnd.kubernetes.protobuf".into(),
+        format!("--cpmlab-seed={}", r.seed),
+        format!("--cpmlab-name={}", r.name),
+    ]
+}
+
 /// `--token-auth-file` contents: the probe user, in system:masters.
 pub fn tokens_csv(token: &str) -> String {
     format!("{token},cpmlab-probe,cpmlab-probe,\"system:masters\"\n")
@@ -148,6 +214,27 @@ mod tests {
             tokens_csv("t"),
             "t,cpmlab-probe,cpmlab-probe,\"system:masters\"\n"
         );
+    }
+
+    #[test]
+    fn the_generic_server_gets_kube_apiservers_flags_and_names_itself() {
+        let servers = vec!["https://10.213.0.10:2379".to_string()];
+        let cmd = generic_command(&replica(&servers));
+        let has = |f: &str| cmd.iter().any(|a| a == f);
+        assert_eq!(cmd[0], GENERIC_APISERVER_BIN);
+        assert_eq!(
+            ApiServerKind::Generic.mounted_bin(),
+            Some(GENERIC_APISERVER_BIN)
+        );
+        assert!(has("--etcd-servers=https://10.213.0.10:2379"));
+        assert!(has("--etcd-keyfile=/etc/cpmlab/api/server.key"));
+        assert!(has("--token-auth-file=/etc/cpmlab/api/tokens.csv"));
+        assert!(has("--shutdown-delay-duration=15s"));
+        assert!(has(
+            "--storage-media-type=application/vnd.kubernetes.protobuf"
+        ));
+        assert!(has("--cpmlab-seed=seed-a"));
+        assert!(has("--cpmlab-name=seed-a-apiserver-0"));
     }
 
     #[test]

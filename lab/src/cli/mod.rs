@@ -76,6 +76,12 @@ pub enum Command {
         /// Keep what was created when `up` fails (for debugging).
         #[arg(long)]
         retain: bool,
+        /// The API server, over the topology's `api.server`: `auto`
+        /// (kube-apiserver, else generic, else standin), `generic`
+        /// (k8s.io/apiserver, built by scripts/build-apiserver), `standin`
+        /// (the lab's Rust imitation, with failpoints), `kube-apiserver`.
+        #[arg(long, value_enum)]
+        api_server: Option<crate::topology::ApiServerChoice>,
     },
     /// Show a lab as it is now (containers, etcd members, DNS, migration),
     /// or, without --name, list every lab.
@@ -217,7 +223,8 @@ async fn run(cli: Cli) -> Result<u8> {
             lab,
             topology,
             retain,
-        } => up::run(root, &lab, topology.as_deref(), retain).await,
+            api_server,
+        } => up::run(root, &lab, topology.as_deref(), api_server, retain).await,
         Command::Status(args) => status::run(root, &args).await,
         Command::Down { lab, all } => down::run(root, &lab, all).await,
         Command::Link { command } => link::run(root, command).await,

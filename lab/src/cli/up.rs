@@ -17,14 +17,18 @@ pub async fn run(
     state_root: &Path,
     lab: &LabArgs,
     topology: Option<&Path>,
+    api_server: Option<crate::topology::ApiServerChoice>,
     retain: bool,
 ) -> Result<u8> {
     // All input is checked before anything is created.
     check_name(&lab.name)?;
-    let topology = match topology {
+    let mut topology = match topology {
         Some(p) => Topology::load(p)?,
         None => Topology::default(),
     };
+    if let Some(choice) = api_server {
+        topology.api.server = choice;
+    }
     let engine = Engine::connect().await?;
     let progress = Progress::new(Mode::detect(lab.output == Output::Json));
     let req = up::UpRequest {

@@ -118,14 +118,9 @@ pub async fn start_apiserver(
     etcd_servers: &[String],
     sa: &(String, String),
 ) -> Result<()> {
-    let kube = match state.api_kind {
-        crate::apiserver::launch::ApiServerKind::KubeApiserver => {
-            up::resolve_api_server(crate::topology::ApiServerChoice::KubeApiserver)?
-        }
-        crate::apiserver::launch::ApiServerKind::Standin => None,
-    };
+    let api_server = up::resolve_api_server(up::choice_of(state.api_kind))?;
     engine.remove_container(&a.container).await?;
-    let spec = up::apiserver_spec(state, ca, a, etcd_servers, kube.as_deref(), sa)?;
+    let spec = up::apiserver_spec(state, ca, a, etcd_servers, &api_server, sa)?;
     engine.create_container(&spec).await?;
     engine.start(&a.container).await?;
     up::release_one(engine, &a.container).await

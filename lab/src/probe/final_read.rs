@@ -92,6 +92,18 @@ async fn counter(dir: &LabDir, state: &LabState) -> Result<(u64, u64), String> {
 
 /// Every version of the counter, oldest first: a watch of its key from
 /// revision 1 up to its current revision.
+/// The counter's value in a ConfigMap as an API server stored it in etcd:
+/// JSON (the stand-in) or Kubernetes' protobuf envelope (kube-apiserver and
+/// the generic server).
+fn stored_counter(bytes: &[u8]) -> Option<u64> {
+    let v = if bytes.starts_with(b"k8s\x00") {
+        crate::apiserver::protobuf::decode("ConfigMap", bytes).ok()?
+    } else {
+        serde_json::from_slice::<serde_json::Value>(bytes).ok()?
+    };
+    v["data"]["value"].as_str()?.parse().ok()
+}
+
 async fn history(dir: &LabDir, state: &LabState) -> Result<Vec<HistoryEntry>, String> {
     use etcd_client::{EventType, WatchOptions};
     let tls = crate::provider::docker::up::etcd_tls(dir).map_err(|e| format!("{e:#}"))?;
@@ -128,15 +140,12 @@ async fn history(dir: &LabDir, state: &LabState) -> Result<Vec<HistoryEntry>, St
         for ev in resp.events() {
             let Some(kv) = ev.kv() else { continue };
             if ev.event_type() == EventType::Put {
-                let value = serde_json::from_slice::<serde_json::Value>(kv.value())
-                    .ok()
-                    .and_then(|v| v["data"]["value"].as_str().and_then(|s| s.parse().ok()))
-                    .ok_or_else(|| {
-                        format!(
-                            "{key} at revision {} is not a JSON ConfigMap with a numeric value (kube-apiserver stores protobuf)",
-                            kv.mod_revision()
-                        )
-                    })?;
+                let value = stored_counter(kv.value()).ok_or_else(|| {
+                    format!(
+                        "{key} at revision {} is not a ConfigMap (JSON or Kubernetes protobuf) with a numeric value",
+                        kv.mod_revision()
+                    )
+                })?;
                 out.push(HistoryEntry {
                     value,
                     rev: kv.mod_revision() as u64,
@@ -150,4 +159,31 @@ async fn history(dir: &LabDir, state: &LabState) -> Result<Vec<HistoryEntry>, St
     Err(format!(
         "the etcd watch of {key} ended before revision {last}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes k8s.io/apiserver (cpmlab-apiserver, storage media type
+    /// protobuf) stored in etcd for a ConfigMap `counter` with value "1".
+    const GENERIC_SERVER_COUNTER: &str = "6b3873000a0f0a0276311209436f6e6669674d617012a2010a93010a07636f756e74657212001a017022002a2463663833343665342d356265312d346535372d393939352d32393465303230303166393432003801420808f7988ad80610008a014c0a046375726c12065570646174651a027631220808f7988ad806100032084669656c647356313a220a207b22663a64617461223a7b222e223a7b7d2c22663a76616c7565223a7b7d7d7d4200120a0a0576616c75651201311a002200";
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_counter_is_read_from_protobuf_and_json_values() {
+        assert_eq!(stored_counter(&unhex(GENERIC_SERVER_COUNTER)), Some(1));
+        assert_eq!(
+            stored_counter(br#"{"kind":"ConfigMap","data":{"value":"42"}}"#),
+            Some(42)
+        );
+        assert_eq!(stored_counter(br#"{"data":{"value":"x"}}"#), None);
+        assert_eq!(stored_counter(b"k8s\x00\x0a"), None);
+    }
 }

@@ -228,7 +228,13 @@ pub async fn start(
     engine.create_container(&spec).await?;
     engine.start(&c).await?;
     release_one(engine, &c).await?;
-    note(&run, "probes started")?;
+    note(
+        &run,
+        &format!(
+            "probes started; the {} API server serves",
+            state.api_kind.as_str()
+        ),
+    )?;
     // Wait for the first records: the agent has set up its objects.
     let records = run.join("records.ndjson");
     let t0 = std::time::Instant::now();

@@ -187,7 +187,7 @@ pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabSta
 pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<LabState> {
     let dir = LabDir::new(&req.state_root, &req.lab);
     // Before anything exists: which API server, and is it there?
-    let kube_apiserver = resolve_api_server(req.topology.api.server)?;
+    let api_server = resolve_api_server(req.topology.api.server)?;
     req.cancel.check()?;
     let step = p.step("lab image");
     let (image, built) = images::ensure(engine).await?;
@@ -205,10 +205,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
     let mut state = plan.initial_state(random_secret());
-    state.api_kind = match kube_apiserver {
-        Some(_) => crate::apiserver::launch::ApiServerKind::KubeApiserver,
-        None => crate::apiserver::launch::ApiServerKind::Standin,
-    };
+    state.api_kind = api_server.kind;
     state.api_token = random_token();
     dir.create()?;
     dir.save(&state)?;
@@ -228,7 +225,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     // for the replicas a migration starts in the destination seed.
     let sa_key = rcgen::KeyPair::generate()?;
     write_pem(&pki.join("sa.key"), &sa_key.serialize_pem())?;
-    let specs = container_specs(&state, &ca, &client, kube_apiserver.as_deref(), &sa_key)?;
+    let specs = container_specs(&state, &ca, &client, &api_server, &sa_key)?;
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
     }
@@ -289,21 +286,63 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     Ok(state)
 }
 
-/// The kube-apiserver binary to run, or None for the stand-in.
-pub fn resolve_api_server(
-    choice: crate::topology::ApiServerChoice,
-) -> Result<Option<std::path::PathBuf>> {
+/// The API server a lab runs: its kind and, unless it is the stand-in (the
+/// lab image's own binary), the host binary mounted into the replicas.
+#[derive(Debug, Clone)]
+pub struct ApiServerBinary {
+    pub kind: crate::apiserver::launch::ApiServerKind,
+    pub bin: Option<std::path::PathBuf>,
+}
+
+/// Which API server `choice` means on this host, or why it cannot be had.
+pub fn resolve_api_server(choice: crate::topology::ApiServerChoice) -> Result<ApiServerBinary> {
+    use crate::apiserver::launch::{find_generic_apiserver, find_kube_apiserver, ApiServerKind};
     use crate::topology::ApiServerChoice;
-    let found = crate::apiserver::launch::find_kube_apiserver();
-    match (choice, found) {
-        (ApiServerChoice::Standin, _) => Ok(None),
-        (ApiServerChoice::Auto, found) => Ok(found),
-        (ApiServerChoice::KubeApiserver, Some(p)) => Ok(Some(p)),
-        (ApiServerChoice::KubeApiserver, None) => Err(EnvNotReady::new(
-            "the topology asks for kube-apiserver (api.server), and no binary was found",
-            "set KUBEBUILDER_ASSETS to a directory holding kube-apiserver (e.g. from setup-envtest), put it on PATH, or use api.server: standin",
-        )
-        .into()),
+    let with = |kind, bin| ApiServerBinary {
+        kind,
+        bin: Some(bin),
+    };
+    let standin = ApiServerBinary {
+        kind: ApiServerKind::Standin,
+        bin: None,
+    };
+    Ok(match choice {
+        ApiServerChoice::Standin => standin,
+        ApiServerChoice::Auto => match (find_kube_apiserver(), find_generic_apiserver()) {
+            (Some(k), _) => with(ApiServerKind::KubeApiserver, k),
+            (None, Some(g)) => with(ApiServerKind::Generic, g),
+            (None, None) => standin,
+        },
+        ApiServerChoice::KubeApiserver => match find_kube_apiserver() {
+            Some(k) => with(ApiServerKind::KubeApiserver, k),
+            None => return Err(EnvNotReady::new(
+                "the topology asks for kube-apiserver (api.server), and no binary was found",
+                "set KUBEBUILDER_ASSETS to a directory holding kube-apiserver (e.g. from setup-envtest), put it on PATH, or use api.server: generic or standin",
+            )
+            .into()),
+        },
+        ApiServerChoice::Generic => match find_generic_apiserver() {
+            Some(g) => with(ApiServerKind::Generic, g),
+            None => return Err(EnvNotReady::new(
+                "the topology asks for the generic API server (api.server: generic), and cpmlab-apiserver was not found",
+                "run scripts/build-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
+            )
+            .into()),
+        },
+    })
+}
+
+/// The choice that gives a lab's API server kind again (replicas started
+/// during a migration run what the lab's first ones run).
+pub fn choice_of(
+    kind: crate::apiserver::launch::ApiServerKind,
+) -> crate::topology::ApiServerChoice {
+    use crate::apiserver::launch::ApiServerKind;
+    use crate::topology::ApiServerChoice;
+    match kind {
+        ApiServerKind::Standin => ApiServerChoice::Standin,
+        ApiServerKind::KubeApiserver => ApiServerChoice::KubeApiserver,
+        ApiServerKind::Generic => ApiServerChoice::Generic,
     }
 }
 
@@ -500,7 +539,7 @@ pub fn apiserver_spec(
     ca: &Ca,
     a: &crate::state::ApiServerState,
     etcd_servers: &[String],
-    kube_apiserver: Option<&std::path::Path>,
+    api_server: &ApiServerBinary,
     sa: &(String, String),
 ) -> Result<ContainerSpec> {
     use crate::apiserver::launch::{self, ApiServerKind, DIR};
@@ -530,23 +569,24 @@ pub fn apiserver_spec(
         etcd_servers,
         shutdown_delay: &state.topology.api.shutdown_delay,
     };
-    c.cmd = match (state.api_kind, kube_apiserver) {
-        (ApiServerKind::KubeApiserver, Some(bin)) => {
-            c.volumes.push((
-                bin.display().to_string(),
-                format!("{}:ro", launch::KUBE_APISERVER_BIN),
-            ));
-            c.files.push(FileSpec::new(
-                format!("{DIR}/tokens.csv"),
-                launch::tokens_csv(&state.api_token),
-                0o600,
-            ));
+    if let (Some(bin), Some(mounted)) = (&api_server.bin, api_server.kind.mounted_bin()) {
+        c.volumes
+            .push((bin.display().to_string(), format!("{mounted}:ro")));
+        c.files.push(FileSpec::new(
+            format!("{DIR}/tokens.csv"),
+            launch::tokens_csv(&state.api_token),
+            0o600,
+        ));
+    }
+    c.cmd = match (api_server.kind, &api_server.bin) {
+        (ApiServerKind::KubeApiserver, Some(_)) => {
             c.files
                 .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
             c.files
                 .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
             behind_barrier(launch::kube_apiserver_command(&replica))
         }
+        (ApiServerKind::Generic, Some(_)) => behind_barrier(launch::generic_command(&replica)),
         _ => behind_barrier(launch::standin_command(AGENT_BIN, &replica)),
     };
     Ok(c)
@@ -556,7 +596,7 @@ fn container_specs(
     state: &LabState,
     ca: &Ca,
     client: &crate::pki::CertKey,
-    kube_apiserver: Option<&std::path::Path>,
+    api_server: &ApiServerBinary,
     sa_key: &rcgen::KeyPair,
 ) -> Result<Vec<ContainerSpec>> {
     let docker_net = |n: &str| docker_network(state, n);
@@ -669,7 +709,7 @@ fn container_specs(
             ca,
             a,
             &etcd_servers,
-            kube_apiserver,
+            api_server,
             &sa,
         )?);
     }

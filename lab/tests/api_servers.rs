@@ -1,8 +1,12 @@
-//! The stand-in API server against a real etcd and the real kubectl, on
-//! loopback: discovery, create/get/list/apply/replace/delete, watch,
-//! optimistic concurrency, paging, 410 Gone after compaction, auth.
+//! The lab's API servers against a real etcd and the real kubectl and
+//! kube-rs, on loopback: discovery, create/get/list/apply/replace/delete,
+//! watch, optimistic concurrency, paging, 410 Gone after compaction, auth.
+//! The same checks for the generic server (cpmlab-apiserver, on Kubernetes'
+//! k8s.io/apiserver) and for the Rust stand-in.
 //! Needs the host's etcd and kubectl (scripts/setup installs etcd; kubectl
-//! is on this project's machines); fails when CI=true and they are missing.
+//! is on this project's machines) and, for the generic server, a built
+//! cpmlab-apiserver (scripts/setup builds it); fails when CI=true and one
+//! is missing.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -46,6 +50,47 @@ fn tools_or_skip(test: &str) -> bool {
     }
     eprintln!("SKIPPED {test}: {missing:?} not installed");
     false
+}
+
+/// Which server a test starts.
+#[derive(Clone, Copy, Debug)]
+enum Server {
+    Standin,
+    Generic,
+}
+
+impl Server {
+    /// What its /version's gitVersion contains.
+    fn marker(self) -> &'static str {
+        match self {
+            Server::Standin => "cpmlab-standin",
+            Server::Generic => "cpmlab.generic",
+        }
+    }
+}
+
+/// The generic server's binary, or None (a skip) when it was not built;
+/// when CI=true a missing binary fails the test.
+fn generic_or_skip(test: &str) -> Option<PathBuf> {
+    if !tools_or_skip(test) {
+        return None;
+    }
+    let found = cpmlab::apiserver::launch::find_generic_apiserver();
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{test}: cpmlab-apiserver was not built and CI=true: run scripts/setup (scripts/build-apiserver)");
+        }
+        eprintln!("SKIPPED {test}: cpmlab-apiserver not built (run scripts/build-apiserver)");
+    }
+    found
+}
+
+/// The tools for `server`, or false (a skip).
+fn ready_or_skip(test: &str, server: Server) -> bool {
+    match server {
+        Server::Standin => tools_or_skip(test),
+        Server::Generic => generic_or_skip(test).is_some(),
+    }
 }
 
 struct Killed(Child);
@@ -97,7 +142,7 @@ fn show(o: &Output) -> String {
     )
 }
 
-fn start() -> Env {
+fn start(server: Server) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let (cp, pp, ap) = (free_port(), free_port(), free_port());
     let etcd_url = format!("http://127.0.0.1:{cp}");
@@ -119,7 +164,7 @@ fn start() -> Env {
     let etcd = Killed(etcd);
 
     let ca = cpmlab::pki::Ca::generate("standin-test").unwrap();
-    let server = ca
+    let serving = ca
         .issue_member(
             "apiserver",
             &["localhost".into()],
@@ -131,26 +176,57 @@ fn start() -> Env {
         std::fs::write(&p, t).unwrap();
         p
     };
-    let cert = w("server.crt", &server.cert_pem);
-    let key = w("server.key", &server.key_pem);
+    let cert = w("server.crt", &serving.cert_pem);
+    let key = w("server.key", &serving.key_pem);
     let token = w("token", "s3cret-token\n");
-    let api = Command::new(env!("CARGO_BIN_EXE_cpmlab"))
-        .args([
-            "agent",
-            "apiserver",
-            &format!("--listen=127.0.0.1:{ap}"),
-            &format!("--cert={}", cert.display()),
-            &format!("--key={}", key.display()),
-            &format!("--token-file={}", token.display()),
-            &format!("--etcd-servers={etcd_url}"),
-            "--shutdown-delay=1s",
-            "--seed=seed-a",
-            "--name=standin-0",
-        ])
+    let tokens = w(
+        "tokens.csv",
+        "s3cret-token,probe,probe,\"system:masters\"\n",
+    );
+    let mut cmd = match server {
+        Server::Standin => {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_cpmlab"));
+            c.args([
+                "agent",
+                "apiserver",
+                &format!("--listen=127.0.0.1:{ap}"),
+                &format!("--cert={}", cert.display()),
+                &format!("--key={}", key.display()),
+                &format!("--token-file={}", token.display()),
+                &format!("--etcd-servers={etcd_url}"),
+                "--shutdown-delay=1s",
+                "--seed=seed-a",
+                "--name=standin-0",
+            ]);
+            c
+        }
+        Server::Generic => {
+            let bin = cpmlab::apiserver::launch::find_generic_apiserver().expect("built");
+            let mut c = Command::new(bin);
+            c.args([
+                "--bind-address=127.0.0.1",
+                &format!("--secure-port={ap}"),
+                &format!("--tls-cert-file={}", cert.display()),
+                &format!("--tls-private-key-file={}", key.display()),
+                &format!("--token-auth-file={}", tokens.display()),
+                &format!("--etcd-servers={etcd_url}"),
+                "--shutdown-delay-duration=1s",
+                "--cpmlab-seed=seed-a",
+                "--cpmlab-name=generic-0",
+                "-v=0",
+            ]);
+            c
+        }
+    };
+    let api = cmd
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(if std::env::var_os("CPMLAB_TEST_SERVER_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
-        .expect("start the stand-in");
+        .unwrap_or_else(|e| panic!("start the {server:?} server: {e}"));
     let api = Killed(api);
 
     use base64::Engine as _;
@@ -161,7 +237,7 @@ fn start() -> Env {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:{ap}\n    certificate-authority-data: {ca_b64}\nusers:\n- name: probe\n  user:\n    token: s3cret-token\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: probe\n    namespace: default\ncurrent-context: lab\n"
         ),
     );
-    let env = Env {
+    let mut env = Env {
         dir,
         etcd_url,
         kubeconfig,
@@ -174,9 +250,12 @@ fn start() -> Env {
         if o.status.success() {
             break;
         }
+        if let Ok(Some(exit)) = env._api.0.try_wait() {
+            panic!("the {server:?} server exited ({exit}); CPMLAB_TEST_SERVER_LOG=1 shows its log");
+        }
         assert!(
             t0.elapsed() < Duration::from_secs(30),
-            "stand-in not ready: {}",
+            "{server:?} server not ready: {}",
             show(&o)
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -186,14 +265,24 @@ fn start() -> Env {
 
 #[test]
 fn kubectl_works_against_the_standin() {
-    if !tools_or_skip("kubectl_works_against_the_standin") {
-        return;
+    if ready_or_skip("kubectl_works_against_the_standin", Server::Standin) {
+        kubectl_works(Server::Standin);
     }
-    let env = start();
+}
 
-    // Discovery and version: named as a stand-in.
+#[test]
+fn kubectl_works_against_the_generic_server() {
+    if ready_or_skip("kubectl_works_against_the_generic_server", Server::Generic) {
+        kubectl_works(Server::Generic);
+    }
+}
+
+fn kubectl_works(server: Server) {
+    let env = start(server);
+
+    // Discovery and version: named as the server it is.
     let v = env.ok(&["version", "-o", "json"]);
-    assert!(v.contains("cpmlab-standin"), "{v}");
+    assert!(v.contains(server.marker()), "{v}");
     let r = env.ok(&["api-resources"]);
     for want in ["configmaps", "namespaces", "leases"] {
         assert!(r.contains(want), "{want} missing from:\n{r}");
@@ -370,11 +459,27 @@ fn kubectl_works_against_the_standin() {
 }
 
 #[test]
-fn watch_from_a_compacted_revision_is_gone() {
-    if !tools_or_skip("watch_from_a_compacted_revision_is_gone") {
-        return;
+fn watch_from_a_compacted_revision_is_gone_on_the_standin() {
+    if ready_or_skip(
+        "watch_from_a_compacted_revision_is_gone_on_the_standin",
+        Server::Standin,
+    ) {
+        watch_from_a_compacted_revision(Server::Standin);
     }
-    let env = start();
+}
+
+#[test]
+fn watch_from_a_compacted_revision_is_served_by_the_watch_cache() {
+    if ready_or_skip(
+        "watch_from_a_compacted_revision_is_served_by_the_watch_cache",
+        Server::Generic,
+    ) {
+        watch_from_a_compacted_revision(Server::Generic);
+    }
+}
+
+fn watch_from_a_compacted_revision(server: Server) {
+    let env = start(server);
     let one = env.file(
         "one.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\ndata:\n  a: \"1\"\n",
@@ -402,7 +507,7 @@ fn watch_from_a_compacted_revision_is_gone() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
-    // Watching from before the compaction: one ERROR event with 410.
+    // Watching from before the compaction.
     let out = env.ok(&[
         "get",
         "--raw",
@@ -411,9 +516,29 @@ fn watch_from_a_compacted_revision_is_gone() {
             rv - 2
         ),
     ]);
-    let ev: Value = serde_json::from_str(out.lines().next().unwrap_or("{}")).unwrap();
-    assert_eq!(ev["type"], "ERROR", "{out}");
-    assert_eq!(ev["object"]["code"], 410, "{out}");
+    let first: Value = serde_json::from_str(out.lines().next().unwrap_or("{}")).unwrap();
+    match server {
+        // The stand-in watches etcd directly: one ERROR event with 410.
+        Server::Standin => {
+            assert_eq!(first["type"], "ERROR", "{out}");
+            assert_eq!(first["object"]["code"], 410, "{out}");
+        }
+        // k8s.io/apiserver answers from its watch cache, which keeps the
+        // events etcd has compacted away: the two changes after rv - 2.
+        Server::Generic => {
+            let rvs: Vec<String> = out
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|e| e["type"] == "MODIFIED")
+                .filter_map(|e| {
+                    e["object"]["metadata"]["resourceVersion"]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .collect();
+            assert_eq!(rvs, [(rv - 1).to_string(), rv.to_string()], "{out}");
+        }
+    }
     // From the current revision: a change arrives as MODIFIED with a newer rv.
     let url = format!(
         "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=3&allowWatchBookmarks=true"
@@ -447,11 +572,24 @@ fn watch_from_a_compacted_revision_is_gone() {
     assert!(new_rv > rv);
 }
 
-/// kube-rs (the client the Rust ecosystem uses) against the stand-in:
-/// version, create, get, list, conflict on a stale update, merge patch,
-/// watch, delete, Leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_works_against_the_standin() {
+    if ready_or_skip("kube_rs_works_against_the_standin", Server::Standin) {
+        kube_rs_works(Server::Standin).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_works_against_the_generic_server() {
+    if ready_or_skip("kube_rs_works_against_the_generic_server", Server::Generic) {
+        kube_rs_works(Server::Generic).await;
+    }
+}
+
+/// kube-rs (the client the Rust ecosystem uses) against `server`:
+/// version, create, get, list, conflict on a stale update, merge patch,
+/// watch, delete, Leases.
+async fn kube_rs_works(server: Server) {
     use futures_util::{StreamExt, TryStreamExt};
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -460,17 +598,16 @@ async fn kube_rs_works_against_the_standin() {
     };
     use kube::config::{KubeConfigOptions, Kubeconfig};
 
-    if !tools_or_skip("kube_rs_works_against_the_standin") {
-        return;
-    }
-    let env = tokio::task::spawn_blocking(start).await.unwrap();
+    let env = tokio::task::spawn_blocking(move || start(server))
+        .await
+        .unwrap();
     let kc = Kubeconfig::read_from(&env.kubeconfig).unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
     let client = kube::Client::try_from(cfg).unwrap();
     let v = client.apiserver_version().await.unwrap();
-    assert!(v.git_version.contains("cpmlab-standin"), "{v:?}");
+    assert!(v.git_version.contains(server.marker()), "{v:?}");
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut cm: ConfigMap = serde_json::from_value(serde_json::json!({
