@@ -1,5 +1,5 @@
-//! The shoot API tier in the lab: stand-in replicas behind the source
-//! gateway, reachable by the API name; kubectl through `cpmlab kubeconfig`;
+//! The shoot API tier in the lab: replicas of the generic server
+//! (k8s.io/apiserver) or of the stand-in behind the source gateway, reachable by the API name; kubectl through `cpmlab kubeconfig`;
 //! a graceful shutdown of one replica costs no request.
 
 mod common;
@@ -23,14 +23,33 @@ fn kok(kubeconfig: &str, args: &[&str]) -> String {
 }
 
 #[test]
-fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
-    if !docker_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown") {
-        return;
+fn kubectl_through_the_lab_and_graceful_replica_shutdown_generic() {
+    if docker_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown_generic")
+        && generic_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown_generic")
+    {
+        kubectl_through_the_lab("generic", "cpmlab.generic", "apig");
     }
-    let lab = Lab::new("api");
+}
+
+#[test]
+fn kubectl_through_the_lab_and_graceful_replica_shutdown_standin() {
+    if docker_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown_standin") {
+        kubectl_through_the_lab("standin", "cpmlab-standin", "apis");
+    }
+}
+
+/// The API tier of a lab running `server`, whose /version contains `marker`.
+fn kubectl_through_the_lab(server: &str, marker: &str, tag: &str) {
+    let lab = Lab::new(tag);
     let topo =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topologies/fast-shutdown.yaml");
-    lab.ok(&["up", "--topology", topo.to_str().unwrap()]);
+    lab.ok(&[
+        "up",
+        "--topology",
+        topo.to_str().unwrap(),
+        "--api-server",
+        server,
+    ]);
 
     let s = lab.status();
     let reps = s["api"]["replicas"].as_array().unwrap();
@@ -40,11 +59,11 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
             .all(|r| r["ready"] == true && r["seed"] == "seed-a"),
         "{s:#}"
     );
-    assert_eq!(s["api"]["standin"], true);
-    assert!(s["api"]["version"]
-        .as_str()
-        .unwrap()
-        .contains("cpmlab-standin"));
+    assert_eq!(s["api"]["server"], server, "{s:#}");
+    assert!(
+        s["api"]["version"].as_str().unwrap().contains(marker),
+        "{s:#}"
+    );
 
     // Each replica talks only to its own seed's etcd members (3, in seed-a).
     let seed_a = s["seeds"][0]["subnet"]
@@ -74,7 +93,7 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown() {
 
     // kubectl through the lab's kubeconfig: get, create, apply, watch.
     let kc = lab.ok(&["kubeconfig"]).trim().to_string();
-    assert!(kok(&kc, &["version"]).contains("cpmlab-standin"));
+    assert!(kok(&kc, &["version"]).contains(marker));
     kok(
         &kc,
         &["create", "configmap", "e2e-one", "--from-literal=a=1"],

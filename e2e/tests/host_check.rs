@@ -49,3 +49,33 @@ fn the_prepared_host_passes() {
         .success()
         .stderr(predicate::str::contains("check-host: ok"));
 }
+
+/// scripts/setup built the generic API server before the tests: building
+/// it again is a cache hit (package versions and sources unchanged) that
+/// installs the same binary, in seconds.
+#[test]
+fn a_second_apiserver_build_is_a_cache_hit() {
+    if std::env::var("CI").map(|v| v != "true").unwrap_or(true)
+        && cpmlab::apiserver::launch::find_generic_apiserver().is_none()
+    {
+        eprintln!(
+            "SKIPPED a_second_apiserver_build_is_a_cache_hit: not built here (run scripts/setup)"
+        );
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let started = std::time::Instant::now();
+    Command::new(root.join("scripts/build-apiserver"))
+        .current_dir(&root)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("cache hit"))
+        .stderr(predicate::str::contains("installed"));
+    eprintln!("cache hit in {:.1} s", started.elapsed().as_secs_f64());
+    let bin = cpmlab::apiserver::launch::find_generic_apiserver().expect("installed");
+    Command::new(bin)
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("+cpmlab.generic"));
+}

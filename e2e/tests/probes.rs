@@ -196,7 +196,14 @@ fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
 /// real fault of the server) while `probes` run over reused connections:
 /// `probe stop` must fail with `reason`. Returns the verdict.
 fn fire_failpoint(lab: &Lab, failpoint: &str, probes: &str, reason: &str) -> Value {
-    lab.ok(&["up", "--topology", &topology("single-api.yaml")]);
+    // Failpoints are the stand-in's.
+    lab.ok(&[
+        "up",
+        "--topology",
+        &topology("single-api.yaml"),
+        "--api-server",
+        "standin",
+    ]);
     let run = start(lab, &["--probes", probes, "--modes", "reused"]);
     std::thread::sleep(Duration::from_secs(2));
     lab.exec(

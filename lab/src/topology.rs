@@ -35,8 +35,15 @@ pub struct ApiSpec {
     /// (kube-apiserver's --shutdown-delay-duration; Gardener sets 15s).
     #[serde(default = "default_shutdown_delay")]
     pub shutdown_delay: String,
-    /// `auto` (kube-apiserver if a binary is found, else the stand-in),
-    /// `standin` or `kube-apiserver`.
+    /// How long a stopping kube-apiserver (or generic server) spends ending
+    /// its open watches cleanly once the delay is over
+    /// (--shutdown-watch-termination-grace-period). Kubernetes' default, 0s,
+    /// leaves them open until the process ends: clients see their watch
+    /// streams break. Must end before the replica is killed (delay + 5 s).
+    #[serde(default = "default_watch_termination_grace")]
+    pub watch_termination_grace: String,
+    /// `auto` (kube-apiserver if a binary is found, else the generic
+    /// server, else the stand-in), `generic`, `standin` or `kube-apiserver`.
     #[serde(default)]
     pub server: ApiServerChoice,
 }
@@ -58,6 +65,7 @@ impl Default for ApiSpec {
         ApiSpec {
             replicas: default_api_replicas(),
             shutdown_delay: default_shutdown_delay(),
+            watch_termination_grace: default_watch_termination_grace(),
             server: ApiServerChoice::default(),
         }
     }
@@ -65,6 +73,9 @@ impl Default for ApiSpec {
 
 fn default_api_replicas() -> u32 {
     2
+}
+fn default_watch_termination_grace() -> String {
+    "3s".into()
 }
 fn default_shutdown_delay() -> String {
     "15s".into()
@@ -420,6 +431,22 @@ impl Topology {
             crate::link::profile::parse_duration("api.shutdown_delay", &self.api.shutdown_delay)
         {
             return e("api.shutdown_delay".into(), b.0);
+        }
+        match crate::link::profile::parse_duration(
+            "api.watch_termination_grace",
+            &self.api.watch_termination_grace,
+        ) {
+            Err(b) => return e("api.watch_termination_grace".into(), b.0),
+            Ok(g) if g >= std::time::Duration::from_secs(5) => {
+                return e(
+                    "api.watch_termination_grace".into(),
+                    format!(
+                        "must be under 5s (a stopping replica is killed 5 s after its shutdown delay), got {}",
+                        self.api.watch_termination_grace
+                    ),
+                )
+            }
+            Ok(_) => {}
         }
         if let Err(msg) = crate::addressing::Pool::parse(&self.network.pool) {
             return e("network.pool".into(), msg);

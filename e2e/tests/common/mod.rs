@@ -48,6 +48,19 @@ pub fn docker_or_skip(test: &str) -> bool {
     ok
 }
 
+/// Is the generic API server (cpmlab-apiserver) built? When CI=true it must
+/// be (scripts/setup builds it): a missing one fails the test.
+pub fn generic_or_skip(test: &str) -> bool {
+    if cpmlab::apiserver::launch::find_generic_apiserver().is_some() {
+        return true;
+    }
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{test}: cpmlab-apiserver is not built and CI=true: run scripts/setup (scripts/build-apiserver)");
+    }
+    eprintln!("SKIPPED {test}: cpmlab-apiserver is not built (run scripts/build-apiserver)");
+    false
+}
+
 /// A command's stdout, as text.
 pub fn stdout(a: &Assert) -> String {
     String::from_utf8_lossy(&a.get_output().stdout).into_owned()

@@ -90,6 +90,7 @@ pub struct Replica<'a> {
     /// Its own seed's etcd client URLs.
     pub etcd_servers: &'a [String],
     pub shutdown_delay: &'a str,
+    pub watch_termination_grace: &'a str,
 }
 
 /// The stand-in's command line (`cpmlab agent apiserver`).
@@ -137,6 +138,10 @@ pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
         format!("--service-account-signing-key-file={DIR}/sa.key"),
         "--service-cluster-ip-range=10.0.0.0/24".into(),
         format!("--shutdown-delay-duration={}", r.shutdown_delay),
+        format!(
+            "--shutdown-watch-termination-grace-period={}",
+            r.watch_termination_grace
+        ),
         "--shutdown-send-retry-after=true".into(),
         "--storage-backend=etcd3".into(),
         "--enable-priority-and-fairness=false".into(),
@@ -163,6 +168,10 @@ pub fn generic_command(r: &Replica) -> Vec<String> {
         format!("--client-ca-file={DIR}/ca.crt"),
         format!("--token-auth-file={DIR}/tokens.csv"),
         format!("--shutdown-delay-duration={}", r.shutdown_delay),
+        format!(
+            "--shutdown-watch-termination-grace-period={}",
+            r.watch_termination_grace
+        ),
         "--shutdown-send-retry-after=true".into(),
         "--storage-media-type=application/vnd.kubernetes.protobuf".into(),
         format!("--cpmlab-seed={}", r.seed),
@@ -187,6 +196,7 @@ mod tests {
             api_name: "api.local.cpmlab.test",
             etcd_servers: servers,
             shutdown_delay: "15s",
+            watch_termination_grace: "3s",
         }
     }
 
@@ -233,6 +243,7 @@ mod tests {
         assert!(has(
             "--storage-media-type=application/vnd.kubernetes.protobuf"
         ));
+        assert!(has("--shutdown-watch-termination-grace-period=3s"));
         assert!(has("--cpmlab-seed=seed-a"));
         assert!(has("--cpmlab-name=seed-a-apiserver-0"));
     }

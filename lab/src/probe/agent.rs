@@ -187,7 +187,16 @@ async fn fetch(
         let answer = rep.answer();
         let (status, bytes) = rep.bytes(deadline).await?;
         if !json {
-            return Ok((answer, Value::Null));
+            // A text answer (readyz): what a failure says is kept as its
+            // message, e.g. the checks that failed.
+            let text = String::from_utf8_lossy(&bytes);
+            let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("[-]")).collect();
+            let message = if failed.is_empty() {
+                text.trim().chars().take(200).collect::<String>()
+            } else {
+                failed.join("; ")
+            };
+            return Ok((answer, json!({ "message": message })));
         }
         match serde_json::from_slice(&bytes) {
             Ok(v) => Ok((answer, v)),
@@ -302,7 +311,7 @@ async fn simple_loop(
     let path = match probe {
         // Can the server serve? A draining server fails plain /readyz on
         // purpose (for load balancers) while it still serves every request.
-        ProbeKind::Readyz => "/readyz?exclude=shutdown".to_string(),
+        ProbeKind::Readyz => "/readyz?exclude=shutdown&verbose".to_string(),
         ProbeKind::Get => cm_path(COUNTER),
         ProbeKind::List => format!("/api/v1/namespaces/{NAMESPACE}/configmaps?limit=50"),
         _ => unreachable!("not a simple probe"),

@@ -95,7 +95,7 @@ async fn counter(dir: &LabDir, state: &LabState) -> Result<(u64, u64), String> {
 /// The counter's value in a ConfigMap as an API server stored it in etcd:
 /// JSON (the stand-in) or Kubernetes' protobuf envelope (kube-apiserver and
 /// the generic server).
-fn stored_counter(bytes: &[u8]) -> Option<u64> {
+pub fn stored_counter(bytes: &[u8]) -> Option<u64> {
     let v = if bytes.starts_with(b"k8s\x00") {
         crate::apiserver::protobuf::decode("ConfigMap", bytes).ok()?
     } else {

@@ -154,15 +154,32 @@ where
             let mut res = fut.await;
             let mut r = ctx.record(ProbeKind::Informer, ConnMode::Reused, start);
             r.event = Some(kind.into());
+            // A 429/5xx with Retry-After was not processed either: client-go
+            // sends it again after the time asked for (kube-apiserver answers
+            // so on a connection still open once its shutdown delay is over).
             let refused = match (&res, again) {
-                (Err(e), Some(b)) if refused_unprocessed(e) => Some((classify(e), b)),
+                (Err(e), Some(b)) if refused_unprocessed(e) => Some((classify(e), None, b)),
+                (Ok(resp), Some(b)) => retry_after(resp).map(|wait| {
+                    let status = resp.status().as_u16();
+                    let text = format!(
+                        "HTTP {status} with Retry-After: {} s; sent again after it",
+                        wait.as_secs()
+                    );
+                    ((Outcome::Http, text), Some((status, wait)), b)
+                }),
                 _ => None,
             };
-            if let Some(((outcome, text), b)) = refused {
+            if let Some(((outcome, text), answered, b)) = refused {
                 r.outcome = outcome;
                 r.error = Some(text);
                 let refused_seq = r.seq;
-                ctx.emit(r);
+                if let Some((status, wait)) = answered {
+                    r.http_status = Some(status);
+                    ctx.emit(r);
+                    tokio::time::sleep(wait).await;
+                } else {
+                    ctx.emit(r);
+                }
                 let retry = b
                     .body(kube::client::Body::empty())
                     .expect("the request it copies was valid");
@@ -203,6 +220,23 @@ where
             res
         })
     }
+}
+
+/// A 429 or 5xx's Retry-After, as client-go honours it.
+fn retry_after<B>(resp: &hyper::Response<B>) -> Option<Duration> {
+    let status = resp.status().as_u16();
+    if status != 429 && !(500..=504).contains(&status) {
+        return None;
+    }
+    let secs = resp
+        .headers()
+        .get(hyper::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(Duration::from_secs(secs))
 }
 
 /// The outcome class of a failed request of the kube client's stack.
@@ -410,6 +444,28 @@ mod tests {
         assert_eq!(classify(&dns).0, Outcome::Dns);
         let (_, text) = classify(&dns);
         assert!(text.starts_with("client error (Connect): "), "{text}");
+    }
+
+    #[test]
+    fn a_retry_after_is_honoured_only_on_429_and_5xx() {
+        let resp = |status: u16, ra: Option<&str>| {
+            let mut b = hyper::Response::builder().status(status);
+            if let Some(v) = ra {
+                b = b.header("Retry-After", v);
+            }
+            b.body(()).unwrap()
+        };
+        assert_eq!(
+            retry_after(&resp(429, Some("5"))),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            retry_after(&resp(503, Some("1"))),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(retry_after(&resp(429, None)), None);
+        assert_eq!(retry_after(&resp(200, Some("5"))), None);
+        assert_eq!(retry_after(&resp(429, Some("soon"))), None);
     }
 
     #[test]

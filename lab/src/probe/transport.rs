@@ -35,7 +35,8 @@ impl Failure {
     }
 }
 
-/// An attempt the server refused unprocessed (GOAWAY), retried at once.
+/// An attempt the server refused unprocessed: a stream a GOAWAY refused
+/// (retried at once) or a 429/5xx with Retry-After (retried after it).
 #[derive(Debug, Clone)]
 pub struct Refused {
     pub started: Instant,
@@ -55,6 +56,10 @@ pub struct Answer {
 /// A response, read whole (or, for watches, still streaming).
 pub struct Reply {
     pub status: u16,
+    /// A 429 or 5xx's Retry-After: the server did not process the request
+    /// and asks for it again after this long (kube-apiserver during a
+    /// graceful shutdown, after its delay: 429, `Retry-After: 5`).
+    pub retry_after: Option<Duration>,
     pub seed: Option<String>,
     pub server: Option<String>,
     pub addr: SocketAddr,
@@ -315,8 +320,13 @@ impl Transport {
         });
         let server = h("x-cpmlab-server");
         let status = resp.status().as_u16();
+        let retry_after = (status == 429 || (500..=504).contains(&status))
+            .then(|| h("retry-after")?.trim().parse::<u64>().ok())
+            .flatten()
+            .map(Duration::from_secs);
         Reply {
             status,
+            retry_after,
             seed,
             server,
             addr,
@@ -429,8 +439,53 @@ impl Transport {
     }
 
     /// A request in `mode`; with it, the attempt the server refused
-    /// unprocessed before the retry, if there was one.
+    /// unprocessed before the retry, if there was one. A 429 or 5xx with
+    /// Retry-After is sent again once after the time it asks for, when
+    /// that fits before `deadline`, as client-go does for every verb (the
+    /// server did not process it); otherwise it is the answer.
     pub async fn send(
+        &self,
+        mode: super::record::ConnMode,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
+        let started = Instant::now();
+        let (res, refused) = self
+            .send_once(mode, method, path, body.clone(), deadline)
+            .await;
+        let wait = match &res {
+            Ok(rep) => rep.retry_after,
+            Err(_) => None,
+        };
+        match (res, wait) {
+            (Ok(rep), Some(wait)) if Instant::now() + wait < deadline => {
+                let ended = Instant::now();
+                let failure = Failure::new(
+                    Outcome::Http,
+                    format!(
+                        "HTTP {} with Retry-After: {} s; sent again after it",
+                        rep.status,
+                        wait.as_secs()
+                    ),
+                    Some(rep.addr),
+                );
+                drop(rep);
+                tokio::time::sleep(wait).await;
+                let (again, _) = self.send_once(mode, method, path, body, deadline).await;
+                let first = refused.unwrap_or(Refused {
+                    started,
+                    ended,
+                    failure,
+                });
+                (again, Some(first))
+            }
+            (res, _) => (res, refused),
+        }
+    }
+
+    async fn send_once(
         &self,
         mode: super::record::ConnMode,
         method: &str,

@@ -568,6 +568,7 @@ pub fn apiserver_spec(
         api_name: &state.dns.api_name,
         etcd_servers,
         shutdown_delay: &state.topology.api.shutdown_delay,
+        watch_termination_grace: &state.topology.api.watch_termination_grace,
     };
     if let (Some(bin), Some(mounted)) = (&api_server.bin, api_server.kind.mounted_bin()) {
         c.volumes
