@@ -114,13 +114,13 @@ pub fn standin_command(agent_bin: &str, r: &Replica) -> Vec<String> {
     ]
 }
 
-/// kube-apiserver's command line, as Gardener runs it where it matters to
-/// the lab: etcd over TLS, serving on 443 with the API name's certificate,
-/// a static token, the shutdown delay. Authorization is AlwaysAllow (the
-/// probes are the only clients).
-pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
+/// The flags kube-apiserver and the generic server share, for what the lab
+/// uses: serving on 443 with the API name's certificate, etcd over TLS,
+/// the static token and client certificates of the lab CA, and the
+/// shutdown (delay, watch termination, Retry-After once the delay is over).
+fn kube_flags(bin: &str, r: &Replica) -> Vec<String> {
     vec![
-        KUBE_APISERVER_BIN.into(),
+        bin.into(),
         "--secure-port=443".into(),
         "--bind-address=0.0.0.0".into(),
         format!("--advertise-address={}", r.ip),
@@ -132,51 +132,44 @@ pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
         format!("--tls-private-key-file={DIR}/server.key"),
         format!("--client-ca-file={DIR}/ca.crt"),
         format!("--token-auth-file={DIR}/tokens.csv"),
+        format!("--shutdown-delay-duration={}", r.shutdown_delay),
+        format!(
+            "--shutdown-watch-termination-grace-period={}",
+            r.watch_termination_grace
+        ),
+        "--shutdown-send-retry-after=true".into(),
+    ]
+}
+
+/// kube-apiserver's command line, as Gardener runs it where it matters to
+/// the lab (see [`kube_flags`]), plus what kube-apiserver alone requires.
+/// Authorization is AlwaysAllow (the probes are the only clients).
+pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
+    let mut c = kube_flags(KUBE_APISERVER_BIN, r);
+    c.extend([
         "--authorization-mode=AlwaysAllow".into(),
         format!("--service-account-issuer=https://{}", r.api_name),
         format!("--service-account-key-file={DIR}/sa.pub"),
         format!("--service-account-signing-key-file={DIR}/sa.key"),
         "--service-cluster-ip-range=10.0.0.0/24".into(),
-        format!("--shutdown-delay-duration={}", r.shutdown_delay),
-        format!(
-            "--shutdown-watch-termination-grace-period={}",
-            r.watch_termination_grace
-        ),
-        "--shutdown-send-retry-after=true".into(),
         "--storage-backend=etcd3".into(),
         "--enable-priority-and-fairness=false".into(),
-    ]
+    ]);
+    c
 }
 
-/// cpmlab-apiserver's command line: kube-apiserver's flags for what the
-/// lab uses (etcd over TLS, serving on 443 with the API name's
-/// certificate, the static token, client certificates of the lab CA, the
-/// shutdown delay with Retry-After while it runs), and the replica's seed
-/// and name, which it answers in headers as the stand-in does.
+/// cpmlab-apiserver's command line: kube-apiserver's flags (see
+/// [`kube_flags`]), protobuf storage as kube-apiserver's default, and the
+/// replica's seed and name, which it answers in headers as the stand-in
+/// does.
 pub fn generic_command(r: &Replica) -> Vec<String> {
-    vec![
-        GENERIC_APISERVER_BIN.into(),
-        "--secure-port=443".into(),
-        "--bind-address=0.0.0.0".into(),
-        format!("--advertise-address={}", r.ip),
-        format!("--etcd-servers={}", r.etcd_servers.join(",")),
-        format!("--etcd-cafile={DIR}/ca.crt"),
-        format!("--etcd-certfile={DIR}/server.crt"),
-        format!("--etcd-keyfile={DIR}/server.key"),
-        format!("--tls-cert-file={DIR}/server.crt"),
-        format!("--tls-private-key-file={DIR}/server.key"),
-        format!("--client-ca-file={DIR}/ca.crt"),
-        format!("--token-auth-file={DIR}/tokens.csv"),
-        format!("--shutdown-delay-duration={}", r.shutdown_delay),
-        format!(
-            "--shutdown-watch-termination-grace-period={}",
-            r.watch_termination_grace
-        ),
-        "--shutdown-send-retry-after=true".into(),
+    let mut c = kube_flags(GENERIC_APISERVER_BIN, r);
+    c.extend([
         "--storage-media-type=application/vnd.kubernetes.protobuf".into(),
         format!("--cpmlab-seed={}", r.seed),
         format!("--cpmlab-name={}", r.name),
-    ]
+    ]);
+    c
 }
 
 /// `--token-auth-file` contents: the probe user, in system:masters.
