@@ -23,7 +23,7 @@ pub const COUNTER: &str = "probe-counter";
 pub const TARGET: &str = "probe-target";
 /// How long the informer may take, after the writer stopped, to see the
 /// last acknowledged write.
-pub const INFORMER_CATCH_UP: Duration = Duration::from_secs(5);
+pub const INFORMER_CATCH_UP: Duration = Duration::from_secs(10);
 
 /// The first certificate of a PEM bundle, DER-encoded.
 fn first_cert_der(pem: &str) -> Result<Vec<u8>> {

@@ -457,7 +457,7 @@ mod tests {
         };
         assert_eq!(
             retry_after(&resp(429, Some("5"))),
-            Some(Duration::from_secs(10))
+            Some(Duration::from_secs(5))
         );
         assert_eq!(
             retry_after(&resp(503, Some("1"))),
