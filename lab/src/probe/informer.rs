@@ -222,21 +222,9 @@ where
     }
 }
 
-/// A 429 or 5xx's Retry-After, as client-go honours it.
+/// A response's Retry-After, judged as the other probes judge it.
 fn retry_after<B>(resp: &hyper::Response<B>) -> Option<Duration> {
-    let status = resp.status().as_u16();
-    if status != 429 && !(500..=504).contains(&status) {
-        return None;
-    }
-    let secs = resp
-        .headers()
-        .get(hyper::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(secs))
+    super::transport::retry_after(resp.status().as_u16(), resp.headers())
 }
 
 /// The outcome class of a failed request of the kube client's stack.

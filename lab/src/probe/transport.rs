@@ -154,6 +154,22 @@ pub fn refused_unprocessed(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// A 429 or 5xx's Retry-After (whole seconds), as client-go honours it:
+/// the server did not process the request and asks for it again then.
+pub fn retry_after(status: u16, headers: &hyper::HeaderMap) -> Option<Duration> {
+    if status != 429 && !(500..=504).contains(&status) {
+        return None;
+    }
+    let secs = headers
+        .get(hyper::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(Duration::from_secs(secs))
+}
+
 /// Classifies an I/O error the way the verdict reports it.
 pub fn classify_io(e: &std::io::Error, addr: Option<SocketAddr>) -> Failure {
     use std::io::ErrorKind::*;
@@ -320,10 +336,7 @@ impl Transport {
         });
         let server = h("x-cpmlab-server");
         let status = resp.status().as_u16();
-        let retry_after = (status == 429 || (500..=504).contains(&status))
-            .then(|| h("retry-after")?.trim().parse::<u64>().ok())
-            .flatten()
-            .map(Duration::from_secs);
+        let retry_after = retry_after(status, resp.headers());
         Reply {
             status,
             retry_after,
@@ -531,6 +544,17 @@ mod tests {
             .expect_err("the server refused it")
     }
 
+    /// A request whose stream the server resets with `reason`.
+    async fn stream_reset(reason: h2::Reason) -> hyper::Error {
+        failed_request(move |mut conn| async move {
+            if let Some(Ok((_, mut respond))) = conn.accept().await {
+                respond.send_reset(reason);
+            }
+            while conn.accept().await.is_some() {}
+        })
+        .await
+    }
+
     #[tokio::test]
     async fn a_graceful_goaway_and_refused_stream_are_unprocessed_a_reset_is_not() {
         // GOAWAY (NO_ERROR) before any stream was processed.
@@ -542,23 +566,11 @@ mod tests {
         assert!(refused_unprocessed(&e), "{e:?}");
 
         // The stream refused on its own.
-        let e = failed_request(|mut conn| async move {
-            if let Some(Ok((_, mut respond))) = conn.accept().await {
-                respond.send_reset(h2::Reason::REFUSED_STREAM);
-            }
-            while conn.accept().await.is_some() {}
-        })
-        .await;
+        let e = stream_reset(h2::Reason::REFUSED_STREAM).await;
         assert!(refused_unprocessed(&e), "{e:?}");
 
         // A stream the server began and then broke may have been processed.
-        let e = failed_request(|mut conn| async move {
-            if let Some(Ok((_, mut respond))) = conn.accept().await {
-                respond.send_reset(h2::Reason::INTERNAL_ERROR);
-            }
-            while conn.accept().await.is_some() {}
-        })
-        .await;
+        let e = stream_reset(h2::Reason::INTERNAL_ERROR).await;
         assert!(!refused_unprocessed(&e), "{e:?}");
 
         // So may a connection that went away with an error.
