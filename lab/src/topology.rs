@@ -39,9 +39,20 @@ pub struct ApiSpec {
     /// its open watches cleanly once the delay is over
     /// (--shutdown-watch-termination-grace-period). Kubernetes' default, 0s,
     /// leaves them open until the process ends: clients see their watch
-    /// streams break. Must end before the replica is killed (delay + 5 s).
+    /// streams break. Delay and grace must end before `termination_grace`.
     #[serde(default = "default_watch_termination_grace")]
     pub watch_termination_grace: String,
+    /// kube-apiserver's --shutdown-send-retry-after: once the delay is over,
+    /// answer new requests `429 Retry-After: 5` with `Connection: close`
+    /// until in-flight requests drained, and only then GOAWAY. Kubernetes'
+    /// default and Gardener's (which set it for 1.24 only) is false: GOAWAY
+    /// at once, so clients move without a 5 s wait.
+    #[serde(default)]
+    pub shutdown_send_retry_after: bool,
+    /// How long a stopping replica has from SIGTERM until it is killed (the
+    /// pod's terminationGracePeriodSeconds; Gardener's kube-apiserver: 30s).
+    #[serde(default = "default_termination_grace")]
+    pub termination_grace: String,
     /// `auto` (kube-apiserver if a binary is found, else the generic
     /// server, else the stand-in), `generic`, `standin` or `kube-apiserver`.
     #[serde(default)]
@@ -60,12 +71,38 @@ pub enum ApiServerChoice {
     Generic,
 }
 
+impl ApiSpec {
+    /// The shutdown delay, the watch termination grace and the termination
+    /// grace, parsed; on error the field and why.
+    pub fn shutdown_durations(
+        &self,
+    ) -> Result<
+        (
+            std::time::Duration,
+            std::time::Duration,
+            std::time::Duration,
+        ),
+        (&'static str, String),
+    > {
+        let parse = |field: &'static str, v: &str| {
+            crate::link::profile::parse_duration(field, v).map_err(|b| (field, b.0))
+        };
+        Ok((
+            parse("api.shutdown_delay", &self.shutdown_delay)?,
+            parse("api.watch_termination_grace", &self.watch_termination_grace)?,
+            parse("api.termination_grace", &self.termination_grace)?,
+        ))
+    }
+}
+
 impl Default for ApiSpec {
     fn default() -> Self {
         ApiSpec {
             replicas: default_api_replicas(),
             shutdown_delay: default_shutdown_delay(),
             watch_termination_grace: default_watch_termination_grace(),
+            shutdown_send_retry_after: false,
+            termination_grace: default_termination_grace(),
             server: ApiServerChoice::default(),
         }
     }
@@ -76,6 +113,9 @@ fn default_api_replicas() -> u32 {
 }
 fn default_watch_termination_grace() -> String {
     "3s".into()
+}
+fn default_termination_grace() -> String {
+    "30s".into()
 }
 fn default_shutdown_delay() -> String {
     "15s".into()
@@ -427,26 +467,18 @@ impl Topology {
                 ),
             );
         }
-        if let Err(b) =
-            crate::link::profile::parse_duration("api.shutdown_delay", &self.api.shutdown_delay)
-        {
-            return e("api.shutdown_delay".into(), b.0);
-        }
-        match crate::link::profile::parse_duration(
-            "api.watch_termination_grace",
-            &self.api.watch_termination_grace,
-        ) {
-            Err(b) => return e("api.watch_termination_grace".into(), b.0),
-            Ok(g) if g >= std::time::Duration::from_secs(5) => {
-                return e(
-                    "api.watch_termination_grace".into(),
-                    format!(
-                        "must be under 5s (a stopping replica is killed 5 s after its shutdown delay), got {}",
-                        self.api.watch_termination_grace
-                    ),
-                )
-            }
-            Ok(_) => {}
+        let (delay, grace, kill) = match self.api.shutdown_durations() {
+            Ok(d) => d,
+            Err((field, msg)) => return e(field.into(), msg),
+        };
+        if delay + grace >= kill {
+            return e(
+                "api.termination_grace".into(),
+                format!(
+                    "must be longer than api.shutdown_delay + api.watch_termination_grace ({} + {}): a replica killed earlier breaks its clients' requests, got {}",
+                    self.api.shutdown_delay, self.api.watch_termination_grace, self.api.termination_grace
+                ),
+            );
         }
         if let Err(msg) = crate::addressing::Pool::parse(&self.network.pool) {
             return e("network.pool".into(), msg);
@@ -669,6 +701,23 @@ mod tests {
         let e = parse("etcd:\n  members: 3\nwan: fast\n").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert_eq!(e.field, "wan", "{e}");
+    }
+
+    #[test]
+    fn a_replica_killed_before_its_shutdown_ends_is_refused() {
+        let e = parse("api:\n  shutdown_delay: 15s\n  watch_termination_grace: 3s\n  termination_grace: 18s\n")
+            .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (4, "api.termination_grace"),
+            "{e}"
+        );
+        assert!(e.message.contains("15s + 3s"), "{e}");
+        let t =
+            parse("api:\n  shutdown_send_retry_after: true\n  termination_grace: 19s\n").unwrap();
+        assert!(t.api.shutdown_send_retry_after);
+        let e = parse("api:\n  termination_grace: soon\n").unwrap_err();
+        assert_eq!(e.field, "api.termination_grace", "{e}");
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub struct Replica<'a> {
     pub etcd_servers: &'a [String],
     pub shutdown_delay: &'a str,
     pub watch_termination_grace: &'a str,
+    /// --shutdown-send-retry-after (see the topology's `api`).
+    pub send_retry_after: bool,
 }
 
 /// The stand-in's command line (`cpmlab agent apiserver`).
@@ -117,7 +119,8 @@ pub fn standin_command(agent_bin: &str, r: &Replica) -> Vec<String> {
 /// The flags kube-apiserver and the generic server share, for what the lab
 /// uses: serving on 443 with the API name's certificate, etcd over TLS,
 /// the static token and client certificates of the lab CA, and the
-/// shutdown (delay, watch termination, Retry-After once the delay is over).
+/// shutdown (delay, watch termination, and whether 429 Retry-After answers
+/// precede the GOAWAY).
 fn kube_flags(bin: &str, r: &Replica) -> Vec<String> {
     vec![
         bin.into(),
@@ -137,7 +140,7 @@ fn kube_flags(bin: &str, r: &Replica) -> Vec<String> {
             "--shutdown-watch-termination-grace-period={}",
             r.watch_termination_grace
         ),
-        "--shutdown-send-retry-after=true".into(),
+        format!("--shutdown-send-retry-after={}", r.send_retry_after),
     ]
 }
 
@@ -155,6 +158,7 @@ pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
         "--storage-backend=etcd3".into(),
         "--enable-priority-and-fairness=false".into(),
     ]);
+    c.extend(extra_args());
     c
 }
 
@@ -169,7 +173,17 @@ pub fn generic_command(r: &Replica) -> Vec<String> {
         format!("--cpmlab-seed={}", r.seed),
         format!("--cpmlab-name={}", r.name),
     ]);
+    c.extend(extra_args());
     c
+}
+
+/// `CPMLAB_APISERVER_EXTRA_ARGS`: flags appended to the generic server's and
+/// kube-apiserver's command lines where `cpmlab` starts a replica (later
+/// flags win), e.g. `-v=4` to see the etcd client and the watch cache.
+fn extra_args() -> Vec<String> {
+    std::env::var("CPMLAB_APISERVER_EXTRA_ARGS")
+        .map(|v| v.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
 }
 
 /// `--token-auth-file` contents: the probe user, in system:masters.
@@ -190,6 +204,7 @@ mod tests {
             etcd_servers: servers,
             shutdown_delay: "15s",
             watch_termination_grace: "3s",
+            send_retry_after: false,
         }
     }
 
@@ -237,6 +252,11 @@ mod tests {
             "--storage-media-type=application/vnd.kubernetes.protobuf"
         ));
         assert!(has("--shutdown-watch-termination-grace-period=3s"));
+        // Gardener's (and Kubernetes') default: GOAWAY, no 429 first.
+        assert!(has("--shutdown-send-retry-after=false"));
+        let mut r = replica(&servers);
+        r.send_retry_after = true;
+        assert!(generic_command(&r).contains(&"--shutdown-send-retry-after=true".to_string()));
         assert!(has("--cpmlab-seed=seed-a"));
         assert!(has("--cpmlab-name=seed-a-apiserver-0"));
     }

@@ -674,6 +674,17 @@ impl<'a> Flow<'a> {
             .await?;
             self.note(line, &format!("{} started", a.name));
         }
+        // Each replica is ready on its own before the gateway routes to it.
+        for a in &mig.destination_apiservers {
+            line.detail(&format!("waiting for {} to be ready", a.name));
+            crate::provider::docker::up::wait_replica_ready(
+                &self.state,
+                a,
+                &self.tls.ca_pem,
+                &self.cancel,
+            )
+            .await?;
+        }
         seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
         crate::provider::docker::up::wait_api_at(&self.state, gw, &self.tls.ca_pem, &self.cancel)
@@ -737,8 +748,13 @@ impl<'a> Flow<'a> {
             } else {
                 format!(
                     "{name} -> {gw}; waited the {ttl} s TTL; {drained} source API server(s) drained \
-                     (readyz failed, served {} more, then GOAWAY so reused connections re-resolve)",
-                    self.state.topology.api.shutdown_delay
+                     (readyz failed, served {} more, then {}GOAWAY so reused connections re-resolve)",
+                    self.state.topology.api.shutdown_delay,
+                    if self.state.topology.api.shutdown_send_retry_after {
+                        "429 Retry-After: 5 until drained, then "
+                    } else {
+                        ""
+                    }
                 )
             },
         ))
@@ -762,17 +778,27 @@ impl<'a> Flow<'a> {
                     .await?;
             }
         }
-        let delay = crate::link::profile::parse_duration(
-            "api.shutdown_delay",
-            &self.state.topology.api.shutdown_delay,
-        )?;
-        let deadline = delay + Duration::from_secs(60);
+        // As the kubelet does: SIGKILL once the termination grace is over.
+        let (_, _, grace) = self
+            .state
+            .topology
+            .api
+            .shutdown_durations()
+            .map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
         let t0 = Instant::now();
         for c in &apis {
             while self.engine.container_state(c).await? == "running" {
                 self.cancel.check()?;
-                if t0.elapsed() > deadline {
-                    anyhow::bail!("{c} did not finish its shutdown within {deadline:?}");
+                if t0.elapsed() > grace {
+                    self.engine.signal(c, "SIGKILL").await?;
+                    self.note(
+                        line,
+                        &format!(
+                            "{c} killed: still running after the {} termination grace",
+                            self.state.topology.api.termination_grace
+                        ),
+                    );
+                    break;
                 }
                 line.detail(&format!(
                     "source API servers draining ({:.0} s)",
@@ -952,15 +978,17 @@ impl<'a> Flow<'a> {
 
     async fn cleanup(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let mig = self.mig().clone();
-        let delay = crate::link::profile::parse_duration(
-            "api.shutdown_delay",
-            &self.state.topology.api.shutdown_delay,
-        )?;
+        let (_, _, grace) = self
+            .state
+            .topology
+            .api
+            .shutdown_durations()
+            .map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
         let apis: Vec<_> = self.state.apiservers_of(&mig.from).cloned().collect();
         for a in &apis {
             // Drained in MigrateDNSRecords; a resumed run may find one still up.
             self.engine
-                .stop(&a.container, delay.as_secs() as i32 + 5)
+                .stop(&a.container, grace.as_secs().max(1) as i32)
                 .await?;
             self.engine.remove_container(&a.container).await?;
             line.detail(&format!("{} removed", a.name));

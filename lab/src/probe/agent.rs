@@ -370,7 +370,13 @@ async fn write_loop(
     let mut known: Option<(u64, u64)> = None;
     let mut i = 0usize;
     loop {
+        // A write begun once the probes stop would be acknowledged after the
+        // informer stopped waiting for it: stop wins over a ready tick.
+        if *stop.borrow() {
+            return;
+        }
         tokio::select! {
+            biased;
             _ = stop.changed() => return,
             _ = tick.tick() => {}
         }
@@ -596,6 +602,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     // acknowledged write (or gave up waiting for it).
     let (informer_stop_tx, informer_stop_rx) = tokio::sync::watch::channel(false);
     let mut informer = None;
+    let mut write_task = None;
     for p in &cfg.probes {
         match p {
             ProbeKind::Informer => {
@@ -606,11 +613,13 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                     INFORMER_CATCH_UP,
                 )));
             }
-            ProbeKind::Write => tasks.push(tokio::spawn(write_loop(
-                c.clone(),
-                cfg.modes.clone(),
-                stop_rx.clone(),
-            ))),
+            ProbeKind::Write => {
+                write_task = Some(tokio::spawn(write_loop(
+                    c.clone(),
+                    cfg.modes.clone(),
+                    stop_rx.clone(),
+                )))
+            }
             ProbeKind::Watch => {
                 for m in &cfg.modes {
                     tasks.push(tokio::spawn(watch_loop(c.clone(), *m, stop_rx.clone())));
@@ -634,6 +643,12 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         _ = tokio::signal::ctrl_c() => {}
     }
     let _ = stop_tx.send(true);
+    // The writer's last request ends within the probe timeout (a write
+    // etcd dropped takes that long): only then is the last acknowledged
+    // value final.
+    if let Some(t) = write_task {
+        let _ = tokio::time::timeout(cfg.timeout + Duration::from_secs(1), t).await;
+    }
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
     }

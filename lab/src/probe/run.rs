@@ -262,7 +262,9 @@ pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result
         )
     })?;
     let c = container(state);
-    engine.stop(&c, 20).await?;
+    // The agent lets its last write end (up to the probe timeout), then the
+    // informer catch up (10 s): it exits long before this unless stuck.
+    engine.stop(&c, 60).await?;
     engine.remove_container(&c).await?;
     note(&run, "probes stopped")?;
     let fin = super::final_read::read(dir, state).await;

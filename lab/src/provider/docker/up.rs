@@ -269,8 +269,9 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
     req.cancel.check()?;
     let step = p.step(format!(
-        "shoot API: {} stand-in replicas ready through the gateway",
-        state.apiservers.len()
+        "shoot API: {} {} replicas ready through the gateway",
+        state.apiservers.len(),
+        state.api_kind.as_str()
     ));
     let apis: Vec<String> = state
         .apiservers
@@ -569,6 +570,7 @@ pub fn apiserver_spec(
         etcd_servers,
         shutdown_delay: &state.topology.api.shutdown_delay,
         watch_termination_grace: &state.topology.api.watch_termination_grace,
+        send_retry_after: state.topology.api.shutdown_send_retry_after,
     };
     if let (Some(bin), Some(mounted)) = (&api_server.bin, api_server.kind.mounted_bin()) {
         c.volumes
@@ -788,13 +790,55 @@ pub async fn wait_api_at(
     ca_pem: &str,
     cancel: &Cancel,
 ) -> Result<()> {
-    let tls = crate::apiserver::client::tls_client(ca_pem)?;
+    let hint = state
+        .apiservers
+        .iter()
+        .rfind(|a| state.seed(&a.seed).map(|s| s.gateway.ip) == Some(gw))
+        .map(|a| a.container.as_str())
+        .unwrap_or("-");
+    wait_ready(state, gw, ca_pem, cancel)
+        .await
+        .map_err(|last| {
+            anyhow::anyhow!(
+                "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see `docker logs {hint}`)"
+            )
+        })
+}
+
+/// Waits until the replica at `ip` answers /readyz itself, before a gateway
+/// sends it anything: a load balancer counts a new server healthy until its
+/// checks fail, and a replica still connecting to etcd fails requests.
+pub async fn wait_replica_ready(
+    state: &LabState,
+    replica: &crate::state::ApiServerState,
+    ca_pem: &str,
+    cancel: &Cancel,
+) -> Result<()> {
+    wait_ready(state, replica.ip, ca_pem, cancel)
+        .await
+        .map_err(|last| {
+            anyhow::anyhow!(
+                "API server {} was not ready within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
+                replica.name,
+                replica.container
+            )
+        })
+}
+
+/// /readyz at `ip`:443 until 200; on timeout the last answer.
+async fn wait_ready(
+    state: &LabState,
+    ip: Ipv4Addr,
+    ca_pem: &str,
+    cancel: &Cancel,
+) -> std::result::Result<(), String> {
+    let tls = crate::apiserver::client::tls_client(ca_pem).map_err(|e| format!("{e:#}"))?;
     let started = Instant::now();
     let mut last = String::new();
     while started.elapsed() < API_DEADLINE {
-        cancel.check()?;
+        cancel.check().map_err(|e| format!("{e:#}"))?;
         match crate::apiserver::client::get(
-            SocketAddr::from((gw, crate::gateway::API_PORT)),
+            SocketAddr::from((ip, crate::gateway::API_PORT)),
             &state.dns.api_name,
             tls.clone(),
             "/readyz",
@@ -809,15 +853,7 @@ pub async fn wait_api_at(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    anyhow::bail!(
-        "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
-        state
-            .apiservers
-            .iter()
-            .rfind(|a| state.seed(&a.seed).map(|s| s.gateway.ip) == Some(gw))
-            .map(|a| a.container.as_str())
-            .unwrap_or("-")
-    )
+    Err(last)
 }
 
 async fn wait_etcd(
