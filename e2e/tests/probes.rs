@@ -324,14 +324,17 @@ fn a_body_that_does_not_parse_is_a_failure() {
 }
 
 /// The stand-in fails over between its seed's etcd members: losing a
-/// follower costs no request and breaks no watch.
+/// follower costs no request and breaks no watch. (k8s.io/apiserver's etcd
+/// client fails a write in flight through the killed member instead, with
+/// `Unavailable: error reading from server: EOF`: its outcome is unknown,
+/// so it is not retried. The migration kill test excuses exactly that.)
 #[test]
 fn losing_an_etcd_follower_fails_no_request() {
     if !docker_or_skip("losing_an_etcd_follower_fails_no_request") {
         return;
     }
     let lab = Lab::new("etcdf");
-    lab.ok(&["up"]);
+    lab.ok(&["up", "--api-server", "standin"]);
     // Every probe, watches and the informer too: the stand-in resumes a
     // broken etcd watch on another member, as etcd's client does.
     let run = start(&lab, &[]);
