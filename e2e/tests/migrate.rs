@@ -549,6 +549,23 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
     };
     assert!(msg.contains(peak), "{plan}: {msg}");
     assert_ledger_in_history(&lab, &run);
+    // The run keeps the logs of what the migration removed (the source API
+    // servers and members) and of what still runs (the destination).
+    for c in [
+        "seed-a-apiserver-0",
+        "seed-a-etcd-0",
+        "seed-b-apiserver-0",
+        "seed-b-etcd-0",
+        "seed-b-gateway",
+    ] {
+        let p = run.join("logs").join(format!("{}.log", lab.container(c)));
+        let log = std::fs::read_to_string(&p).unwrap_or_default();
+        assert!(
+            log.lines().count() > 1,
+            "{test}: no log kept at {}",
+            p.display()
+        );
+    }
 }
 
 // Both plans across the WAN on Kubernetes' own server code; the stand-in

@@ -265,6 +265,14 @@ pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result
     // The agent lets its last write end (up to the probe timeout), then the
     // informer catch up (10 s): it exits long before this unless stuck.
     engine.stop(&c, 60).await?;
+    // Every container's log, the agent's included: the run explains itself
+    // after `down`.
+    let names: Vec<String> = engine
+        .lab_objects(Some(&state.name))
+        .await
+        .map(|o| o.containers)
+        .unwrap_or_default();
+    super::container_logs::keep(engine, &run, &names).await;
     engine.remove_container(&c).await?;
     note(&run, "probes stopped")?;
     let fin = super::final_read::read(dir, state).await;

@@ -331,6 +331,26 @@ impl Engine {
         }
     }
 
+    /// A container's whole log (stdout and stderr, each line with Docker's
+    /// timestamp); empty when the container is gone.
+    pub async fn logs(&self, container: &str) -> Result<Vec<u8>> {
+        let opts = bollard::query_parameters::LogsOptionsBuilder::new()
+            .stdout(true)
+            .stderr(true)
+            .timestamps(true)
+            .build();
+        let mut out = Vec::new();
+        let mut stream = self.api.logs(container, Some(opts));
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(c) => out.extend_from_slice(&c.into_bytes()),
+                Err(e) if is_not_found(&e) => break,
+                Err(e) => return Err(e).with_context(|| format!("logs of {container}")),
+            }
+        }
+        Ok(out)
+    }
+
     /// Sends `signal` (e.g. `SIGUSR2`) to a container's main process.
     pub async fn signal(&self, container: &str, signal: &str) -> Result<()> {
         let opts = bollard::query_parameters::KillContainerOptionsBuilder::default()
