@@ -760,6 +760,18 @@ impl<'a> Flow<'a> {
         ))
     }
 
+    /// How long a stopping API replica has before SIGKILL (the topology's
+    /// `api.termination_grace`).
+    fn termination_grace(&self) -> Result<Duration> {
+        let (_, _, grace) = self
+            .state
+            .topology
+            .api
+            .shutdown_durations()
+            .map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
+        Ok(grace)
+    }
+
     /// Clients that keep their connections would stay on the source API
     /// servers, whose etcd members leave next: the servers shut down the way
     /// kube-apiserver does (SIGTERM: /readyz fails, serving goes on for the
@@ -779,12 +791,7 @@ impl<'a> Flow<'a> {
             }
         }
         // As the kubelet does: SIGKILL once the termination grace is over.
-        let (_, _, grace) = self
-            .state
-            .topology
-            .api
-            .shutdown_durations()
-            .map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
+        let grace = self.termination_grace()?;
         let t0 = Instant::now();
         for c in &apis {
             while self.engine.container_state(c).await? == "running" {
@@ -978,12 +985,7 @@ impl<'a> Flow<'a> {
 
     async fn cleanup(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let mig = self.mig().clone();
-        let (_, _, grace) = self
-            .state
-            .topology
-            .api
-            .shutdown_durations()
-            .map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
+        let grace = self.termination_grace()?;
         let apis: Vec<_> = self.state.apiservers_of(&mig.from).cloned().collect();
         for a in &apis {
             // Drained in MigrateDNSRecords; a resumed run may find one still up.
