@@ -992,9 +992,12 @@ impl<'a> Flow<'a> {
             self.engine
                 .stop(&a.container, grace.as_secs().max(1) as i32)
                 .await?;
-            crate::probe::container_logs::keep_if_probing(self.engine, &self.state, &a.container)
-                .await;
-            self.engine.remove_container(&a.container).await?;
+            crate::probe::container_logs::remove_keeping_log(
+                self.engine,
+                &self.state,
+                &a.container,
+            )
+            .await?;
             line.detail(&format!("{} removed", a.name));
         }
         self.state.apiservers.retain(|a| a.seed != mig.from);
@@ -1002,9 +1005,12 @@ impl<'a> Flow<'a> {
         let mut members = mig.departed_members.clone();
         members.extend(self.state.members_of(&mig.from).cloned());
         for m in &members {
-            crate::probe::container_logs::keep_if_probing(self.engine, &self.state, &m.container)
-                .await;
-            self.engine.remove_container(&m.container).await?;
+            crate::probe::container_logs::remove_keeping_log(
+                self.engine,
+                &self.state,
+                &m.container,
+            )
+            .await?;
             self.engine.remove_volume(&m.volume).await?;
             line.detail(&format!("{} and its data removed", m.name));
         }
@@ -1066,14 +1072,20 @@ impl<'a> Flow<'a> {
             }
         }
         for a in &mig.destination_apiservers {
-            crate::probe::container_logs::keep_if_probing(self.engine, &self.state, &a.container)
-                .await;
-            self.engine.remove_container(&a.container).await?;
+            crate::probe::container_logs::remove_keeping_log(
+                self.engine,
+                &self.state,
+                &a.container,
+            )
+            .await?;
         }
         for m in &mig.destination_members {
-            crate::probe::container_logs::keep_if_probing(self.engine, &self.state, &m.container)
-                .await;
-            self.engine.remove_container(&m.container).await?;
+            crate::probe::container_logs::remove_keeping_log(
+                self.engine,
+                &self.state,
+                &m.container,
+            )
+            .await?;
             self.engine.remove_volume(&m.volume).await?;
         }
         let gone: Vec<(&str, &[std::net::Ipv4Addr])> = mig

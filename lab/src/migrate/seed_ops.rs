@@ -98,8 +98,7 @@ pub async fn start_joining_member(
     m: &MemberState,
     cluster: &[(String, String)],
 ) -> Result<()> {
-    crate::probe::container_logs::keep_if_probing(engine, state, &m.container).await;
-    engine.remove_container(&m.container).await?;
+    crate::probe::container_logs::remove_keeping_log(engine, state, &m.container).await?;
     engine.remove_volume(&m.volume).await?;
     engine
         .create_volume(&state.name, &m.volume, &m.seed)
@@ -120,8 +119,7 @@ pub async fn start_apiserver(
     sa: &(String, String),
 ) -> Result<()> {
     let api_server = up::resolve_api_server(up::choice_of(state.api_kind))?;
-    crate::probe::container_logs::keep_if_probing(engine, state, &a.container).await;
-    engine.remove_container(&a.container).await?;
+    crate::probe::container_logs::remove_keeping_log(engine, state, &a.container).await?;
     let spec = up::apiserver_spec(state, ca, a, etcd_servers, &api_server, sa)?;
     engine.create_container(&spec).await?;
     engine.start(&a.container).await?;

@@ -31,11 +31,16 @@ pub async fn keep(engine: &Engine, run: &Path, containers: &[String]) {
     }
 }
 
-/// [`keep`] for one container while probes run (it is about to go).
-pub async fn keep_if_probing(engine: &Engine, state: &LabState, container: &str) {
+/// Removes a container, its log kept first in the probe run, if one runs.
+pub async fn remove_keeping_log(
+    engine: &Engine,
+    state: &LabState,
+    container: &str,
+) -> anyhow::Result<()> {
     if let Some(run) = &state.probe_run {
         keep(engine, run, &[container.to_string()]).await;
     }
+    engine.remove_container(container).await
 }
 
 fn append(p: &Path, container: &str, log: &[u8]) -> std::io::Result<()> {

@@ -796,13 +796,12 @@ pub async fn wait_api_at(
         .rfind(|a| state.seed(&a.seed).map(|s| s.gateway.ip) == Some(gw))
         .map(|a| a.container.as_str())
         .unwrap_or("-");
-    wait_ready(state, gw, ca_pem, cancel)
-        .await
-        .map_err(|last| {
-            anyhow::anyhow!(
-                "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see `docker logs {hint}`)"
-            )
-        })
+    if let Some(last) = wait_ready(state, gw, ca_pem, cancel).await? {
+        anyhow::bail!(
+            "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see `docker logs {hint}`)"
+        );
+    }
+    Ok(())
 }
 
 /// Waits until the replica at `ip` answers /readyz itself, before a gateway
@@ -814,29 +813,29 @@ pub async fn wait_replica_ready(
     ca_pem: &str,
     cancel: &Cancel,
 ) -> Result<()> {
-    wait_ready(state, replica.ip, ca_pem, cancel)
-        .await
-        .map_err(|last| {
-            anyhow::anyhow!(
-                "API server {} was not ready within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
-                replica.name,
-                replica.container
-            )
-        })
+    if let Some(last) = wait_ready(state, replica.ip, ca_pem, cancel).await? {
+        anyhow::bail!(
+            "API server {} was not ready within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
+            replica.name,
+            replica.container
+        );
+    }
+    Ok(())
 }
 
-/// /readyz at `ip`:443 until 200; on timeout the last answer.
+/// /readyz at `ip`:443 until 200: `None` once ready, else the last answer
+/// when the deadline passed (a cancel is an error, as everywhere).
 async fn wait_ready(
     state: &LabState,
     ip: Ipv4Addr,
     ca_pem: &str,
     cancel: &Cancel,
-) -> std::result::Result<(), String> {
-    let tls = crate::apiserver::client::tls_client(ca_pem).map_err(|e| format!("{e:#}"))?;
+) -> Result<Option<String>> {
+    let tls = crate::apiserver::client::tls_client(ca_pem)?;
     let started = Instant::now();
     let mut last = String::new();
     while started.elapsed() < API_DEADLINE {
-        cancel.check().map_err(|e| format!("{e:#}"))?;
+        cancel.check()?;
         match crate::apiserver::client::get(
             SocketAddr::from((ip, crate::gateway::API_PORT)),
             &state.dns.api_name,
@@ -847,13 +846,13 @@ async fn wait_ready(
         )
         .await
         {
-            Ok((200, _)) => return Ok(()),
+            Ok((200, _)) => return Ok(None),
             Ok((code, body)) => last = format!("/readyz {code}: {}", body.trim()),
             Err(e) => last = format!("{e:#}"),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Err(last)
+    Ok(Some(last))
 }
 
 async fn wait_etcd(
