@@ -54,7 +54,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// The exit status an error chain deserves.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.is::<BadInput>() || cause.is::<crate::topology::TopologyError>() {
+        if cause.is::<BadInput>() || cause.is::<crate::yaml_file::FileError>() {
             return EXIT_BAD_INPUT;
         }
         if cause.is::<EnvNotReady>() {

@@ -129,6 +129,8 @@ impl<'a> LabPlan<'a> {
             members,
             links: Default::default(),
             link_backend: None,
+            link_seed: None,
+            link_replay: None,
             probe_run: None,
             migration: None,
         }

@@ -58,6 +58,12 @@ pub struct LabState {
     /// The backend that put the shaping in force (none while links are clear).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_backend: Option<crate::link::Backend>,
+    /// The delay line's seed, once `link set --seed` gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_seed: Option<crate::link::LinkSeed>,
+    /// The link trace the delay line follows, once `link replay` gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_replay: Option<crate::link::Replay>,
     /// The control plane migration, once `cpmlab migrate` started one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<crate::migrate::record::MigrationState>,

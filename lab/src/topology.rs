@@ -3,12 +3,12 @@
 //! and validated with errors that name the file, the line and the field.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 /// A topology as declared (defaults filled in).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     #[serde(default = "default_seeds")]
@@ -25,7 +25,7 @@ pub struct Topology {
     pub api: ApiSpec,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiSpec {
     /// API server replicas per seed, behind the seed's gateway.
@@ -59,7 +59,7 @@ pub struct ApiSpec {
     pub server: ApiServerChoice,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApiServerChoice {
     /// kube-apiserver where its binary is found, else the generic server
@@ -121,14 +121,14 @@ fn default_shutdown_delay() -> String {
     "15s".into()
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Seed {
     pub name: String,
     pub role: SeedRole,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SeedRole {
     Source,
@@ -144,7 +144,7 @@ impl SeedRole {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EtcdSpec {
     /// Voting members of the shoot's etcd in the source seed.
@@ -166,7 +166,7 @@ impl Default for EtcdSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShootSpec {
     #[serde(default = "default_shoot_name")]
@@ -195,7 +195,7 @@ impl ShootSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DnsSpec {
     /// TTL in seconds of the records the lab serves.
@@ -209,7 +209,7 @@ impl Default for DnsSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
     /// IPv4 pool the lab's /24 networks are carved from.
@@ -270,16 +270,7 @@ impl Default for Topology {
 pub const CLIENTS: &str = "clients";
 
 /// A topology file that cannot be used, located as precisely as we can.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}: {field}: {message}", file = file.display())]
-pub struct TopologyError {
-    pub file: PathBuf,
-    /// 1-based; 0 when the problem has no place in the file (e.g. unreadable).
-    pub line: usize,
-    /// Dotted path of the field, e.g. `seeds[1].name`.
-    pub field: String,
-    pub message: String,
-}
+pub type TopologyError = crate::yaml_file::FileError;
 
 impl Topology {
     pub fn source(&self) -> &Seed {
@@ -312,49 +303,15 @@ impl Topology {
 
     /// Reads and validates a topology file.
     pub fn load(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
-            file: path.to_path_buf(),
-            line: 0,
-            field: "-".into(),
-            message: format!("cannot read file: {e}"),
-        })?;
+        let text = crate::yaml_file::read(path)?;
         Self::parse(&text, path)
     }
 
     /// Parses and validates topology YAML; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Topology, TopologyError> {
-        let err = |line: usize, field: &str, message: String| TopologyError {
-            file: path.to_path_buf(),
-            line,
-            field: field.to_string(),
-            message,
-        };
-        let lines = match line_index(text) {
-            Ok(l) => l,
-            Err((line, msg)) => return Err(err(line, "-", format!("not valid YAML: {msg}"))),
-        };
-        let topo: Topology = if text.trim().is_empty() {
-            Topology::default()
-        } else {
-            serde_saphyr::from_str(text).map_err(|e| {
-                let (line, col) = e
-                    .location()
-                    .map(|l| (l.line() as usize, l.column() as usize))
-                    .unwrap_or((0, 0));
-                let message = bare_message(&e);
-                // An unknown key is not in the type, so name it from the message.
-                let field = match (lines.field_at(line, col), unknown_key(&message)) {
-                    (Some(f), _) => f,
-                    (None, Some(k)) => k,
-                    (None, None) => "-".into(),
-                };
-                err(line, &field, message)
-            })?
-        };
-        topo.validate().map_err(|(field, message)| {
-            let line = lines.line_of(&field);
-            err(line, &field, message)
-        })?;
+        let (topo, lines) = crate::yaml_file::parse::<Topology>(text, path)?;
+        topo.validate()
+            .map_err(|(field, message)| lines.error(path, &field, message))?;
         Ok(topo)
     }
 
@@ -503,152 +460,6 @@ pub fn check_label(s: &str, max: usize) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// serde-saphyr's message without its `line L column C: ` prefix and its
-/// source snippet: the error names the line itself.
-fn bare_message(e: &serde_saphyr::Error) -> String {
-    let text = e.without_snippet().to_string();
-    let first = text.lines().next().unwrap_or("").trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    let msg = match first.split_once(": ") {
-        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest,
-        _ => first,
-    };
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
-}
-
-/// The key an "unknown field `x`" message names.
-fn unknown_key(message: &str) -> Option<String> {
-    let i = message.find("unknown field `")?;
-    Some(message[i + 15..].split('`').next()?.to_string())
-}
-
-/// Where each field of a YAML document sits: dotted paths (`seeds[1].name`)
-/// to the 1-based line and column of their key or item.
-struct LineIndex(BTreeMap<String, (usize, usize)>);
-
-impl LineIndex {
-    /// The line of `field`, else of its closest ancestor, else 1.
-    fn line_of(&self, field: &str) -> usize {
-        let mut f = field.to_string();
-        loop {
-            if let Some((l, _)) = self.0.get(&f) {
-                return *l;
-            }
-            match f.rfind(['.', '[']) {
-                Some(i) => f.truncate(i),
-                None => return 1,
-            }
-        }
-    }
-
-    /// The field at a position the deserializer reported: the one that
-    /// starts exactly there, else the deepest one on that line.
-    fn field_at(&self, line: usize, col: usize) -> Option<String> {
-        let on_line = self.0.iter().filter(|(_, (l, _))| *l == line);
-        on_line
-            .clone()
-            .find(|(_, (_, c))| *c == col)
-            .or_else(|| on_line.max_by_key(|(p, _)| p.matches(['.', '[']).count()))
-            .map(|(p, _)| p.clone())
-    }
-}
-
-/// Walks the YAML event stream and records where each key or item sits.
-fn line_index(text: &str) -> Result<LineIndex, (usize, String)> {
-    use serde_saphyr::granit_parser::{Event, Parser, Span, SpannedEventReceiver};
-
-    enum Frame {
-        Map { key: Option<String> },
-        Seq { idx: usize },
-    }
-    struct Rx {
-        stack: Vec<(String, Frame)>,
-        out: BTreeMap<String, (usize, usize)>,
-    }
-    impl Rx {
-        /// Path for the value about to start in the current frame.
-        fn value_path(&mut self) -> Option<String> {
-            let (path, frame) = self.stack.last_mut()?;
-            match frame {
-                Frame::Seq { idx } => {
-                    let p = format!("{path}[{idx}]");
-                    *idx += 1;
-                    Some(p)
-                }
-                Frame::Map { key } => key.take().map(|k| {
-                    if path.is_empty() {
-                        k
-                    } else {
-                        format!("{path}.{k}")
-                    }
-                }),
-            }
-        }
-    }
-    impl<'i> SpannedEventReceiver<'i> for Rx {
-        fn on_event(&mut self, ev: Event<'i>, span: Span) {
-            let at = (span.start.line(), span.start.col() + 1);
-            // A scalar in key position of a map only names the next value.
-            if let (Event::Scalar(s, ..), Some((_, Frame::Map { key: k @ None }))) =
-                (&ev, self.stack.last_mut())
-            {
-                *k = Some(s.to_string());
-                let p = self
-                    .stack
-                    .last()
-                    .map(|(p, _)| p.clone())
-                    .unwrap_or_default();
-                let full = if p.is_empty() {
-                    s.to_string()
-                } else {
-                    format!("{p}.{s}")
-                };
-                self.out.entry(full).or_insert(at);
-                return;
-            }
-            match ev {
-                Event::MappingStart(..) | Event::SequenceStart(..) => {
-                    let path = if self.stack.is_empty() {
-                        String::new()
-                    } else {
-                        self.value_path().unwrap_or_default()
-                    };
-                    if !path.is_empty() {
-                        self.out.entry(path.clone()).or_insert(at);
-                    }
-                    let frame = if matches!(ev, Event::MappingStart(..)) {
-                        Frame::Map { key: None }
-                    } else {
-                        Frame::Seq { idx: 0 }
-                    };
-                    self.stack.push((path, frame));
-                }
-                Event::MappingEnd | Event::SequenceEnd => {
-                    self.stack.pop();
-                }
-                Event::Scalar(..) | Event::Alias(_) => {
-                    if let Some(p) = self.value_path() {
-                        self.out.entry(p).or_insert(at);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut rx = Rx {
-        stack: Vec::new(),
-        out: BTreeMap::new(),
-    };
-    let mut parser = Parser::new_from_str(text);
-    parser
-        .load(&mut rx, false)
-        .map_err(|e| (e.marker().line(), e.info().to_string()))?;
-    Ok(LineIndex(rx.out))
 }
 
 #[cfg(test)]

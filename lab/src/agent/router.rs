@@ -17,7 +17,8 @@ use serde::Serialize;
 
 use super::tun::{tight_timers, Tun};
 use crate::link::schedule::{DelayQueue, LinkShaper, Verdict};
-use crate::link::{DelaylineConfig, DELAYLINE_DEV, DELAYLINE_STATS};
+use crate::link::profile::LinkProfile;
+use crate::link::{DelaylineConfig, LinkSeed, DELAYLINE_DEV, DELAYLINE_STATS};
 
 /// Finds the lab network of an address.
 pub struct Classifier {
@@ -61,6 +62,19 @@ struct LinkStats {
 struct Shapers {
     names: Vec<String>,
     by_pair: HashMap<(usize, usize), LinkShaper>,
+    seed: Option<LinkSeed>,
+    /// The replay's change in force, once one is.
+    replay_at: Option<usize>,
+}
+
+/// The generator seed of one directed link: the lab's seed (or a fixed
+/// one) mixed with the link's names, so links draw independently.
+pub fn link_seed(seed: Option<LinkSeed>, from: &str, to: &str) -> u64 {
+    let mut h = seed.map_or(0x9E37_79B9_7F4A_7C15, |s| s.seed ^ 0x5851_F42D_4C95_7F2D);
+    for b in from.bytes().chain([b'>']).chain(to.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
 }
 
 impl Shapers {
@@ -68,25 +82,47 @@ impl Shapers {
         Shapers {
             names: Vec::new(),
             by_pair: HashMap::new(),
+            seed: None,
+            replay_at: None,
         }
     }
 
-    /// Applies a new link table; shapers keep their state (ordering, wire).
+    fn pair(&self, key: &str) -> Option<(usize, usize)> {
+        let (a, b) = key.split_once('>')?;
+        Some((
+            self.names.iter().position(|n| n == a)?,
+            self.names.iter().position(|n| n == b)?,
+        ))
+    }
+
+    /// Applies a new link table; shapers keep their state (ordering, wire)
+    /// unless the seed changed, which starts every generator over.
     fn update(&mut self, cfg: &DelaylineConfig) {
         self.names = cfg.networks.iter().map(|n| n.name.clone()).collect();
+        if cfg.seed != self.seed {
+            self.seed = cfg.seed;
+            self.by_pair.clear();
+        }
+        let mut table: Vec<(String, LinkProfile)> =
+            cfg.links.iter().map(|(k, p)| (k.clone(), *p)).collect();
+        self.replay_at = None;
+        if let Some(r) = &cfg.replay {
+            if let Some(i) = r.index_at(since_us(r.start_unix_ms)) {
+                self.replay_at = Some(i);
+                let p = r.changes[i].1;
+                for k in &r.links {
+                    table.retain(|(x, _)| x != k);
+                    table.push((k.clone(), p));
+                }
+            }
+        }
         let mut seen = Vec::new();
-        for (key, profile) in &cfg.links {
-            let Some((a, b)) = key.split_once('>') else {
-                continue;
-            };
-            let (Some(i), Some(j)) = (
-                self.names.iter().position(|n| n == a),
-                self.names.iter().position(|n| n == b),
-            ) else {
+        for (key, profile) in &table {
+            let Some((i, j)) = self.pair(key) else {
                 continue;
             };
             seen.push((i, j));
-            let seed = 0x9E37_79B9_7F4A_7C15u64 ^ ((i as u64) << 8 | j as u64);
+            let seed = link_seed(self.seed, &self.names[i], &self.names[j]);
             self.by_pair
                 .entry((i, j))
                 .and_modify(|s| s.set_profile(*profile))
@@ -94,6 +130,26 @@ impl Shapers {
         }
         self.by_pair.retain(|k, _| seen.contains(k));
     }
+
+    /// Follows the replay: puts the change due now in force. Returns when
+    /// the next one is due (unix ms), if any.
+    fn follow(&mut self, cfg: &DelaylineConfig) -> Option<f64> {
+        let r = cfg.replay.as_ref()?;
+        let i = r.index_at(since_us(r.start_unix_ms));
+        if i != self.replay_at {
+            self.update(cfg);
+        }
+        let next = i.map_or(0, |i| i + 1);
+        r.changes
+            .get(next)
+            .map(|(o, _)| r.start_unix_ms + *o as f64 / 1e3)
+    }
+}
+
+/// Microseconds since a unix-ms instant (0 before it).
+fn since_us(start_unix_ms: f64) -> u64 {
+    let now = crate::probe::run::now_unix_ms();
+    ((now - start_unix_ms) * 1e3).max(0.0) as u64
 }
 
 /// Identity of the table file: it is replaced by rename, so the inode changes.
@@ -148,9 +204,14 @@ pub fn run(config: &Path) -> Result<()> {
     let mut last_check = Instant::now();
     let mut last_stats = Instant::now();
     let mut send_errors = 0u64;
+    let mut max_queued = 0usize;
+    let mut next_change: Option<f64> = shapers.follow(&cfg);
 
     loop {
         let now = Instant::now();
+        if next_change.is_some_and(|t| crate::probe::run::now_unix_ms() >= t) {
+            next_change = shapers.follow(&cfg);
+        }
         if now - last_check >= Duration::from_millis(50) {
             last_check = now;
             let m = mtime(config);
@@ -160,22 +221,34 @@ pub fn run(config: &Path) -> Result<()> {
                     cfg_mtime = m;
                     classifier = Classifier::new(&cfg);
                     shapers.update(&cfg);
+                    next_change = shapers.follow(&cfg);
                 }
             }
         }
         if now - last_stats >= Duration::from_secs(1) {
             last_stats = now;
-            write_stats(&shapers.names, &stats, queue.len(), send_errors);
+            write_stats(
+                &shapers.names,
+                &stats,
+                (queue.len(), max_queued),
+                send_errors,
+                shapers.replay_at,
+            );
         }
         while let Some(pkt) = queue.pop_due(now) {
             if tun.send(&pkt).is_err() {
                 send_errors += 1;
             }
         }
+        // A replay's next change is waited for as exactly as a packet.
+        let change_in = next_change.map(|t| {
+            Duration::from_secs_f64(((t - crate::probe::run::now_unix_ms()) / 1e3).max(0.0))
+        });
         let wait = queue
             .next_due()
             .map(|d| d.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_millis(50))
+            .min(change_in.unwrap_or(Duration::from_millis(50)))
             .min(Duration::from_millis(50));
         if !wait.is_zero() && !tun.wait(wait)? {
             continue;
@@ -202,6 +275,7 @@ pub fn run(config: &Path) -> Result<()> {
                         }
                     } else {
                         queue.push(at, pkt.to_vec());
+                        max_queued = max_queued.max(queue.len());
                     }
                 }
             }
@@ -212,15 +286,23 @@ pub fn run(config: &Path) -> Result<()> {
 fn write_stats(
     names: &[String],
     stats: &HashMap<(usize, usize), LinkStats>,
-    queued: usize,
+    (queued, max_queued): (usize, usize),
     send_errors: u64,
+    replay_at: Option<usize>,
 ) {
     let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| "other".into());
     let links: std::collections::BTreeMap<String, &LinkStats> = stats
         .iter()
         .map(|((a, b), s)| (format!("{}>{}", name(*a), name(*b)), s))
         .collect();
-    let v = serde_json::json!({"queued": queued, "send_errors": send_errors, "links": links});
+    let v = serde_json::json!({
+        "at_unix_ms": crate::probe::run::now_unix_ms(),
+        "queued": queued,
+        "max_queued": max_queued,
+        "send_errors": send_errors,
+        "replay_change": replay_at,
+        "links": links,
+    });
     let tmp = format!("{DELAYLINE_STATS}.tmp");
     if std::fs::write(&tmp, v.to_string()).is_ok() {
         let _ = std::fs::rename(&tmp, DELAYLINE_STATS);
@@ -230,7 +312,81 @@ fn write_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::DelaylineNetwork;
+    use crate::link::{DelaylineNetwork, Replay};
+
+    fn two_nets() -> Vec<DelaylineNetwork> {
+        ["seed-a", "seed-b"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| DelaylineNetwork {
+                name: n.to_string(),
+                subnet: format!("10.213.{i}.0/24"),
+            })
+            .collect()
+    }
+
+    /// The fates (dropped or not) of `n` packets on seed-a>seed-b.
+    fn fates(s: &mut Shapers, n: usize) -> Vec<bool> {
+        let sh = s.by_pair.get_mut(&(0, 1)).expect("a shaper");
+        let t = Instant::now();
+        (0..n)
+            .map(|_| sh.admit(t, 100) == crate::link::schedule::Verdict::Drop)
+            .collect()
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_packet_fates() {
+        let lossy = LinkProfile {
+            loss_pct: 30.0,
+            ..Default::default()
+        };
+        let cfg = |seed: u64, epoch: u64| DelaylineConfig {
+            networks: two_nets(),
+            links: [("seed-a>seed-b".to_string(), lossy)].into(),
+            seed: Some(LinkSeed { seed, epoch }),
+            replay: None,
+        };
+        let mut s = Shapers::new();
+        s.update(&cfg(7, 1));
+        let first = fates(&mut s, 500);
+        // The same seed set again starts the generator over.
+        s.update(&cfg(7, 2));
+        assert_eq!(fates(&mut s, 500), first);
+        // The same table re-read keeps drawing on.
+        s.update(&cfg(7, 2));
+        assert_ne!(fates(&mut s, 500), first);
+        s.update(&cfg(8, 3));
+        assert_ne!(fates(&mut s, 500), first);
+        let dropped = first.iter().filter(|d| **d).count();
+        assert!((100..200).contains(&dropped), "{dropped} of 500 at 30 %");
+        assert_ne!(link_seed(None, "a", "b"), link_seed(None, "b", "a"));
+    }
+
+    #[test]
+    fn a_replay_puts_each_change_in_force_in_turn() {
+        let p = |ms: u64| LinkProfile {
+            delay: Duration::from_millis(ms),
+            ..Default::default()
+        };
+        let now = crate::probe::run::now_unix_ms();
+        let cfg = DelaylineConfig {
+            networks: two_nets(),
+            links: Default::default(),
+            seed: None,
+            replay: Some(Replay {
+                start_unix_ms: now - 150.0,
+                links: vec!["seed-a>seed-b".into(), "seed-b>seed-a".into()],
+                changes: vec![(0, p(10)), (100_000, p(40)), (10_000_000, p(5))],
+            }),
+        };
+        let mut s = Shapers::new();
+        s.update(&cfg);
+        let next = s.follow(&cfg).expect("a later change");
+        assert_eq!(s.replay_at, Some(1));
+        assert_eq!(s.by_pair[&(0, 1)].profile.delay, Duration::from_millis(40));
+        assert_eq!(s.by_pair[&(1, 0)].profile.delay, Duration::from_millis(40));
+        assert!((next - (now - 150.0 + 10_000.0)).abs() < 1.0, "{next}");
+    }
 
     #[test]
     fn packets_are_classified_by_subnet() {
@@ -246,6 +402,7 @@ mod tests {
                 },
             ],
             links: Default::default(),
+            ..Default::default()
         };
         let c = Classifier::new(&cfg);
         let mut pkt = [0u8; 20];

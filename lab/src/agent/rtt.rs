@@ -25,6 +25,16 @@ pub struct RttConfig {
     pub interval: Duration,
     pub timeout: Duration,
     pub size: usize,
+    /// Report every probe (sequence, send time, round trip or lost).
+    pub samples: bool,
+}
+
+/// One UDP probe: when it was sent and its round trip (`None`: lost).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Sample {
+    pub seq: u32,
+    pub sent_unix_ms: f64,
+    pub rtt_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -40,6 +50,8 @@ pub struct RttReport {
     pub max_ms: f64,
     pub mean_ms: f64,
     pub errors: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<Vec<Sample>>,
 }
 
 /// The q-quantile (0..=1) of sorted samples, nearest rank.
@@ -79,6 +91,7 @@ pub fn summarize(
             rtts_ms.iter().sum::<f64>() / rtts_ms.len() as f64
         },
         errors,
+        samples: None,
     }
 }
 
@@ -112,6 +125,7 @@ fn udp(cfg: &RttConfig) -> Result<RttReport> {
     let rx = sock.try_clone()?;
     rx.set_read_timeout(Some(Duration::from_millis(20)))?;
     let start = Instant::now();
+    let start_unix_ms = crate::probe::run::now_unix_ms();
     let n = cfg.count as usize;
     let size = cfg.size.max(16);
     let deadline_after_send = cfg.timeout;
@@ -154,13 +168,20 @@ fn udp(cfg: &RttConfig) -> Result<RttReport> {
     let got = receiver
         .join()
         .map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+    let samples = cfg.samples.then(|| {
+        got.iter()
+            .enumerate()
+            .map(|(i, r)| Sample {
+                seq: i as u32,
+                sent_unix_ms: start_unix_ms + (cfg.interval * i as u32).as_secs_f64() * 1e3,
+                rtt_ms: *r,
+            })
+            .collect()
+    });
     // Replies for "connection refused" show as send errors; not here.
-    Ok(summarize(
-        cfg,
-        n as u32,
-        got.into_iter().flatten().collect(),
-        errors,
-    ))
+    let mut report = summarize(cfg, n as u32, got.into_iter().flatten().collect(), errors);
+    report.samples = samples;
+    Ok(report)
 }
 
 fn tcp(cfg: &RttConfig) -> Result<RttReport> {
@@ -229,8 +250,14 @@ mod tests {
                 interval: Duration::from_micros(500),
                 timeout: Duration::from_millis(200),
                 size: 64,
+                samples: proto == Proto::Udp,
             };
             let r = run(&cfg).unwrap();
+            if proto == Proto::Udp {
+                let s = r.samples.as_ref().unwrap();
+                assert_eq!(s.len(), 200);
+                assert!(s.iter().all(|x| x.rtt_ms.is_some()));
+            }
             assert_eq!(r.sent, 200, "{r:?}");
             assert_eq!(r.received, 200, "{r:?}");
             assert!(r.errors.is_empty(), "{r:?}");

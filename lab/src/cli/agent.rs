@@ -110,6 +110,9 @@ pub enum AgentCommand {
         timeout_ms: u64,
         #[arg(long, default_value_t = 64)]
         size: usize,
+        /// Print every UDP probe (sequence, send time, round trip or lost).
+        #[arg(long)]
+        samples: bool,
     },
 }
 
@@ -127,6 +130,7 @@ fn run_blocking(command: AgentCommand) -> Result<u8> {
             interval_us,
             timeout_ms,
             size,
+            samples,
         } => {
             let report = crate::agent::rtt::run(&crate::agent::rtt::RttConfig {
                 target,
@@ -135,6 +139,7 @@ fn run_blocking(command: AgentCommand) -> Result<u8> {
                 interval: Duration::from_micros(interval_us),
                 timeout: Duration::from_millis(timeout_ms),
                 size,
+                samples,
             })?;
             print_json_line(&report);
             Ok(if report.errors.is_empty() { 0 } else { 1 })

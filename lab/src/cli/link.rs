@@ -35,6 +35,24 @@ pub enum LinkCommand {
         direction: crate::link::profile::Direction,
         #[arg(long, value_enum, default_value = "auto")]
         backend: crate::link::BackendChoice,
+        /// Seed the delay line's loss and jitter draws: the same seed gives
+        /// the same packets the same fates (setting it again starts over).
+        #[arg(long)]
+        seed: Option<u64>,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Replay a link trace (CSV or NDJSON: offset_ms, delay_ms, jitter_ms,
+    /// loss_pct, partition) into a link, both directions, from now; the
+    /// delay line follows it on its own clock. `link clear` ends it.
+    Replay {
+        /// The trace file.
+        trace: std::path::PathBuf,
+        /// The link: seed-a:seed-b, clients:seed-a, ...
+        #[arg(long, default_value = "seed-a:seed-b")]
+        between: String,
+        #[arg(long)]
+        seed: Option<u64>,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -75,6 +93,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
 
     let lab = match &command {
         LinkCommand::Set { lab, .. }
+        | LinkCommand::Replay { lab, .. }
         | LinkCommand::Partition { lab, .. }
         | LinkCommand::Heal { lab, .. }
         | LinkCommand::Clear { lab, .. }
@@ -92,6 +111,14 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         }
         Ok(())
     };
+    let mut link_seed = state.link_seed;
+    let mut replay = state.link_replay.clone();
+    let new_seed = |s: &Option<u64>| {
+        s.map(|seed| crate::link::LinkSeed {
+            seed,
+            epoch: crate::probe::run::now_unix_ms() as u64,
+        })
+    };
     // Every input is checked before anything changes.
     let backend_choice = match &command {
         LinkCommand::Set {
@@ -103,8 +130,12 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             rate,
             direction,
             backend,
+            seed,
             ..
         } => {
+            if seed.is_some() {
+                link_seed = new_seed(seed);
+            }
             let new = LinkProfile {
                 delay: profile::parse_duration("--delay", delay)?,
                 jitter: profile::parse_duration("--jitter", jitter)?,
@@ -130,6 +161,42 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             })?;
             *backend
         }
+        LinkCommand::Replay {
+            trace,
+            between,
+            seed,
+            ..
+        } => {
+            let t = crate::scenario::trace::load(trace)?;
+            if t.changes.len() > crate::link::MAX_REPLAY_CHANGES {
+                return Err(BadInput(format!(
+                    "{}: {} changes; the delay line takes at most {} (resample the trace)",
+                    trace.display(),
+                    t.changes.len(),
+                    crate::link::MAX_REPLAY_CHANGES
+                ))
+                .into());
+            }
+            let pair = Pair::parse(between, &nets)?;
+            if seed.is_some() {
+                link_seed = new_seed(seed);
+            }
+            replay = Some(crate::link::Replay {
+                start_unix_ms: crate::probe::run::now_unix_ms() + 300.0,
+                links: pair
+                    .directed(Direction::Both)
+                    .into_iter()
+                    .map(|(a, b)| key(&a, &b))
+                    .collect(),
+                changes: t
+                    .changes
+                    .iter()
+                    .map(|c| (c.offset.as_micros() as u64, c.profile))
+                    .collect(),
+            });
+            // Only the delay line follows a trace on its own clock.
+            BackendChoice::Delayline
+        }
         LinkCommand::Partition {
             pair, direction, ..
         } => {
@@ -145,7 +212,10 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         LinkCommand::Clear { pair, backend, .. } => {
             match pair {
                 Some(pair) => edit(pair, Direction::Both, &|p| *p = LinkProfile::default())?,
-                None => links.clear(),
+                None => {
+                    links.clear();
+                    replay = None;
+                }
             }
             *backend
         }
@@ -159,7 +229,11 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     };
     if !matches!(command, LinkCommand::Show { .. }) {
         let engine = Engine::connect().await?;
-        apply(&engine, &state, &links, backend).await?;
+        let renew = link_seed != state.link_seed || replay != state.link_replay;
+        let mut next = state.clone();
+        next.link_seed = link_seed;
+        next.link_replay = replay.clone();
+        apply(&engine, &next, &links, backend, renew).await?;
         // A change while probes run is an event on the run's timeline.
         if let Some(run) = &state.probe_run {
             let what = std::env::args().skip(2).collect::<Vec<_>>().join(" ");
@@ -174,10 +248,13 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
                 },
             );
         }
-        let link_backend = links.values().any(|p| p.shapes()).then_some(backend);
+        let link_backend = (links.values().any(|p| p.shapes()) || replay.is_some())
+            .then_some(backend);
         state = dir.update(|s| {
             s.link_backend = link_backend;
             s.links = links;
+            s.link_seed = link_seed;
+            s.link_replay = replay;
         })?;
     }
     let views = view(&state);

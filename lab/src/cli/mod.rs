@@ -10,6 +10,8 @@ mod kubeconfig;
 mod link;
 mod migrate;
 mod probe;
+mod run;
+mod scenario;
 mod status;
 mod up;
 mod verdict;
@@ -131,6 +133,15 @@ pub enum Command {
     /// Judge a kept run again (verdict.json, junit.xml, report.html): exit 0
     /// passed, 1 failed, 2 bad input.
     Verdict(verdict::VerdictArgs),
+    /// Run scenario files end to end (up, links, probes, timeline,
+    /// migration, verdict, expectations, down): exit 0 when every
+    /// expectation holds, 1 when one does not, 2 bad input, 3 environment.
+    Run(run::RunArgs),
+    /// Check scenario files, or print the format's JSON Schema.
+    Scenario {
+        #[command(subcommand)]
+        command: scenario::ScenarioCommand,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completion {
         #[arg(value_enum)]
@@ -210,6 +221,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Completion { shell } => return completion::run(shell),
         Command::Verdict(args) => return verdict::run(&args),
         Command::Images { command } => return images::run(command).await,
+        Command::Scenario { command } => return scenario::run(command),
         c => c,
     };
     let state_root = crate::state::resolve_root(
@@ -231,7 +243,9 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Migrate(args) => migrate::run(root, *args).await,
         Command::Probe { command } => probe::run(root, command).await,
         Command::Kubeconfig { lab } => kubeconfig::run(root, &lab).await,
+        Command::Run(args) => run::run(root, args).await,
         Command::Agent { .. }
+        | Command::Scenario { .. }
         | Command::Doctor { .. }
         | Command::Completion { .. }
         | Command::Verdict(_)

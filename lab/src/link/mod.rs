@@ -72,11 +72,49 @@ pub struct DelaylineNetwork {
     pub subnet: String,
 }
 
+/// The seed of the delay line's loss and jitter draws. Each directed link
+/// draws from its own generator seeded from this; setting a seed again
+/// (a new `epoch`) starts every generator over, so the same packets on a
+/// link meet the same fates.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct LinkSeed {
+    pub seed: u64,
+    /// When it was set (unix ms): a change restarts the generators.
+    pub epoch: u64,
+}
+
+/// A link trace the delay line follows on its own clock: from
+/// `start_unix_ms`, each change puts its profile in force on `links`
+/// until the next one.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct Replay {
+    pub start_unix_ms: f64,
+    /// Directed keys (`a>b`) the trace drives.
+    pub links: Vec<String>,
+    /// (offset in microseconds, profile), offsets rising.
+    pub changes: Vec<(u64, LinkProfile)>,
+}
+
+impl Replay {
+    /// The index of the change in force `since_start_us` after the start.
+    pub fn index_at(&self, since_start_us: u64) -> Option<usize> {
+        let i = self.changes.partition_point(|(o, _)| *o <= since_start_us);
+        i.checked_sub(1)
+    }
+}
+
+/// The most changes a replay hands to the delay line.
+pub const MAX_REPLAY_CHANGES: usize = 200_000;
+
 /// What the delay line needs: the networks and the link table.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct DelaylineConfig {
     pub networks: Vec<DelaylineNetwork>,
     pub links: BTreeMap<String, LinkProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<LinkSeed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Replay>,
 }
 
 impl DelaylineConfig {
@@ -91,6 +129,8 @@ impl DelaylineConfig {
                 })
                 .collect(),
             links: links.clone(),
+            seed: state.link_seed,
+            replay: state.link_replay.clone(),
         }
     }
 }
@@ -146,21 +186,25 @@ fn shaping(links: &BTreeMap<String, LinkProfile>) -> BTreeMap<&String, LinkProfi
         .collect()
 }
 
-/// Puts `links` in force in the lab's router with `backend`.
+/// Puts `links` in force in the lab's router with `backend`. `state` holds
+/// the links in force so far, and the seed and replay to put in force;
+/// `renew` rewrites the delay line's table even when the links did not
+/// change (a new seed or replay).
 pub async fn apply(
     engine: &Engine,
     state: &LabState,
     links: &BTreeMap<String, LinkProfile>,
     backend: Backend,
+    renew: bool,
 ) -> Result<()> {
     let router = &state.router.container;
     let backend_changed = state.link_backend.is_some_and(|b| b != backend);
-    if shaping(links) != shaping(&state.links) || backend_changed {
+    if shaping(links) != shaping(&state.links) || backend_changed || renew {
         let out = engine
             .exec_ok(router, &["ip", "-o", "-4", "addr", "show"], false)
             .await?;
         let ifaces = router::interfaces(state, &out);
-        let shapes = links.values().any(|p| p.shapes());
+        let shapes = links.values().any(|p| p.shapes()) || state.link_replay.is_some();
         let (netem_links, divert) = match backend {
             Backend::Netem => (links.clone(), false),
             Backend::Delayline => (BTreeMap::new(), shapes),

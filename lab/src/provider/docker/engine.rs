@@ -316,6 +316,21 @@ impl Engine {
             .with_context(|| format!("start container {container}"))
     }
 
+    /// Freezes every process of a container (the cgroup freezer).
+    pub async fn pause(&self, container: &str) -> Result<()> {
+        self.api
+            .pause_container(container)
+            .await
+            .with_context(|| format!("pause container {container}"))
+    }
+
+    pub async fn unpause(&self, container: &str) -> Result<()> {
+        self.api
+            .unpause_container(container)
+            .await
+            .with_context(|| format!("unpause container {container}"))
+    }
+
     /// Stops a container (SIGTERM, then SIGKILL after `timeout_s`).
     pub async fn stop(&self, container: &str, timeout_s: i32) -> Result<()> {
         let opts = bollard::query_parameters::StopContainerOptionsBuilder::default()

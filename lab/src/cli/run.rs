@@ -1,0 +1,118 @@
+//! `cpmlab run FILE|DIR...`: run scenario files end to end and judge them
+//! by their expectations.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{check_name, interrupted};
+use crate::errors::{Cancel, EXIT_BAD_INPUT, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
+use crate::progress::{Mode, Progress};
+use crate::provider::docker::engine::Engine;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Scenario files, or directories of them (`*.yaml`, in name order).
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// Where each scenario's directory, junit.xml and index.html go
+    /// (default: <state root>/runs/scenarios-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+    /// Leave the lab up after each scenario, and reuse a lab that is up
+    /// when it is as the next scenario would build it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Scenarios run at once, each on its own lab.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    pub jobs: u16,
+    /// The lab's name (with --jobs N: NAME-1 .. NAME-N).
+    #[arg(long, env = "CPMLAB_NAME", default_value = "run")]
+    pub name: String,
+}
+
+pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
+    check_name(&a.name)?;
+    // Every file is checked before anything is created.
+    let paths = crate::scenario::expand(&a.scenarios)?;
+    let mut files = Vec::new();
+    let mut bad = 0;
+    for p in &paths {
+        match crate::scenario::load(p) {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                eprintln!("error: {e}");
+                bad += 1;
+            }
+        }
+    }
+    if bad > 0 {
+        eprintln!("{bad} of {} scenario files are not valid; nothing was run", paths.len());
+        return Ok(EXIT_BAD_INPUT);
+    }
+    let mut names = std::collections::BTreeMap::new();
+    for f in &files {
+        if let Some(other) = names.insert(f.name(), f.path.clone()) {
+            return Err(crate::errors::BadInput(format!(
+                "{} and {} share the name `{}`: their directories would collide",
+                other.display(),
+                f.path.display(),
+                f.name()
+            ))
+            .into());
+        }
+    }
+    let engine = Engine::connect().await?;
+    let report_dir = match a.report_dir {
+        Some(d) => d,
+        None => crate::state::runs_dir(state_root).join(format!(
+            "scenarios-{}",
+            crate::migrate::flow::now_rfc3339().replace(':', "")
+        )),
+    };
+    std::fs::create_dir_all(&report_dir)
+        .with_context(|| format!("create {}", report_dir.display()))?;
+    let report_dir = report_dir.canonicalize()?;
+    let opts = crate::runner::Options {
+        exe: std::env::current_exe().context("find the cpmlab binary")?,
+        state_root: state_root.to_path_buf(),
+        report_dir: report_dir.clone(),
+        keep: a.keep,
+        lab: a.name.clone(),
+    };
+    let progress = Progress::new(Mode::detect(false));
+    let cancel = Cancel::default();
+    let work = crate::runner::run_all(&engine, &files, &opts, a.jobs as usize, &progress, &cancel);
+    tokio::pin!(work);
+    let results = tokio::select! {
+        r = &mut work => r,
+        _ = interrupted() => {
+            progress.note("interrupted: stopping the probes, writing what ran, tearing down");
+            cancel.cancel();
+            work.await
+        }
+    };
+    std::fs::write(
+        report_dir.join("junit.xml"),
+        crate::runner::summary::junit(&results),
+    )?;
+    std::fs::write(
+        report_dir.join("index.html"),
+        crate::runner::summary::index(&results, "cpmlab scenarios"),
+    )?;
+    print!("{}", crate::runner::summary::table(&results));
+    println!("{}", report_dir.join("index.html").display());
+    if cancel.check().is_err() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if results.iter().any(|r| r.env_error) {
+        return Ok(EXIT_ENV);
+    }
+    Ok(
+        if results.len() == files.len() && results.iter().all(|r| r.passed) {
+            0
+        } else {
+            EXIT_FAILED
+        },
+    )
+}

@@ -1,0 +1,230 @@
+//! Timeline actions against a running lab: faults on containers (resolved
+//! from roles at the moment they fire), links and the migration. Each
+//! fault is recorded as a lab event in the probe run, so the report and the
+//! hazard rules see it.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::child::{args, Cpmlab};
+use super::hazards::{KILL_EVENT, LEADER_MARK};
+use crate::errors::Cancel;
+use crate::probe::run::{now_unix_ms, record_lab_event};
+use crate::provider::docker::engine::Engine;
+use crate::scenario::check::{Action, Role, TargetRef};
+use crate::scenario::{LinkSpec, MigrateAction};
+use crate::state::LabDir;
+
+/// A container an action hits, with what it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub container: String,
+    /// e.g. `seed-a-etcd-1 (leader)`.
+    pub what: String,
+    pub member: bool,
+    pub leader: bool,
+}
+
+/// Finds the container a target means now.
+pub async fn resolve(
+    engine: &Engine,
+    state_root: &Path,
+    lab: &str,
+    t: &TargetRef,
+) -> Result<Hit> {
+    let (_, state) = crate::status::load_lab(state_root, lab)?;
+    match t {
+        TargetRef::Gateway(seed) => {
+            let s = state
+                .seed(seed)
+                .with_context(|| format!("no seed `{seed}`"))?;
+            Ok(Hit {
+                container: s.gateway.container.clone(),
+                what: format!("gateway of {seed}"),
+                member: false,
+                leader: false,
+            })
+        }
+        TargetRef::Api { seed, index } => {
+            let mut reps: Vec<_> = state.apiservers_of(seed).collect();
+            reps.sort_by(|a, b| a.name.cmp(&b.name));
+            let r = reps.get(*index).with_context(|| {
+                format!("`{seed}` runs {} API replicas now, no index {index}", reps.len())
+            })?;
+            Ok(Hit {
+                container: r.container.clone(),
+                what: format!("API replica {}", r.name),
+                member: false,
+                leader: false,
+            })
+        }
+        TargetRef::Member { seed, index } => {
+            let mut ms: Vec<_> = state.members_of(seed).collect();
+            ms.sort_by(|a, b| a.name.cmp(&b.name));
+            let m = ms.get(*index).with_context(|| {
+                format!("`{seed}` holds {} members now, no index {index}", ms.len())
+            })?;
+            let leader = leader_name(engine, state_root, lab).await.as_deref() == Some(&m.name);
+            Ok(Hit {
+                container: m.container.clone(),
+                what: format!("{}{}", m.name, if leader { " (leader)" } else { "" }),
+                member: true,
+                leader,
+            })
+        }
+        TargetRef::MemberRole { role, seed } => {
+            let view = crate::status::status(engine, state_root, lab).await?.etcd;
+            let pick = view.members.iter().filter(|m| {
+                seed.as_ref().is_none_or(|s| &m.seed == s)
+                    && match role {
+                        Role::Leader => m.is_leader,
+                        Role::Follower => !m.is_leader && !m.is_learner && m.healthy,
+                        Role::Learner => m.is_learner,
+                    }
+            });
+            let m = pick.min_by(|a, b| a.name.cmp(&b.name)).with_context(|| {
+                format!(
+                    "no {t} now (members: {})",
+                    view.members
+                        .iter()
+                        .map(|m| format!(
+                            "{}{}{}",
+                            m.name,
+                            if m.is_leader { " leader" } else { "" },
+                            if m.is_learner { " learner" } else { "" }
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+            let member = state
+                .members
+                .iter()
+                .find(|s| s.name == m.name)
+                .with_context(|| format!("member {} is not in the lab's state", m.name))?;
+            Ok(Hit {
+                container: member.container.clone(),
+                what: format!(
+                    "{}{}",
+                    m.name,
+                    if m.is_leader { format!(" {LEADER_MARK}") } else { String::new() }
+                ),
+                member: true,
+                leader: m.is_leader,
+            })
+        }
+    }
+}
+
+async fn leader_name(engine: &Engine, state_root: &Path, lab: &str) -> Option<String> {
+    crate::status::status(engine, state_root, lab)
+        .await
+        .ok()?
+        .etcd
+        .leader
+}
+
+/// `link set` arguments for a link spec.
+pub fn link_set_args(l: &LinkSpec, seed: Option<u64>) -> Vec<String> {
+    let mut a = args(&["link", "set", &l.between]);
+    let mut opt = |flag: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            a.push(flag.into());
+            a.push(v.clone());
+        }
+    };
+    opt("--delay", &l.delay);
+    opt("--jitter", &l.jitter);
+    opt("--loss", &l.loss);
+    opt("--rate", &l.rate);
+    if let Some(d) = l.distribution {
+        a.push("--distribution".into());
+        a.push(d.as_str().into());
+    }
+    if let Some(d) = l.direction {
+        a.push("--direction".into());
+        a.push(d.flag().into());
+    }
+    if let Some(s) = seed {
+        a.push("--seed".into());
+        a.push(s.to_string());
+    }
+    a
+}
+
+/// Runs one action other than `migrate` (the runner owns the migration
+/// process); returns what it hit.
+pub async fn perform(
+    engine: &Engine,
+    cpm: &Cpmlab,
+    dir: &LabDir,
+    action: &Action,
+    cancel: &Cancel,
+) -> Result<String> {
+    let at = now_unix_ms();
+    let fault = |verb: &str, hit: &Hit| {
+        let name = if verb == "kill" && hit.member {
+            format!("{KILL_EVENT} {}", hit.what)
+        } else {
+            format!("{verb} {}", hit.what)
+        };
+        record_lab_event(dir, "fault", &name, "timeline", at, None);
+        format!("{verb} {} ({})", hit.what, hit.container)
+    };
+    match action {
+        Action::Kill(t) | Action::Pause(t) | Action::Unpause(t) | Action::Restart(t) => {
+            let hit = resolve(engine, &cpm.state_root, &cpm.lab, t).await?;
+            let c = &hit.container;
+            let verb = match action {
+                Action::Kill(_) => {
+                    engine.signal(c, "SIGKILL").await?;
+                    "kill"
+                }
+                Action::Pause(_) => {
+                    engine.pause(c).await?;
+                    "pause"
+                }
+                Action::Unpause(_) => {
+                    engine.unpause(c).await?;
+                    "unpause"
+                }
+                _ => {
+                    match engine.container_state(c).await?.as_str() {
+                        "running" => {
+                            engine.stop(c, 0).await?;
+                            engine.start(c).await?
+                        }
+                        "paused" => engine.unpause(c).await?,
+                        "missing" => anyhow::bail!("container {c} is gone"),
+                        _ => engine.start(c).await?,
+                    }
+                    "restart"
+                }
+            };
+            Ok(fault(verb, &hit))
+        }
+        Action::Partition(pair) | Action::Heal(pair) => {
+            let verb = if matches!(action, Action::Partition(_)) {
+                "partition"
+            } else {
+                "heal"
+            };
+            let d = cpm.run(&args(&["link", verb, pair]), cancel).await?;
+            anyhow::ensure!(d.ok(), "cpmlab link {verb} {pair}: {}", d.error_line());
+            Ok(format!("{verb} {pair}"))
+        }
+        Action::Link(l) => {
+            let d = cpm.run(&link_set_args(l, None), cancel).await?;
+            anyhow::ensure!(d.ok(), "cpmlab link set {}: {}", l.between, d.error_line());
+            Ok(format!("link {} set", l.between))
+        }
+        Action::Migrate(m) => anyhow::bail!(
+            "migrate {} is run by the runner",
+            match m {
+                MigrateAction::Resume => "--resume",
+                MigrateAction::Abort => "--abort",
+            }
+        ),
+    }
+}

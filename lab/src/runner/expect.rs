@@ -1,0 +1,209 @@
+//! A scenario's expectations against what the run observed: one result per
+//! expectation (each a JUnit testcase), with a message that says what was
+//! wanted and what was seen.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::scenario::{Checked, MigrationOutcome, Scenario, VerdictExpect};
+use crate::verdict::{ProbeStats, Verdict};
+
+/// The lab at the end of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EndObserved {
+    /// The seed whose gateway the shoot API's name resolves to.
+    pub serving: Option<String>,
+    pub voters: BTreeMap<String, u32>,
+    pub conditions: BTreeMap<String, String>,
+}
+
+/// What happened to one timeline entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EntryResult {
+    pub index: usize,
+    pub action: String,
+    /// Seconds from the probes' start; `None`: never triggered.
+    pub at_s: Option<f64>,
+    /// What it hit, or why it failed.
+    pub detail: String,
+    pub ok: bool,
+}
+
+/// Everything the expectations are checked against.
+pub struct Observed<'a> {
+    pub verdict: Option<&'a Verdict>,
+    /// Failed requests a named hazard excused.
+    pub excused: usize,
+    pub migration: Option<MigrationOutcome>,
+    pub end: Option<&'a EndObserved>,
+    pub timeline: &'a [EntryResult],
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectResult {
+    pub name: String,
+    pub passed: bool,
+    pub message: String,
+}
+
+fn res(name: impl Into<String>, passed: bool, message: impl Into<String>) -> ExpectResult {
+    ExpectResult {
+        name: name.into(),
+        passed,
+        message: message.into(),
+    }
+}
+
+/// The lanes an expectation key covers: `overall`, a kind (every mode), or
+/// one lane.
+fn lanes<'a>(v: &'a Verdict, key: &str) -> Vec<&'a ProbeStats> {
+    if key == "overall" {
+        return vec![&v.overall];
+    }
+    v.probes
+        .iter()
+        .filter(|(k, _)| *k == key || k.split('/').next() == Some(key))
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// Checks every expectation (the defaults included: the verdict passes, a
+/// migration completes, every timeline entry ran).
+pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
+    let e = &s.expect;
+    let mut out = Vec::new();
+    let want_verdict = e.verdict.unwrap_or(VerdictExpect::Pass);
+    match o.verdict {
+        Some(v) => {
+            let passed = v.passed == (want_verdict == VerdictExpect::Pass);
+            let excused = if o.excused > 0 {
+                format!(" ({} failed requests excused as known hazards)", o.excused)
+            } else {
+                String::new()
+            };
+            let seen = if v.passed {
+                "passed".to_string()
+            } else {
+                format!("failed: {}", v.reasons.join("; "))
+            };
+            out.push(res(
+                "verdict",
+                passed,
+                format!(
+                    "want {}, the verdict {seen}{excused}",
+                    match want_verdict {
+                        VerdictExpect::Pass => "pass",
+                        VerdictExpect::Fail => "fail",
+                    }
+                ),
+            ));
+            for (k, limit) in &c.downtime {
+                let worst = lanes(v, k)
+                    .iter()
+                    .map(|l| l.downtime_ms)
+                    .fold(0.0, f64::max);
+                let lim = limit.as_secs_f64() * 1e3;
+                out.push(res(
+                    format!("downtime {k}"),
+                    worst <= lim,
+                    format!("at most {lim:.0} ms, was {worst:.0} ms"),
+                ));
+            }
+            for (k, limit) in &e.failed_requests {
+                let n: u64 = lanes(v, k).iter().map(|l| l.failed()).sum();
+                out.push(res(
+                    format!("failed requests {k}"),
+                    n <= *limit,
+                    format!("at most {limit}, were {n}"),
+                ));
+            }
+            for ((step, kind), limit) in &c.p99 {
+                let lim = limit.as_secs_f64() * 1e3;
+                let phase = v.phases.iter().find(|p| &p.name == step);
+                let lat = phase.and_then(|p| match kind.as_str() {
+                    "get" => p.get,
+                    "list" => p.list,
+                    "write" => p.write,
+                    _ => p.watch_delay,
+                });
+                let name = format!("p99 {step} {kind}");
+                match lat {
+                    Some(l) => out.push(res(
+                        name,
+                        l.p99_ms <= lim,
+                        format!(
+                            "at most {lim:.0} ms, was {:.0} ms over {} requests",
+                            l.p99_ms, l.count
+                        ),
+                    )),
+                    None => out.push(res(
+                        name,
+                        false,
+                        format!("no successful {kind} in {step}: nothing to hold to {lim:.0} ms"),
+                    )),
+                }
+            }
+        }
+        None => out.push(res("verdict", false, "the run has no verdict")),
+    }
+    let want_mig = e.migration.or(match &s.migration {
+        Some(m) if m.stop_after.is_some() => None,
+        Some(_) => Some(MigrationOutcome::Completed),
+        None => None,
+    });
+    if let Some(want) = want_mig {
+        let seen = o.migration.map(|m| m.as_str()).unwrap_or("not started");
+        out.push(res(
+            "migration",
+            o.migration == Some(want),
+            format!("want {}, was {seen}", want.as_str()),
+        ));
+    }
+    if let Some(end) = &e.end {
+        match o.end {
+            None => out.push(res("end state", false, "the lab's end state could not be read")),
+            Some(seen) => {
+                if let Some(sv) = &end.serving {
+                    out.push(res(
+                        "end serving",
+                        seen.serving.as_ref() == Some(sv),
+                        format!(
+                            "want {sv}, the API name resolves to {}",
+                            seen.serving.as_deref().unwrap_or("no seed")
+                        ),
+                    ));
+                }
+                for (seed, n) in &end.voters {
+                    let got = seen.voters.get(seed).copied().unwrap_or(0);
+                    out.push(res(
+                        format!("end voters {seed}"),
+                        got == *n,
+                        format!("want {n}, were {got}"),
+                    ));
+                }
+                for (k, want) in &end.conditions {
+                    let got = seen
+                        .conditions
+                        .get(k)
+                        .map(String::as_str)
+                        .unwrap_or("absent");
+                    out.push(res(
+                        format!("end condition {k}"),
+                        got == want,
+                        format!("want {want}, was {got}"),
+                    ));
+                }
+            }
+        }
+    }
+    for t in o.timeline {
+        let name = format!("timeline[{}] {}", t.index, t.action);
+        let msg = match t.at_s {
+            Some(at) => format!("at {at:.1} s: {}", t.detail),
+            None => format!("never triggered: {}", t.detail),
+        };
+        out.push(res(name, t.ok && t.at_s.is_some(), msg));
+    }
+    out
+}

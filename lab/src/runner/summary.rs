@@ -1,0 +1,184 @@
+//! What a run of many scenarios leaves: one table on the terminal, an
+//! aggregate `junit.xml` (a testsuite per scenario, a testcase per
+//! expectation) and an `index.html` linking each scenario's report.
+
+use std::fmt::Write;
+
+use super::ScenarioResult;
+
+fn status(r: &ScenarioResult) -> &'static str {
+    if r.incomplete {
+        "INCOMPLETE"
+    } else if r.error.is_some() {
+        "ERROR"
+    } else if r.passed {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+fn why(r: &ScenarioResult) -> String {
+    if let Some(e) = &r.error {
+        return e.lines().next().unwrap_or("").to_string();
+    }
+    r.failed_expectations()
+        .iter()
+        .map(|e| format!("{}: {}", e.name, e.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The terminal table.
+pub fn table(results: &[ScenarioResult]) -> String {
+    let w = results
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let mut out = format!(
+        "{:<w$}  {:<10}  {:>7}  {:<10}  {:>6}  WHY\n",
+        "SCENARIO", "RESULT", "WALL", "MIGRATION", "SEED"
+    );
+    for r in results {
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:<10}  {:>6.0}s  {:<10}  {:>6}  {}",
+            r.name,
+            status(r),
+            r.wall_s,
+            r.migration.as_deref().unwrap_or("-"),
+            r.seed % 1_000_000,
+            why(r)
+        );
+    }
+    let passed = results.iter().filter(|r| r.passed).count();
+    let _ = writeln!(
+        out,
+        "{passed} of {} scenarios passed in {:.0} s",
+        results.len(),
+        results.iter().map(|r| r.wall_s).sum::<f64>()
+    );
+    out
+}
+
+fn xml(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect::<String>()
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One `<testsuites>`: a suite per scenario, a case per expectation (a
+/// scenario that did not get to its expectations is one failed case).
+pub fn junit(results: &[ScenarioResult]) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let tests: usize = results.iter().map(|r| r.expectations.len().max(1)).sum();
+    let failures: usize = results
+        .iter()
+        .map(|r| {
+            if r.error.is_some() || r.incomplete {
+                r.failed_expectations().len().max(1)
+            } else {
+                r.failed_expectations().len()
+            }
+        })
+        .sum();
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"cpmlab scenarios\" tests=\"{tests}\" failures=\"{failures}\">"
+    );
+    for r in results {
+        let f = r.failed_expectations().len();
+        let extra = usize::from(r.error.is_some() || r.incomplete);
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1}\">",
+            xml(&r.name),
+            r.expectations.len() + extra,
+            f + extra,
+            r.wall_s
+        );
+        let _ = writeln!(
+            out,
+            "    <properties><property name=\"seed\" value=\"{}\"/><property name=\"description\" value=\"{}\"/></properties>",
+            r.seed,
+            xml(&r.description)
+        );
+        if extra == 1 {
+            let msg = r
+                .error
+                .clone()
+                .unwrap_or_else(|| "interrupted: the run is incomplete".into());
+            let _ = writeln!(
+                out,
+                "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"run\"><failure message=\"{m}\">{m}</failure></testcase>",
+                n = xml(&r.name),
+                m = xml(&msg)
+            );
+        }
+        for e in &r.expectations {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"cpmlab.scenario.{}\" name=\"{}\">",
+                xml(&r.name),
+                xml(&e.name)
+            );
+            if e.passed {
+                let _ = write!(out, "<system-out>{}</system-out>", xml(&e.message));
+            } else {
+                let _ = write!(
+                    out,
+                    "<failure message=\"{m}\">{m}</failure>",
+                    m = xml(&e.message)
+                );
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// `index.html`: every scenario, its result, and a link to its report.
+pub fn index(results: &[ScenarioResult], title: &str) -> String {
+    let mut rows = String::new();
+    for r in results {
+        let colour = match status(r) {
+            "PASS" => "#2a7",
+            "FAIL" => "#c33",
+            _ => "#c80",
+        };
+        let link = match &r.report {
+            Some(p) => format!("<a href=\"{}\">report</a>", xml(p)),
+            None => "-".into(),
+        };
+        let _ = writeln!(
+            rows,
+            "<tr><td><b>{}</b><br><small>{}</small></td><td style=\"color:{colour};font-weight:bold\">{}</td><td>{:.0} s</td><td>{}</td><td>{}</td><td>{link} · <a href=\"{}/run.log\">run.log</a> · <a href=\"{}/result.json\">result.json</a></td><td><small>{}</small></td></tr>",
+            xml(&r.name),
+            xml(&r.description),
+            status(r),
+            r.wall_s,
+            xml(r.migration.as_deref().unwrap_or("-")),
+            r.seed,
+            xml(&r.name),
+            xml(&r.name),
+            xml(&why(r))
+        );
+    }
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}</style>\
+</head><body><h1>{t}</h1><p>{} of {} scenarios passed.</p>\
+<table><tr><th>scenario</th><th>result</th><th>wall</th><th>migration</th><th>seed</th><th>files</th><th>why</th></tr>\n{rows}</table></body></html>\n",
+        results.iter().filter(|r| r.passed).count(),
+        results.len(),
+        t = xml(title)
+    )
+}

@@ -1,0 +1,477 @@
+//! The scenario file: one situation written down — the lab, the links, the
+//! probes, the migration, a timeline of faults, and what must hold at the
+//! end — that `cpmlab run` executes and judges. Parsed with unknown keys
+//! refused and every error located (`file:line: field: message`); checked
+//! as a whole before anything is created.
+
+pub mod check;
+pub mod trace;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::link::profile::Distribution;
+use crate::migrate::membership::Plan;
+use crate::migrate::record::Driver;
+use crate::topology::Topology;
+use crate::yaml_file::FileError;
+
+pub use check::Checked;
+
+/// A scenario as written (defaults filled in).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// One line: what this scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// Seed of the delay line's loss and jitter draws, so that a run can be
+    /// replayed with the same packet fates; chosen and recorded when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The lab (any field of a topology file; defaults as
+    /// fixtures/topologies/default.yaml).
+    #[serde(default)]
+    pub topology: Topology,
+    /// Link profiles put in force before the probes start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkSpec>,
+    /// A link trace replayed into a link while the scenario runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSpec>,
+    #[serde(default)]
+    pub probes: ProbeSpec,
+    /// The migration; absent: the probes run for `duration` with no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationSpec>,
+    /// How long the probes run at least, from their start (default 20s
+    /// without a migration; with one, the migration's end is waited for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Actions at a time or at a migration step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineEntry>,
+    /// What must hold at the end; every entry is a JUnit testcase.
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+/// One link profile, as `cpmlab link set` takes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Two networks, `A:B` (seed names or `clients`).
+    pub between: String,
+    /// `both` (default), `a-to-b` or `b-to-a`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<DirectionSpec>,
+    /// One-way delay, e.g. 25ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<Distribution>,
+    /// Packet loss, e.g. 0.5%.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<String>,
+    /// Rate limit, e.g. 100mbit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectionSpec {
+    Both,
+    AToB,
+    BToA,
+}
+
+impl DirectionSpec {
+    pub fn flag(self) -> &'static str {
+        match self {
+            DirectionSpec::Both => "both",
+            DirectionSpec::AToB => "a-to-b",
+            DirectionSpec::BToA => "b-to-a",
+        }
+    }
+}
+
+/// A link trace (CSV or NDJSON; see `trace`) replayed into a link.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// The trace file, relative to the scenario file.
+    pub file: String,
+    /// The link it is replayed into, `A:B` (both directions).
+    #[serde(default = "default_trace_pair")]
+    pub between: String,
+}
+
+fn default_trace_pair() -> String {
+    "seed-a:seed-b".into()
+}
+
+/// The probe clients, as `cpmlab probe start` takes them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// Requests per second per probe and connection mode.
+    #[serde(default = "default_rate")]
+    pub rate: f64,
+    /// Per-request timeout.
+    #[serde(default = "default_timeout")]
+    pub timeout: String,
+    /// readyz, get, list, write, watch, informer.
+    #[serde(default = "default_probes")]
+    pub probes: Vec<String>,
+    /// new, reused.
+    #[serde(default = "default_modes")]
+    pub modes: Vec<String>,
+    /// How long the probes run before the migration starts.
+    #[serde(default = "default_warmup")]
+    pub warmup: String,
+    /// How long they run after the migration (and the timeline) ended.
+    #[serde(default = "default_cooldown")]
+    pub cooldown: String,
+}
+
+impl Default for ProbeSpec {
+    fn default() -> Self {
+        ProbeSpec {
+            rate: default_rate(),
+            timeout: default_timeout(),
+            probes: default_probes(),
+            modes: default_modes(),
+            warmup: default_warmup(),
+            cooldown: default_cooldown(),
+        }
+    }
+}
+
+fn default_rate() -> f64 {
+    20.0
+}
+fn default_timeout() -> String {
+    "2s".into()
+}
+fn default_probes() -> Vec<String> {
+    ["readyz", "get", "list", "write", "watch", "informer"]
+        .map(String::from)
+        .to_vec()
+}
+fn default_modes() -> Vec<String> {
+    vec!["new".into(), "reused".into()]
+}
+fn default_warmup() -> String {
+    "3s".into()
+}
+fn default_cooldown() -> String {
+    "3s".into()
+}
+
+impl ProbeSpec {
+    /// As `cpmlab probe start` flags take them.
+    pub fn settings(&self) -> crate::probe::run::ProbeSettings {
+        crate::probe::run::ProbeSettings {
+            rate: self.rate,
+            timeout: self.timeout.clone(),
+            probes: self.probes.join(","),
+            modes: self.modes.join(","),
+        }
+    }
+}
+
+/// The migration, as `cpmlab migrate` takes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationSpec {
+    #[serde(default = "default_plan")]
+    #[schemars(with = "PlanName")]
+    pub plan: Plan,
+    #[serde(default = "default_driver")]
+    #[schemars(with = "DriverName")]
+    pub driver: Driver,
+    /// The external driver's command (`sh -c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub force_shrink: bool,
+    #[serde(default)]
+    pub allow_distant_regions: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rtt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_timeout: Option<String>,
+    /// Stop once this step is True (a timeline `migrate: resume` goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_after: Option<String>,
+    /// Hold steps open this long once they started (step to duration), so
+    /// that a fault lands inside a step that is otherwise over in a moment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hold: BTreeMap<String, String>,
+}
+
+fn default_plan() -> Plan {
+    Plan::SixMember
+}
+fn default_driver() -> Driver {
+    Driver::Reference
+}
+
+/// The plan's names, for the schema.
+#[derive(JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum PlanName {
+    SixMember,
+    FiveMember,
+}
+
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum DriverName {
+    Reference,
+    External,
+}
+
+/// One timeline entry: a trigger (`at` or `when`) and exactly one action.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineEntry {
+    /// Time from the start of the probes, e.g. 10s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// A migration step's transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+    /// SIGKILL a member, an API replica or a gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill: Option<Target>,
+    /// Freeze it (docker pause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<Target>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpause: Option<Target>,
+    /// Start it again (after a kill), or restart it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Target>,
+    /// Drop everything on a link, `A:B`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<String>,
+    /// Change a link profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkSpec>,
+    /// `resume` or `abort` the migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrate: Option<MigrateAction>,
+}
+
+/// A step's transition, optionally some time after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    /// A condition type of `status.liveMigration.conditions`.
+    pub step: String,
+    /// `entering` (the step starts), `leaving` (it turned True) or
+    /// `failed` (it turned False).
+    #[serde(default)]
+    pub on: StepEvent,
+    /// How long after the transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StepEvent {
+    #[default]
+    Entering,
+    Leaving,
+    Failed,
+}
+
+/// What an action hits: exactly one of `member`, `api`, `gateway`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// `leader`, `follower`, `learner`, or `<seed>/<index>` (0-based, the
+    /// seed's members in name order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// `<seed>/<index>`: an API server replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// A seed's gateway, by seed name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// With a role: only members in this seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MigrateAction {
+    Resume,
+    Abort,
+}
+
+/// What must hold at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// `pass` or `fail`: the verdict (after `excuse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictExpect>,
+    /// How the migration ends: `completed`, `failed`, `aborted`,
+    /// `refused` (never started), `stopped` (after `stop_after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationOutcome>,
+    /// Longest allowed downtime per probe (`write`, `get/new`, `overall`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub downtime: BTreeMap<String, String>,
+    /// Most failed requests allowed per probe (`write`, `get/new`, `overall`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_requests: BTreeMap<String, u64>,
+    /// Largest p99 per migration step (or `outside`) and request kind
+    /// (`get`, `list`, `write`, `watch_delay`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub p99: BTreeMap<String, BTreeMap<String, String>>,
+    /// The lab at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<EndState>,
+    /// Known etcd hazards whose failed requests are excused, each as
+    /// narrowly as the records allow: `move-leader`, `killed-member`,
+    /// `leader-election`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excuse: Vec<Hazard>,
+    /// The verdict's latency limits, where the scenario needs others:
+    /// `read_p99`, `list_p99`, `mutation_p99`, `watch_delay_p99`,
+    /// `watch_grace` (as `cpmlab verdict` takes them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slo: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictExpect {
+    Pass,
+    Fail,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MigrationOutcome {
+    Completed,
+    Failed,
+    Aborted,
+    Refused,
+    Stopped,
+}
+
+impl MigrationOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationOutcome::Completed => "completed",
+            MigrationOutcome::Failed => "failed",
+            MigrationOutcome::Aborted => "aborted",
+            MigrationOutcome::Refused => "refused",
+            MigrationOutcome::Stopped => "stopped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hazard {
+    MoveLeader,
+    KilledMember,
+    LeaderElection,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndState {
+    /// The seed the shoot API's DNS name points at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<String>,
+    /// Voting etcd members per seed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub voters: BTreeMap<String, u32>,
+    /// Condition status per type (`True`, `False`, `Unknown`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, String>,
+}
+
+/// A scenario read from a file, checked, with where it came from.
+#[derive(Debug, Clone)]
+pub struct ScenarioFile {
+    pub path: PathBuf,
+    pub scenario: Scenario,
+    pub checked: Checked,
+}
+
+impl ScenarioFile {
+    /// The scenario's name: its file name without `.yaml`.
+    pub fn name(&self) -> String {
+        self.path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenario".into())
+    }
+}
+
+/// Reads, parses and checks a scenario file.
+pub fn load(path: &Path) -> Result<ScenarioFile, FileError> {
+    let text = crate::yaml_file::read(path)?;
+    parse(&text, path)
+}
+
+/// Parses and checks scenario YAML; `path` names it in errors and anchors
+/// the trace file.
+pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, FileError> {
+    let (scenario, lines): (Scenario, _) = crate::yaml_file::parse(text, path)?;
+    let checked = check::check(&scenario, path)
+        .map_err(|(field, message)| lines.error(path, &field, message))?;
+    Ok(ScenarioFile {
+        path: path.to_path_buf(),
+        scenario,
+        checked,
+    })
+}
+
+/// Scenario files named on the command line: files as given, directories
+/// expanded to their `*.yaml` files in name order.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FileError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| FileError::whole(p, format!("cannot read directory: {e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            v.sort();
+            if v.is_empty() {
+                return Err(FileError::whole(p, "no *.yaml scenario files here"));
+            }
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// The JSON Schema of the scenario format.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Scenario)).expect("a schema is JSON")
+}
