@@ -94,6 +94,8 @@ pub struct MemberView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raft_index: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub raft_term: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -251,6 +253,7 @@ pub async fn cluster_view(state: &LabState, tls: &EtcdTls, timeout: Duration) ->
                     .and_then(|r| r.as_ref().ok())
                     .map(|s| s.version().to_string()),
                 raft_index: st.and_then(|r| r.as_ref().ok()).map(|s| s.raft_index()),
+                raft_term: st.and_then(|r| r.as_ref().ok()).map(|s| s.raft_term()),
                 error: match st {
                     Some(Err(e)) => Some(e.clone()),
                     Some(Ok(s)) if !s.errors().is_empty() => Some(s.errors().join("; ")),
@@ -307,6 +310,7 @@ mod tests {
             client_urls: vec![],
             version: None,
             raft_index: None,
+            raft_term: None,
             error: None,
         };
         let v = ClusterView {

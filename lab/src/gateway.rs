@@ -31,6 +31,8 @@ pub struct ApiRoute {
 }
 
 pub const API_PORT: u16 = 443;
+/// HAProxy's statistics (CSV at `/stats;csv`), on the gateway's loopback.
+pub const STATS_PORT: u16 = 8404;
 /// How long the gateway waits for a replica's /readyz: more than the 2 s
 /// the replica's own etcd check may take.
 pub const READYZ_CHECK_TIMEOUT_MS: u32 = 2500;
@@ -48,7 +50,9 @@ pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
         c,
         "# cpmlab gateway for seed {seed}: SNI routing, TLS passthrough\n\
          global\n  log stderr format short local0 notice\n\n\
-         defaults\n  mode tcp\n  log global\n  option dontlognull\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n"
+         defaults\n  mode tcp\n  log global\n  option dontlognull\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\n\
+         # Counters for the run directory (`cpmlab run` reads them), on loopback only.\n\
+         frontend stats\n  mode http\n  bind 127.0.0.1:{STATS_PORT}\n  stats enable\n  stats uri /stats\n"
     );
     for (kind, port) in [("client", ETCD_CLIENT_PORT), ("peer", ETCD_PEER_PORT)] {
         let _ = write!(

@@ -16,8 +16,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::tun::{tight_timers, Tun};
-use crate::link::schedule::{DelayQueue, LinkShaper, Verdict};
 use crate::link::profile::LinkProfile;
+use crate::link::schedule::{DelayQueue, LinkShaper, Verdict};
 use crate::link::{DelaylineConfig, LinkSeed, DELAYLINE_DEV, DELAYLINE_STATS};
 
 /// Finds the lab network of an address.

@@ -248,8 +248,8 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
                 },
             );
         }
-        let link_backend = (links.values().any(|p| p.shapes()) || replay.is_some())
-            .then_some(backend);
+        let link_backend =
+            (links.values().any(|p| p.shapes()) || replay.is_some()).then_some(backend);
         state = dir.update(|s| {
             s.link_backend = link_backend;
             s.links = links;

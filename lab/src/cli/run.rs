@@ -47,7 +47,10 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         }
     }
     if bad > 0 {
-        eprintln!("{bad} of {} scenario files are not valid; nothing was run", paths.len());
+        eprintln!(
+            "{bad} of {} scenario files are not valid; nothing was run",
+            paths.len()
+        );
         return Ok(EXIT_BAD_INPUT);
     }
     let mut names = std::collections::BTreeMap::new();

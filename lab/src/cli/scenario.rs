@@ -37,11 +37,7 @@ pub fn run(command: ScenarioCommand) -> Result<u8> {
                 match crate::scenario::load(f) {
                     Ok(sf) => {
                         if output == Output::Text {
-                            println!(
-                                "ok  {}: {}",
-                                f.display(),
-                                sf.scenario.description.trim()
-                            );
+                            println!("ok  {}: {}", f.display(), sf.scenario.description.trim());
                         }
                         out.push(serde_json::json!({"file": f, "valid": true}));
                     }

@@ -201,6 +201,7 @@ mod tests {
                         client_urls: vec![],
                         version: None,
                         raft_index: None,
+                        raft_term: None,
                         error: None,
                     },
                 )

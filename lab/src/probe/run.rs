@@ -309,7 +309,13 @@ pub fn judge(
     );
     std::fs::write(
         run.join("report.html"),
-        crate::verdict::report::html(&v, &records, &events, &title),
+        crate::verdict::report::html(
+            &v,
+            &records,
+            &events,
+            &crate::verdict::context::read(run),
+            &title,
+        ),
     )?;
     Ok(v)
 }

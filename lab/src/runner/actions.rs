@@ -27,12 +27,7 @@ pub struct Hit {
 }
 
 /// Finds the container a target means now.
-pub async fn resolve(
-    engine: &Engine,
-    state_root: &Path,
-    lab: &str,
-    t: &TargetRef,
-) -> Result<Hit> {
+pub async fn resolve(engine: &Engine, state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit> {
     let (_, state) = crate::status::load_lab(state_root, lab)?;
     match t {
         TargetRef::Gateway(seed) => {
@@ -50,7 +45,10 @@ pub async fn resolve(
             let mut reps: Vec<_> = state.apiservers_of(seed).collect();
             reps.sort_by(|a, b| a.name.cmp(&b.name));
             let r = reps.get(*index).with_context(|| {
-                format!("`{seed}` runs {} API replicas now, no index {index}", reps.len())
+                format!(
+                    "`{seed}` runs {} API replicas now, no index {index}",
+                    reps.len()
+                )
             })?;
             Ok(Hit {
                 container: r.container.clone(),
@@ -108,7 +106,11 @@ pub async fn resolve(
                 what: format!(
                     "{}{}",
                     m.name,
-                    if m.is_leader { format!(" {LEADER_MARK}") } else { String::new() }
+                    if m.is_leader {
+                        format!(" {LEADER_MARK}")
+                    } else {
+                        String::new()
+                    }
                 ),
                 member: true,
                 leader: m.is_leader,

@@ -66,11 +66,7 @@ impl Cpmlab {
     /// A line in run.log.
     pub fn log(&self, line: &str) {
         if let Ok(mut f) = self.log.lock() {
-            let _ = writeln!(
-                f,
-                "[{}] {line}",
-                crate::migrate::flow::now_rfc3339()
-            );
+            let _ = writeln!(f, "[{}] {line}", crate::migrate::flow::now_rfc3339());
         }
     }
 

@@ -162,7 +162,11 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
     }
     if let Some(end) = &e.end {
         match o.end {
-            None => out.push(res("end state", false, "the lab's end state could not be read")),
+            None => out.push(res(
+                "end state",
+                false,
+                "the lab's end state could not be read",
+            )),
             Some(seen) => {
                 if let Some(sv) = &end.serving {
                     out.push(res(

@@ -10,6 +10,7 @@ pub mod actions;
 pub mod child;
 pub mod expect;
 pub mod hazards;
+pub mod observe;
 pub mod summary;
 pub mod watch;
 
@@ -113,7 +114,12 @@ pub async fn run_one(
         sdir.join("scenario-as-run.json"),
         serde_json::to_string_pretty(&as_run)?,
     )?;
-    let cpm = Cpmlab::new(&opts.exe, &opts.state_root, &opts.lab, &sdir.join("run.log"))?;
+    let cpm = Cpmlab::new(
+        &opts.exe,
+        &opts.state_root,
+        &opts.lab,
+        &sdir.join("run.log"),
+    )?;
     let mut r = ScenarioResult {
         name: name.clone(),
         file: sf.path.clone(),
@@ -215,7 +221,10 @@ async fn drive(
         let topo = sdir.join("topology.json");
         std::fs::write(&topo, serde_json::to_string_pretty(&s.topology)?)?;
         let d = cpm
-            .run(&args(&["up", "--topology", &topo.to_string_lossy()]), cancel)
+            .run(
+                &args(&["up", "--topology", &topo.to_string_lossy()]),
+                cancel,
+            )
             .await?;
         ensure_ok(&d, "up")?;
     } else {
@@ -250,7 +259,10 @@ async fn drive(
     ensure_ok(&d, "probe start")?;
     let run_dir = PathBuf::from(d.stdout.trim());
     let started = Instant::now();
-    crate::probe::run::note(&run_dir, &format!("scenario {} started (seed {seed})", sf.name()))?;
+    crate::probe::run::note(
+        &run_dir,
+        &format!("scenario {} started (seed {seed})", sf.name()),
+    )?;
     if let (Some(t), Some((file, _))) = (&s.trace, &c.trace) {
         let d = cpm
             .run(
@@ -268,17 +280,34 @@ async fn drive(
             .await?;
         ensure_ok(&d, "link replay")?;
     }
-    let (timeline, migration) = timeline_and_migration(engine, sf, cpm, &dir, started, step, cancel).await;
+    // etcd, the gateways and the link, sampled beside the probes.
+    let observing = Cancel::default();
+    let observer = observe::observe(
+        engine,
+        &opts.state_root,
+        &opts.lab,
+        run_dir.clone(),
+        observing.clone(),
+    );
+    let work = async {
+        let r = timeline_and_migration(engine, sf, cpm, &dir, started, step, cancel).await;
+        if cancel.check().is_ok() {
+            step.detail("cooldown");
+            sleep_unless(c.cooldown, cancel).await;
+        }
+        observing.cancel();
+        r
+    };
+    let ((), (timeline, migration)) = tokio::join!(observer, work);
     r.timeline = timeline;
     r.migration = migration.map(|m| m.as_str().to_string());
-    if cancel.check().is_ok() {
-        step.detail("cooldown");
-        sleep_unless(c.cooldown, cancel).await;
-    } else {
+    if cancel.check().is_err() {
         let _ = crate::probe::run::note(&run_dir, "interrupted: the run is incomplete");
     }
     step.detail("probe stop");
-    let d = cpm.run(&args(&["probe", "stop", "-o", "json"]), &Cancel::default()).await?;
+    let d = cpm
+        .run(&args(&["probe", "stop", "-o", "json"]), &Cancel::default())
+        .await?;
     if d.code != 0 && d.code != 1 {
         ensure_ok(&d, "probe stop")?;
     }
@@ -295,7 +324,10 @@ async fn drive(
         let mut v = serde_json::to_value(&st)?;
         v["api_token"] = "(redacted)".into();
         v["dns"]["tsig_secret"] = "(redacted)".into();
-        std::fs::write(sdir.join("lab-state.json"), serde_json::to_string_pretty(&v)?)?;
+        std::fs::write(
+            sdir.join("lab-state.json"),
+            serde_json::to_string_pretty(&v)?,
+        )?;
     }
     r.expectations = expect::check(
         s,
@@ -442,12 +474,14 @@ async fn end_state(engine: &Engine, opts: &Options) -> Option<EndObserved> {
     let st = crate::status::status(engine, &opts.state_root, &opts.lab)
         .await
         .ok()?;
-    let mut e = EndObserved::default();
-    e.serving = st
-        .seeds
-        .iter()
-        .find(|s| st.dns.answer.contains(&s.gateway_ip))
-        .map(|s| s.name.clone());
+    let mut e = EndObserved {
+        serving: st
+            .seeds
+            .iter()
+            .find(|s| st.dns.answer.contains(&s.gateway_ip))
+            .map(|s| s.name.clone()),
+        ..Default::default()
+    };
     for s in &st.seeds {
         e.voters.insert(s.name.clone(), 0);
     }
@@ -584,13 +618,19 @@ async fn timeline_and_migration(
         if !started_mig && elapsed >= c.warmup {
             started_mig = true;
             step.detail("migrating");
-            task = Some(spawn(migrate_args(s.migration.as_ref().expect("checked"), false)));
+            task = Some(spawn(migrate_args(
+                s.migration.as_ref().expect("checked"),
+                false,
+            )));
         }
         if task.as_ref().is_some_and(|t| t.is_finished()) {
             let done = task.take().expect("some").await;
             let code = match done {
                 Ok(Ok(d)) => {
-                    if d.code == 2 && last_exit.is_none() && dir.load().is_ok_and(|s| s.migration.is_none()) {
+                    if d.code == 2
+                        && last_exit.is_none()
+                        && dir.load().is_ok_and(|s| s.migration.is_none())
+                    {
                         refused = true;
                     }
                     d.code

@@ -38,18 +38,18 @@ pub fn table(results: &[ScenarioResult]) -> String {
         .unwrap_or(8)
         .max(8);
     let mut out = format!(
-        "{:<w$}  {:<10}  {:>7}  {:<10}  {:>6}  WHY\n",
+        "{:<w$}  {:<10}  {:>7}  {:<10}  {:>10}  WHY\n",
         "SCENARIO", "RESULT", "WALL", "MIGRATION", "SEED"
     );
     for r in results {
         let _ = writeln!(
             out,
-            "{:<w$}  {:<10}  {:>6.0}s  {:<10}  {:>6}  {}",
+            "{:<w$}  {:<10}  {:>6.0}s  {:<10}  {:>10}  {}",
             r.name,
             status(r),
             r.wall_s,
             r.migration.as_deref().unwrap_or("-"),
-            r.seed % 1_000_000,
+            r.seed,
             why(r)
         );
     }

@@ -52,17 +52,50 @@ mod tests {
         let mut c = Conditions::new("t");
         let mut w = StepWatch::default();
         w.observe(&c, t0);
-        assert_eq!(w.fired_at("SourceEtcdPreparedForPeerJoin", StepEvent::Entering), None);
-        c.set("SourceEtcdPreparedForPeerJoin", Status::Unknown, "Progressing", "", "t");
+        assert_eq!(
+            w.fired_at("SourceEtcdPreparedForPeerJoin", StepEvent::Entering),
+            None
+        );
+        c.set(
+            "SourceEtcdPreparedForPeerJoin",
+            Status::Unknown,
+            "Progressing",
+            "",
+            "t",
+        );
         w.observe(&c, t0);
-        c.set("SourceEtcdPreparedForPeerJoin", Status::True, "Prepared", "", "t");
-        c.set("DestinationEtcdPeersJoined", Status::False, "Failed", "", "t");
+        c.set(
+            "SourceEtcdPreparedForPeerJoin",
+            Status::True,
+            "Prepared",
+            "",
+            "t",
+        );
+        c.set(
+            "DestinationEtcdPeersJoined",
+            Status::False,
+            "Failed",
+            "",
+            "t",
+        );
         w.observe(&c, t1);
         w.observe(&c, t1 + Duration::from_secs(5));
-        assert_eq!(w.fired_at("SourceEtcdPreparedForPeerJoin", StepEvent::Entering), Some(t0));
-        assert_eq!(w.fired_at("SourceEtcdPreparedForPeerJoin", StepEvent::Leaving), Some(t1));
-        assert_eq!(w.fired_at("DestinationEtcdPeersJoined", StepEvent::Entering), Some(t1));
-        assert_eq!(w.fired_at("DestinationEtcdPeersJoined", StepEvent::Failed), Some(t1));
+        assert_eq!(
+            w.fired_at("SourceEtcdPreparedForPeerJoin", StepEvent::Entering),
+            Some(t0)
+        );
+        assert_eq!(
+            w.fired_at("SourceEtcdPreparedForPeerJoin", StepEvent::Leaving),
+            Some(t1)
+        );
+        assert_eq!(
+            w.fired_at("DestinationEtcdPeersJoined", StepEvent::Entering),
+            Some(t1)
+        );
+        assert_eq!(
+            w.fired_at("DestinationEtcdPeersJoined", StepEvent::Failed),
+            Some(t1)
+        );
         assert_eq!(w.fired_at("MigrateDNSRecords", StepEvent::Entering), None);
     }
 }

@@ -93,10 +93,19 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetRef {
     /// A member by role, optionally only in one seed.
-    MemberRole { role: Role, seed: Option<String> },
+    MemberRole {
+        role: Role,
+        seed: Option<String>,
+    },
     /// The seed's members in name order, 0-based.
-    Member { seed: String, index: usize },
-    Api { seed: String, index: usize },
+    Member {
+        seed: String,
+        index: usize,
+    },
+    Api {
+        seed: String,
+        index: usize,
+    },
     Gateway(String),
 }
 
@@ -140,10 +149,7 @@ fn strip_flag(msg: &str, field: &str) -> String {
 /// Checks the whole scenario; `path` anchors the trace file.
 pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
     if s.description.trim().is_empty() {
-        return Err(p(
-            "description",
-            "say in one line what this scenario shows",
-        ));
+        return Err(p("description", "say in one line what this scenario shows"));
     }
     s.topology
         .validate()
@@ -255,8 +261,9 @@ pub fn link_profile(l: &LinkSpec, nets: &[String], field: &str) -> Result<LinkPr
     let d = |name: &str, v: &Option<String>| -> Result<Duration, Problem> {
         let f = format!("{field}.{name}");
         match v {
-            Some(v) => crate::link::profile::parse_duration(&f, v)
-                .map_err(|e| p(&f, strip_flag(&e.0, &f))),
+            Some(v) => {
+                crate::link::profile::parse_duration(&f, v).map_err(|e| p(&f, strip_flag(&e.0, &f)))
+            }
             None => Ok(Duration::ZERO),
         }
     };
@@ -406,9 +413,12 @@ fn planned(
 }
 
 fn seed_index(s: &str, field: &str, seeds: &[String]) -> Result<(String, usize), Problem> {
-    let (seed, idx) = s
-        .split_once('/')
-        .ok_or_else(|| p(field, format!("`{s}`: expected <seed>/<index>, e.g. seed-a/0")))?;
+    let (seed, idx) = s.split_once('/').ok_or_else(|| {
+        p(
+            field,
+            format!("`{s}`: expected <seed>/<index>, e.g. seed-a/0"),
+        )
+    })?;
     if !seeds.iter().any(|x| x == seed) {
         return Err(p(
             field,
@@ -427,10 +437,7 @@ fn target(s: &Scenario, t: &Target, f: &str, seeds: &[String]) -> Result<TargetR
         .filter(|x| **x)
         .count();
     if given != 1 {
-        return Err(p(
-            f,
-            "name exactly one of `member`, `api` or `gateway`",
-        ));
+        return Err(p(f, "name exactly one of `member`, `api` or `gateway`"));
     }
     if let Some(seed) = &t.seed {
         if !seeds.contains(seed) {
@@ -472,7 +479,10 @@ fn target(s: &Scenario, t: &Target, f: &str, seeds: &[String]) -> Result<TargetR
         if index >= most {
             return Err(p(
                 field,
-                format!("`{m}`: a seed holds at most {most} members (indices 0 to {})", most - 1),
+                format!(
+                    "`{m}`: a seed holds at most {most} members (indices 0 to {})",
+                    most - 1
+                ),
             ));
         }
         return Ok(TargetRef::Member { seed, index });
@@ -484,7 +494,10 @@ fn target(s: &Scenario, t: &Target, f: &str, seeds: &[String]) -> Result<TargetR
         if index >= most {
             return Err(p(
                 field,
-                format!("`{a}`: a seed runs {most} API replicas (indices 0 to {})", most - 1),
+                format!(
+                    "`{a}`: a seed runs {most} API replicas (indices 0 to {})",
+                    most - 1
+                ),
             ));
         }
         return Ok(TargetRef::Api { seed, index });

@@ -117,8 +117,14 @@ pub fn parse(r: impl BufRead, path: &Path, ndjson: bool) -> Result<Trace, FileEr
             let Some(h) = &header else {
                 let names: Vec<String> = cells.iter().map(|c| c.to_string()).collect();
                 for c in &names {
-                    if !["offset_ms", "delay_ms", "jitter_ms", "loss_pct", "partition"]
-                        .contains(&c.as_str())
+                    if ![
+                        "offset_ms",
+                        "delay_ms",
+                        "jitter_ms",
+                        "loss_pct",
+                        "partition",
+                    ]
+                    .contains(&c.as_str())
                     {
                         return Err(err(
                             n,
@@ -241,8 +247,9 @@ mod tests {
 
     #[test]
     fn csv_with_any_column_order_and_comments() {
-        let t = csv("# incident 42\ndelay_ms,offset_ms,loss_pct\n25,0,0\n30.5,100,1.5\n\n90,250,0\n")
-            .unwrap();
+        let t =
+            csv("# incident 42\ndelay_ms,offset_ms,loss_pct\n25,0,0\n30.5,100,1.5\n\n90,250,0\n")
+                .unwrap();
         assert_eq!(t.changes.len(), 3);
         assert_eq!(t.changes[1].profile.delay, Duration::from_micros(30_500));
         assert_eq!(t.changes[1].profile.loss_pct, 1.5);

@@ -20,6 +20,7 @@
 //! - Quantiles are nearest-rank over the durations of successful requests.
 
 pub mod availability;
+pub mod context;
 pub mod informer;
 pub mod junit;
 pub mod ledger;

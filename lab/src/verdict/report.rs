@@ -217,7 +217,13 @@ fn tick_label(off_ms: f64, step: f64) -> String {
 }
 
 /// Render the report page.
-pub fn html(v: &Verdict, records: &[Record], events: &[LabEvent], title: &str) -> String {
+pub fn html(
+    v: &Verdict,
+    records: &[Record],
+    events: &[LabEvent],
+    etcd: &[super::context::EtcdSample],
+    title: &str,
+) -> String {
     let mut sorted: Vec<&Record> = records.iter().collect();
     sorted.sort_by(|a, b| {
         a.start_unix_ms
@@ -1001,6 +1007,15 @@ tr.bad td{{background:#fff0f0}}
         }
     );
 
+    h.push_str(&super::context::section(
+        v,
+        events,
+        etcd,
+        t0,
+        &|t| sc.x(t),
+        SVG_W,
+    ));
+
     // Lab events.
     if !events.is_empty() {
         h.push_str("<h2>Lab events</h2>\n<table><tr><th>at</th><th>end</th><th class=\"l\">kind</th><th class=\"l\">name</th><th class=\"l\">detail</th></tr>\n");
@@ -1172,7 +1187,7 @@ mod tests {
             &Thresholds::default(),
         );
         assert!(!v.passed);
-        let page = html(&v, &recs, &events, "run <1> & \"co\"");
+        let page = html(&v, &recs, &events, &[], "run <1> & \"co\"");
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert!(page.contains("<svg"));
         assert!(page.contains("FAILED"));
@@ -1207,7 +1222,7 @@ mod tests {
         let (recs, events) = demo(250.0, 10.0);
         assert!(recs.len() > 200_000, "{}", recs.len());
         let v = compute(&recs, &events, &nothing(), &Thresholds::default());
-        let page = html(&v, &recs, &events, "big");
+        let page = html(&v, &recs, &events, &[], "big");
         assert!(page.len() < 2_000_000, "{} bytes", page.len());
         assert!(page.contains("<svg"));
     }
@@ -1215,7 +1230,7 @@ mod tests {
     #[test]
     fn verdict_report_handles_no_records() {
         let v = compute(&[], &[], &nothing(), &Thresholds::default());
-        let page = html(&v, &[], &[], "empty");
+        let page = html(&v, &[], &[], &[], "empty");
         assert!(page.contains("<svg") && page.contains("FAILED"));
     }
 
@@ -1238,7 +1253,13 @@ mod tests {
             &read_back(&recs, Some(1_000_000)),
             &Thresholds::default(),
         );
-        let page = html(&v, &recs, &events, "cpmlab: live control plane migration");
+        let page = html(
+            &v,
+            &recs,
+            &events,
+            &[],
+            "cpmlab: live control plane migration",
+        );
         let dir = tempfile::tempdir().unwrap();
         let html_path = dir.path().join("report.html");
         let png = dir.path().join("report.png");

@@ -1,0 +1,312 @@
+//! Scenario files through the built binary: `cpmlab scenario validate` on
+//! every fixture, every bad fixture refused at its line, and a
+//! representative subset of fixtures run end to end by `cpmlab run` against
+//! real Docker (scripts/nightly runs them all).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use common::*;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures/scenarios").join(name)
+}
+
+fn cpmlab() -> Command {
+    Command::new(bin())
+}
+
+#[test]
+fn every_good_fixture_validates() {
+    let dir = root().join("fixtures/scenarios");
+    let o = cpmlab()
+        .args(["scenario", "validate"])
+        .arg(&dir)
+        .assert()
+        .success();
+    let out = stdout(&o);
+    let files = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "yaml")
+        })
+        .count();
+    assert!(files >= 14, "the fixtures: {out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        files,
+        "{out}"
+    );
+    // Each says in one line what it shows.
+    for l in out.lines() {
+        assert!(l.split_once(": ").is_some_and(|(_, d)| d.len() > 20), "{l}");
+    }
+    for f in ["wrong-expectation.yaml", "long-baseline.yaml"] {
+        cpmlab()
+            .args(["scenario", "validate"])
+            .arg(root().join("e2e/scenarios").join(f))
+            .assert()
+            .success();
+    }
+}
+
+/// Each bad fixture: exit 2 with `file:line: field: message`, from both
+/// `scenario validate` and `run` (which creates nothing).
+#[test]
+fn every_bad_fixture_is_refused_naming_file_line_and_field() {
+    let dir = root().join("fixtures/scenarios/bad");
+    let state = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        n += 1;
+        for args in [vec!["scenario", "validate"], vec!["run", "--name", "bad"]] {
+            let o = cpmlab()
+                .args(&args)
+                .arg(&p)
+                .env("CPMLAB_STATE_DIR", state.path())
+                .assert()
+                .code(2);
+            let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
+            let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or("");
+            let rest = line
+                .strip_prefix(&format!("error: {}:", p.display()))
+                .unwrap_or_else(|| panic!("{args:?} {}: names the file: {err}", p.display()));
+            let (lineno, rest) = rest.split_once(": ").unwrap();
+            let lineno: usize = lineno.parse().unwrap_or_else(|_| panic!("a line: {err}"));
+            assert!(lineno >= 1, "{err}");
+            let (field, message) = rest.split_once(": ").unwrap();
+            assert!(!field.is_empty() && field != "-", "a field: {err}");
+            assert!(message.len() > 10, "a message: {err}");
+        }
+    }
+    assert!(n >= 10, "{n} bad fixtures");
+    // Nothing was created: no lab, no run.
+    assert!(!state.path().join("labs/bad").exists());
+}
+
+#[test]
+fn the_schema_describes_the_format() {
+    let o = cpmlab().args(["scenario", "schema"]).assert().success();
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        v["$schema"].as_str().unwrap().contains("json-schema.org"),
+        "{v}"
+    );
+    for k in [
+        "timeline",
+        "expect",
+        "migration",
+        "links",
+        "trace",
+        "topology",
+        "seed",
+    ] {
+        assert!(
+            v["properties"][k].is_object(),
+            "{k} in {:#}",
+            v["properties"]
+        );
+    }
+    assert_eq!(v["additionalProperties"], false, "unknown keys are refused");
+}
+
+/// Runs scenario files through `cpmlab run` with a state and report
+/// directory of their own; returns the exit code, stdout and the report dir.
+fn run(
+    tag: &str,
+    files: &[PathBuf],
+) -> (Option<i32>, String, tempfile::TempDir, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let report = tempfile::tempdir().unwrap();
+    let name = format!("sc{tag}{}", std::process::id() % 10000);
+    let o = cpmlab()
+        .arg("run")
+        .args(files)
+        .args(["--name", &name, "--report-dir"])
+        .arg(report.path())
+        .env("CPMLAB_STATE_DIR", state.path())
+        .timeout(Duration::from_secs(900))
+        .assert();
+    let out = stdout(&o);
+    let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
+    eprintln!("{err}\n{out}");
+    assert!(
+        lab_objects(&name).is_empty(),
+        "the run left objects behind: {:?}",
+        lab_objects(&name)
+    );
+    (o.get_output().status.code(), out, state, report)
+}
+
+fn result(report: &Path, name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(report.join(name).join("result.json")).unwrap())
+        .unwrap()
+}
+
+/// A fixture through `cpmlab run`: every expectation holds, and the run
+/// directory holds what explains it.
+fn fixture_passes(tag: &str, file: &str) {
+    if !docker_or_skip(file) || !generic_or_skip(file) {
+        return;
+    }
+    let (code, out, _state, report) = run(tag, &[fixture(file)]);
+    let name = file.trim_end_matches(".yaml");
+    let r = result(report.path(), name);
+    assert_eq!(code, Some(0), "{file}: {out}\n{:#}", r["expectations"]);
+    assert_eq!(r["passed"], true, "{r:#}");
+    let dir = report.path().join(name);
+    for f in [
+        "scenario.yaml",
+        "scenario-as-run.json",
+        "run.log",
+        "lab-state.json",
+        "run/records.ndjson",
+        "run/events.ndjson",
+        "run/verdict.json",
+        "run/report.html",
+    ] {
+        assert!(dir.join(f).exists(), "{f} in {}", dir.display());
+    }
+    let as_run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("scenario-as-run.json")).unwrap())
+            .unwrap();
+    assert_eq!(as_run["seed"], r["seed"], "the seed is recorded");
+    let state = std::fs::read_to_string(dir.join("lab-state.json")).unwrap();
+    assert!(state.contains("(redacted)"), "no token in the kept state");
+    let junit = std::fs::read_to_string(report.path().join("junit.xml")).unwrap();
+    assert!(junit.contains("failures=\"0\""), "{junit}");
+    let index = std::fs::read_to_string(report.path().join("index.html")).unwrap();
+    assert!(
+        index.contains(&format!("{name}/run/report.html")),
+        "{index}"
+    );
+    assert!(out.contains(&report.path().join("index.html").display().to_string()));
+}
+
+#[test]
+fn scenario_six_member_25ms() {
+    fixture_passes("s6", "six-member-25ms.yaml");
+}
+
+#[test]
+fn scenario_five_member_0ms() {
+    fixture_passes("f0", "five-member-0ms.yaml");
+}
+
+#[test]
+fn scenario_join_fails_then_abort() {
+    fixture_passes("ja", "join-fails-then-abort.yaml");
+}
+
+#[test]
+fn scenario_member_killed_during_join() {
+    fixture_passes("mk", "member-killed-during-join.yaml");
+}
+
+#[test]
+fn scenario_distant_regions_refused() {
+    fixture_passes("dr", "distant-regions-refused.yaml");
+}
+
+#[test]
+fn scenario_incident_replay() {
+    fixture_passes("ir", "incident-wan-brownout.yaml");
+}
+
+#[test]
+fn scenario_force_shrink() {
+    fixture_passes("fs", "force-shrink.yaml");
+}
+
+/// A wrong expectation fails the run with exit 1, and the table, the
+/// result and the JUnit file name it.
+#[test]
+fn a_wrong_expectation_fails_and_is_named() {
+    if !docker_or_skip("a_wrong_expectation_fails_and_is_named") {
+        return;
+    }
+    let f = root().join("e2e/scenarios/wrong-expectation.yaml");
+    let (code, out, _s, report) = run("we", &[f]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("FAIL"), "{out}");
+    assert!(out.contains("verdict: want fail"), "{out}");
+    assert!(out.contains("end serving: want seed-b"), "{out}");
+    let r = result(report.path(), "wrong-expectation");
+    let failed: Vec<&str> = r["expectations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["passed"] == false)
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["verdict", "end serving"], "{r:#}");
+    let junit = std::fs::read_to_string(report.path().join("junit.xml")).unwrap();
+    assert!(junit.contains("failures=\"2\""), "{junit}");
+    assert!(junit.contains("<failure message=\"want seed-b"), "{junit}");
+}
+
+/// Ctrl-C while the probes run: the probes stop, the records are judged,
+/// the report says it is incomplete, the lab is gone, exit 130.
+#[test]
+fn ctrl_c_writes_an_incomplete_report_and_tears_down() {
+    if !docker_or_skip("ctrl_c_writes_an_incomplete_report_and_tears_down") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let report = tempfile::tempdir().unwrap();
+    let name = format!("scint{}", std::process::id() % 10000);
+    let child = std::process::Command::new(bin())
+        .arg("run")
+        .arg(root().join("e2e/scenarios/long-baseline.yaml"))
+        .args(["--name", &name, "--report-dir"])
+        .arg(report.path())
+        .env("CPMLAB_STATE_DIR", state.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = report.path().join("long-baseline/run.log");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("probe start")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "the probes never started"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(8));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{out}");
+    assert!(out.contains("INCOMPLETE"), "{out}");
+    let r = result(report.path(), "long-baseline");
+    assert_eq!(r["incomplete"], true, "{r:#}");
+    assert!(
+        r["wall_s"].as_f64().unwrap() < 100.0,
+        "stopped early: {r:#}"
+    );
+    let html =
+        std::fs::read_to_string(report.path().join("long-baseline/run/report.html")).unwrap();
+    assert!(html.contains("INCOMPLETE"), "the report says so");
+    let records =
+        std::fs::read_to_string(report.path().join("long-baseline/run/records.ndjson")).unwrap();
+    assert!(records.lines().count() > 50, "the records were flushed");
+    assert!(lab_objects(&name).is_empty(), "{:?}", lab_objects(&name));
+}

@@ -1,0 +1,292 @@
+//! What etcd, the gateways and the link did during a run, sampled beside
+//! the probes so that a failure comes with its surroundings. Into the run
+//! directory:
+//! - `etcd.ndjson`, every second per member: leader, raft term and index
+//!   (maintenance status), has-leader, leader changes, proposals pending,
+//!   failed, committed and applied, WAL fsync and backend commit time
+//!   (sum/count), peer round trips per peer, database size (/metrics);
+//! - `gateways.ndjson`, every two seconds per seed: HAProxy's counters per
+//!   frontend and server (sessions, errors, check status);
+//! - `delayline.ndjson`, every two seconds: the delay line's counters
+//!   (passed, dropped per link, queued, max queued, the replay's change).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::errors::Cancel;
+use crate::probe::run::now_unix_ms;
+use crate::provider::docker::engine::Engine;
+use crate::state::LabDir;
+
+pub use crate::verdict::context::{EtcdSample, ETCD_FILE};
+pub const GATEWAYS_FILE: &str = "gateways.ndjson";
+pub const DELAYLINE_FILE: &str = "delayline.ndjson";
+
+/// The metrics kept, by their Prometheus names (histograms as _sum and
+/// _count; the peer round trip summed over peers and also per peer).
+const KEPT: &[&str] = &[
+    "etcd_server_is_leader",
+    "etcd_server_has_leader",
+    "etcd_server_leader_changes_seen_total",
+    "etcd_server_proposals_pending",
+    "etcd_server_proposals_failed_total",
+    "etcd_server_proposals_committed_total",
+    "etcd_server_proposals_applied_total",
+    "etcd_server_slow_apply_total",
+    "etcd_server_heartbeat_send_failures_total",
+    "etcd_server_slow_read_indexes_total",
+    "etcd_disk_wal_fsync_duration_seconds_sum",
+    "etcd_disk_wal_fsync_duration_seconds_count",
+    "etcd_disk_backend_commit_duration_seconds_sum",
+    "etcd_disk_backend_commit_duration_seconds_count",
+    "etcd_mvcc_db_total_size_in_bytes",
+    "etcd_mvcc_db_total_size_in_use_in_bytes",
+    "etcd_network_peer_sent_failures_total",
+];
+
+/// Picks the kept metrics out of Prometheus text.
+pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some((key, val)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(v) = val.parse::<f64>() else {
+            continue;
+        };
+        let (name, labels) = match key.split_once('{') {
+            Some((n, l)) => (n, Some(l.trim_end_matches('}'))),
+            None => (key, None),
+        };
+        if let Some(rest) = name.strip_prefix("etcd_network_peer_round_trip_time_seconds_") {
+            if rest == "sum" || rest == "count" {
+                *out.entry(format!("peer_rtt_{rest}")).or_insert(0.0) += v;
+                if let Some(to) = labels.and_then(|l| l.strip_prefix("To=\"")) {
+                    out.insert(
+                        format!("peer_rtt_{rest}{{{}}}", to.trim_end_matches('"')),
+                        v,
+                    );
+                }
+            }
+            continue;
+        }
+        if KEPT.contains(&name) {
+            *out.entry(name.to_string()).or_insert(0.0) += v;
+        }
+    }
+    out
+}
+
+async fn http_get(addr: &str, path: &str, timeout: Duration) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let work = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        match text.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.") && head.contains(" 200 ") => {
+                Ok(body.to_string())
+            }
+            Some((head, _)) => Err(head.lines().next().unwrap_or("").to_string()),
+            None => Err("no HTTP answer".into()),
+        }
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
+}
+
+fn append(path: &Path, lines: &[serde_json::Value]) {
+    if lines.is_empty() {
+        return;
+    }
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    else {
+        return;
+    };
+    for l in lines {
+        let _ = writeln!(f, "{l}");
+    }
+}
+
+/// HAProxy's CSV, the columns that explain a failure.
+pub fn parse_haproxy_csv(csv: &str) -> Vec<serde_json::Value> {
+    let mut lines = csv.lines();
+    let Some(head) = lines.next() else {
+        return vec![];
+    };
+    let cols: Vec<&str> = head.trim_start_matches("# ").split(',').collect();
+    let keep = [
+        "pxname",
+        "svname",
+        "status",
+        "scur",
+        "smax",
+        "stot",
+        "ereq",
+        "econ",
+        "eresp",
+        "wretr",
+        "wredis",
+        "chkfail",
+        "downtime",
+        "check_status",
+        "lastchg",
+    ];
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            let mut m = serde_json::Map::new();
+            for (c, v) in cols.iter().zip(&cells) {
+                if keep.contains(c) && !v.is_empty() {
+                    m.insert(
+                        c.to_string(),
+                        v.parse::<f64>()
+                            .map(serde_json::Value::from)
+                            .unwrap_or_else(|_| serde_json::Value::from(*v)),
+                    );
+                }
+            }
+            serde_json::Value::Object(m)
+        })
+        .filter(|m| m.get("pxname").and_then(|p| p.as_str()) != Some("stats"))
+        .collect()
+}
+
+/// Samples until `stop`; writes into `run`.
+pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf, stop: Cancel) {
+    let dir = LabDir::new(state_root, lab);
+    let tls = crate::provider::docker::up::etcd_tls(&dir).ok();
+    let mut tick = 0u64;
+    while stop.check().is_ok() {
+        let started = std::time::Instant::now();
+        let Ok(state) = dir.load() else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let at = now_unix_ms();
+        let view = match &tls {
+            Some(t) => Some(crate::etcd::cluster_view(&state, t, Duration::from_millis(800)).await),
+            None => None,
+        };
+        let scrapes = futures_util::future::join_all(state.members.iter().map(|m| {
+            let addr = format!("{}:2381", m.ip);
+            async move { http_get(&addr, "/metrics", Duration::from_millis(800)).await }
+        }))
+        .await;
+        let mut lines = Vec::new();
+        for (m, r) in state.members.iter().zip(scrapes) {
+            let mv = view
+                .as_ref()
+                .and_then(|v| v.members.iter().find(|x| x.name == m.name));
+            let mut s = EtcdSample {
+                at_unix_ms: at,
+                member: m.name.clone(),
+                seed: m.seed.clone(),
+                raft_term: mv.and_then(|x| x.raft_term),
+                raft_index: mv.and_then(|x| x.raft_index),
+                is_learner: mv.is_some_and(|x| x.is_learner),
+                ..Default::default()
+            };
+            match r {
+                Ok(text) => {
+                    s.up = true;
+                    s.metrics = parse_metrics(&text);
+                    s.is_leader = s.metrics.get("etcd_server_is_leader") == Some(&1.0);
+                    s.has_leader = s.metrics.get("etcd_server_has_leader") == Some(&1.0);
+                }
+                Err(e) => s.error = Some(e),
+            }
+            lines.push(serde_json::to_value(&s).unwrap_or_default());
+        }
+        append(&run.join(ETCD_FILE), &lines);
+        if tick.is_multiple_of(2) {
+            let mut gw = Vec::new();
+            for seed in &state.seeds {
+                let url = format!("http://127.0.0.1:{}/stats;csv", crate::gateway::STATS_PORT);
+                let r = engine
+                    .exec_ok(
+                        &seed.gateway.container,
+                        &["wget", "-q", "-T", "1", "-O", "-", &url],
+                        false,
+                    )
+                    .await;
+                gw.push(match r {
+                    Ok(csv) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "rows": parse_haproxy_csv(&csv)}),
+                    Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "error": format!("{e:#}")}),
+                });
+            }
+            append(&run.join(GATEWAYS_FILE), &gw);
+            let r = engine
+                .exec_ok(
+                    &state.router.container,
+                    &["cat", crate::link::DELAYLINE_STATS],
+                    false,
+                )
+                .await;
+            if let Ok(text) = r {
+                if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&text) {
+                    v["sampled_unix_ms"] = at.into();
+                    append(&run.join(DELAYLINE_FILE), &[v]);
+                }
+            }
+        }
+        tick += 1;
+        let rest = Duration::from_secs(1).saturating_sub(started.elapsed());
+        let t = std::time::Instant::now();
+        while t.elapsed() < rest && stop.check().is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_picked_and_peers_summed() {
+        let m = parse_metrics(
+            "# HELP x\netcd_server_is_leader 1\netcd_server_has_leader 1\netcd_server_leader_changes_seen_total 2\n\
+             etcd_network_peer_round_trip_time_seconds_sum{To=\"a1\"} 0.25\n\
+             etcd_network_peer_round_trip_time_seconds_sum{To=\"b2\"} 0.5\n\
+             etcd_network_peer_round_trip_time_seconds_count{To=\"a1\"} 5\n\
+             etcd_network_peer_round_trip_time_seconds_bucket{To=\"a1\",le=\"0.1\"} 5\n\
+             go_goroutines 50\n",
+        );
+        assert_eq!(m["etcd_server_is_leader"], 1.0);
+        assert_eq!(m["etcd_server_leader_changes_seen_total"], 2.0);
+        assert_eq!(m["peer_rtt_sum"], 0.75);
+        assert_eq!(m["peer_rtt_sum{a1}"], 0.25);
+        assert_eq!(m["peer_rtt_count"], 5.0);
+        assert!(!m.contains_key("go_goroutines"));
+    }
+
+    #[test]
+    fn haproxy_rows_keep_what_explains_a_failure() {
+        let rows = parse_haproxy_csv(
+            "# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status\n\
+             api,seed-a-api-0,0,0,3,5,,40,1,1,,,,0,1,0,0,UP\n\
+             stats,FRONTEND,,,1,1,,3,1,1,,,,,,,,OPEN\n",
+        );
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["svname"], "seed-a-api-0");
+        assert_eq!(rows[0]["status"], "UP");
+        assert_eq!(rows[0]["eresp"], 1.0);
+    }
+}
