@@ -299,3 +299,125 @@ fn netem_backend_shapes_where_the_kernel_has_netem() {
     assert!((50.0..53.0).contains(&f(&r, "p50_ms")), "netem RTT: {r}");
     lab.ok(&["down"]);
 }
+
+/// The seqs of the UDP probes lost in an `agent rtt --samples` report.
+fn lost(r: &Value) -> Vec<u64> {
+    r["samples"]
+        .as_array()
+        .unwrap_or_else(|| panic!("samples in {r}"))
+        .iter()
+        .filter(|s| s["rtt_ms"].is_null())
+        .map(|s| s["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// The delay line draws loss from a seeded generator: the same seed gives
+/// the same packets the same fates (compared packet by packet, not by
+/// timing), another seed other fates. And it follows a replayed trace of
+/// ten changes a second: each probe's round trip is what the trace's
+/// profiles (in force when the probe and its reply crossed, packets kept
+/// in order) make it.
+#[test]
+fn seeded_loss_replays_and_a_trace_is_followed() {
+    if !docker_or_skip("seeded_loss_replays_and_a_trace_is_followed") {
+        return;
+    }
+    let lab = Lab::new("seed");
+    lab.ok(&["up"]);
+    let gw = gw_b(&lab);
+    start_echo(&lab);
+    let probes = "--proto udp --count 400 --interval-us 2000 --timeout-ms 300 --samples";
+    let mut fates = Vec::new();
+    for seed in ["7", "7", "8"] {
+        lab.ok(&[
+            "link",
+            "set",
+            "seed-a:seed-b",
+            "--loss",
+            "30%",
+            "--direction",
+            "a-to-b",
+            "--seed",
+            seed,
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        fates.push(lost(&rtt(&lab, &gw, probes)));
+    }
+    assert!(
+        (80..160).contains(&fates[0].len()),
+        "30 % of 400 lost: {}",
+        fates[0].len()
+    );
+    assert_eq!(fates[0], fates[1], "seed 7 twice: the same packets lost");
+    assert_ne!(fates[0], fates[2], "seed 8: other packets lost");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.dir().join("state.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        state["link_seed"]["seed"], 8,
+        "the seed is in the lab's state"
+    );
+
+    // A trace: 8 s, a change every 100 ms, delays jumping up and down.
+    lab.ok(&["link", "clear"]);
+    let delays: Vec<f64> = (0..80).map(|i| 5.0 + ((i * 7) % 40) as f64).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.csv");
+    let mut csv = String::from("offset_ms,delay_ms\n");
+    for (i, d) in delays.iter().enumerate() {
+        csv.push_str(&format!("{},{d}\n", i * 100));
+    }
+    std::fs::write(&trace, csv).unwrap();
+    lab.ok(&["link", "replay", trace.to_str().unwrap()]);
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.dir().join("state.json")).unwrap())
+            .unwrap();
+    let start = state["link_replay"]["start_unix_ms"].as_f64().unwrap();
+    let r = rtt(
+        &lab,
+        &gw,
+        "--proto udp --count 3500 --interval-us 2000 --timeout-ms 500 --samples",
+    );
+    // The one-way delay in force at unix ms t.
+    let d = |t: f64| {
+        let i = ((t - start) / 100.0).floor();
+        if i < 0.0 {
+            0.0
+        } else {
+            delays[(i as usize).min(delays.len() - 1)]
+        }
+    };
+    let (mut fwd_last, mut back_last) = (0.0f64, 0.0f64);
+    let mut errors = Vec::new();
+    for s in r["samples"].as_array().unwrap() {
+        let sent = s["sent_unix_ms"].as_f64().unwrap();
+        // Packets leave in the order they came: a probe waits for the one
+        // before it when the delay dropped in between.
+        let fwd = (sent + d(sent)).max(fwd_last);
+        let back = (fwd + d(fwd)).max(back_last);
+        fwd_last = fwd;
+        back_last = back;
+        if sent < start + 50.0 || sent > start + 7_900.0 {
+            continue;
+        }
+        let rtt = s["rtt_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("probe {s} lost on a lossless trace"));
+        errors.push(rtt - (back - sent));
+    }
+    errors.sort_by(f64::total_cmp);
+    let q = |p: f64| errors[((errors.len() as f64 * p) as usize).min(errors.len() - 1)];
+    eprintln!(
+        "trace followed: RTT error over {} probes at 500/s, 10 changes/s: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, min {:.2} ms",
+        errors.len(),
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        errors[0]
+    );
+    assert!(errors.len() > 3000, "{} probes judged", errors.len());
+    assert!(q(0.5).abs() < 1.5, "p50 error {:.2} ms", q(0.5));
+    assert!(q(0.9).abs() < 3.0, "p90 error {:.2} ms", q(0.9));
+    lab.ok(&["link", "clear"]);
+    lab.ok(&["down"]);
+}

@@ -253,22 +253,6 @@ fn assert_ledger_in_history(lab: &Lab, run: &Path) {
     }
 }
 
-/// Lab events of a run: (kind, name, at_unix_ms).
-fn events(run: &Path) -> Vec<(String, String, f64)> {
-    std::fs::read_to_string(run.join("events.ndjson"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|e| {
-            (
-                e["kind"].as_str().unwrap_or("").to_string(),
-                e["name"].as_str().unwrap_or("").to_string(),
-                e["at_unix_ms"].as_f64().unwrap_or(0.0),
-            )
-        })
-        .collect()
-}
-
 /// The failed requests of a run, as the verdict counts them (see
 /// `cpmlab::verdict::is_request`).
 fn failed_requests(run: &Path) -> Vec<Value> {
@@ -334,144 +318,60 @@ fn assert_informer_saw_every_write(v: &Value, what: &str) {
     );
 }
 
-/// The probes' timeout in this suite.
+/// The probes' timeout in this suite: longer than etcd's 7 s request
+/// timeout, so that a proposal MoveLeader drops shows as etcd's error.
 const PROBE_TIMEOUT_MS: f64 = 10_000.0;
-/// How long after a leader's SIGKILL requests may fail: two election
-/// timeouts (the randomised upper bound) and a second for the vote.
-const ELECTION_BOUND_MS: f64 = 3_000.0;
 
-/// When leadership moved: from the note before MoveLeader to the one after.
-fn move_leader_band(run: &Path) -> Option<(f64, f64)> {
-    let ev = events(run);
-    let start = ev.iter().find(|e| e.1.starts_with("moving leadership"))?.2;
-    let end = ev.iter().find(|e| e.1.starts_with("leadership moved"))?.2;
-    Some((start, end))
-}
-
-/// The known hazards a run may hit, each excused precisely (see
-/// [`excuse`]).
-#[derive(Default)]
-struct Hazards<'a> {
-    /// Members SIGKILLed (unix ms).
-    kills: &'a [f64],
-    /// Leaders SIGKILLed (unix ms).
-    leader_kills: &'a [f64],
-}
-
-/// Why a failed request is excused, or `None`: this suite's measured
-/// exceptions to zero downtime, each as narrow as the records allow.
-/// - MoveLeader: raft drops a proposal that reaches a leader while it hands
-///   leadership over; a write forwarded to it in that window waits out
-///   etcd's request timeout and the API answers etcd's error (this suite's
-///   probes wait [`PROBE_TIMEOUT_MS`], longer than etcd's 7 s, to see it).
-///   Excused: a write the *server* failed with `etcdserver: request timed
-///   out` (not the client's own timeout) that started inside the band.
-/// - A member SIGKILLed under load fails the writes in flight through it
-///   (their outcome is unknown). Excused: a write running at the kill (it
-///   started at most a probe timeout before, or within a second after, and
-///   ended after it).
-/// - The etcd leader SIGKILLed leaves the cluster without a leader until
-///   the followers' election timeout (1 s, randomised up to 2 s) has run
-///   out and one wins a vote: linearizable reads, readyz's etcd check and
-///   writes fail, through any seed. Excused: any request overlapping
-///   [kill, kill + [`ELECTION_BOUND_MS`]].
-fn excuse(r: &Value, band: Option<(f64, f64)>, h: &Hazards) -> Option<&'static str> {
-    let t = f(&r["start_unix_ms"]);
-    let end = t + f(&r["duration_ms"]);
-    let write = r["probe"] == "write" && r["event"].is_null();
-    let etcd_timeout = r["outcome"] == "http"
-        && r["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("etcdserver: request timed out"));
-    if write && etcd_timeout && band.is_some_and(|(a, b)| t >= a - 1_000.0 && t <= b + 200.0) {
-        return Some("MoveLeader dropped the forwarded proposal");
-    }
-    // The kill's time is taken just before `docker kill` runs: a second of
-    // slack for the signal to land.
-    let at_kill = |k: &f64| t >= k - PROBE_TIMEOUT_MS && t <= k + 1_000.0 && end >= *k;
-    if write && h.kills.iter().any(at_kill) {
-        return Some("in flight through a killed member");
-    }
-    if h.leader_kills
-        .iter()
-        .any(|k| t <= k + ELECTION_BOUND_MS && end >= *k)
-    {
-        return Some("during the election after the leader was killed");
-    }
-    None
-}
-
-/// Zero downtime, but for the failures [`excuse`] accepts: any other failed
-/// request fails the test. The excused ones are then removed from a copy of
-/// the run, and the copy must pass `cpmlab verdict` as a whole — every rule,
-/// not only the counts (`verdict_args` may give it other limits, and must
-/// say why). Returns how many were excused.
-fn assert_zero_downtime(
-    lab: &Lab,
-    v: &Value,
-    run: &Path,
-    what: &str,
-    h: &Hazards,
-    verdict_args: &[&str],
-) -> usize {
-    let failed = failed_requests(run);
-    let band = move_leader_band(run);
+/// Zero downtime, but for the failures a known etcd hazard explains (the
+/// library's rules, `cpmlab::runner::hazards`, as scenarios use them): any
+/// other failed request fails the test. The excused ones are removed from
+/// a copy of the run, and the copy must pass `cpmlab verdict` as a whole.
+/// Returns how many were excused.
+fn assert_zero_downtime(lab: &Lab, v: &Value, run: &Path, what: &str) -> usize {
+    use cpmlab::runner::hazards::{hazard_name, Hazards};
+    use cpmlab::scenario::Hazard;
+    let events = cpmlab::verdict::read_events(&run.join("events.ndjson")).unwrap();
+    let h = Hazards::from_events(&events);
+    let records = cpmlab::verdict::read_records(&run.join("records.ndjson")).unwrap();
+    let all = [
+        Hazard::MoveLeader,
+        Hazard::KilledMember,
+        Hazard::LeaderElection,
+    ];
     let mut excused: Vec<(u64, &str)> = Vec::new();
-    for r in &failed {
-        match excuse(r, band, h) {
-            Some(why) => excused.push((r["seq"].as_u64().unwrap(), why)),
+    for r in &failed_requests(run) {
+        let seq = r["seq"].as_u64().unwrap();
+        let rec = records.iter().find(|x| x.seq == seq).unwrap();
+        match h.excuse(rec, &all, PROBE_TIMEOUT_MS) {
+            Some(why) => excused.push((seq, hazard_name(why))),
             None => panic!(
-                "{what}: a request failed outside the known etcd hazards (MoveLeader band {band:?}, kills {:?}, leader kills {:?}): {r}\nverdict: {:#}",
-                h.kills, h.leader_kills, v["rules"]
+                "{what}: a request failed outside the known etcd hazards ({h:?}): {r}\nverdict: {:#}",
+                v["rules"]
             ),
         }
     }
-    if excused.is_empty() && verdict_args.is_empty() {
+    if excused.is_empty() {
         assert_eq!(v["passed"], true, "{what}: {:#}", v["rules"]);
         return 0;
     }
     // The run without the excused failures must pass as a whole.
     let copy = tempfile::tempdir().unwrap();
     let skip: std::collections::BTreeSet<u64> = excused.iter().map(|e| e.0).collect();
-    let records: String = std::fs::read_to_string(run.join("records.ndjson"))
-        .unwrap()
-        .lines()
-        .filter(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .and_then(|r| r["seq"].as_u64())
-                .is_none_or(|seq| !skip.contains(&seq))
-        })
-        .map(|l| format!("{l}\n"))
+    let kept: String = records
+        .iter()
+        .filter(|r| !skip.contains(&r.seq))
+        .map(|r| format!("{}\n", serde_json::to_string(r).unwrap()))
         .collect();
-    std::fs::write(copy.path().join("records.ndjson"), records).unwrap();
+    std::fs::write(copy.path().join("records.ndjson"), kept).unwrap();
     for f in ["events.ndjson", "final.json"] {
         std::fs::copy(run.join(f), copy.path().join(f)).unwrap();
     }
-    let mut args = vec!["verdict", copy.path().to_str().unwrap()];
-    args.extend_from_slice(verdict_args);
-    lab.cpmlab(&args).success();
-    // How long after each leader kill requests kept failing (the election).
-    let elections: Vec<String> = h
-        .leader_kills
-        .iter()
-        .map(|k| {
-            let last_end = failed
-                .iter()
-                .map(|r| f(&r["start_unix_ms"]) + f(&r["duration_ms"]))
-                .filter(|e| *e >= *k)
-                .fold(*k, f64::max);
-            format!("{:.0} ms", last_end - k)
-        })
-        .collect();
-    let why: std::collections::BTreeMap<&str, usize> =
-        excused.iter().fold(Default::default(), |mut m, (_, w)| {
-            *m.entry(*w).or_default() += 1;
-            m
-        });
+    lab.cpmlab(&["verdict", copy.path().to_str().unwrap()])
+        .success();
     eprintln!(
-        "{what}: {} request(s) failed by a known etcd hazard ({why:?}; failures until {elections:?} after leader kills); without them the verdict passes",
-        excused.len()
+        "{what}: {} request(s) failed by a known etcd hazard ({:?}); without them the verdict passes",
+        excused.len(),
+        excused.iter().map(|e| e.1).collect::<Vec<_>>()
     );
     excused.len()
 }
@@ -514,7 +414,7 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
         .stderr(predicate::str::contains("MigrationCompleted"));
     std::thread::sleep(Duration::from_secs(2));
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&lab, &v, &run, &test, &Hazards::default(), &[]) == 0 {
+    if assert_zero_downtime(&lab, &v, &run, &test) == 0 {
         assert_eq!(code, Some(0), "{test}: verdict failed: {:#}", v["rules"]);
     }
     assert_informer_saw_every_write(&v, &test);
@@ -568,19 +468,9 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
     }
 }
 
-// Both plans across the WAN on Kubernetes' own server code; the stand-in
-// keeps its own smaller suite (both plans at 0 ms here, its failpoints in
-// probes.rs).
-
-#[test]
-fn six_member_at_25ms() {
-    migrate_with_zero_downtime("m6d", "six-member", 25, Api::Generic);
-}
-
-#[test]
-fn five_member_at_25ms() {
-    migrate_with_zero_downtime("m5d", "five-member", 25, Api::Generic);
-}
+// Both plans across the WAN on Kubernetes' own server code are scenario
+// fixtures (e2e/tests/scenarios.rs); the stand-in keeps its own smaller
+// suite (both plans at 0 ms here, its failpoints in probes.rs).
 
 #[test]
 fn six_member_at_0ms_standin() {
@@ -590,92 +480,6 @@ fn six_member_at_0ms_standin() {
 #[test]
 fn five_member_at_0ms_standin() {
     migrate_with_zero_downtime("m5z", "five-member", 0, Api::Standin);
-}
-
-#[test]
-fn distant_regions_are_refused_and_a_failed_join_aborts_cleanly() {
-    if !docker_or_skip("distant_regions_are_refused_and_a_failed_join_aborts_cleanly") {
-        return;
-    }
-    let lab = Lab::new("mab");
-    up(&lab);
-    let run = probe_start(&lab, &[]);
-
-    // 100 ms one-way: 200 ms RTT > 180 ms.
-    lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "100ms"]);
-    lab.cpmlab(&["migrate"])
-        .code(2)
-        .stderr(predicate::str::contains("RTT"))
-        .stderr(predicate::str::contains("--allow-distant-regions"));
-    assert!(state_file(&lab)["migration"].is_null(), "nothing persisted");
-    lab.ok(&["link", "clear"]);
-
-    // Abort is refused unless the join failed.
-    lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);
-    lab.cpmlab(&["migrate", "--abort"])
-        .code(2)
-        .stderr(predicate::str::contains(
-            "only while DestinationEtcdPeersJoined",
-        ));
-
-    // The destination cannot reach the source gateway: the join fails.
-    lab.ok(&["link", "partition", "seed-a:seed-b"]);
-    lab.cpmlab(&["migrate", "--resume", "--join-timeout", "10s"])
-        .code(1);
-    let s = state_file(&lab);
-    let c = condition(&s, "DestinationEtcdPeersJoined");
-    assert_eq!(c["status"], "False", "{c:#}");
-    assert_eq!(c["reason"], "Failed", "{c:#}");
-    let st = lab.status();
-    assert_eq!(st["migration"]["conditions"][1]["status"], "False");
-
-    lab.cpmlab(&["migrate", "--abort"])
-        .success()
-        .stderr(predicate::str::contains("serves as before"));
-    lab.ok(&["link", "heal", "seed-a:seed-b"]);
-    let s = lab.status();
-    assert!(s["migration"].is_null(), "{:#}", s["migration"]);
-    let ms = s["etcd"]["members"].as_array().unwrap();
-    assert_eq!(ms.len(), 3, "{:#}", s["etcd"]);
-    assert!(ms
-        .iter()
-        .all(|m| m["seed"] == "seed-a" && m["healthy"] == true));
-    let objects = lab_objects(&lab.name);
-    assert!(
-        !objects.iter().any(|o| o.contains("seed-b-etcd")),
-        "destination members remain: {objects:?}"
-    );
-    let gw_a = s["seeds"][0]["gateway_ip"].clone();
-    assert_eq!(s["dns"]["answer"], serde_json::json!([gw_a]));
-    let (code, v) = probe_stop(&lab, &run);
-    assert_eq!(v["zero_downtime"], true, "{:#}", v["rules"]);
-    assert_eq!(v["ledger"]["lost_count"], 0);
-    assert_eq!(code, Some(0), "{:#}", v["rules"]);
-}
-
-#[test]
-fn force_shrink_completes_with_bounded_reported_downtime() {
-    if !docker_or_skip("force_shrink_completes_with_bounded_reported_downtime") {
-        return;
-    }
-    let lab = Lab::new("mfs");
-    up(&lab);
-    let run = probe_start(&lab, &[]);
-    std::thread::sleep(Duration::from_secs(2));
-    lab.ok(&["migrate", "--force-shrink-etcd"]);
-    std::thread::sleep(Duration::from_secs(2));
-    let (code, v) = probe_stop(&lab, &run);
-    assert_eq!(code, Some(1), "force-shrink must fail the verdict");
-    assert_eq!(v["zero_downtime"], false);
-    let longest = f(&v["overall"]["longest_unavailable_ms"]);
-    assert!(
-        longest > 0.0 && longest < 30_000.0,
-        "downtime {longest} ms, want bounded: {:#}",
-        v["overall"]
-    );
-    assert_eq!(v["ledger"]["lost_count"], 0, "{:#}", v["ledger"]);
-    let s = assert_migrated(&lab);
-    assert_eq!(s["migration"]["force_shrink"], true);
 }
 
 #[test]
@@ -726,100 +530,9 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
     lab.cpmlab(&["migrate", "--resume"]).code(2);
     assert_migrated(&lab);
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&lab, &v, &run, "resume", &Hazards::default(), &[]) == 0 {
+    if assert_zero_downtime(&lab, &v, &run, "resume") == 0 {
         assert_eq!(code, Some(0), "{:#}", v["rules"]);
     }
-    assert_ledger_in_history(&lab, &run);
-}
-
-fn now_ms() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        * 1e3
-}
-
-fn status_members(lab: &Lab) -> Vec<Value> {
-    lab.status()["etcd"]["members"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// A source follower SIGKILLed in step 2 and the source leader SIGKILLed in
-/// step 6: the controller starts them again (as their StatefulSet would),
-/// waits behind its quorum gate, and completes.
-#[test]
-fn members_killed_in_steps_2_and_6_do_not_stop_the_migration() {
-    if !docker_or_skip("members_killed_in_steps_2_and_6_do_not_stop_the_migration") {
-        return;
-    }
-    let lab = Lab::new("mkl");
-    up(&lab);
-    // Leader elections stall requests for up to ~2 s: give them room.
-    let run = probe_start(&lab, &[]);
-    let child = spawn_migrate(
-        &lab,
-        &[],
-        &[("CPMLAB_TEST_HOLD", "EtcdMigrationComplete:4s")],
-    );
-    wait_state(
-        &lab,
-        "a destination member in step 2",
-        Duration::from_secs(90),
-        destination_member_in_step_2,
-    );
-    let follower = status_members(&lab)
-        .into_iter()
-        .find(|m| m["seed"] == "seed-a" && m["is_leader"] == false)
-        .expect("a source follower");
-    let victim = lab.container(follower["name"].as_str().unwrap());
-    let kills = vec![now_ms()];
-    docker(&["kill", &victim]).assert().success();
-
-    wait_state(&lab, "step 6", Duration::from_secs(180), |s| {
-        progressing(s, "EtcdMigrationComplete")
-    });
-    let leader = status_members(&lab)
-        .into_iter()
-        .find(|m| m["is_leader"] == true)
-        .expect("a leader");
-    assert_eq!(
-        leader["seed"], "seed-a",
-        "the leader moves only later: {leader:#}"
-    );
-    let victim = lab.container(leader["name"].as_str().unwrap());
-    let leader_kill = now_ms();
-    docker(&["kill", &victim]).assert().success();
-
-    let o = finish(child).success();
-    let log = String::from_utf8_lossy(&o.get_output().stderr);
-    let restarts = log.matches("had stopped; started it again").count();
-    assert!(restarts >= 2, "both killed members restarted: {log}");
-    assert_migrated(&lab);
-    let (_, v) = probe_stop(&lab, &run);
-    // An election stalls requests for up to ELECTION_BOUND_MS: the ones
-    // that did not fail are judged with room for it.
-    let hazards = Hazards {
-        kills: &kills,
-        leader_kills: &[leader_kill],
-    };
-    assert_zero_downtime(
-        &lab,
-        &v,
-        &run,
-        "members killed",
-        &hazards,
-        &[
-            "--read-p99",
-            "4s",
-            "--mutation-p99",
-            "4s",
-            "--watch-delay-p99",
-            "4s",
-        ],
-    );
     assert_ledger_in_history(&lab, &run);
 }
 
@@ -855,7 +568,7 @@ for step in {steps}; do "$CPMLAB_BIN" migrate --resume --stop-after "$step"; don
     // --command is required.
     lab.cpmlab(&["migrate", "--driver", "external"]).code(2);
     let (code, v) = probe_stop(&lab, &run);
-    if assert_zero_downtime(&lab, &v, &run, "external driver", &Hazards::default(), &[]) == 0 {
+    if assert_zero_downtime(&lab, &v, &run, "external driver") == 0 {
         assert_eq!(code, Some(0), "{:#}", v["rules"]);
     }
     // The driver's run is a band, and so is each step the flow took in it.
@@ -905,4 +618,11 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
             "{args:?} persisted"
         );
     }
+    // Abort is refused unless the join failed.
+    lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);
+    lab.cpmlab(&["migrate", "--abort"])
+        .code(2)
+        .stderr(predicate::str::contains(
+            "only while DestinationEtcdPeersJoined",
+        ));
 }

@@ -475,3 +475,84 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FileError> {
 pub fn schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(Scenario)).expect("a schema is JSON")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check::{Action, Role, TargetRef, Trigger};
+    use super::*;
+    use std::time::Duration;
+
+    fn parse_str(s: &str) -> Result<ScenarioFile, FileError> {
+        parse(s, Path::new("s.yaml"))
+    }
+
+    #[test]
+    fn a_full_scenario_is_typed() {
+        let f = parse_str(
+            "description: leader killed in step 6\nseed: 7\nlinks:\n  - between: seed-a:seed-b\n    delay: 25ms\nmigration:\n  plan: five-member\n  hold: {EtcdMigrationComplete: 4s}\ntimeline:\n  - when: {step: EtcdMigrationComplete, after: 1s}\n    kill: {member: leader, seed: seed-a}\n  - at: 30s\n    heal: seed-a:seed-b\nexpect:\n  downtime: {write: 2s}\n  p99: {MigrateDNSRecords: {write: 1s}}\n  excuse: [leader-election]\n",
+        )
+        .unwrap();
+        assert_eq!(f.name(), "s");
+        assert_eq!(f.scenario.seed, Some(7));
+        let m = f.scenario.migration.as_ref().unwrap();
+        assert_eq!(m.plan, Plan::FiveMember);
+        let c = &f.checked;
+        assert_eq!(c.warmup, Duration::from_secs(3));
+        assert_eq!(c.duration, Duration::ZERO, "with a migration: its end");
+        assert_eq!(
+            c.timeline[0].trigger,
+            Trigger::Step {
+                step: "EtcdMigrationComplete".into(),
+                on: StepEvent::Entering,
+                after: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(
+            c.timeline[0].action,
+            Action::Kill(TargetRef::MemberRole {
+                role: Role::Leader,
+                seed: Some("seed-a".into())
+            })
+        );
+        assert_eq!(c.timeline[1].trigger, Trigger::At(Duration::from_secs(30)));
+        assert_eq!(c.downtime["write"], Duration::from_secs(2));
+        assert_eq!(
+            c.p99[&("MigrateDNSRecords".to_string(), "write".to_string())],
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn problems_name_their_line_and_field() {
+        let e = parse_str("description: x\ntimeline:\n  - at: 5s\n    when: {step: MigrateDNSRecords}\n    heal: seed-a:seed-b\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "timeline[0]"), "{e}");
+        let e = parse_str(
+            "description: x\nmigration: {}\ntimeline:\n  - at: 5s\n    kill: {member: seed-a/9}\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "timeline[0].kill.member", "{e}");
+        assert!(e.message.contains("at most 3"), "{e}");
+        let e = parse_str("description: x\nmigration: {driver: external}\n").unwrap_err();
+        assert_eq!(e.field, "migration.command", "{e}");
+        let e = parse_str("description: x\nexpect:\n  slo: {read_p99: fast}\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (3, "expect.slo.read_p99"),
+            "{e}"
+        );
+        let e = parse_str("description: x\nexpect: {migration: completed}\n").unwrap_err();
+        assert_eq!(e.field, "expect.migration", "{e}");
+        let e = parse_str(
+            "description: x\nmigration: {}\ntimeline:\n  - when: {step: MigrationCompleted, on: failed}\n    heal: seed-a:seed-b\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "timeline[0].when.on", "{e}");
+    }
+
+    #[test]
+    fn the_schema_refuses_unknown_keys() {
+        let s = schema();
+        assert_eq!(s["additionalProperties"], false);
+        assert!(s["properties"]["timeline"].is_object());
+    }
+}
