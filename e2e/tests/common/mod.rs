@@ -204,3 +204,85 @@ pub fn etcdctl(endpoint: &str, cert: bool, args: &str) -> String {
         "ETCDCTL_API=3 etcdctl --dial-timeout=2s --command-timeout=4s --endpoints=https://{endpoint}:2379 --cacert=/etc/cpmlab/pki/ca.crt {auth} {args}"
     )
 }
+
+/// The informer (a controller's list+watch) saw every acknowledged write,
+/// as an event or superseded by a re-list, in order; prints its relists.
+pub fn assert_informer_saw_every_write(v: &Value, what: &str) {
+    let inf = &v["informer"];
+    assert_eq!(inf["run"], true, "{what}: {inf:#}");
+    for k in ["missed_count", "duplicated_count", "out_of_order_count"] {
+        assert_eq!(inf[k], 0, "{what}: {k}: {inf:#}");
+    }
+    assert!(num(&inf["expected"]) > 20.0, "{what}: {inf:#}");
+    assert_eq!(
+        num(&inf["delivered"]) + num(&inf["superseded_by_relist"]),
+        num(&inf["expected"]),
+        "{what}: {inf:#}"
+    );
+    let by_phase: Vec<String> = inf["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{} {} relist(s) {} error(s) worst delay {} ms",
+                p["name"].as_str().unwrap_or(""),
+                p["relists"],
+                p["errors"],
+                p["delay"]["max_ms"]
+            )
+        })
+        .collect();
+    eprintln!(
+        "{what}: informer {} of {} writes as events, {} relist(s); {}",
+        inf["delivered"],
+        inf["expected"],
+        inf["relists"],
+        by_phase.join("; ")
+    );
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// A completed migration's run, beyond its verdict: the informer saw every
+/// write, requests were answered from both seeds and the informer's last
+/// watch from the destination, every step is a phase, and the logs of what
+/// the migration removed (and of what runs on) are kept in `run/logs`.
+pub fn assert_migrated_run(run: &Path, v: &Value, lab: &str, what: &str) {
+    assert_informer_saw_every_write(v, what);
+    let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
+    assert!(records.contains(r#""seed":"seed-a""#) && records.contains(r#""seed":"seed-b""#));
+    let last_watch = records
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["probe"] == "informer" && r["event"] == "watch" && r["outcome"] == "ok")
+        .expect("the informer watched");
+    assert_eq!(last_watch["seed"], "seed-b", "{what}: {last_watch}");
+    let phases: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for s in cpmlab::migrate::conditions::STEPS {
+        assert!(phases.contains(s), "{what}: phase {s} missing: {phases:?}");
+    }
+    for c in [
+        "seed-a-apiserver-0",
+        "seed-a-etcd-0",
+        "seed-b-apiserver-0",
+        "seed-b-etcd-0",
+        "seed-b-gateway",
+    ] {
+        let p = run.join("logs").join(format!("{lab}-{c}.log"));
+        let log = std::fs::read_to_string(&p).unwrap_or_default();
+        assert!(
+            log.lines().count() > 1,
+            "{what}: no log kept at {}",
+            p.display()
+        );
+    }
+}
