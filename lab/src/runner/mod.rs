@@ -300,7 +300,13 @@ async fn drive(
     };
     let ((), (timeline, migration)) = tokio::join!(observer, work);
     r.timeline = timeline;
-    r.migration = migration.map(|m| m.as_str().to_string());
+    r.migration = match migration {
+        // Stopped at its safe point by Ctrl-C: neither done nor failed.
+        Some(m) if cancel.check().is_err() && m != MigrationOutcome::Completed => {
+            Some("interrupted".to_string())
+        }
+        m => m.map(|m| m.as_str().to_string()),
+    };
     if cancel.check().is_err() {
         let _ = crate::probe::run::note(&run_dir, "interrupted: the run is incomplete");
     }
