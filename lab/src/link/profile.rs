@@ -208,7 +208,19 @@ pub fn parse_rate(flag: &str, s: &str) -> Result<u64, BadInput> {
 }
 
 /// Which directions of a pair `A:B` a change applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Direction {
     #[default]
     Both,
@@ -259,6 +271,17 @@ impl Pair {
             Direction::Both => vec![ab, ba],
             Direction::AToB => vec![ab],
             Direction::BToA => vec![ba],
+        }
+    }
+}
+
+impl Direction {
+    /// As `--direction` takes it (`both`, `a-to-b`, `b-to-a`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            Direction::Both => "both",
+            Direction::AToB => "a-to-b",
+            Direction::BToA => "b-to-a",
         }
     }
 }

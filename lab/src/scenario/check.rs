@@ -562,14 +562,14 @@ fn reachable(s: &Scenario, timeline: &[Planned]) -> Result<(), Problem> {
 /// The probe keys an expectation may name: a probe kind, a lane
 /// (`kind/mode`) or `overall`.
 fn known_probe(key: &str) -> bool {
-    const KINDS: &[&str] = &["readyz", "get", "list", "write", "watch", "informer"];
-    if key == "overall" {
-        return true;
-    }
-    match key.split_once('/') {
-        Some((k, m)) => KINDS.contains(&k) && (m == "new" || m == "reused"),
-        None => KINDS.contains(&key),
-    }
+    use crate::probe::record::{ConnMode, ProbeKind};
+    let kind = |k: &str| serde_json::from_value::<ProbeKind>(k.into()).is_ok();
+    let mode = |m: &str| serde_json::from_value::<ConnMode>(m.into()).is_ok();
+    key == "overall"
+        || match key.split_once('/') {
+            Some((k, m)) => kind(k) && mode(m),
+            None => kind(key),
+        }
 }
 
 type Limits = (

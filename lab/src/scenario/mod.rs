@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::link::profile::Distribution;
+use crate::link::profile::{Direction, Distribution};
 use crate::migrate::membership::Plan;
 use crate::migrate::record::Driver;
 use crate::topology::Topology;
@@ -67,7 +67,7 @@ pub struct LinkSpec {
     pub between: String,
     /// `both` (default), `a-to-b` or `b-to-a`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<DirectionSpec>,
+    pub direction: Option<Direction>,
     /// One-way delay, e.g. 25ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<String>,
@@ -81,24 +81,6 @@ pub struct LinkSpec {
     /// Rate limit, e.g. 100mbit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum DirectionSpec {
-    Both,
-    AToB,
-    BToA,
-}
-
-impl DirectionSpec {
-    pub fn flag(self) -> &'static str {
-        match self {
-            DirectionSpec::Both => "both",
-            DirectionSpec::AToB => "a-to-b",
-            DirectionSpec::BToA => "b-to-a",
-        }
-    }
 }
 
 /// A link trace (CSV or NDJSON; see `trace`) replayed into a link.
