@@ -145,3 +145,29 @@ fn verdict_refuses_bad_input_with_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("--list-p99"));
 }
+
+#[test]
+fn host_side_probes_refuse_a_kubeconfig_they_cannot_use_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("gardenlogin.yaml");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: shoot\n  cluster:\n    server: https://api.shoot.example:443\n    certificate-authority-data: eA==\n\
+users:\n- name: u\n  user:\n    exec:\n      command: kubectl-gardenlogin\n\
+contexts:\n- name: shoot\n  context:\n    cluster: shoot\n    user: u\ncurrent-context: shoot\n",
+    )
+    .unwrap();
+    Command::new(bin())
+        .env("CPMLAB_STATE_DIR", dir.path())
+        .args(["probe", "start", "--name", "outside", "--kubeconfig"])
+        .arg(&kc)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "{}:11: users[0].user.exec: an exec plugin is not supported",
+            kc.display()
+        )));
+    // Nothing was started or recorded.
+    assert!(!dir.path().join("outside/outside.json").exists());
+    assert!(!dir.path().join("runs").exists());
+}

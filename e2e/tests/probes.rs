@@ -44,8 +44,44 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
     let lab = Lab::new("quiet");
     lab.ok(&["up"]);
     let run = start(&lab, &[]);
+    // Beside the lab's probes, the same agent from the host through the
+    // lab's kubeconfig, as it would measure any API server
+    // (`probe start --kubeconfig`): it runs as a host process, in a
+    // namespace of its own, and is judged by the same rules.
+    let kc = lab.ok(&["kubeconfig"]).trim().to_string();
+    let outside = format!("{}-out", lab.name);
+    let outside_run = PathBuf::from(
+        lab.ok(&["probe", "start", "--name", &outside, "--kubeconfig", &kc])
+            .trim(),
+    );
+    let st = lab.ok(&["probe", "status", "--name", &outside]);
+    assert!(
+        st.contains("probes from the host") && st.contains("running"),
+        "{st}"
+    );
     std::thread::sleep(Duration::from_secs(6));
     lab.cpmlab(&["probe", "stop"]).code(0);
+    lab.cpmlab(&["probe", "stop", "--name", &outside]).code(0);
+    let o = verdict(&outside_run);
+    assert_eq!(o["passed"], true, "{o:#}");
+    assert_eq!(o["overall"]["requests"], o["overall"]["ok"], "{o:#}");
+    assert!(f(&o["overall"]["requests"]) > 300.0, "{}", o["overall"]);
+    // Outside the lab etcd is out of reach: the counter read back through
+    // the API checks the ledger's tail.
+    assert_eq!(
+        o["ledger"]["final_counter"],
+        o["ledger"]["max_acknowledged"]
+    );
+    assert!(o["ledger"]["history_error"]
+        .as_str()
+        .unwrap()
+        .contains("out of reach"));
+    assert_eq!(o["informer"]["missed_count"], 0, "{:#}", o["informer"]);
+    assert!(!lab
+        .state
+        .path()
+        .join(format!("outside/{outside}.json"))
+        .exists());
     let v = verdict(&run);
     assert_eq!(v["passed"], true, "{v:#}");
     assert_eq!(v["zero_downtime"], true);

@@ -9,19 +9,30 @@ use clap::Subcommand;
 use super::print_json_line;
 use crate::errors::BadInput;
 
+/// The probe agent: against the lab's shoot API (`--api-name`, `--dns`,
+/// `--ca`, `--token-file`: inside the lab) or any API server a kubeconfig
+/// names (`--kubeconfig`: from the host, `cpmlab probe start --kubeconfig`).
 #[derive(clap::Args, Debug)]
 pub struct ProbeArgs {
-    #[arg(long)]
-    api_name: String,
+    #[arg(long, conflicts_with_all = ["api_name", "dns", "ca", "token_file"])]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context (default: its current context).
+    #[arg(long, requires = "kubeconfig")]
+    context: Option<String>,
+    #[arg(long, required_unless_present = "kubeconfig")]
+    api_name: Option<String>,
     #[arg(long, default_value_t = 443)]
     port: u16,
     /// The lab DNS server (ip:port).
-    #[arg(long)]
-    dns: std::net::SocketAddr,
-    #[arg(long)]
-    ca: PathBuf,
-    #[arg(long)]
-    token_file: PathBuf,
+    #[arg(long, required_unless_present = "kubeconfig")]
+    dns: Option<std::net::SocketAddr>,
+    #[arg(long, required_unless_present = "kubeconfig")]
+    ca: Option<PathBuf>,
+    #[arg(long, required_unless_present = "kubeconfig")]
+    token_file: Option<PathBuf>,
+    /// The namespace of the probes' objects.
+    #[arg(long, default_value = crate::probe::agent::NAMESPACE)]
+    namespace: String,
     #[arg(long)]
     out: PathBuf,
     #[command(flatten)]
@@ -29,6 +40,28 @@ pub struct ProbeArgs {
     /// seed=gateway-ip pairs, to name the seed when the server does not.
     #[arg(long, default_value = "")]
     seed_gateways: String,
+}
+
+impl ProbeArgs {
+    fn target(&self) -> Result<crate::probe::target::Target> {
+        use crate::probe::target::{from_kubeconfig, Target};
+        match (
+            &self.kubeconfig,
+            &self.api_name,
+            self.dns,
+            &self.ca,
+            &self.token_file,
+        ) {
+            (Some(k), ..) => Ok(from_kubeconfig(k, self.context.as_deref())?),
+            (None, Some(name), Some(dns), Some(ca), Some(token)) => {
+                Target::lab(name, self.port, dns, ca, token)
+            }
+            _ => Err(BadInput(
+                "give --kubeconfig, or --api-name, --dns, --ca and --token-file".into(),
+            )
+            .into()),
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -187,11 +220,8 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 })
                 .collect::<Result<Vec<_>, BadInput>>()?;
             crate::probe::agent::run(crate::probe::agent::ProbeConfig {
-                api_name: a.api_name,
-                port: a.port,
-                dns: a.dns,
-                ca: a.ca,
-                token_file: a.token_file,
+                target: a.target()?,
+                namespace: a.namespace,
                 out: a.out,
                 rate: parsed.rate,
                 timeout: parsed.timeout,

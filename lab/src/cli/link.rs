@@ -261,9 +261,20 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     match lab.output {
         Output::Json => print_json(&serde_json::json!({
             "lab": state.name, "backend": backend.as_str(), "links": views,
+            "seed": state.link_seed.map(|s| s.seed),
+            "replay": state.link_replay.as_ref().map(|r| r.summary(crate::probe::run::now_unix_ms())),
         })),
         Output::Text => {
             println!("backend: {}", backend.as_str());
+            if let Some(s) = state.link_seed {
+                println!("seed: {} (loss and jitter draws replay with it)", s.seed);
+            }
+            if let Some(r) = &state.link_replay {
+                println!(
+                    "replay: {} (the trace drives these links, not the table below)",
+                    r.summary(crate::probe::run::now_unix_ms())
+                );
+            }
             for v in views {
                 println!("  {:>8} -> {:<8} {}", v.from, v.to, v.summary);
             }

@@ -1,6 +1,6 @@
 //! `cpmlab probe start|stop|status`: the probe agent and its verdict.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -10,15 +10,29 @@ use crate::provider::docker::engine::Engine;
 
 #[derive(Subcommand, Debug)]
 pub enum ProbeCommand {
-    /// Start the probe agent on the clients network.
+    /// Start the probe agent on the clients network; or, with
+    /// --kubeconfig, on this host against the API server it names (no lab
+    /// needed: a real Live CPM is measured by the same probes and rules).
     Start {
         #[command(flatten)]
         lab: LabArgs,
         #[command(flatten)]
         settings: crate::probe::run::ProbeSettings,
+        /// Probe the API server this kubeconfig names, from this host
+        /// (token or client certificate; exec plugins are not supported).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// The kubeconfig's context (default: its current context).
+        #[arg(long, requires = "kubeconfig")]
+        context: Option<String>,
+        /// Where the host-side probes keep their objects (they create it):
+        /// default cpmlab-probes-<NAME>.
+        #[arg(long, requires = "kubeconfig")]
+        namespace: Option<String>,
     },
-    /// Stop the probes and write verdict.json, junit.xml and report.html.
-    /// Exits 1 when the verdict failed.
+    /// Stop the probes (the lab's, or those started with --kubeconfig) and
+    /// write verdict.json, junit.xml and report.html. Exits 1 when the
+    /// verdict failed.
     Stop {
         #[command(flatten)]
         lab: LabArgs,
@@ -41,6 +55,9 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
     // Bad flags fail with exit 2 before anything is looked at or started.
     if let ProbeCommand::Start { settings, .. } = &command {
         settings.parse()?;
+    }
+    if let Some(code) = outside(state_root, &lab, &command).await? {
+        return Ok(code);
     }
     let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
     let engine = Engine::connect().await?;
@@ -66,19 +83,9 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
         }
         ProbeCommand::Status { .. } => {
             let running = engine.container_state(&run::container(&state)).await?;
-            let records = state
-                .probe_run
-                .as_ref()
-                .map(|r| {
-                    crate::verdict::read_records(&r.join("records.ndjson")).unwrap_or_default()
-                })
-                .unwrap_or_default();
-            let failed = records
-                .iter()
-                .filter(|r| r.outcome != crate::probe::record::Outcome::Ok)
-                .count();
+            let (records, failed) = counts(state.probe_run.as_ref());
             let v = serde_json::json!({
-                "container": running, "run": state.probe_run, "records": records.len(), "failed": failed,
+                "container": running, "run": state.probe_run, "records": records, "failed": failed,
             });
             match lab.output {
                 Output::Json => print_json(&v),
@@ -89,10 +96,91 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
                         .as_ref()
                         .map(|p| p.display().to_string())
                         .unwrap_or("-".into()),
-                    records.len()
+                    records
                 ),
             }
             Ok(0)
         }
     }
+}
+
+/// The host-side probes (`probe start --kubeconfig`), when the command is
+/// about them: started with a kubeconfig, or stopped or asked about while
+/// they run under that name. `None`: the lab's probes.
+async fn outside(state_root: &Path, lab: &LabArgs, command: &ProbeCommand) -> Result<Option<u8>> {
+    use crate::probe::outside;
+    let running = outside::load(state_root, &lab.name);
+    match (command, running) {
+        (
+            ProbeCommand::Start {
+                settings,
+                kubeconfig: Some(k),
+                context,
+                namespace,
+                ..
+            },
+            _,
+        ) => {
+            let run = outside::start(
+                state_root,
+                &lab.name,
+                k,
+                context.as_deref(),
+                namespace.as_deref(),
+                settings,
+            )
+            .await?;
+            match lab.output {
+                Output::Json => print_json_line(
+                    &serde_json::json!({"event": "probe-start", "run": run, "outside": true}),
+                ),
+                Output::Text => println!("{}", run.display()),
+            }
+            Ok(Some(0))
+        }
+        (ProbeCommand::Stop { .. }, Some(r)) => {
+            let out = outside::stop(state_root, &r).await?;
+            Ok(Some(super::verdict::print(
+                lab.output,
+                "probe-stop",
+                &out.run,
+                &out.verdict,
+            )))
+        }
+        (ProbeCommand::Status { .. }, Some(r)) => {
+            let state = if outside::running(&r) {
+                "running"
+            } else {
+                "exited"
+            };
+            let (records, failed) = counts(Some(&r.run));
+            let v = serde_json::json!({
+                "agent": state, "pid": r.pid, "server": r.server, "run": r.run,
+                "records": records, "failed": failed,
+            });
+            match lab.output {
+                Output::Json => print_json(&v),
+                Output::Text => println!(
+                    "probes from the host (pid {}, {state}) against {}; run {}; {records} records, {failed} failed",
+                    r.pid,
+                    r.server,
+                    r.run.display()
+                ),
+            }
+            Ok(Some(0))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Records so far in a run, and how many failed.
+fn counts(run: Option<&PathBuf>) -> (usize, usize) {
+    let records = run
+        .map(|r| crate::verdict::read_records(&r.join("records.ndjson")).unwrap_or_default())
+        .unwrap_or_default();
+    let failed = records
+        .iter()
+        .filter(|r| r.outcome != crate::probe::record::Outcome::Ok)
+        .count();
+    (records.len(), failed)
 }

@@ -103,6 +103,38 @@ impl Replay {
     }
 }
 
+impl Replay {
+    /// One line on where the replay stands at `now_unix_ms`.
+    pub fn summary(&self, now_unix_ms: f64) -> String {
+        let span = self.changes.last().map(|(o, _)| *o).unwrap_or(0) as f64 / 1e6;
+        let links = self.links.join(", ");
+        let head = format!("{} changes over {span:.1} s on {links}", self.changes.len());
+        let since = now_unix_ms - self.start_unix_ms;
+        if since < 0.0 {
+            return format!("{head}; starts in {:.1} s", -since / 1e3);
+        }
+        let us = (since * 1e3) as u64;
+        match self.index_at(us) {
+            Some(i)
+                if i + 1 == self.changes.len() && us >= self.changes[i].0 && since / 1e3 > span =>
+            {
+                format!(
+                    "{head}; finished, its last profile ({}) stays until `link clear`",
+                    self.changes[i].1
+                )
+            }
+            Some(i) => format!(
+                "{head}; {:.1} s in, change {} of {} in force ({})",
+                since / 1e3,
+                i + 1,
+                self.changes.len(),
+                self.changes[i].1
+            ),
+            None => format!("{head}; {:.1} s in, before its first change", since / 1e3),
+        }
+    }
+}
+
 /// The most changes a replay hands to the delay line.
 pub const MAX_REPLAY_CHANGES: usize = 200_000;
 
@@ -239,4 +271,38 @@ pub async fn apply(
         .await
         .context("apply partitions in the router")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_says_where_it_stands() {
+        let p = |ms: u64| LinkProfile {
+            delay: std::time::Duration::from_millis(ms),
+            ..Default::default()
+        };
+        let r = Replay {
+            start_unix_ms: 10_000.0,
+            links: vec!["seed-a>seed-b".into()],
+            changes: vec![(0, p(10)), (1_000_000, p(50))],
+        };
+        assert!(
+            r.summary(9_000.0).ends_with("starts in 1.0 s"),
+            "{}",
+            r.summary(9_000.0)
+        );
+        let mid = r.summary(10_500.0);
+        assert!(
+            mid.contains("2 changes over 1.0 s on seed-a>seed-b"),
+            "{mid}"
+        );
+        assert!(mid.contains("0.5 s in, change 1 of 2"), "{mid}");
+        assert!(
+            r.summary(20_000.0).contains("finished"),
+            "{}",
+            r.summary(20_000.0)
+        );
+    }
 }

@@ -560,16 +560,17 @@ impl<'a> Flow<'a> {
                 .into());
             }
             match self.join_once(m, line).await {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
+                Ok(None) => return Ok(()),
+                Ok(Some(state)) => last = state,
                 Err(e) => last = format!("{e:#}"),
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
-    /// One look and one action; true once `m` is a voter with a running container.
-    async fn join_once(&mut self, m: &MemberState, line: &Step) -> Result<bool> {
+    /// One look and one action; `None` once `m` is a voter with a running
+    /// container, else where its join stands.
+    async fn join_once(&mut self, m: &MemberState, line: &Step) -> Result<Option<String>> {
         self.heal(line).await?;
         let mut c = self.client().await?;
         let list = c.member_list().await.context("member list")?;
@@ -590,7 +591,7 @@ impl<'a> Flow<'a> {
                 }
                 let id = etcd_ops::add_learner(&mut c, &url).await?;
                 self.note(line, &format!("{} added as a learner ({id:x})", m.name));
-                Ok(false)
+                Ok(Some("added as a learner".into()))
             }
             Some(x) => {
                 let state = self.engine.container_state(&m.container).await?;
@@ -618,7 +619,7 @@ impl<'a> Flow<'a> {
                         line,
                         &format!("{} started (initial-cluster-state existing)", m.name),
                     );
-                    return Ok(false);
+                    return Ok(Some("a learner, started".into()));
                 }
                 if x.is_learner() {
                     // A run killed between start and release left it waiting
@@ -628,12 +629,15 @@ impl<'a> Flow<'a> {
                     }
                     if etcd_ops::try_promote(&mut c, x.id()).await? {
                         self.note(line, &format!("{} caught up and was promoted", m.name));
+                        Ok(Some("promoted".into()))
                     } else {
                         line.detail(&format!("{} catching up", m.name));
+                        Ok(Some(format!(
+                            "a learner, not yet in sync with the leader (container {state})"
+                        )))
                     }
-                    Ok(false)
                 } else {
-                    Ok(true)
+                    Ok(None)
                 }
             }
         }
@@ -1068,7 +1072,14 @@ impl<'a> Flow<'a> {
                     etcd_ops::remove_when_healthy(&mut c, x.id(), Duration::from_secs(60)).await?;
                 }
                 removed += 1;
-                self.note(&line, &format!("{} removed from etcd", x.name()));
+                // A learner that never started has no name in etcd yet.
+                let name = mig
+                    .destination_members
+                    .iter()
+                    .find(|m| x.peer_urls().contains(&m.peer_url()))
+                    .map(|m| m.name.as_str())
+                    .unwrap_or(x.name());
+                self.note(&line, &format!("{name} removed from etcd"));
             }
         }
         for a in &mig.destination_apiservers {

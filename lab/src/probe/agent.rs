@@ -35,11 +35,11 @@ fn first_cert_der(pem: &str) -> Result<Vec<u8>> {
 
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
-    pub api_name: String,
-    pub port: u16,
-    pub dns: std::net::SocketAddr,
-    pub ca: PathBuf,
-    pub token_file: PathBuf,
+    /// The API server and how to reach it.
+    pub target: super::target::Target,
+    /// The namespace of the probes' objects (`NAMESPACE` in the lab; its
+    /// own per run when more than one agent probes one server).
+    pub namespace: String,
     pub out: PathBuf,
     /// Requests per second per probe and mode.
     pub rate: f64,
@@ -144,8 +144,8 @@ impl Ctx {
     }
 }
 
-fn cm_path(name: &str) -> String {
-    format!("/api/v1/namespaces/{NAMESPACE}/configmaps/{name}")
+fn cm_path(c: &Ctx, name: &str) -> String {
+    format!("/api/v1/namespaces/{}/configmaps/{name}", c.cfg.namespace)
 }
 
 fn counter_of(obj: &Value) -> (u64, u64) {
@@ -272,14 +272,14 @@ async fn setup(c: &Ctx) -> Result<()> {
     let started = Instant::now();
     loop {
         let r = async {
-            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.cfg.namespace}});
             let st = fetch(c, ConnMode::New, "POST", "/api/v1/namespaces", Some(ns), true).await.0?.0.status;
             if st != 201 && st != 409 {
                 return Err(Failure { outcome: Outcome::Http, error: format!("create namespace: {st}"), addr: None });
             }
             for (name, data) in [(TARGET, json!({"probe": "target"})), (COUNTER, json!({"value": "0"}))] {
                 let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
-                let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps");
+                let path = format!("/api/v1/namespaces/{}/configmaps", c.cfg.namespace);
                 let st = fetch(c, ConnMode::New, "POST", &path, Some(cm), true).await.0?.0.status;
                 if st != 201 && st != 409 {
                     return Err(Failure { outcome: Outcome::Http, error: format!("create {name}: {st}"), addr: None });
@@ -312,8 +312,8 @@ async fn simple_loop(
         // Can the server serve? A draining server fails plain /readyz on
         // purpose (for load balancers) while it still serves every request.
         ProbeKind::Readyz => "/readyz?exclude=shutdown&verbose".to_string(),
-        ProbeKind::Get => cm_path(COUNTER),
-        ProbeKind::List => format!("/api/v1/namespaces/{NAMESPACE}/configmaps?limit=50"),
+        ProbeKind::Get => cm_path(&c, COUNTER),
+        ProbeKind::List => format!("/api/v1/namespaces/{}/configmaps?limit=50", c.cfg.namespace),
         _ => unreachable!("not a simple probe"),
     };
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / c.cfg.rate));
@@ -347,7 +347,7 @@ async fn read_counter(c: &Ctx, probe: ProbeKind, mode: ConnMode) -> Option<(u64,
         mode,
         Some("read"),
         "GET",
-        &cm_path(COUNTER),
+        &cm_path(c, COUNTER),
         None,
         true,
     )
@@ -391,7 +391,7 @@ async fn write_loop(
         };
         let next = value + 1;
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": COUNTER, "namespace": NAMESPACE, "resourceVersion": rv.to_string()},
+            "metadata": {"name": COUNTER, "namespace": c.cfg.namespace, "resourceVersion": rv.to_string()},
             "data": {"value": next.to_string()}});
         let start = Instant::now();
         let called = call(
@@ -400,7 +400,7 @@ async fn write_loop(
             mode,
             None,
             "PUT",
-            &cm_path(COUNTER),
+            &cm_path(&c, COUNTER),
             Some(body),
             true,
         )
@@ -437,7 +437,8 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
             }
         }
         let path = format!(
-            "/api/v1/namespaces/{NAMESPACE}/configmaps?watch=1&fieldSelector=metadata.name%3D{COUNTER}&allowWatchBookmarks=true&timeoutSeconds=600{}",
+            "/api/v1/namespaces/{}/configmaps?watch=1&fieldSelector=metadata.name%3D{COUNTER}&allowWatchBookmarks=true&timeoutSeconds=600{}",
+            c.cfg.namespace,
             last_rv.map(|r| format!("&resourceVersion={r}")).unwrap_or_default()
         );
         let start = Instant::now();
@@ -545,18 +546,13 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
 }
 
 pub async fn run(cfg: ProbeConfig) -> Result<()> {
-    let token = std::fs::read_to_string(&cfg.token_file)
-        .with_context(|| format!("read {}", cfg.token_file.display()))?
-        .trim()
-        .to_string();
-    let ca =
-        std::fs::read_to_string(&cfg.ca).with_context(|| format!("read {}", cfg.ca.display()))?;
-    let tls = crate::apiserver::client::tls_client(&ca)?;
+    let target = &cfg.target;
+    let tls = target.tls()?;
     let transport = Transport::new(
-        Resolver::new(cfg.dns, &cfg.api_name),
-        &cfg.api_name,
-        cfg.port,
-        token,
+        Resolver::new(target.resolve.clone(), &target.server_name),
+        &target.server_name,
+        target.port,
+        target.token().map(str::to_string),
         tls,
         cfg.seeds_by_addr.clone(),
     );
@@ -589,12 +585,12 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         seq: AtomicU64::new(0),
         out: tx,
         last_acked: AtomicU64::new(0),
-        ca_der: first_cert_der(&ca)?,
+        ca_der: first_cert_der(&target.ca_pem)?,
     });
     setup(&c).await?;
     eprintln!(
-        "probing {} at {}/s per probe and mode",
-        cfg.api_name, cfg.rate
+        "probing {} ({}) at {}/s per probe and mode",
+        target.server_name, target.server, cfg.rate
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
@@ -608,7 +604,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
             ProbeKind::Informer => {
                 informer = Some(tokio::spawn(super::informer::run(
                     c.clone(),
-                    Arc::new(Resolver::new(cfg.dns, &cfg.api_name)),
+                    Arc::new(Resolver::new(target.resolve.clone(), &target.server_name)),
                     informer_stop_rx.clone(),
                     INFORMER_CATCH_UP,
                 )));

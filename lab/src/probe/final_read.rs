@@ -23,9 +23,24 @@ pub fn counter_key() -> String {
 
 pub async fn read(dir: &LabDir, state: &LabState) -> FinalRead {
     let mut f = FinalRead::default();
+    read_counter(&mut f, || counter(dir, state)).await;
+    match tokio::time::timeout(HISTORY_TIMEOUT, history(dir, state)).await {
+        Ok(Ok(h)) => f.history = Some(h),
+        Ok(Err(e)) => f.history_error = Some(e),
+        Err(_) => f.history_error = Some(format!("not read within {HISTORY_TIMEOUT:?}")),
+    }
+    f
+}
+
+/// Reads the counter back with `get`, retrying, into `f`.
+pub async fn read_counter<F, Fut>(f: &mut FinalRead, mut get: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(u64, u64), String>>,
+{
     for attempt in 1..=COUNTER_ATTEMPTS {
         f.counter_attempts = attempt;
-        match counter(dir, state).await {
+        match get().await {
             Ok((v, rv)) => {
                 f.counter = Some(v);
                 f.counter_rv = Some(rv);
@@ -41,12 +56,29 @@ pub async fn read(dir: &LabDir, state: &LabState) -> FinalRead {
             }
         }
     }
-    match tokio::time::timeout(HISTORY_TIMEOUT, history(dir, state)).await {
-        Ok(Ok(h)) => f.history = Some(h),
-        Ok(Err(e)) => f.history_error = Some(e),
-        Err(_) => f.history_error = Some(format!("not read within {HISTORY_TIMEOUT:?}")),
+}
+
+/// The path of the counter in the API, in the probes' namespace.
+pub fn counter_path(namespace: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/configmaps/{COUNTER}")
+}
+
+/// The counter's value and resourceVersion from a GET of it.
+pub fn parse_counter(path: &str, code: u16, body: &str) -> Result<(u64, u64), String> {
+    if code != 200 {
+        return Err(format!("GET {path}: {code}: {}", body.trim()));
     }
-    f
+    let v: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| format!("GET {path}: a body that does not parse: {e}"))?;
+    let value = v["data"]["value"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("GET {path}: no numeric data.value"))?;
+    let rv = v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("GET {path}: no resourceVersion"))?;
+    Ok((value, rv))
 }
 
 /// The counter through the API: its value and resourceVersion.
@@ -63,7 +95,7 @@ async fn counter(dir: &LabDir, state: &LabState) -> Result<(u64, u64), String> {
     let ip = ips
         .first()
         .ok_or_else(|| format!("DNS: no address for {}", state.dns.api_name))?;
-    let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps/{COUNTER}");
+    let path = counter_path(NAMESPACE);
     let (code, body) = crate::apiserver::client::get(
         SocketAddr::from((*ip, crate::gateway::API_PORT)),
         &state.dns.api_name,
@@ -74,20 +106,7 @@ async fn counter(dir: &LabDir, state: &LabState) -> Result<(u64, u64), String> {
     )
     .await
     .map_err(|e| format!("{e:#}"))?;
-    if code != 200 {
-        return Err(format!("GET {path}: {code}: {}", body.trim()));
-    }
-    let v: serde_json::Value = serde_json::from_str(&body)
-        .map_err(|e| format!("GET {path}: a body that does not parse: {e}"))?;
-    let value = v["data"]["value"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("GET {path}: no numeric data.value"))?;
-    let rv = v["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("GET {path}: no resourceVersion"))?;
-    Ok((value, rv))
+    parse_counter(&path, code, &body)
 }
 
 /// Every version of the counter, oldest first: a watch of its key from

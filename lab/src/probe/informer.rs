@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 
-use super::agent::{Ctx, COUNTER, NAMESPACE};
+use super::agent::{Ctx, COUNTER};
 use super::record::{ConnMode, Outcome, ProbeKind};
 use super::transport::{refused_unprocessed, Resolver};
 
@@ -268,11 +268,20 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> (Outcome, String) {
 fn client(ctx: &Arc<Ctx>, resolver: Arc<Resolver>) -> Result<kube::Client> {
     use kube::client::ConfigExt;
     let cfg = &ctx.cfg;
-    let url: hyper::Uri = format!("https://{}:{}", cfg.api_name, cfg.port).parse()?;
+    let target = &cfg.target;
+    let url: hyper::Uri = format!("https://{}:{}", target.server_name, target.port).parse()?;
     let mut kc = kube::Config::new(url);
-    kc.default_namespace = NAMESPACE.into();
+    kc.default_namespace = cfg.namespace.clone();
     kc.root_cert = Some(vec![ctx.ca_der.clone()]);
-    kc.auth_info.token = Some(ctx.t.token.clone().into());
+    match &target.auth {
+        super::target::Auth::Token(t) => kc.auth_info.token = Some(t.clone().into()),
+        super::target::Auth::ClientCert { cert_pem, key_pem } => {
+            use base64::Engine as _;
+            let b64 = base64::engine::general_purpose::STANDARD;
+            kc.auth_info.client_certificate_data = Some(b64.encode(cert_pem));
+            kc.auth_info.client_key_data = Some(b64.encode(key_pem).into());
+        }
+    }
     kc.read_timeout = None;
     let tls = kc.rustls_client_config()?;
     let mut http =
@@ -297,7 +306,7 @@ fn client(ctx: &Arc<Ctx>, resolver: Arc<Resolver>) -> Result<kube::Client> {
         .option_layer(kc.auth_layer()?)
         .map_err(tower::BoxError::from)
         .service(recorded);
-    Ok(kube::Client::new(service, NAMESPACE))
+    Ok(kube::Client::new(service, cfg.namespace.clone()))
 }
 
 fn counter_state(cm: &ConfigMap) -> Option<(u64, u64)> {
@@ -329,7 +338,7 @@ pub(super) async fn run(
             return;
         }
     };
-    let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, NAMESPACE);
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &ctx.cfg.namespace);
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();

@@ -4,6 +4,8 @@ pub mod agent;
 pub mod container_logs;
 pub mod final_read;
 pub mod informer;
+pub mod outside;
 pub mod record;
 pub mod run;
+pub mod target;
 pub mod transport;

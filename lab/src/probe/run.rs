@@ -82,6 +82,25 @@ impl ProbeSettings {
     }
 }
 
+/// A new run directory `<runs>/<name>-<UTC time>/`, absolute (a probe
+/// container mounts it).
+pub fn new_run_dir(runs: &Path, name: &str) -> Result<PathBuf> {
+    crate::state::create_private_dir(runs).with_context(|| format!("create {}", runs.display()))?;
+    let runs = std::fs::canonicalize(runs)?;
+    let stamp = time::OffsetDateTime::now_utc();
+    let run = runs.join(format!(
+        "{name}-{:04}{:02}{:02}-{:02}{:02}{:02}",
+        stamp.year(),
+        u8::from(stamp.month()),
+        stamp.day(),
+        stamp.hour(),
+        stamp.minute(),
+        stamp.second()
+    ));
+    std::fs::create_dir_all(&run).with_context(|| format!("create {}", run.display()))?;
+    Ok(run)
+}
+
 pub fn container(state: &LabState) -> String {
     crate::plan::container_name(&state.name, "probe")
 }
@@ -159,24 +178,8 @@ pub async fn start(
         )
         .into());
     }
-    let stamp = time::OffsetDateTime::now_utc();
     // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
-    // Absolute: the probe container mounts it.
-    let runs = dir.runs();
-    crate::state::create_private_dir(&runs)
-        .with_context(|| format!("create {}", runs.display()))?;
-    let runs = std::fs::canonicalize(&runs)?;
-    let run = runs.join(format!(
-        "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
-        state.name,
-        stamp.year(),
-        u8::from(stamp.month()),
-        stamp.day(),
-        stamp.hour(),
-        stamp.minute(),
-        stamp.second()
-    ));
-    std::fs::create_dir_all(&run).with_context(|| format!("create {}", run.display()))?;
+    let run = new_run_dir(&dir.runs(), &state.name)?;
     let clients = state
         .network(crate::topology::CLIENTS)
         .context("clients network")?;

@@ -4,7 +4,7 @@
 //! one long-lived HTTP/2 connection that is re-established only when it
 //! breaks (GOAWAY, reset), as kubectl and client libraries keep theirs.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use rustls::pki_types::ServerName;
 use tokio::sync::Mutex;
 
 use super::record::Outcome;
+use super::target::Resolve;
 
 /// A failed request: its class and the message.
 #[derive(Debug, Clone)]
@@ -87,30 +88,50 @@ impl Reply {
     }
 }
 
-/// The API name through the lab DNS, cached for the record's TTL.
+/// The server's name as addresses: through the lab DNS (cached for the
+/// record's TTL, as a client library would), the host's resolver, or the
+/// fixed address a kubeconfig gives.
 pub struct Resolver {
-    dns: SocketAddr,
+    how: Resolve,
     name: String,
-    cache: Mutex<Option<(Vec<Ipv4Addr>, Instant)>>,
+    cache: Mutex<Option<(Vec<IpAddr>, Instant)>>,
 }
 
 impl Resolver {
-    pub fn new(dns: SocketAddr, name: &str) -> Resolver {
+    pub fn new(how: Resolve, name: &str) -> Resolver {
         Resolver {
-            dns,
+            how,
             name: name.to_string(),
             cache: Mutex::new(None),
         }
     }
 
-    pub async fn resolve(&self) -> Result<Vec<Ipv4Addr>, Failure> {
+    pub async fn resolve(&self) -> Result<Vec<IpAddr>, Failure> {
+        let dns = match &self.how {
+            Resolve::Fixed(ip) => return Ok(vec![*ip]),
+            Resolve::System => {
+                let found = tokio::net::lookup_host((self.name.as_str(), 0))
+                    .await
+                    .map_err(|e| Failure::new(Outcome::Dns, format!("{}: {e}", self.name), None))?;
+                let ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
+                if ips.is_empty() {
+                    return Err(Failure::new(
+                        Outcome::Dns,
+                        format!("no address for {}", self.name),
+                        None,
+                    ));
+                }
+                return Ok(ips);
+            }
+            Resolve::Lab(dns) => *dns,
+        };
         let mut c = self.cache.lock().await;
         if let Some((ips, until)) = c.as_ref() {
             if Instant::now() < *until {
                 return Ok(ips.clone());
             }
         }
-        let (ips, ttl) = crate::dns::query_a(self.dns, &self.name, Duration::from_secs(1))
+        let (ips, ttl) = crate::dns::query_a(dns, &self.name, Duration::from_secs(1))
             .await
             .map_err(|e| Failure::new(Outcome::Dns, e.to_string(), None))?;
         if ips.is_empty() {
@@ -120,6 +141,7 @@ impl Resolver {
                 None,
             ));
         }
+        let ips: Vec<IpAddr> = ips.into_iter().map(IpAddr::V4).collect();
         let ttl = Duration::from_secs(u64::from(ttl.unwrap_or(0)));
         *c = Some((ips.clone(), Instant::now() + ttl));
         Ok(ips)
@@ -214,7 +236,8 @@ pub struct Transport {
     pub resolver: Resolver,
     pub api_name: String,
     pub port: u16,
-    pub token: String,
+    /// The bearer token (none: a client certificate says who we are).
+    pub token: Option<String>,
     pub tls: Arc<rustls::ClientConfig>,
     /// Gateway address -> seed, for servers that do not say (real kube-apiserver).
     pub seeds_by_addr: Vec<(Ipv4Addr, String)>,
@@ -290,9 +313,11 @@ fn request(
         .method(method)
         .uri(path)
         .header("host", &t.api_name)
-        .header("authorization", format!("Bearer {}", t.token))
         .header("accept", "application/json")
         .header("user-agent", "cpmlab-probe");
+    if let Some(token) = &t.token {
+        b = b.header("authorization", format!("Bearer {token}"));
+    }
     if body.is_some() {
         b = b.header("content-type", "application/json");
     }
@@ -305,7 +330,7 @@ impl Transport {
         resolver: Resolver,
         api_name: &str,
         port: u16,
-        token: String,
+        token: Option<String>,
         tls: Arc<rustls::ClientConfig>,
         seeds_by_addr: Vec<(Ipv4Addr, String)>,
     ) -> Transport {
