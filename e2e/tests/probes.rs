@@ -43,7 +43,8 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
     }
     let lab = Lab::new("quiet");
     lab.ok(&["up"]);
-    let run = start(&lab, &[]);
+    // With a write load of new objects beside the ledger.
+    let run = start(&lab, &["--write-rate", "10"]);
     // Beside the lab's probes, the same agent from the host through the
     // lab's kubeconfig, as it would measure any API server
     // (`probe start --kubeconfig`): it runs as a host process, in a
@@ -126,12 +127,17 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
         "list/reused",
         "write/new",
         "write/reused",
+        "load/new",
+        "load/reused",
     ] {
         assert!(
             v["probes"][lane]["requests"].as_u64().unwrap_or(0) > 0,
             "{lane} missing"
         );
     }
+    // 10 creates/s for the run's 8 s or more, every one acknowledged.
+    let load = f(&v["probes"]["load/new"]["requests"]) + f(&v["probes"]["load/reused"]["requests"]);
+    assert!(load >= 60.0, "{load} load requests");
     let records = std::fs::read_to_string(run.join("records.ndjson")).unwrap();
     assert!(records.contains(r#""seed":"seed-a""#));
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();

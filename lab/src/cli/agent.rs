@@ -227,6 +227,8 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 timeout: parsed.timeout,
                 probes: parsed.probes,
                 modes: parsed.modes,
+                write_rate: parsed.write_rate,
+                write_bytes: parsed.write_bytes,
                 seeds_by_addr,
             })
             .await?;

@@ -46,6 +46,9 @@ pub struct ProbeConfig {
     pub timeout: Duration,
     pub probes: Vec<ProbeKind>,
     pub modes: Vec<ConnMode>,
+    /// New ConfigMaps per second in the load namespace (0: no load).
+    pub write_rate: f64,
+    pub write_bytes: usize,
     pub seeds_by_addr: Vec<(std::net::Ipv4Addr, String)>,
 }
 
@@ -272,10 +275,13 @@ async fn setup(c: &Ctx) -> Result<()> {
     let started = Instant::now();
     loop {
         let r = async {
-            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.cfg.namespace}});
-            let st = fetch(c, ConnMode::New, "POST", "/api/v1/namespaces", Some(ns), true).await.0?.0.status;
-            if st != 201 && st != 409 {
-                return Err(Failure { outcome: Outcome::Http, error: format!("create namespace: {st}"), addr: None });
+            let load = (c.cfg.write_rate > 0.0).then(|| load_namespace(&c.cfg.namespace));
+            for name in std::iter::once(&c.cfg.namespace).chain(load.as_ref()) {
+                let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+                let st = fetch(c, ConnMode::New, "POST", "/api/v1/namespaces", Some(ns), true).await.0?.0.status;
+                if st != 201 && st != 409 {
+                    return Err(Failure { outcome: Outcome::Http, error: format!("create namespace {name}: {st}"), addr: None });
+                }
             }
             for (name, data) in [(TARGET, json!({"probe": "target"})), (COUNTER, json!({"value": "0"}))] {
                 let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
@@ -357,6 +363,68 @@ async fn read_counter(c: &Ctx, probe: ProbeKind, mode: ConnMode) -> Option<(u64,
     let got = outcome_into(c, &mut r, called, true);
     c.emit(r);
     got
+}
+
+/// Where the write load's objects go: beside the probes' namespace, so that
+/// the list probe and the informer see the same objects with or without it.
+pub fn load_namespace(namespace: &str) -> String {
+    format!("{namespace}-load")
+}
+
+/// The write load (`--write-rate`): a new ConfigMap per tick, modes
+/// alternating, each create in its own task (an outage does not slow the
+/// clock down), as controllers create objects. Names carry the agent's
+/// start time, so that runs in one namespace never collide.
+async fn load_loop(
+    c: Arc<Ctx>,
+    modes: Vec<ConnMode>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / c.cfg.write_rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps",
+        load_namespace(&c.cfg.namespace)
+    );
+    let payload = "x".repeat(c.cfg.write_bytes);
+    let run = c
+        .wall0
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut i = 0u64;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        let mode = modes[i as usize % modes.len()];
+        i += 1;
+        let body = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("load-{run}-{i}")},
+            "data": {"payload": payload},
+        });
+        let c = c.clone();
+        let path = path.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let called = call(
+                &c,
+                ProbeKind::Load,
+                mode,
+                None,
+                "POST",
+                &path,
+                Some(body),
+                true,
+            )
+            .await;
+            let mut r = c.record(ProbeKind::Load, mode, start);
+            outcome_into(&c, &mut r, called, false);
+            c.emit(r);
+        });
+    }
 }
 
 /// The single writer: read-modify-write of the counter, modes alternating.
@@ -616,6 +684,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                     stop_rx.clone(),
                 )))
             }
+            ProbeKind::Load => unreachable!("--write-rate starts the load"),
             ProbeKind::Watch => {
                 for m in &cfg.modes {
                     tasks.push(tokio::spawn(watch_loop(c.clone(), *m, stop_rx.clone())));
@@ -632,6 +701,13 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                 }
             }
         }
+    }
+    if cfg.write_rate > 0.0 {
+        tasks.push(tokio::spawn(load_loop(
+            c.clone(),
+            cfg.modes.clone(),
+            stop_rx.clone(),
+        )));
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

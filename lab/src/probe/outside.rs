@@ -123,6 +123,8 @@ pub async fn start(
         .arg(format!("--timeout={}", s.timeout))
         .arg(format!("--probes={}", s.probes))
         .arg(format!("--modes={}", s.modes))
+        .arg(format!("--write-rate={}", s.write_rate))
+        .arg(format!("--write-bytes={}", s.write_bytes))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

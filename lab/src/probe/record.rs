@@ -21,6 +21,9 @@ pub enum ProbeKind {
     /// A kube-rs watcher (informer) over the probe namespace's ConfigMaps:
     /// one record per list/watch request, (re)list, error and counter state
     Informer,
+    /// CREATE of a new ConfigMap per request (`--write-rate`): the write
+    /// load of distinct objects controllers generate, beside the ledger
+    Load,
 }
 
 /// How the request reached the server.

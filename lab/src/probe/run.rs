@@ -33,11 +33,21 @@ pub struct ProbeSettings {
     pub probes: String,
     #[arg(long, default_value = "new,reused")]
     pub modes: String,
+    /// A write load beside the probes: this many new ConfigMaps per second
+    /// (modes alternating) in the namespace `<probe namespace>-load`, as
+    /// controllers create objects; 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    pub write_rate: f64,
+    /// The size of each load object's data.
+    #[arg(long, default_value_t = 1024)]
+    pub write_bytes: usize,
 }
 
 /// `ProbeSettings`, checked.
 pub struct Parsed {
     pub rate: f64,
+    pub write_rate: f64,
+    pub write_bytes: usize,
     pub timeout: Duration,
     pub probes: Vec<ProbeKind>,
     pub modes: Vec<ConnMode>,
@@ -69,14 +79,34 @@ impl ProbeSettings {
                 self.rate
             )));
         }
+        if !(self.write_rate >= 0.0 && self.write_rate <= 2000.0) {
+            return Err(BadInput(format!(
+                "--write-rate {}: between 0 (no load) and 2000 objects/s",
+                self.write_rate
+            )));
+        }
+        if self.write_bytes > 512 * 1024 {
+            return Err(BadInput(format!(
+                "--write-bytes {}: at most 512 KiB (etcd's request limit is 1.5 MiB)",
+                self.write_bytes
+            )));
+        }
+        let probes: Vec<ProbeKind> = parse_list(
+            "--probes",
+            &self.probes,
+            "readyz, get, list, write, watch, informer",
+        )?;
+        if probes.contains(&ProbeKind::Load) {
+            return Err(BadInput(
+                "--probes: `load` is not a probe; --write-rate starts the write load".into(),
+            ));
+        }
         Ok(Parsed {
             rate: self.rate,
+            write_rate: self.write_rate,
+            write_bytes: self.write_bytes,
             timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
-            probes: parse_list(
-                "--probes",
-                &self.probes,
-                "readyz, get, list, write, watch, informer",
-            )?,
+            probes,
             modes: parse_list("--modes", &self.modes, "new, reused")?,
         })
     }
@@ -209,6 +239,8 @@ pub async fn start(
             format!("--timeout={}", s.timeout),
             format!("--probes={}", s.probes),
             format!("--modes={}", s.modes),
+            format!("--write-rate={}", s.write_rate),
+            format!("--write-bytes={}", s.write_bytes),
             format!("--seed-gateways={}", seeds.join(",")),
         ]),
         networks: vec![(clients.docker_name.clone(), ip)],
@@ -333,6 +365,8 @@ mod tests {
             timeout: timeout.into(),
             probes: probes.into(),
             modes: modes.into(),
+            write_rate: 0.0,
+            write_bytes: 1024,
         }
     }
 

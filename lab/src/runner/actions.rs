@@ -164,8 +164,10 @@ pub async fn perform(
     action: &Action,
     cancel: &Cancel,
 ) -> Result<String> {
-    let at = now_unix_ms();
-    let fault = |verb: &str, hit: &Hit| {
+    // Stamped when the action is done, not when it fired: finding a role's
+    // member asks every member, which takes seconds on a loaded machine,
+    // and the hazards' windows are measured from this time.
+    let fault = |verb: &str, hit: &Hit, at: f64| {
         let name = if verb == "kill" && hit.member {
             format!("{KILL_EVENT} {}", hit.what)
         } else {
@@ -178,6 +180,7 @@ pub async fn perform(
         Action::Kill(t) | Action::Pause(t) | Action::Unpause(t) | Action::Restart(t) => {
             let hit = resolve(engine, &cpm.state_root, &cpm.lab, t).await?;
             let c = &hit.container;
+            let at = now_unix_ms();
             let verb = match action {
                 Action::Kill(_) => {
                     engine.signal(c, "SIGKILL").await?;
@@ -204,7 +207,7 @@ pub async fn perform(
                     "restart"
                 }
             };
-            Ok(fault(verb, &hit))
+            Ok(fault(verb, &hit, at))
         }
         Action::Partition(pair) | Action::Heal(pair) => {
             let verb = if matches!(action, Action::Partition(_)) {

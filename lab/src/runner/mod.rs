@@ -252,6 +252,10 @@ async fn drive(
                 &p.probes,
                 "--modes",
                 &p.modes,
+                "--write-rate",
+                &p.write_rate.to_string(),
+                "--write-bytes",
+                &p.write_bytes.to_string(),
             ]),
             cancel,
         )

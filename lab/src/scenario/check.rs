@@ -167,6 +167,10 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
             "probes.timeout"
         } else if e.0.starts_with("--probes") {
             "probes.probes"
+        } else if e.0.starts_with("--write-rate") {
+            "probes.write_rate"
+        } else if e.0.starts_with("--write-bytes") {
+            "probes.write_bytes"
         } else {
             "probes.modes"
         };

@@ -114,6 +114,12 @@ pub struct ProbeSpec {
     /// new, reused.
     #[serde(default = "default_modes")]
     pub modes: Vec<String>,
+    /// A write load beside the probes: new ConfigMaps per second (0: none).
+    #[serde(default)]
+    pub write_rate: f64,
+    /// The size of each load object's data, in bytes.
+    #[serde(default = "default_write_bytes")]
+    pub write_bytes: usize,
     /// How long the probes run before the migration starts.
     #[serde(default = "default_warmup")]
     pub warmup: String,
@@ -129,6 +135,8 @@ impl Default for ProbeSpec {
             timeout: default_timeout(),
             probes: default_probes(),
             modes: default_modes(),
+            write_rate: 0.0,
+            write_bytes: default_write_bytes(),
             warmup: default_warmup(),
             cooldown: default_cooldown(),
         }
@@ -149,6 +157,9 @@ fn default_probes() -> Vec<String> {
 fn default_modes() -> Vec<String> {
     vec!["new".into(), "reused".into()]
 }
+fn default_write_bytes() -> usize {
+    1024
+}
 fn default_warmup() -> String {
     "3s".into()
 }
@@ -164,6 +175,8 @@ impl ProbeSpec {
             timeout: self.timeout.clone(),
             probes: self.probes.join(","),
             modes: self.modes.join(","),
+            write_rate: self.write_rate,
+            write_bytes: self.write_bytes,
         }
     }
 }

@@ -219,6 +219,7 @@ pub fn probe_name(p: ProbeKind) -> &'static str {
         ProbeKind::Write => "write",
         ProbeKind::Watch => "watch",
         ProbeKind::Informer => "informer",
+        ProbeKind::Load => "load",
     }
 }
 

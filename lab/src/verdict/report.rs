@@ -636,7 +636,7 @@ pub fn html(
         }
         let slo = match lane.probe {
             ProbeKind::Get => Some(v.thresholds.read_p99_ms),
-            ProbeKind::Write => Some(v.thresholds.mutation_p99_ms),
+            ProbeKind::Write | ProbeKind::Load => Some(v.thresholds.mutation_p99_ms),
             _ => None,
         };
         if let Some(slo) = slo {

@@ -125,17 +125,27 @@ pub fn phases(
         };
         let get = lat(ProbeKind::Get);
         let list = lat(ProbeKind::List);
-        let write = lat(ProbeKind::Write);
+        // Mutations: the ledger's updates and the load's creates.
+        let write = latency_of(
+            rs.iter()
+                .filter(|r| is_mutation(r.probe) && r.event.is_none())
+                .filter(|r| r.outcome == Outcome::Ok)
+                .map(|r| r.duration_ms)
+                .collect(),
+        );
         let watch_delay = latency_of(delays[i].clone());
-        let attempted = [
+        let mut attempted = BTreeMap::new();
+        for (k, p) in [
             ("get", ProbeKind::Get),
             ("list", ProbeKind::List),
             ("write", ProbeKind::Write),
-        ]
-        .into_iter()
-        .map(|(k, p)| (k.to_string(), of_kind(p).count() as u64))
-        .filter(|(_, n)| *n > 0)
-        .collect();
+            ("write", ProbeKind::Load),
+        ] {
+            let n = of_kind(p).count() as u64;
+            if n > 0 {
+                *attempted.entry(k.to_string()).or_insert(0) += n;
+            }
+        }
         let (name, start, end) = if i == outside {
             ("outside".to_string(), None, None)
         } else {
@@ -226,4 +236,10 @@ pub fn rules(ph: &PhaseLatency, th: &Thresholds) -> Vec<Rule> {
         });
     }
     out
+}
+
+/// Requests the mutation SLO covers: the ledger's updates and the load's
+/// creates.
+pub fn is_mutation(p: ProbeKind) -> bool {
+    matches!(p, ProbeKind::Write | ProbeKind::Load)
 }
