@@ -349,6 +349,7 @@ pub fn judge(
             &records,
             &events,
             &crate::verdict::context::read(run),
+            &crate::verdict::etcd_said::read(run),
             &title,
         ),
     )?;

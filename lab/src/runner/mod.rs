@@ -68,6 +68,10 @@ pub struct ScenarioResult {
     pub dir: PathBuf,
     /// Its report, relative to the report directory.
     pub report: Option<String>,
+    /// When it failed: the worst warnings in the etcd members' logs, in
+    /// plain words (see `verdict::etcd_said`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub etcd_said: Vec<String>,
 }
 
 impl ScenarioResult {
@@ -137,6 +141,7 @@ pub async fn run_one(
         timeline: Vec::new(),
         dir: sdir.clone(),
         report: None,
+        etcd_said: Vec::new(),
     };
     let step = progress.step(format!("{label} {name}"));
     let outcome = drive(engine, sf, opts, &cpm, &sdir, seed, &step, cancel, &mut r).await;
@@ -157,6 +162,14 @@ pub async fn run_one(
         && !r.incomplete
         && !r.expectations.is_empty()
         && r.expectations.iter().all(|e| e.passed);
+    if !r.passed {
+        r.etcd_said = crate::verdict::etcd_said::read(&sdir.join("run"))
+            .iter()
+            .filter(|f| f.kind != crate::verdict::etcd_said::Kind::BecameLeader)
+            .take(3)
+            .map(|f| f.plain())
+            .collect();
+    }
     std::fs::write(sdir.join("result.json"), serde_json::to_string_pretty(&r)?)?;
     let failed = r.failed_expectations();
     let summary = match (&r.error, r.incomplete) {
@@ -177,6 +190,9 @@ pub async fn run_one(
     if r.passed {
         step.done_with(&summary);
     } else {
+        for said in &r.etcd_said {
+            progress.note(&format!("    etcd said: {said}"));
+        }
         step.fail(&summary);
     }
     Ok(r)

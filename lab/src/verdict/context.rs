@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::etcd_said::{around, Finding};
 use super::{escape_xml as esc, Verdict};
 use crate::probe::record::LabEvent;
 
@@ -129,6 +130,7 @@ pub fn section(
     v: &Verdict,
     events: &[LabEvent],
     samples: &[EtcdSample],
+    said: &[Finding],
     t0: f64,
     x: &dyn Fn(f64) -> f64,
     svg_w: usize,
@@ -201,7 +203,7 @@ pub fn section(
     if intervals.is_empty() {
         return h;
     }
-    h.push_str("<h3>Around each unavailable interval (± 5 s)</h3>\n<table><tr><th>interval</th><th class=\"l\">lab events</th><th class=\"l\">leader changes</th><th class=\"l\">members unhealthy</th></tr>\n");
+    h.push_str("<h3>Around each unavailable interval (± 5 s)</h3>\n<table><tr><th>interval</th><th class=\"l\">lab events</th><th class=\"l\">leader changes</th><th class=\"l\">members unhealthy</th><th class=\"l\">etcd said</th></tr>\n");
     for iv in intervals.iter().take(MAX_EXPLAINED) {
         let (a, b) = (iv.start_unix_ms - AROUND_MS, iv.end_unix_ms + AROUND_MS);
         let evs: Vec<String> = events
@@ -235,6 +237,21 @@ pub fn section(
             .iter()
             .map(|(u, (f, l))| format!("{} {}…{}", esc(u), rel(*f, t0), rel(*l, t0)))
             .collect();
+        let told: Vec<String> = around(said, a, b)
+            .map(|f| {
+                format!(
+                    "{} {} {}{} ×{}",
+                    rel(f.first_unix_ms, t0),
+                    esc(&f.member),
+                    esc(f.kind_text()),
+                    f.peer
+                        .as_deref()
+                        .map(|p| format!(" → {}", esc(p)))
+                        .unwrap_or_default(),
+                    f.count
+                )
+            })
+            .collect();
         let none = |v: Vec<String>, what: &str| {
             if v.is_empty() {
                 format!("<i>{what}</i>")
@@ -244,18 +261,48 @@ pub fn section(
         };
         let _ = writeln!(
             h,
-            "<tr><td>{} … {} ({:.0} ms)</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td>{} … {} ({:.0} ms)</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
             rel(iv.start_unix_ms, t0),
             rel(iv.end_unix_ms, t0),
             iv.duration_ms(),
             none(evs, "none"),
             none(lc, "none: the leader held"),
-            none(sick, "all answered, all saw a leader")
+            none(sick, "all answered, all saw a leader"),
+            none(told, "no warning")
         );
     }
     h.push_str("</table>\n");
     h
 }
+
+/// The report's "What etcd said" section: the warnings in the members'
+/// logs that explain stalls, worst first, in plain words.
+pub fn said_section(said: &[Finding], t0: f64) -> String {
+    let shown: Vec<&Finding> = said
+        .iter()
+        .filter(|f| f.kind != super::etcd_said::Kind::BecameLeader)
+        .take(MAX_SAID)
+        .collect();
+    if shown.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2>What etcd said</h2>\n<p>Warnings in the members' logs (<code>logs/</code>) that explain stalls, grouped into episodes (occurrences less than 5 s apart), the most frequent first.</p>\n<table><tr><th>from</th><th>to</th><th class=\"l\">member</th><th class=\"l\">what it said, and what that means</th></tr>\n");
+    for f in shown {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            rel(f.first_unix_ms, t0),
+            rel(f.last_unix_ms, t0),
+            esc(&f.member),
+            esc(&f.plain())
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// The most findings the report lists.
+const MAX_SAID: usize = 12;
 
 #[cfg(test)]
 mod tests {

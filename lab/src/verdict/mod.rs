@@ -21,6 +21,7 @@
 
 pub mod availability;
 pub mod context;
+pub mod etcd_said;
 pub mod informer;
 pub mod junit;
 pub mod ledger;
