@@ -350,6 +350,7 @@ pub fn judge(
             &events,
             &crate::verdict::context::read(run),
             &crate::verdict::etcd_said::read(run),
+            &crate::verdict::context::read_cpu(run),
             &title,
         ),
     )?;

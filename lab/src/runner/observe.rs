@@ -23,6 +23,7 @@ use crate::state::LabDir;
 pub use crate::verdict::context::{EtcdSample, ETCD_FILE};
 pub const GATEWAYS_FILE: &str = "gateways.ndjson";
 pub const DELAYLINE_FILE: &str = "delayline.ndjson";
+pub use crate::verdict::context::CPU_FILE;
 
 /// The metrics kept, by their Prometheus names (histograms as _sum and
 /// _count; the peer round trip summed over peers and also per peer).
@@ -173,6 +174,7 @@ pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf
     let dir = LabDir::new(state_root, lab);
     let tls = crate::provider::docker::up::etcd_tls(&dir).ok();
     let mut tick = 0u64;
+    let mut cpu = CpuSampler::default();
     while stop.check().is_ok() {
         let started = std::time::Instant::now();
         let Ok(state) = dir.load() else {
@@ -232,6 +234,9 @@ pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf
                 });
             }
             append(&run.join(GATEWAYS_FILE), &gw);
+            if let Some(line) = cpu.sample(engine, lab, at).await {
+                append(&run.join(CPU_FILE), &[line]);
+            }
             let r = engine
                 .exec_ok(
                     &state.router.container,
@@ -252,6 +257,54 @@ pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf
         while t.elapsed() < rest && stop.check().is_ok() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// CPU use between two samples: the machine's (percent of all cores) and
+/// each lab container's (percent of one core).
+#[derive(Default)]
+struct CpuSampler {
+    machine: Option<(u64, u64)>,
+    containers: BTreeMap<String, (u64, std::time::Instant)>,
+}
+
+impl CpuSampler {
+    async fn sample(&mut self, engine: &Engine, lab: &str, at: f64) -> Option<serde_json::Value> {
+        use crate::provider::docker::cpu;
+        let now = std::time::Instant::now();
+        let machine = cpu::machine_ticks();
+        let busy = match (self.machine, machine) {
+            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+                Some(100.0 * (b1 - b0) as f64 / (t1 - t0) as f64)
+            }
+            _ => None,
+        };
+        self.machine = machine;
+        let mut per = BTreeMap::new();
+        for c in engine.containers(Some(lab)).await.ok()? {
+            let (Some(id), Some(name)) = (c.id, c.names.and_then(|n| n.into_iter().next())) else {
+                continue;
+            };
+            let name = name.trim_start_matches('/').to_string();
+            let Some(ns) = cpu::container_ns(&id) else {
+                continue;
+            };
+            if let Some((ns0, t0)) = self.containers.get(&name) {
+                let dt = now.duration_since(*t0).as_secs_f64();
+                if dt > 0.0 && ns >= *ns0 {
+                    let pct = 100.0 * (ns - ns0) as f64 / 1e9 / dt;
+                    per.insert(name.clone(), (pct * 10.0).round() / 10.0);
+                }
+            }
+            self.containers.insert(name, (ns, now));
+        }
+        let busy = busy?;
+        Some(serde_json::json!({
+            "at_unix_ms": at,
+            "machine_busy_pct": (busy * 10.0).round() / 10.0,
+            "cores": crate::provider::docker::cpu::cores(),
+            "containers": per,
+        }))
     }
 }
 

@@ -15,6 +15,67 @@ use super::{escape_xml as esc, Verdict};
 use crate::probe::record::LabEvent;
 
 pub const ETCD_FILE: &str = "etcd.ndjson";
+/// The machine's and each container's CPU use, every 2 s (`runner::observe`).
+pub const CPU_FILE: &str = "cpu.ndjson";
+
+/// One CPU sample: the machine busy (percent of all its cores) and each
+/// lab container (percent of one core).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSample {
+    pub at_unix_ms: f64,
+    pub machine_busy_pct: f64,
+    #[serde(default)]
+    pub cores: usize,
+    #[serde(default)]
+    pub containers: BTreeMap<String, f64>,
+}
+
+/// Reads `cpu.ndjson` of a run (none: an empty list).
+pub fn read_cpu(run: &Path) -> Vec<CpuSample> {
+    std::fs::read_to_string(run.join(CPU_FILE))
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How busy the machine was over an interval.
+pub struct CpuDuring {
+    /// Mean and max percent of all cores.
+    pub mean: f64,
+    pub max: f64,
+    /// The busiest container, and its mean percent of one core.
+    pub top: Option<(String, f64)>,
+}
+
+/// How busy the machine was over [a, b] (samples within a second of it).
+pub fn cpu_during(cpu: &[CpuSample], a: f64, b: f64) -> Option<CpuDuring> {
+    let within: Vec<&CpuSample> = cpu
+        .iter()
+        .filter(|s| s.at_unix_ms >= a - 1_000.0 && s.at_unix_ms <= b + 2_000.0)
+        .collect();
+    if within.is_empty() {
+        return None;
+    }
+    let mean = within.iter().map(|s| s.machine_busy_pct).sum::<f64>() / within.len() as f64;
+    let max = within
+        .iter()
+        .map(|s| s.machine_busy_pct)
+        .fold(0.0, f64::max);
+    let mut per: BTreeMap<&str, f64> = BTreeMap::new();
+    for s in &within {
+        for (c, p) in &s.containers {
+            *per.entry(c).or_insert(0.0) += p / within.len() as f64;
+        }
+    }
+    let top = per
+        .into_iter()
+        .max_by(|x, y| x.1.total_cmp(&y.1))
+        .map(|(c, p)| (c.to_string(), p));
+    Some(CpuDuring { mean, max, top })
+}
 
 /// One member at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -277,7 +338,7 @@ pub fn section(
 
 /// The report's "What etcd said" section: the warnings in the members'
 /// logs that explain stalls, worst first, in plain words.
-pub fn said_section(said: &[Finding], t0: f64) -> String {
+pub fn said_section(said: &[Finding], cpu: &[CpuSample], t0: f64) -> String {
     let shown: Vec<&Finding> = said
         .iter()
         .filter(|f| f.kind != super::etcd_said::Kind::BecameLeader)
@@ -286,19 +347,39 @@ pub fn said_section(said: &[Finding], t0: f64) -> String {
     if shown.is_empty() {
         return String::new();
     }
-    let mut h = String::from("<h2>What etcd said</h2>\n<p>Warnings in the members' logs (<code>logs/</code>) that explain stalls, grouped into episodes (occurrences less than 5 s apart), the most frequent first.</p>\n<table><tr><th>from</th><th>to</th><th class=\"l\">member</th><th class=\"l\">what it said, and what that means</th></tr>\n");
+    let mut h = String::from("<h2>What etcd said</h2>\n<p>Warnings in the members' logs (<code>logs/</code>) that explain stalls, grouped into episodes (occurrences less than 5 s apart), the most frequent first.</p>\n<table><tr><th>from</th><th>to</th><th class=\"l\">member</th><th class=\"l\">what it said, and what that means</th><th class=\"l\">machine CPU meanwhile</th></tr>\n");
     for f in shown {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
             rel(f.first_unix_ms, t0),
             rel(f.last_unix_ms, t0),
             esc(&f.member),
-            esc(&f.plain())
+            esc(&f.plain()),
+            esc(&cpu_text(cpu, f.first_unix_ms, f.last_unix_ms))
         );
     }
     h.push_str("</table>\n");
     h
+}
+
+/// The machine's CPU over [a, b] in words: busy enough to starve a member
+/// (at least 90 % of all cores at some point), or with headroom.
+pub fn cpu_text(cpu: &[CpuSample], a: f64, b: f64) -> String {
+    match cpu_during(cpu, a, b) {
+        None => "not sampled".into(),
+        Some(CpuDuring { mean, max, top }) => {
+            let top = top
+                .map(|(c, p)| format!("; busiest {c} at {p:.0} % of a core"))
+                .unwrap_or_default();
+            let verdict = if max >= 90.0 {
+                "saturated: CPU starvation is likely part of it"
+            } else {
+                "headroom left: not starved"
+            };
+            format!("{mean:.0} % mean, {max:.0} % max of all cores ({verdict}){top}")
+        }
+    }
 }
 
 /// The most findings the report lists.
@@ -319,6 +400,29 @@ mod tests {
             raft_term: Some(term),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn cpu_in_words_tells_a_saturated_machine_from_one_with_headroom() {
+        let c = |t: f64, busy: f64, etcd: f64| CpuSample {
+            at_unix_ms: t,
+            machine_busy_pct: busy,
+            cores: 2,
+            containers: [("lab-seed-a-etcd-0".to_string(), etcd)].into(),
+        };
+        let cpu = [
+            c(0.0, 50.0, 20.0),
+            c(2000.0, 96.0, 80.0),
+            c(10_000.0, 10.0, 1.0),
+        ];
+        let t = cpu_text(&cpu, 0.0, 2000.0);
+        assert!(t.starts_with("73 % mean, 96 % max"), "{t}");
+        assert!(
+            t.contains("saturated") && t.contains("lab-seed-a-etcd-0 at 50 %"),
+            "{t}"
+        );
+        assert!(cpu_text(&cpu, 9_500.0, 10_000.0).contains("headroom"));
+        assert_eq!(cpu_text(&[], 0.0, 1.0), "not sampled");
     }
 
     #[test]

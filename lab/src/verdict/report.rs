@@ -223,6 +223,7 @@ pub fn html(
     events: &[LabEvent],
     etcd: &[super::context::EtcdSample],
     said: &[super::etcd_said::Finding],
+    cpu: &[super::context::CpuSample],
     title: &str,
 ) -> String {
     let mut sorted: Vec<&Record> = records.iter().collect();
@@ -1017,7 +1018,7 @@ tr.bad td{{background:#fff0f0}}
         &|t| sc.x(t),
         SVG_W,
     ));
-    h.push_str(&super::context::said_section(said, t0));
+    h.push_str(&super::context::said_section(said, cpu, t0));
 
     // Lab events.
     if !events.is_empty() {
@@ -1190,7 +1191,7 @@ mod tests {
             &Thresholds::default(),
         );
         assert!(!v.passed);
-        let page = html(&v, &recs, &events, &[], &[], "run <1> & \"co\"");
+        let page = html(&v, &recs, &events, &[], &[], &[], "run <1> & \"co\"");
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert!(page.contains("<svg"));
         assert!(page.contains("FAILED"));
@@ -1225,7 +1226,7 @@ mod tests {
         let (recs, events) = demo(250.0, 10.0);
         assert!(recs.len() > 200_000, "{}", recs.len());
         let v = compute(&recs, &events, &nothing(), &Thresholds::default());
-        let page = html(&v, &recs, &events, &[], &[], "big");
+        let page = html(&v, &recs, &events, &[], &[], &[], "big");
         assert!(page.len() < 2_000_000, "{} bytes", page.len());
         assert!(page.contains("<svg"));
     }
@@ -1233,7 +1234,7 @@ mod tests {
     #[test]
     fn verdict_report_handles_no_records() {
         let v = compute(&[], &[], &nothing(), &Thresholds::default());
-        let page = html(&v, &[], &[], &[], &[], "empty");
+        let page = html(&v, &[], &[], &[], &[], &[], "empty");
         assert!(page.contains("<svg") && page.contains("FAILED"));
     }
 
@@ -1260,6 +1261,7 @@ mod tests {
             &v,
             &recs,
             &events,
+            &[],
             &[],
             &[],
             "cpmlab: live control plane migration",

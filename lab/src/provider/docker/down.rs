@@ -29,6 +29,8 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
         ..Default::default()
     };
     let mut errors: Vec<String> = Vec::new();
+    // An environment problem among them (a stale endpoint) decides the exit.
+    let mut env_problem: Option<anyhow::Error> = None;
     for sweep in 0..6u64 {
         let objs = engine.lab_objects(Some(lab)).await?;
         if objs.is_empty() {
@@ -36,11 +38,12 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
         }
         errors.clear();
         let mut record = |results: Vec<Result<()>>| {
-            errors.extend(
-                results
-                    .into_iter()
-                    .filter_map(|r| r.err().map(|e| format!("{e:#}"))),
-            )
+            for e in results.into_iter().filter_map(|r| r.err()) {
+                errors.push(format!("{e:#}"));
+                if e.is::<crate::errors::EnvNotReady>() {
+                    env_problem = Some(e);
+                }
+            }
         };
         record(join_all(objs.containers.iter().map(|c| engine.remove_container(c))).await);
         let gone: Vec<String> = report
@@ -68,6 +71,12 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
     }
     let left = engine.lab_objects(Some(lab)).await?;
     if !left.is_empty() {
+        if let Some(e) = env_problem {
+            return Err(e.context(format!(
+                "lab `{lab}`: {} objects could not be removed",
+                left.count()
+            )));
+        }
         anyhow::bail!(
             "lab `{lab}`: {} objects could not be removed ({}): {}",
             left.count(),

@@ -549,45 +549,64 @@ impl Engine {
         self.remove_network_after(name, &[]).await
     }
 
+    /// Removes a network. Docker can keep a removed container's endpoint
+    /// for a moment ("has active endpoints"): each endpoint it still lists,
+    /// and each container in `gone`, is disconnected by force and the
+    /// removal retried, for up to 3 s (`down` sweeps again); an endpoint
+    /// Docker keeps with no container is an environment problem.
     pub async fn remove_network_after(&self, name: &str, gone: &[String]) -> Result<()> {
-        match self.api.remove_network(name).await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) if e.to_string().contains("active endpoints") => {
-                let net = self
-                    .api
-                    .inspect_network(
-                        name,
-                        None::<bollard::query_parameters::InspectNetworkOptions>,
-                    )
-                    .await
-                    .with_context(|| format!("inspect network {name}"))?;
-                let mut names: Vec<String> = net
-                    .containers
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(id, ep)| ep.name.unwrap_or(id))
-                    .collect();
-                names.extend(gone.iter().cloned());
-                for container in names {
-                    let _ = self
+        let t0 = std::time::Instant::now();
+        loop {
+            match self.api.remove_network(name).await {
+                Ok(()) => return Ok(()),
+                Err(e) if is_not_found(&e) => return Ok(()),
+                Err(e)
+                    if e.to_string().contains("active endpoints")
+                        && t0.elapsed() < std::time::Duration::from_secs(3) =>
+                {
+                    let net = self
                         .api
-                        .disconnect_network(
+                        .inspect_network(
                             name,
-                            bollard::models::NetworkDisconnectRequest {
-                                container,
-                                force: Some(true),
-                            },
+                            None::<bollard::query_parameters::InspectNetworkOptions>,
                         )
-                        .await;
+                        .await
+                        .with_context(|| format!("inspect network {name}"))?;
+                    let mut names: Vec<String> = net
+                        .containers
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(id, ep)| ep.name.unwrap_or(id))
+                        .collect();
+                    names.extend(gone.iter().cloned());
+                    for container in names {
+                        let _ = self
+                            .api
+                            .disconnect_network(
+                                name,
+                                bollard::models::NetworkDisconnectRequest {
+                                    container,
+                                    force: Some(true),
+                                },
+                            )
+                            .await;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
                 }
+                Err(e) if e.to_string().contains("active endpoints") => {
+                    return Err(crate::errors::EnvNotReady::new(
+                        format!(
+                            "Docker keeps a stale endpoint in network {name} although no container \
+                             uses it any more (a dockerd bug after a container is removed quickly)"
+                        ),
+                        "restart dockerd, which drops stale endpoints (`systemctl restart docker`, \
+                         or `pkill dockerd` then `scripts/setup`), then run `cpmlab down` again"
+                            .to_string(),
+                    )
+                    .into())
+                }
+                Err(e) => return Err(e).with_context(|| format!("remove network {name}")),
             }
-            Err(e) => return Err(e).with_context(|| format!("remove network {name}")),
-        }
-        match self.api.remove_network(name).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("remove network {name}")),
         }
     }
 

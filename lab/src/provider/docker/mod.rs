@@ -1,6 +1,7 @@
 //! The docker provider: networks, the wan router, per-seed gateways, the
 //! shoot's etcd, DNS and a toolbox client, all as labelled Docker objects.
 
+pub mod cpu;
 pub mod down;
 pub mod engine;
 pub mod images;
