@@ -366,12 +366,16 @@ fn a_body_that_does_not_parse_is_a_failure() {
 }
 
 /// The stand-in fails over between its seed's etcd members: losing a
-/// follower costs no request and breaks no watch. (k8s.io/apiserver's etcd
-/// client fails a write in flight through the killed member instead, with
-/// `Unavailable: error reading from server: EOF`: its outcome is unknown,
-/// so it is not retried. The migration kill test excuses exactly that.)
+/// follower costs no read, no watch and no informer event. A write in
+/// flight through the killed member fails, as with k8s.io/apiserver's etcd
+/// client (`error reading from server: EOF`): its outcome is unknown, so it
+/// is not retried. That is the `killed-member` hazard the scenarios excuse,
+/// and the only failure allowed here (CI saw it once in about 20 runs: one
+/// write 114 ms after the kill, `h2 protocol error`).
 #[test]
 fn losing_an_etcd_follower_fails_no_request() {
+    use cpmlab::runner::hazards::Hazards;
+    use cpmlab::scenario::Hazard;
     if !docker_or_skip("losing_an_etcd_follower_fails_no_request") {
         return;
     }
@@ -389,15 +393,42 @@ fn losing_an_etcd_follower_fails_no_request() {
         .find(|m| m["is_leader"] == false)
         .map(|m| m["name"].as_str().unwrap().to_string())
         .expect("a follower");
+    let killed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0;
     docker(&["kill", &lab.container(&follower)])
         .assert()
         .success();
     std::thread::sleep(Duration::from_secs(4));
     let o = lab.cpmlab(&["probe", "stop"]);
     let v = verdict(&run);
-    o.append_context("probes", format!("{:#}", v["probes"]))
-        .code(0);
-    assert_eq!(v["zero_downtime"], true);
+    let records = cpmlab::verdict::load::read_records(&run.join("records.ndjson")).unwrap();
+    let kill = Hazards {
+        kills: vec![killed_at],
+        ..Hazards::default()
+    };
+    let timeout_ms = 2_000.0;
+    let unexcused: Vec<_> = records
+        .iter()
+        .filter(|r| r.outcome != cpmlab::probe::record::Outcome::Ok)
+        .filter(|r| {
+            kill.excuse(r, &[Hazard::KilledMember], timeout_ms)
+                .is_none()
+        })
+        .collect();
+    assert!(
+        unexcused.is_empty(),
+        "failures other than a write in flight at the kill: {unexcused:#?}\n{:#}",
+        v["probes"]
+    );
+    if v["zero_downtime"] != true {
+        // Only the write probes may have failed, and by the rule above.
+        o.code(1);
+    } else {
+        o.code(0);
+    }
     lab.ok(&["down"]);
 }
 

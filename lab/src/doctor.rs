@@ -184,6 +184,22 @@ pub async fn doctor() -> DoctorReport {
         });
     }
 
+    let default_cc = crate::topology::NetworkSpec::default().tcp_congestion_control;
+    checks.push(match crate::kernel::check_congestion_control(&default_cc) {
+        Ok(()) => Check {
+            name: "tcp congestion",
+            level: Level::Ok,
+            detail: format!("containers can run {default_cc} (the topology's default)"),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "tcp congestion",
+            level: Level::Fail,
+            detail: e.problem,
+            fix: Some(e.fix),
+        },
+    });
+
     for (bin, why, fix) in [
         (
             "kind",

@@ -245,7 +245,7 @@ pub async fn start(
         ]),
         networks: vec![(clients.docker_name.clone(), ip)],
         cap_add: vec!["NET_ADMIN".into()],
-        sysctls: Default::default(),
+        sysctls: crate::provider::docker::up::lab_sysctls(state),
         volumes: vec![
             (
                 std::env::current_exe()?.display().to_string(),

@@ -38,6 +38,8 @@ pub struct Observed<'a> {
     pub migration: Option<MigrationOutcome>,
     pub end: Option<&'a EndObserved>,
     pub timeline: &'a [EntryResult],
+    /// What the members' logs said (see `verdict::etcd_said`).
+    pub etcd_said: &'a [crate::verdict::etcd_said::Finding],
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -209,5 +211,72 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
         };
         out.push(res(name, t.ok && t.at_s.is_some(), msg));
     }
+    for kind in &e.etcd_said {
+        out.push(diagnosis(*kind, o.etcd_said));
+    }
     out
+}
+
+/// Whether the members' logs show `kind` (for a full peer buffer: while the
+/// peer was connected, since a member that is not up yet fills it too).
+fn diagnosis(
+    kind: crate::verdict::etcd_said::Kind,
+    said: &[crate::verdict::etcd_said::Finding],
+) -> ExpectResult {
+    use crate::verdict::etcd_said::Kind;
+    let worst = said
+        .iter()
+        .filter(|f| f.kind == kind)
+        .filter(|f| kind != Kind::PeerBufferFull || f.peer_inactive < f.count)
+        .max_by_key(|f| f.count);
+    res(
+        format!("etcd said {}", kind.name()),
+        worst.is_some(),
+        match worst {
+            Some(f) => f.plain(),
+            None => format!("want `{}` in the members' logs; not said", kind.pattern()),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::etcd_said::{Finding, Kind};
+
+    fn finding(kind: Kind, count: u64, inactive: u64) -> Finding {
+        Finding {
+            kind,
+            member: "seed-a-etcd-0".into(),
+            peer: Some("abd8".into()),
+            first_unix_ms: 0.0,
+            last_unix_ms: 1000.0,
+            count,
+            messages: Default::default(),
+            peer_inactive: inactive,
+        }
+    }
+
+    #[test]
+    fn a_diagnosis_needs_the_warning_while_the_peer_was_connected() {
+        let r = diagnosis(Kind::PeerBufferFull, &[finding(Kind::PeerBufferFull, 9, 9)]);
+        assert!(!r.passed, "only drops to a peer not yet up: {}", r.message);
+        assert_eq!(r.name, "etcd said peer-buffer-full");
+        let r = diagnosis(
+            Kind::PeerBufferFull,
+            &[
+                finding(Kind::PeerBufferFull, 9, 9),
+                finding(Kind::PeerBufferFull, 6451, 0),
+            ],
+        );
+        assert!(r.passed);
+        assert!(r.message.contains("6451×"), "{}", r.message);
+        let r = diagnosis(Kind::MemberAddRefused, &[]);
+        assert!(!r.passed);
+        assert!(
+            r.message.contains("rejecting member add request"),
+            "{}",
+            r.message
+        );
+    }
 }

@@ -364,6 +364,7 @@ async fn drive(
             migration,
             end: end.as_ref(),
             timeline: &r.timeline,
+            etcd_said: &crate::verdict::etcd_said::read(&kept),
         },
     );
     Ok(())

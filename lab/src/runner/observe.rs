@@ -47,6 +47,22 @@ const KEPT: &[&str] = &[
     "etcd_network_peer_sent_failures_total",
 ];
 
+/// Counters kept summed and per peer: (Prometheus name, short name, label
+/// prefix naming the peer). What a peer stream carried tells a slow link
+/// from a sender that never sent.
+const PER_PEER: &[(&str, &str, &str)] = &[
+    (
+        "etcd_network_peer_sent_bytes_total",
+        "peer_sent_bytes",
+        "To=\"",
+    ),
+    (
+        "etcd_network_peer_received_bytes_total",
+        "peer_received_bytes",
+        "From=\"",
+    ),
+];
+
 /// Picks the kept metrics out of Prometheus text.
 pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
@@ -73,6 +89,16 @@ pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
                         v,
                     );
                 }
+            }
+            continue;
+        }
+        if let Some((short, label)) = PER_PEER
+            .iter()
+            .find_map(|(n, short, label)| (*n == name).then_some((*short, *label)))
+        {
+            *out.entry(short.to_string()).or_insert(0.0) += v;
+            if let Some(peer) = labels.and_then(|l| l.strip_prefix(label)) {
+                out.insert(format!("{short}{{{}}}", peer.trim_end_matches('"')), v);
             }
             continue;
         }
@@ -320,6 +346,9 @@ mod tests {
              etcd_network_peer_round_trip_time_seconds_sum{To=\"b2\"} 0.5\n\
              etcd_network_peer_round_trip_time_seconds_count{To=\"a1\"} 5\n\
              etcd_network_peer_round_trip_time_seconds_bucket{To=\"a1\",le=\"0.1\"} 5\n\
+             etcd_network_peer_sent_bytes_total{To=\"a1\"} 1000\n\
+             etcd_network_peer_sent_bytes_total{To=\"b2\"} 24\n\
+             etcd_network_peer_received_bytes_total{From=\"b2\"} 7\n\
              go_goroutines 50\n",
         );
         assert_eq!(m["etcd_server_is_leader"], 1.0);
@@ -327,6 +356,9 @@ mod tests {
         assert_eq!(m["peer_rtt_sum"], 0.75);
         assert_eq!(m["peer_rtt_sum{a1}"], 0.25);
         assert_eq!(m["peer_rtt_count"], 5.0);
+        assert_eq!(m["peer_sent_bytes"], 1024.0);
+        assert_eq!(m["peer_sent_bytes{b2}"], 24.0);
+        assert_eq!(m["peer_received_bytes{b2}"], 7.0);
         assert!(!m.contains_key("go_goroutines"));
     }
 

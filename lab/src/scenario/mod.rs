@@ -348,6 +348,12 @@ pub struct Expect {
     /// `leader-election`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub excuse: Vec<Hazard>,
+    /// The lab's diagnosis, for scenarios whose expected outcome is an etcd
+    /// behaviour: warnings the members' logs must show (`peer-buffer-full`
+    /// while the peer was connected, `member-add-refused`, `heartbeat-late`,
+    /// `stream-lost`, `slow-apply`, `slow-fsync`, `became-leader`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_said: Vec<crate::verdict::etcd_said::Kind>,
     /// The verdict's latency limits, where the scenario needs others:
     /// `read_p99`, `list_p99`, `mutation_p99`, `watch_delay_p99`,
     /// `watch_grace` (as `cpmlab verdict` takes them).

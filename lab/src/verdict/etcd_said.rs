@@ -16,7 +16,9 @@ const EPISODE_GAP_MS: f64 = 5_000.0;
 const MAX_FINDINGS: usize = 50;
 
 /// A warning etcd logs that explains a stall.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// rafthttp: "dropped internal Raft message since sending buffer is full".
@@ -36,6 +38,14 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The name scenario files use (`peer-buffer-full`).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
     const ALL: [Kind; 7] = [
         Kind::PeerBufferFull,
         Kind::MemberAddRefused,
@@ -46,7 +56,7 @@ impl Kind {
         Kind::BecameLeader,
     ];
 
-    fn pattern(self) -> &'static str {
+    pub fn pattern(self) -> &'static str {
         match self {
             Kind::PeerBufferFull => "sending buffer is full",
             Kind::MemberAddRefused => "rejecting member add request",

@@ -188,6 +188,9 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let dir = LabDir::new(&req.state_root, &req.lab);
     // Before anything exists: which API server, and is it there?
     let api_server = resolve_api_server(req.topology.api.server)?;
+    if let Some(cc) = req.topology.network.congestion_control() {
+        crate::kernel::check_congestion_control(cc)?;
+    }
     req.cancel.check()?;
     let step = p.step("lab image");
     let (image, built) = images::ensure(engine).await?;
@@ -492,11 +495,27 @@ fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> Co
         cmd: behind_barrier(idle()),
         networks: vec![],
         cap_add: vec!["NET_ADMIN".into()],
-        sysctls: HashMap::new(),
+        sysctls: lab_sysctls(state),
         volumes: vec![(self_exe, format!("{AGENT_BIN}:ro"))],
         devices: vec![],
         files: vec![],
     }
+}
+
+/// The sysctls every lab container gets: the topology's TCP congestion
+/// control (each container is its own network namespace).
+pub fn lab_sysctls(state: &LabState) -> HashMap<String, String> {
+    state
+        .topology
+        .network
+        .congestion_control()
+        .map(|cc| {
+            HashMap::from([(
+                "net.ipv4.tcp_congestion_control".to_string(),
+                cc.to_string(),
+            )])
+        })
+        .unwrap_or_default()
 }
 
 /// An etcd member's container; `cluster` is `--initial-cluster` (name, peer URL).
@@ -616,7 +635,7 @@ fn container_specs(
         .collect();
     let all_nets: Vec<&str> = state.networks.iter().map(|n| n.name.as_str()).collect();
     router.files = vec![net_script(&all_nets)];
-    router.sysctls = HashMap::from([
+    router.sysctls.extend([
         ("net.ipv4.ip_forward".into(), "1".into()),
         ("net.ipv4.conf.all.send_redirects".into(), "0".into()),
         // Packets come back from the delay line's TUN with foreign sources.
