@@ -69,7 +69,22 @@ pub fn member_command(
         format!("--peer-key-file={PKI_DIR}/server.key"),
         // Peers arrive from the gateway's address, not their own (see gateway.rs).
         "--experimental-peer-skip-client-san-verification=true".into(),
+        // What etcd-druid renders for a shoot's etcd-main, or leaves at
+        // etcd's default (spelled out here so a newer etcd's default cannot
+        // change the lab silently). See `DRUID` in the tests for sources.
+        "--heartbeat-interval=100".into(),
+        "--election-timeout=1000".into(),
         "--snapshot-count=10000".into(),
+        "--quota-backend-bytes=8589934592".into(),
+        "--auto-compaction-mode=periodic".into(),
+        "--auto-compaction-retention=30m".into(),
+        "--max-request-bytes=1572864".into(),
+        "--max-txn-ops=128".into(),
+        "--max-snapshots=5".into(),
+        "--max-wals=5".into(),
+        // Gardener asks for extensive metrics for etcd-main.
+        "--metrics=extensive".into(),
+        "--enable-grpc-gateway=false".into(),
         "--logger=zap".into(),
         "--log-outputs=stderr".into(),
     ];
@@ -295,6 +310,58 @@ mod tests {
             "--advertise-client-urls=https://seed-a-etcd-1.local.cpmlab.test:2379"
         ));
         assert!(has("--initial-cluster=seed-a-etcd-0=https://seed-a-etcd-0.local.cpmlab.test:2380,seed-a-etcd-1=https://seed-a-etcd-1.local.cpmlab.test:2380,seed-a-etcd-2=https://seed-a-etcd-2.local.cpmlab.test:2380"));
+    }
+
+    /// What etcd-druid renders for a shoot's etcd-main (or, where it renders
+    /// nothing, etcd's own default, which etcd-wrapper then uses), with where
+    /// it comes from: etcd-druid `internal/component/configmap/etcdconfig.go`
+    /// @5b90b4a7, gardener `pkg/component/etcd/etcd/etcd.go` @b312835d (quota
+    /// and metrics for etcd-main), etcd `embed/config.go` v3.4.34.
+    const DRUID: &[(&str, &str, &str)] = &[
+        ("heartbeat-interval", "100", "etcd default, not rendered"),
+        ("election-timeout", "1000", "etcd default, not rendered"),
+        ("snapshot-count", "10000", "druid defaultSnapshotCount"),
+        ("quota-backend-bytes", "8589934592", "gardener Quota 8Gi"),
+        ("auto-compaction-mode", "periodic", "druid default"),
+        ("auto-compaction-retention", "30m", "druid default"),
+        ("max-request-bytes", "1572864", "etcd default, not rendered"),
+        ("max-txn-ops", "128", "etcd default, not rendered"),
+        ("max-snapshots", "5", "etcd default, not rendered"),
+        ("max-wals", "5", "etcd default, not rendered"),
+        ("metrics", "extensive", "gardener, etcd-main (ClassImportant)"),
+        ("enable-grpc-gateway", "false", "druid renders false"),
+        ("client-cert-auth", "true", "druid, clientUrlTls set"),
+        ("peer-client-cert-auth", "true", "druid, peerUrlTls set (HA)"),
+    ];
+
+    /// Flags druid does not render and etcd 3.4 leaves off: the lab must not
+    /// set them either (pre-vote is off on 3.4, on from 3.5 by default).
+    const NOT_RENDERED: &[&str] = &["pre-vote", "experimental-initial-corrupt-check", "enable-v2"];
+
+    #[test]
+    fn member_flags_match_what_etcd_druid_renders() {
+        let s = crate::state::sample_state();
+        let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
+        let cmd = member_command(&s.members[0], &all, ClusterState::New, "tok");
+        let value = |flag: &str| {
+            let prefix = format!("--{flag}=");
+            let found: Vec<&str> = cmd
+                .iter()
+                .filter_map(|a| a.strip_prefix(prefix.as_str()))
+                .collect();
+            assert!(found.len() <= 1, "--{flag} given twice: {cmd:?}");
+            found.first().map(|v| v.to_string())
+        };
+        for (flag, want, source) in DRUID {
+            assert_eq!(
+                value(flag).as_deref(),
+                Some(*want),
+                "--{flag} should be {want} ({source})"
+            );
+        }
+        for flag in NOT_RENDERED {
+            assert_eq!(value(flag), None, "--{flag} is not rendered by etcd-druid");
+        }
     }
 
     #[test]
