@@ -328,15 +328,27 @@ mod tests {
         ("max-txn-ops", "128", "etcd default, not rendered"),
         ("max-snapshots", "5", "etcd default, not rendered"),
         ("max-wals", "5", "etcd default, not rendered"),
-        ("metrics", "extensive", "gardener, etcd-main (ClassImportant)"),
+        (
+            "metrics",
+            "extensive",
+            "gardener, etcd-main (ClassImportant)",
+        ),
         ("enable-grpc-gateway", "false", "druid renders false"),
         ("client-cert-auth", "true", "druid, clientUrlTls set"),
-        ("peer-client-cert-auth", "true", "druid, peerUrlTls set (HA)"),
+        (
+            "peer-client-cert-auth",
+            "true",
+            "druid, peerUrlTls set (HA)",
+        ),
     ];
 
     /// Flags druid does not render and etcd 3.4 leaves off: the lab must not
     /// set them either (pre-vote is off on 3.4, on from 3.5 by default).
-    const NOT_RENDERED: &[&str] = &["pre-vote", "experimental-initial-corrupt-check", "enable-v2"];
+    const NOT_RENDERED: &[&str] = &[
+        "pre-vote",
+        "experimental-initial-corrupt-check",
+        "enable-v2",
+    ];
 
     #[test]
     fn member_flags_match_what_etcd_druid_renders() {
