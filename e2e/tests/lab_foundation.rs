@@ -278,6 +278,7 @@ fn bad_topologies_are_refused_before_anything_is_created() {
         ("even-members.yaml", 3, "etcd.members"),
         ("duplicate-seed.yaml", 4, "seeds[1].name"),
         ("unparseable.yaml", 5, "-"),
+        ("etcd-version.yaml", 4, "etcd.version"),
     ];
     let lab = Lab::new("bad");
     for (file, line, field) in cases {

@@ -217,10 +217,8 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
 /// from both seeds and the last watch from the destination, every step is
 /// a phase, the peak membership is the plan's, and the logs of what the
 /// migration removed are kept.
-fn plan_at_25ms(tag: &str, file: &str, peak: &str) {
-    let Some((dir, _keep)) = fixture_passes(tag, file) else {
-        return;
-    };
+fn plan_at_25ms(tag: &str, file: &str, peak: &str) -> Option<(PathBuf, tempfile::TempDir)> {
+    let (dir, keep) = fixture_passes(tag, file)?;
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("run/verdict.json")).unwrap())
             .unwrap();
@@ -235,11 +233,44 @@ fn plan_at_25ms(tag: &str, file: &str, peak: &str) {
     );
     let lab = state["name"].as_str().unwrap();
     assert_migrated_run(&dir.join("run"), &v, lab, file);
+    Some((dir, keep))
 }
 
 #[test]
 fn scenario_six_member_25ms() {
     plan_at_25ms("s6", "six-member-25ms.yaml", "6 voters");
+}
+
+/// The six-member plan on etcd 3.5 (etcd-druid's `UpgradeEtcdVersion`):
+/// the same expectations hold, and every member's log, the destination's
+/// members' too, says it was etcd 3.5.
+#[test]
+fn scenario_six_member_25ms_etcd_3_5() {
+    let Some((dir, _keep)) = plan_at_25ms("e5", "six-member-25ms-etcd-3.5.yaml", "6 voters") else {
+        return;
+    };
+    let mut members = Vec::new();
+    for e in std::fs::read_dir(dir.join("run/logs")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.contains("-etcd-") {
+            continue;
+        }
+        let log = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            log.contains("\"etcd-version\":\"3.5."),
+            "{name} ran etcd 3.5: {}",
+            log.lines().take(5).collect::<Vec<_>>().join("\n")
+        );
+        assert!(!log.contains("\"etcd-version\":\"3.4."), "{name}");
+        members.push(name);
+    }
+    members.sort();
+    assert_eq!(
+        members.len(),
+        6,
+        "three source and three destination members: {members:?}"
+    );
 }
 
 #[test]
@@ -252,9 +283,37 @@ fn scenario_join_fails_then_abort() {
     fixture_passes("ja", "join-fails-then-abort.yaml");
 }
 
+// member-killed-during-join runs in the nightly matrix (scripts/nightly):
+// CI's 30 minutes go to the stall's reproduction and the etcd 3.5 plan.
+
+/// Issue 13's stall in its smallest form: a learner joining over a lossy
+/// 60 ms WAN under load never catches up, and the lab says why in etcd's
+/// words (the leader's stream to it stayed full while connected), how much
+/// the leader sent it, and that the source served throughout.
 #[test]
-fn scenario_member_killed_during_join() {
-    fixture_passes("mk", "member-killed-during-join.yaml");
+fn scenario_learner_stalls_over_lossy_wan() {
+    let file = "learner-stalls-over-lossy-wan.yaml";
+    let Some((dir, _keep)) = fixture_passes("ls", file) else {
+        return;
+    };
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let said = r["expectations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "etcd said peer-buffer-full")
+        .unwrap_or_else(|| panic!("the diagnosis is an expectation: {r:#}"));
+    let msg = said["message"].as_str().unwrap();
+    assert!(msg.contains("MsgApp"), "log entries were dropped: {msg}");
+    let html = std::fs::read_to_string(dir.join("run/report.html")).unwrap();
+    assert!(
+        html.contains("sending buffer is full"),
+        "the report quotes etcd"
+    );
+    // The leader's bytes to each peer are scraped (the evidence of resends).
+    let etcd = std::fs::read_to_string(dir.join("run/etcd.ndjson")).unwrap();
+    assert!(etcd.contains("peer_sent_bytes"), "per-peer bytes are kept");
 }
 
 #[test]

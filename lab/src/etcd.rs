@@ -9,6 +9,7 @@ use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use serde::Serialize;
 
 use crate::state::{LabState, MemberState};
+use crate::topology::EtcdVersion;
 
 /// Paths inside a member container.
 pub const PKI_DIR: &str = "/etc/etcd/pki";
@@ -29,20 +30,32 @@ pub enum ClusterState {
     Existing,
 }
 
+/// The etcd binary of `version` in the lab image: 3.4 is the host's
+/// `/usr/bin/etcd` (on the PATH), 3.5 the one scripts/fetch-etcd fetched.
+pub fn binary(version: EtcdVersion) -> &'static str {
+    match version {
+        EtcdVersion::V3_4 => "etcd",
+        EtcdVersion::V3_5 => crate::provider::docker::images::ETCD_35_IN_IMAGE,
+    }
+}
+
 /// The etcd command line of `member`, joining `cluster` (name and peer URL
-/// of every member, itself included: `--initial-cluster`).
+/// of every member, itself included: `--initial-cluster`). Every flag means
+/// the same to etcd 3.4 and 3.5; pre-vote, which 3.5 turns on by default,
+/// is left at each version's default, as etcd-druid leaves it.
 pub fn member_command(
     member: &MemberState,
     cluster: &[(String, String)],
     state: ClusterState,
     token: &str,
+    version: EtcdVersion,
 ) -> Vec<String> {
     let initial: Vec<String> = cluster
         .iter()
         .map(|(name, url)| format!("{name}={url}"))
         .collect();
     let mut args = vec![
-        "etcd".to_string(),
+        binary(version).to_string(),
         format!("--name={}", member.name),
         format!("--data-dir={DATA_DIR}/data"),
         "--listen-client-urls=https://0.0.0.0:2379".into(),
@@ -299,7 +312,14 @@ mod tests {
             .iter()
             .map(|m| (m.name.clone(), m.peer_url()))
             .collect();
-        let cmd = member_command(&s.members[1], &all, ClusterState::New, "tok");
+        let cmd = member_command(
+            &s.members[1],
+            &all,
+            ClusterState::New,
+            "tok",
+            EtcdVersion::V3_4,
+        );
+        assert_eq!(cmd[0], "etcd", "3.4 is the host's etcd, on the PATH");
         let has = |f: &str| cmd.iter().any(|a| a == f);
         assert!(has("--name=seed-a-etcd-1"));
         assert!(has("--experimental-peer-skip-client-san-verification=true"));
@@ -351,10 +371,44 @@ mod tests {
     ];
 
     #[test]
+    fn a_3_5_member_runs_the_3_5_binary_with_the_same_flags() {
+        let s = crate::state::sample_state();
+        let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
+        let v34 = member_command(
+            &s.members[0],
+            &all,
+            ClusterState::Existing,
+            "tok",
+            EtcdVersion::V3_4,
+        );
+        let v35 = member_command(
+            &s.members[0],
+            &all,
+            ClusterState::Existing,
+            "tok",
+            EtcdVersion::V3_5,
+        );
+        assert_eq!(v35[0], "/usr/local/bin/etcd-3.5");
+        assert_eq!(v35[0], crate::provider::docker::images::ETCD_35_IN_IMAGE);
+        assert_eq!(v34[1..], v35[1..], "the flags do not depend on the version");
+    }
+
+    #[test]
     fn member_flags_match_what_etcd_druid_renders() {
         let s = crate::state::sample_state();
         let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
-        let cmd = member_command(&s.members[0], &all, ClusterState::New, "tok");
+        for version in EtcdVersion::ALL {
+            druid_flags(&member_command(
+                &s.members[0],
+                &all,
+                ClusterState::New,
+                "tok",
+                version,
+            ));
+        }
+    }
+
+    fn druid_flags(cmd: &[String]) {
         let value = |flag: &str| {
             let prefix = format!("--{flag}=");
             let found: Vec<&str> = cmd

@@ -458,12 +458,13 @@ impl StatusReport {
         for m in &self.etcd.members {
             let _ = writeln!(
                 o,
-                "  {:<16} {:<16} {:<8} {:<7} {:<8} {}{}",
+                "  {:<16} {:<16} {:<8} {:<7} {:<8} {:<8} {}{}",
                 m.id,
                 m.name,
                 m.seed,
                 if m.is_learner { "learner" } else { "voter" },
                 if m.healthy { "healthy" } else { "UNHEALTHY" },
+                m.version.as_deref().unwrap_or("-"),
                 if m.is_leader { "leader" } else { "" },
                 m.error
                     .as_ref()

@@ -166,6 +166,12 @@ pub struct EtcdSpec {
     /// mid-migration), for tests of a cluster spanning the seeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Vec<String>>,
+    /// The etcd every member runs, `"3.4"` or `"3.5"`: what etcd-wrapper
+    /// runs by default (3.4, the host's etcd) or behind etcd-druid's
+    /// `UpgradeEtcdVersion` feature gate (3.5, fetched by scripts/fetch-etcd).
+    /// Members a migration starts run the same.
+    #[serde(default = "default_etcd_version")]
+    pub version: String,
 }
 
 impl Default for EtcdSpec {
@@ -173,7 +179,57 @@ impl Default for EtcdSpec {
         EtcdSpec {
             members: default_members(),
             placement: None,
+            version: default_etcd_version(),
         }
+    }
+}
+
+/// The etcd minor versions a lab can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EtcdVersion {
+    /// Debian 12's etcd-server, the host's `/usr/bin/etcd`.
+    #[default]
+    V3_4,
+    /// Debian unstable's etcd-server, `/usr/local/bin/etcd-3.5` in the image.
+    V3_5,
+}
+
+impl EtcdVersion {
+    pub const ALL: [EtcdVersion; 2] = [EtcdVersion::V3_4, EtcdVersion::V3_5];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EtcdVersion::V3_4 => "3.4",
+            EtcdVersion::V3_5 => "3.5",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EtcdVersion> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for EtcdVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EtcdSpec {
+    /// The version asked for; a topology that passed `validate` always has
+    /// one of [`EtcdVersion::ALL`].
+    pub fn etcd_version(&self) -> Result<EtcdVersion, String> {
+        EtcdVersion::parse(&self.version).ok_or_else(|| {
+            let known: Vec<String> = EtcdVersion::ALL
+                .iter()
+                .map(|v| format!("\"{v}\""))
+                .collect();
+            format!(
+                "`{}` is not an etcd version the lab runs; use {}",
+                self.version,
+                known.join(" or ")
+            )
+        })
     }
 }
 
@@ -269,6 +325,9 @@ fn default_seeds() -> Vec<Seed> {
 }
 fn default_members() -> u32 {
     3
+}
+fn default_etcd_version() -> String {
+    EtcdVersion::default().as_str().into()
 }
 fn default_shoot_name() -> String {
     "local".into()
@@ -427,6 +486,9 @@ impl Topology {
                     );
                 }
             }
+        }
+        if let Err(msg) = self.etcd.etcd_version() {
+            return e("etcd.version".into(), msg);
         }
         if let Err(msg) = check_label(&self.shoot.name, 30) {
             return e("shoot.name".into(), msg);
@@ -595,6 +657,43 @@ mod tests {
         assert!(e.message.contains("odd"), "{e}");
         let e = parse("etcd:\n  members: 0\n").unwrap_err();
         assert_eq!(e.field, "etcd.members");
+    }
+
+    #[test]
+    fn etcd_version_is_3_4_or_3_5_and_else_refused_at_its_line() {
+        assert_eq!(
+            parse("").unwrap().etcd.etcd_version(),
+            Ok(EtcdVersion::V3_4)
+        );
+        let t = parse("etcd:\n  version: \"3.5\"\n").unwrap();
+        assert_eq!(t.etcd.etcd_version(), Ok(EtcdVersion::V3_5));
+        // Unquoted, YAML would call it a number; it is taken as written.
+        let t = parse("etcd:\n  members: 5\n  version: 3.5\n").unwrap();
+        assert_eq!(t.etcd.etcd_version(), Ok(EtcdVersion::V3_5));
+        assert_eq!(
+            parse("etcd:\n  version: \"3.4\"\n").unwrap(),
+            Topology::default()
+        );
+        for bad in ["\"3.6\"", "\"3.5.30\"", "v3.5", "\"\"", "3.50"] {
+            let e = parse(&format!("dns:\n  ttl: 5\netcd:\n  version: {bad}\n")).unwrap_err();
+            assert_eq!(
+                (e.line, e.field.as_str()),
+                (4, "etcd.version"),
+                "{bad}: {e}"
+            );
+            assert!(e.message.contains("\"3.4\" or \"3.5\""), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_default_fixture_spells_out_the_defaults_and_3_5_is_a_fixture() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topologies");
+        let t = Topology::load(&fixtures.join("default.yaml")).unwrap();
+        assert_eq!(t, Topology::default());
+        let t = Topology::load(&fixtures.join("etcd-3.5.yaml")).unwrap();
+        assert_eq!(t.etcd.etcd_version(), Ok(EtcdVersion::V3_5));
+        let e = Topology::load(&fixtures.join("bad/etcd-version.yaml")).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "etcd.version"), "{e}");
     }
 
     #[test]

@@ -54,7 +54,7 @@ async fn lab_image_or_skip() -> Option<String> {
         }
     };
     match images::ensure(&engine).await {
-        Ok((tag, _)) => Some(tag),
+        Ok(image) => Some(image.tag),
         Err(e) => match e.downcast_ref::<EnvNotReady>() {
             Some(e) => {
                 not_ready(e);

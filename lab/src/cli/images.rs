@@ -22,11 +22,20 @@ pub async fn run(command: ImagesCommand) -> Result<u8> {
     let engine = Engine::connect().await?;
     let progress = Progress::new(Mode::detect(output == Output::Json));
     let step = progress.step("lab image");
-    let (tag, built) = images::ensure(&engine).await?;
-    step.done_with(if built { "built" } else { "cached" });
+    let image = images::ensure(&engine).await?;
+    step.done_with(&format!(
+        "{}, etcd {}",
+        if image.built { "built" } else { "cached" },
+        image.etcd_versions_label()
+    ));
+    let versions: Vec<&str> = image.etcd_versions.iter().map(|v| v.as_str()).collect();
     match output {
-        Output::Json => print_json_line(&serde_json::json!({"image": tag, "built": built})),
-        Output::Text => println!("{tag}"),
+        Output::Json => print_json_line(&serde_json::json!({
+            "image": image.tag,
+            "built": image.built,
+            "etcd_versions": versions,
+        })),
+        Output::Text => println!("{}", image.tag),
     }
     Ok(0)
 }

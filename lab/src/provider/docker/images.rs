@@ -3,6 +3,12 @@
 //! each with the shared libraries `ldd` names, packed into a root file system
 //! and loaded with `docker import`. The tag is a digest of every input's path,
 //! size and modification time, so an unchanged host rebuilds nothing.
+//!
+//! etcd 3.4 is the host's (`/usr/bin/etcd`); etcd 3.5, when
+//! scripts/fetch-etcd fetched it (or `CPMLAB_ETCD_35` names one), is placed
+//! at `/usr/local/bin/etcd-3.5`. Which versions an image holds follows from
+//! its tag (the digest covers the placed file) and is also its label
+//! `cpmlab.etcd-versions`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,8 +22,18 @@ use sha2::{Digest, Sha256};
 use super::engine::Engine;
 use super::LABEL_IMAGE;
 use crate::errors::EnvNotReady;
+use crate::topology::EtcdVersion;
 
 pub const REPO: &str = "cpmlab/lab";
+
+/// Where etcd 3.5 is in the image (3.4 is `/usr/bin/etcd`, on the PATH as `etcd`).
+pub const ETCD_35_IN_IMAGE: &str = "/usr/local/bin/etcd-3.5";
+/// The host binary of etcd 3.5 when not at its usual place.
+pub const ETCD_35_ENV: &str = "CPMLAB_ETCD_35";
+/// File name of etcd 3.5 under `~/.cache/cpmlab/bin` (scripts/fetch-etcd).
+const ETCD_35_NAME: &str = "etcd-3.5";
+/// Image label listing the etcd versions the image holds, e.g. `3.4,3.5`.
+pub const LABEL_ETCD_VERSIONS: &str = "cpmlab.etcd-versions";
 
 /// Bumped whenever the layout below changes, to force a rebuild.
 const LAYOUT_VERSION: &str = "2";
@@ -106,6 +122,51 @@ pub struct RootFs {
     symlinks: BTreeMap<PathBuf, PathBuf>,
     synthetic: BTreeMap<PathBuf, (Vec<u8>, u32)>,
     dirs: BTreeMap<PathBuf, u32>,
+    /// Host files placed elsewhere in the image: image path -> host path.
+    placed: BTreeMap<PathBuf, PathBuf>,
+}
+
+/// The host's etcd 3.5 binary: `$CPMLAB_ETCD_35` when set, else
+/// `${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin/etcd-3.5` when it exists. A
+/// `CPMLAB_ETCD_35` that names no file is an error, not silence.
+pub fn etcd_35_source() -> Result<Option<PathBuf>, EnvNotReady> {
+    if let Some(p) = std::env::var_os(ETCD_35_ENV).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(EnvNotReady::new(
+                format!("{ETCD_35_ENV} is {}, which is not a file", p.display()),
+                format!("point {ETCD_35_ENV} at an etcd 3.5 binary, or unset it and run scripts/fetch-etcd"),
+            ));
+        }
+        return Ok(Some(p));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    Ok(cache
+        .map(|c| c.join("cpmlab").join("bin").join(ETCD_35_NAME))
+        .filter(|p| p.is_file()))
+}
+
+/// What `version` prints first (`etcd Version: 3.5.30`), or why not.
+fn etcd_version_of(bin: &Path) -> Result<String> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("run {} --version", bin.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("etcd Version: "))
+        .map(|v| v.trim().to_string())
+        .with_context(|| {
+            format!(
+                "{} --version printed no etcd version: {}{}",
+                bin.display(),
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
 }
 
 impl RootFs {
@@ -161,6 +222,25 @@ impl RootFs {
         Ok(())
     }
 
+    /// Places host file `host` at `at` in the image, with the libraries it loads.
+    fn place_with_libs(&mut self, host: &Path, at: &str) -> Result<()> {
+        std::fs::metadata(host).with_context(|| format!("{} is missing", host.display()))?;
+        self.placed.insert(PathBuf::from(at), host.to_path_buf());
+        for lib in ldd(host)? {
+            self.add(&lib)?;
+        }
+        Ok(())
+    }
+
+    /// The etcd versions the image holds: 3.4 always, 3.5 when placed.
+    pub fn etcd_versions(&self) -> Vec<EtcdVersion> {
+        let mut v = vec![EtcdVersion::V3_4];
+        if self.placed.contains_key(Path::new(ETCD_35_IN_IMAGE)) {
+            v.push(EtcdVersion::V3_5);
+        }
+        v
+    }
+
     fn synth(&mut self, path: &str, contents: &str, mode: u32) {
         self.synthetic
             .insert(PathBuf::from(path), (contents.as_bytes().to_vec(), mode));
@@ -196,6 +276,9 @@ impl RootFs {
         }
         for (p, _) in BINARIES {
             fs.add_with_libs(Path::new(p))?;
+        }
+        if let Some(etcd_35) = etcd_35_source()? {
+            fs.place_with_libs(&etcd_35, ETCD_35_IN_IMAGE)?;
         }
         // cpmlab itself is mounted from the host at run time (so a rebuild
         // needs no new image); the libraries it loads must be in the image.
@@ -255,14 +338,8 @@ impl RootFs {
         let mut h = Sha256::new();
         h.update(LAYOUT_VERSION);
         for f in &self.files {
-            let m = std::fs::metadata(f)?;
-            let mtime = m
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            h.update(format!("f {} {} {}\n", f.display(), m.len(), mtime));
+            let (len, mtime) = size_and_mtime(f)?;
+            h.update(format!("f {} {len} {mtime}\n", f.display()));
         }
         for (l, t) in &self.symlinks {
             h.update(format!("l {} {}\n", l.display(), t.display()));
@@ -273,6 +350,14 @@ impl RootFs {
         }
         for (d, mode) in &self.dirs {
             h.update(format!("d {} {mode}\n", d.display()));
+        }
+        for (at, host) in &self.placed {
+            let (len, mtime) = size_and_mtime(host)?;
+            h.update(format!(
+                "p {} {} {len} {mtime}\n",
+                at.display(),
+                host.display()
+            ));
         }
         Ok(hex::encode(&h.finalize()[..8]))
     }
@@ -287,6 +372,7 @@ impl RootFs {
             .iter()
             .chain(self.symlinks.keys())
             .chain(self.synthetic.keys())
+            .chain(self.placed.keys())
             .flat_map(|p| {
                 p.ancestors()
                     .skip(1)
@@ -312,6 +398,12 @@ impl RootFs {
             b.append_file(rel(f), &mut file)
                 .with_context(|| format!("pack {}", f.display()))?;
         }
+        for (at, host) in &self.placed {
+            let mut file =
+                std::fs::File::open(host).with_context(|| format!("read {}", host.display()))?;
+            b.append_file(rel(at), &mut file)
+                .with_context(|| format!("pack {} as {}", host.display(), at.display()))?;
+        }
         for (p, (c, mode)) in &self.synthetic {
             let mut h = tar::Header::new_gnu();
             h.set_size(c.len() as u64);
@@ -329,6 +421,18 @@ impl RootFs {
         }
         Ok(b.into_inner()?)
     }
+}
+
+/// A file's size and modification time (ns since the epoch; 0 if unknown).
+fn size_and_mtime(f: &Path) -> Result<(u64, u128)> {
+    let m = std::fs::metadata(f).with_context(|| format!("{} is missing", f.display()))?;
+    let mtime = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    Ok((m.len(), mtime))
 }
 
 fn rel(p: &Path) -> &Path {
@@ -366,14 +470,62 @@ pub fn current_tag() -> Result<String> {
     Ok(format!("{REPO}:{}", RootFs::collect()?.digest()?))
 }
 
-/// Builds the image unless one with the same digest exists; returns its tag
-/// and whether it was built now.
-pub async fn ensure(engine: &Engine) -> Result<(String, bool)> {
+/// The lab image `ensure` found or built.
+#[derive(Debug, Clone)]
+pub struct LabImage {
+    pub tag: String,
+    /// Built now (else it existed).
+    pub built: bool,
+    /// The etcd versions it holds (3.4 always).
+    pub etcd_versions: Vec<EtcdVersion>,
+}
+
+impl LabImage {
+    pub fn has_etcd(&self, v: EtcdVersion) -> bool {
+        self.etcd_versions.contains(&v)
+    }
+
+    /// `3.4,3.5`: the image label's value.
+    pub fn etcd_versions_label(&self) -> String {
+        versions_label(&self.etcd_versions)
+    }
+}
+
+fn versions_label(v: &[EtcdVersion]) -> String {
+    v.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// Builds the image unless one with the same digest exists. The digest
+/// covers every file, so an image found by it holds the etcd versions
+/// collected here.
+pub async fn ensure(engine: &Engine) -> Result<LabImage> {
     let fs = RootFs::collect()?;
     let digest = fs.digest()?;
     let tag = format!("{REPO}:{digest}");
+    let etcd_versions = fs.etcd_versions();
     if engine.image_exists(&tag).await? {
-        return Ok((tag, false));
+        return Ok(LabImage {
+            tag,
+            built: false,
+            etcd_versions,
+        });
+    }
+    // Building: the binary placed as 3.5 must run here and be 3.5.
+    if let Some(host) = fs.placed.get(Path::new(ETCD_35_IN_IMAGE)) {
+        let v = etcd_version_of(host).map_err(|e| {
+            EnvNotReady::new(
+                format!("etcd 3.5 ({}) does not run here: {e:#}", host.display()),
+                "run scripts/fetch-etcd again (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+            )
+        })?;
+        if !v.starts_with("3.5.") {
+            return Err(EnvNotReady::new(
+                format!("{} is etcd {v}, not 3.5", host.display()),
+                "run scripts/fetch-etcd again (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+            )
+            .into());
+        }
+        tracing::info!(etcd = v, from = %host.display(), "etcd 3.5 in the lab image");
     }
     let bytes = fs.tar()?;
     tracing::info!(tag, bytes = bytes.len(), "importing lab image");
@@ -384,6 +536,10 @@ pub async fn ensure(engine: &Engine) -> Result<(String, bool)> {
         .changes(vec![
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
             format!("LABEL {LABEL_IMAGE}=lab"),
+            format!(
+                "LABEL {LABEL_ETCD_VERSIONS}={}",
+                versions_label(&etcd_versions)
+            ),
         ])
         .build();
     let mut stream =
@@ -396,7 +552,11 @@ pub async fn ensure(engine: &Engine) -> Result<(String, bool)> {
     if !engine.image_exists(&tag).await? {
         anyhow::bail!("docker import reported success but {tag} does not exist");
     }
-    Ok((tag, true))
+    Ok(LabImage {
+        tag,
+        built: true,
+        etcd_versions,
+    })
 }
 
 #[cfg(test)]
@@ -437,5 +597,45 @@ mod tests {
         }
         assert!(names.iter().any(|n| n == "etc/x"), "{names:?}");
         assert!(names.iter().any(|n| n.ends_with("/link")), "{names:?}");
+    }
+
+    #[test]
+    fn etcd_3_5_is_placed_in_the_image_and_in_its_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("etcd-3.5");
+        std::fs::write(&bin, b"#!/bin/sh\necho 'etcd Version: 3.5.30'\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut fs = RootFs::default();
+        assert_eq!(fs.etcd_versions(), [EtcdVersion::V3_4]);
+        let without = fs.digest().unwrap();
+        fs.place_with_libs(&bin, ETCD_35_IN_IMAGE).unwrap();
+        assert_eq!(fs.etcd_versions(), [EtcdVersion::V3_4, EtcdVersion::V3_5]);
+        let with = fs.digest().unwrap();
+        assert_ne!(without, with, "the 3.5 binary is part of the tag");
+        std::fs::write(&bin, b"#!/bin/sh\necho 'etcd Version: 3.5.31'\n").unwrap();
+        assert_ne!(with, fs.digest().unwrap(), "a new 3.5 binary, a new tag");
+        assert_eq!(etcd_version_of(&bin).unwrap(), "3.5.31");
+        let tar = fs.tar().unwrap();
+        let mut found = None;
+        for e in tar::Archive::new(tar.as_slice()).entries().unwrap() {
+            let e = e.unwrap();
+            if e.path().unwrap() == Path::new("usr/local/bin/etcd-3.5") {
+                found = Some((e.header().mode().unwrap(), e.header().size().unwrap()));
+            }
+        }
+        let (mode, size) = found.expect("usr/local/bin/etcd-3.5 in the tar");
+        assert_eq!(mode & 0o111, 0o111, "executable");
+        assert_eq!(size, std::fs::metadata(&bin).unwrap().len());
+        let img = LabImage {
+            tag: "t".into(),
+            built: false,
+            etcd_versions: fs.etcd_versions(),
+        };
+        assert_eq!(img.etcd_versions_label(), "3.4,3.5");
+        assert!(img.has_etcd(EtcdVersion::V3_5));
+        assert!(fs
+            .place_with_libs(&dir.path().join("absent"), ETCD_35_IN_IMAGE)
+            .is_err());
     }
 }

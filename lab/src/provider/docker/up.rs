@@ -193,10 +193,17 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     }
     req.cancel.check()?;
     let step = p.step("lab image");
-    let (image, built) = images::ensure(engine).await?;
+    let lab_image = images::ensure(engine).await?;
+    check_etcd_version(&req.topology, &lab_image)?;
+    let image = lab_image.tag.clone();
     step.done_with(&format!(
-        "{image}{}",
-        if built { " (built)" } else { " (cached)" }
+        "{image}{}, etcd {}",
+        if lab_image.built {
+            " (built)"
+        } else {
+            " (cached)"
+        },
+        req.topology.etcd.version
     ));
 
     req.cancel.check()?;
@@ -288,6 +295,24 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     state.phase = Phase::Ready;
     dir.save(&state)?;
     Ok(state)
+}
+
+/// Does the lab image hold the etcd the topology asks for? Checked before
+/// anything of the lab exists.
+pub fn check_etcd_version(topo: &Topology, image: &images::LabImage) -> Result<()> {
+    let want = topo.etcd.etcd_version().map_err(BadInput)?;
+    if image.has_etcd(want) {
+        return Ok(());
+    }
+    Err(EnvNotReady::new(
+        format!(
+            "the topology asks for etcd {want} (etcd.version), and the lab image {} holds etcd {} only",
+            image.tag,
+            image.etcd_versions_label()
+        ),
+        "run scripts/setup (scripts/fetch-etcd fetches etcd 3.5 from Debian unstable), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+    )
+    .into())
 }
 
 /// The API server a lab runs: its kind and, unless it is the stand-in (the
@@ -544,11 +569,13 @@ pub fn member_spec(
         ),
         FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
     ];
+    let version = state.topology.etcd.etcd_version().map_err(BadInput)?;
     c.cmd = behind_barrier(etcd::member_command(
         m,
         cluster,
         cluster_state,
         &format!("cpmlab-{}", state.name),
+        version,
     ));
     Ok(c)
 }
@@ -911,6 +938,38 @@ async fn wait_etcd(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn etcd_3_5_on_an_image_without_it_is_env_not_ready() {
+        use crate::topology::EtcdVersion;
+        let image = |v: Vec<EtcdVersion>| images::LabImage {
+            tag: "cpmlab/lab:x".into(),
+            built: false,
+            etcd_versions: v,
+        };
+        let mut topo = Topology::default();
+        check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4])).unwrap();
+        topo.etcd.version = "3.5".into();
+        let e = check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4])).unwrap_err();
+        assert_eq!(crate::errors::exit_code(&e), crate::errors::EXIT_ENV, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("etcd 3.5 (etcd.version)"), "{msg}");
+        assert!(
+            msg.contains("fix: run scripts/setup (scripts/fetch-etcd"),
+            "{msg}"
+        );
+        check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4, EtcdVersion::V3_5])).unwrap();
+        let s = crate::state::sample_state();
+        let mut s35 = s.clone();
+        s35.topology.etcd.version = "3.5".into();
+        let ca = crate::pki::Ca::generate("t").unwrap();
+        let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
+        for (state, bin) in [(&s, "etcd"), (&s35, images::ETCD_35_IN_IMAGE)] {
+            let spec = member_spec(state, &ca, &state.members[0], &all, ClusterState::New).unwrap();
+            let at = spec.cmd.iter().position(|a| a == "barrier").unwrap();
+            assert_eq!(spec.cmd[at + 1], bin, "{:?}", spec.cmd);
+        }
+    }
 
     #[test]
     fn seed_containers_route_other_networks_via_the_router() {
