@@ -316,6 +316,31 @@ fn scenario_learner_stalls_over_lossy_wan() {
     assert!(etcd.contains("peer_sent_bytes"), "per-peer bytes are kept");
 }
 
+/// The source leader SIGKILLed inside EtcdMigrationComplete: the kill hit
+/// the leader (resolved by role while the step was held open), the
+/// migration completed, and what failed is exactly what the named hazards
+/// explain (the write in flight at the kill); nothing else did.
+#[test]
+fn scenario_leader_killed_during_etcd_migration_complete() {
+    let file = "leader-killed-during-etcd-migration-complete.yaml";
+    let Some((dir, _keep)) = fixture_passes("lk", file) else {
+        return;
+    };
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let kill = &r["timeline"][0];
+    assert_eq!(kill["ok"], true, "{kill}");
+    let detail = kill["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("seed-a-etcd-") && detail.contains("(leader)"),
+        "the kill hit the source leader: {detail}"
+    );
+    assert!(
+        r["excused"].as_u64().unwrap() <= 2,
+        "at most the writes in flight at the kill are excused: {r:#}"
+    );
+}
+
 #[test]
 fn scenario_distant_regions_refused() {
     fixture_passes("dr", "distant-regions-refused.yaml");

@@ -42,13 +42,15 @@ pub fn binary(version: EtcdVersion) -> &'static str {
 /// The etcd command line of `member`, joining `cluster` (name and peer URL
 /// of every member, itself included: `--initial-cluster`). Every flag means
 /// the same to etcd 3.4 and 3.5; pre-vote, which 3.5 turns on by default,
-/// is left at each version's default, as etcd-druid leaves it.
+/// is left at each version's default, as etcd-druid leaves it, unless
+/// `pre_vote` says otherwise (`etcd.pre_vote` in the topology).
 pub fn member_command(
     member: &MemberState,
     cluster: &[(String, String)],
     state: ClusterState,
     token: &str,
     version: EtcdVersion,
+    pre_vote: Option<bool>,
 ) -> Vec<String> {
     let initial: Vec<String> = cluster
         .iter()
@@ -101,6 +103,9 @@ pub fn member_command(
         "--logger=zap".into(),
         "--log-outputs=stderr".into(),
     ];
+    if let Some(on) = pre_vote {
+        args.push(format!("--pre-vote={on}"));
+    }
     args.shrink_to_fit();
     args
 }
@@ -318,6 +323,7 @@ mod tests {
             ClusterState::New,
             "tok",
             EtcdVersion::V3_4,
+            None,
         );
         assert_eq!(cmd[0], "etcd", "3.4 is the host's etcd, on the PATH");
         let has = |f: &str| cmd.iter().any(|a| a == f);
@@ -380,6 +386,7 @@ mod tests {
             ClusterState::Existing,
             "tok",
             EtcdVersion::V3_4,
+            None,
         );
         let v35 = member_command(
             &s.members[0],
@@ -387,10 +394,25 @@ mod tests {
             ClusterState::Existing,
             "tok",
             EtcdVersion::V3_5,
+            None,
         );
         assert_eq!(v35[0], "/usr/local/bin/etcd-3.5");
         assert_eq!(v35[0], crate::provider::docker::images::ETCD_35_IN_IMAGE);
         assert_eq!(v34[1..], v35[1..], "the flags do not depend on the version");
+        assert!(!v34.iter().any(|a| a.starts_with("--pre-vote")));
+        let on = member_command(
+            &s.members[0],
+            &all,
+            ClusterState::Existing,
+            "tok",
+            EtcdVersion::V3_4,
+            Some(true),
+        );
+        assert_eq!(
+            on.last().unwrap(),
+            "--pre-vote=true",
+            "etcd.pre_vote asks for it"
+        );
     }
 
     #[test]
@@ -404,6 +426,7 @@ mod tests {
                 ClusterState::New,
                 "tok",
                 version,
+                None,
             ));
         }
     }

@@ -141,6 +141,26 @@ pub fn load_lab(state_root: &Path, lab: &str) -> Result<(LabDir, LabState)> {
     Ok((dir.clone(), dir.load()?))
 }
 
+/// The etcd part of the status alone: each member's view through its
+/// seed's gateway, asked at once, `timeout` each. What a fault aimed at a
+/// role (`leader`, `follower`, `learner`) resolves against: quick, where
+/// the whole status waits on the API servers too.
+pub async fn etcd_view(state_root: &Path, lab: &str, timeout: Duration) -> Result<ClusterView> {
+    let (dir, state) = load_lab(state_root, lab)?;
+    Ok(etcd_view_of(&dir, &state, timeout).await)
+}
+
+async fn etcd_view_of(dir: &LabDir, state: &LabState, timeout: Duration) -> ClusterView {
+    match etcd_tls(dir) {
+        Ok(tls) => etcd::cluster_view(state, &tls, timeout).await,
+        Err(e) => ClusterView {
+            members: vec![],
+            leader: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
 pub async fn status(engine: &Engine, state_root: &Path, lab: &str) -> Result<StatusReport> {
     let (dir, state) = load_lab(state_root, lab)?;
     let mut containers: Vec<ContainerStatus> = engine
@@ -164,16 +184,7 @@ pub async fn status(engine: &Engine, state_root: &Path, lab: &str) -> Result<Sta
         .collect();
     containers.sort_by(|a, b| a.name.cmp(&b.name));
 
-    let etcd_view = async {
-        match etcd_tls(&dir) {
-            Ok(tls) => etcd::cluster_view(&state, &tls, Duration::from_secs(3)).await,
-            Err(e) => ClusterView {
-                members: vec![],
-                leader: None,
-                error: Some(e.to_string()),
-            },
-        }
-    };
+    let etcd_view = etcd_view_of(&dir, &state, Duration::from_secs(3));
     let dns_answer = dns::query_a(
         SocketAddr::from((state.dns.server.ip, 53)),
         &state.dns.api_name,

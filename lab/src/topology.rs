@@ -172,6 +172,12 @@ pub struct EtcdSpec {
     /// Members a migration starts run the same.
     #[serde(default = "default_etcd_version")]
     pub version: String,
+    /// `--pre-vote` on every member; absent: the version's default (off on
+    /// 3.4, on from 3.5), as etcd-druid leaves it. With pre-vote a member
+    /// cut off from the leader (its heartbeats dropped) asks before it
+    /// campaigns, and cannot depose a leader the others still follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_vote: Option<bool>,
 }
 
 impl Default for EtcdSpec {
@@ -180,6 +186,7 @@ impl Default for EtcdSpec {
             members: default_members(),
             placement: None,
             version: default_etcd_version(),
+            pre_vote: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! hazard rules see it.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -27,7 +28,7 @@ pub struct Hit {
 }
 
 /// Finds the container a target means now.
-pub async fn resolve(engine: &Engine, state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit> {
+pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit> {
     let (_, state) = crate::status::load_lab(state_root, lab)?;
     match t {
         TargetRef::Gateway(seed) => {
@@ -63,7 +64,7 @@ pub async fn resolve(engine: &Engine, state_root: &Path, lab: &str, t: &TargetRe
             let m = ms.get(*index).with_context(|| {
                 format!("`{seed}` holds {} members now, no index {index}", ms.len())
             })?;
-            let leader = leader_name(engine, state_root, lab).await.as_deref() == Some(&m.name);
+            let leader = leader_name(state_root, lab).await.as_deref() == Some(&m.name);
             Ok(Hit {
                 container: m.container.clone(),
                 what: format!("{}{}", m.name, if leader { " (leader)" } else { "" }),
@@ -72,7 +73,7 @@ pub async fn resolve(engine: &Engine, state_root: &Path, lab: &str, t: &TargetRe
             })
         }
         TargetRef::MemberRole { role, seed } => {
-            let view = crate::status::status(engine, state_root, lab).await?.etcd;
+            let view = crate::status::etcd_view(state_root, lab, ROLE_TIMEOUT).await?;
             let pick = view.members.iter().filter(|m| {
                 seed.as_ref().is_none_or(|s| &m.seed == s)
                     && match role {
@@ -119,11 +120,16 @@ pub async fn resolve(engine: &Engine, state_root: &Path, lab: &str, t: &TargetRe
     }
 }
 
-async fn leader_name(engine: &Engine, state_root: &Path, lab: &str) -> Option<String> {
-    crate::status::status(engine, state_root, lab)
+/// How long a member may take to say whom it follows when a fault is aimed
+/// by role: the migration goes on meanwhile, so a slow answer lands the
+/// fault later than the timeline says (the whole `status`, which also waits
+/// on draining API servers, once made it 4 s late).
+const ROLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+async fn leader_name(state_root: &Path, lab: &str) -> Option<String> {
+    crate::status::etcd_view(state_root, lab, ROLE_TIMEOUT)
         .await
         .ok()?
-        .etcd
         .leader
 }
 
@@ -178,7 +184,7 @@ pub async fn perform(
     };
     match action {
         Action::Kill(t) | Action::Pause(t) | Action::Unpause(t) | Action::Restart(t) => {
-            let hit = resolve(engine, &cpm.state_root, &cpm.lab, t).await?;
+            let hit = resolve(&cpm.state_root, &cpm.lab, t).await?;
             let c = &hit.container;
             let at = now_unix_ms();
             let verb = match action {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::scenario::{Checked, MigrationOutcome, Scenario, VerdictExpect};
-use crate::verdict::{ProbeStats, Verdict};
+use crate::verdict::{ProbeStats, RuleStatus, Verdict};
 
 /// The lab at the end of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -70,6 +70,50 @@ fn lanes<'a>(v: &'a Verdict, key: &str) -> Vec<&'a ProbeStats> {
         .collect()
 }
 
+/// Rules about availability and latency, which `verdict: safe` does not
+/// assert: zero downtime and the per-step latency limits.
+fn is_availability_rule(name: &str) -> bool {
+    name == "zero-downtime" || name.starts_with("slo-")
+}
+
+/// Whether the verdict is what the scenario wants, and what was seen.
+fn verdict_outcome(want: VerdictExpect, v: &Verdict) -> (bool, String) {
+    verdict_outcome_of(want, v.passed, &v.rules, &v.reasons)
+}
+
+fn verdict_outcome_of(
+    want: VerdictExpect,
+    passed: bool,
+    rules: &[crate::verdict::Rule],
+    reasons: &[String],
+) -> (bool, String) {
+    if want == VerdictExpect::Safe {
+        let broken: Vec<&str> = rules
+            .iter()
+            .filter(|r| r.status == RuleStatus::Failed && !is_availability_rule(&r.name))
+            .map(|r| r.message.as_str())
+            .collect();
+        if !broken.is_empty() {
+            return (
+                false,
+                format!("a safety rule failed: {}", broken.join("; ")),
+            );
+        }
+        let avail = if passed {
+            "passed".to_string()
+        } else {
+            format!("failed on availability only: {}", reasons.join("; "))
+        };
+        return (true, format!("every safety rule held; the verdict {avail}"));
+    }
+    let seen = if passed {
+        "the verdict passed".to_string()
+    } else {
+        format!("the verdict failed: {}", reasons.join("; "))
+    };
+    (passed == (want == VerdictExpect::Pass), seen)
+}
+
 /// Checks every expectation (the defaults included: the verdict passes, a
 /// migration completes, every timeline entry ran).
 pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
@@ -78,27 +122,16 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
     let want_verdict = e.verdict.unwrap_or(VerdictExpect::Pass);
     match o.verdict {
         Some(v) => {
-            let passed = v.passed == (want_verdict == VerdictExpect::Pass);
             let excused = if o.excused > 0 {
                 format!(" ({} failed requests excused as known hazards)", o.excused)
             } else {
                 String::new()
             };
-            let seen = if v.passed {
-                "passed".to_string()
-            } else {
-                format!("failed: {}", v.reasons.join("; "))
-            };
+            let (passed, seen) = verdict_outcome(want_verdict, v);
             out.push(res(
                 "verdict",
                 passed,
-                format!(
-                    "want {}, the verdict {seen}{excused}",
-                    match want_verdict {
-                        VerdictExpect::Pass => "pass",
-                        VerdictExpect::Fail => "fail",
-                    }
-                ),
+                format!("want {}, {seen}{excused}", want_verdict.as_str()),
             ));
             for (k, limit) in &c.downtime {
                 let worst = lanes(v, k)
@@ -260,6 +293,39 @@ mod tests {
             messages: Default::default(),
             peer_inactive: inactive,
         }
+    }
+
+    fn rule(name: &str, failed: bool) -> crate::verdict::Rule {
+        crate::verdict::Rule {
+            name: name.into(),
+            status: if failed {
+                RuleStatus::Failed
+            } else {
+                RuleStatus::Passed
+            },
+            message: format!("{name} message"),
+        }
+    }
+
+    #[test]
+    fn a_safe_verdict_allows_an_outage_but_not_a_lost_write() {
+        let outage = [
+            rule("zero-downtime", true),
+            rule("slo-migratednsrecords-write", true),
+            rule("lost-writes", false),
+        ];
+        let reasons = ["233 of 20023 requests failed".to_string()];
+        let (ok, msg) = verdict_outcome_of(VerdictExpect::Safe, false, &outage, &reasons);
+        assert!(ok, "{msg}");
+        assert!(msg.contains("availability only: 233 of 20023"), "{msg}");
+        let (ok, _) = verdict_outcome_of(VerdictExpect::Pass, false, &outage, &reasons);
+        assert!(!ok);
+        let lost = [rule("zero-downtime", false), rule("lost-writes", true)];
+        let (ok, msg) = verdict_outcome_of(VerdictExpect::Safe, false, &lost, &reasons);
+        assert!(!ok);
+        assert!(msg.contains("lost-writes message"), "{msg}");
+        let (ok, _) = verdict_outcome_of(VerdictExpect::Fail, false, &lost, &reasons);
+        assert!(ok);
     }
 
     #[test]

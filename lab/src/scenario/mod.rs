@@ -323,7 +323,12 @@ pub enum MigrateAction {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    /// `pass` or `fail`: the verdict (after `excuse`).
+    /// `pass` or `fail`: the verdict (after `excuse`); `safe`: only the
+    /// safety rules must pass (no lost write, no ledger conflict, no missed
+    /// watch event, no stale read, resource versions monotonic), while
+    /// availability and latency are measured and reported, not asserted:
+    /// for scenarios whose outcome is an etcd behaviour that costs an
+    /// outage of varying length, where the lab's diagnosis is the claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<VerdictExpect>,
     /// How the migration ends: `completed`, `failed`, `aborted`,
@@ -366,6 +371,17 @@ pub struct Expect {
 pub enum VerdictExpect {
     Pass,
     Fail,
+    Safe,
+}
+
+impl VerdictExpect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictExpect::Pass => "pass",
+            VerdictExpect::Fail => "fail",
+            VerdictExpect::Safe => "safe",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -524,7 +524,36 @@ impl Engine {
         Ok(names)
     }
 
+    /// Removes a container, disconnecting it from its networks first:
+    /// dockerd can keep the endpoint of a container removed while still
+    /// connected (the network then cannot be removed, and `down` no longer
+    /// knows the container's name to disconnect it by force).
     pub async fn remove_container(&self, name: &str) -> Result<()> {
+        if let Ok(c) = self
+            .api
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            let networks = c
+                .network_settings
+                .and_then(|n| n.networks)
+                .unwrap_or_default();
+            for network in networks.keys() {
+                let _ = self
+                    .api
+                    .disconnect_network(
+                        network,
+                        bollard::models::NetworkDisconnectRequest {
+                            container: name.to_string(),
+                            force: Some(true),
+                        },
+                    )
+                    .await;
+            }
+        }
         let opts = RemoveContainerOptionsBuilder::default()
             .force(true)
             .v(true)

@@ -576,6 +576,7 @@ pub fn member_spec(
         cluster_state,
         &format!("cpmlab-{}", state.name),
         version,
+        state.topology.etcd.pre_vote,
     ));
     Ok(c)
 }
