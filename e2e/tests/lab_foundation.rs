@@ -59,6 +59,67 @@ fn assert_fresh_lab(lab: &Lab) -> String {
     gw
 }
 
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// The token, the keys, the kubeconfig that holds the token and the state
+/// are the owner's alone; so are the lab's directories (as kind and
+/// kubectl write kubeconfigs 0600). `doctor` says so too.
+fn assert_private_files(lab: &Lab) {
+    let d = lab.dir();
+    let kubeconfig = lab.ok(&["kubeconfig"]);
+    let kubeconfig = std::path::PathBuf::from(kubeconfig.lines().last().unwrap().trim());
+    for (p, want) in [
+        (d.clone(), 0o700),
+        (d.join("pki"), 0o700),
+        (d.join("state.json"), 0o600),
+        (d.join("pki/token"), 0o600),
+        (d.join("pki/ca.key"), 0o600),
+        (d.join("pki/client.key"), 0o600),
+        (kubeconfig, 0o600),
+    ] {
+        assert_eq!(mode(&p), want, "{}: {:o}", p.display(), mode(&p));
+    }
+    let doctor = stdout(&lab.cpmlab(&["doctor"]));
+    assert!(
+        doctor.contains("lab files") && doctor.contains("owner-only"),
+        "{doctor}"
+    );
+}
+
+/// No container publishes a port or shares the host's network: nothing of
+/// the lab listens on the host's addresses.
+fn assert_nothing_on_host_addresses(lab: &Lab) {
+    let filter = format!("label=cpmlab.lab={}", lab.name);
+    let ids = stdout(
+        &docker(&["ps", "-aq", "--filter", &filter])
+            .assert()
+            .success(),
+    );
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    assert!(ids.len() >= 8, "the lab's containers: {ids:?}");
+    let mut args = vec![
+        "inspect",
+        "--format",
+        "{{.Name}} {{.HostConfig.NetworkMode}} {{len .HostConfig.PortBindings}} {{.HostConfig.PublishAllPorts}} {{len .NetworkSettings.Ports}}",
+    ];
+    args.extend(ids.iter().copied());
+    let out = stdout(&docker(&args).assert().success());
+    for line in out.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f.len(), 5, "{line}");
+        assert_ne!(f[1], "host", "host networking: {line}");
+        assert_eq!(f[2], "0", "published ports: {line}");
+        assert_eq!(f[3], "false", "publish-all: {line}");
+    }
+}
+
 #[test]
 fn lab_lifecycle() {
     if !docker_or_skip("lab_lifecycle") {
@@ -89,6 +150,9 @@ fn lab_lifecycle() {
             "{want} missing from {objs:?}"
         );
     }
+
+    assert_private_files(&lab);
+    assert_nothing_on_host_addresses(&lab);
 
     // put and get through seed-a's gateway over TLS, by member name (SNI),
     // from the clients network (so through the router).

@@ -70,6 +70,48 @@ fn which(bin: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Are the labs' secrets private? Files and directories under
+/// `state_root` that others may read (see `LabDir::too_open`): a warning
+/// naming each, with the `chmod` that fixes it.
+pub fn lab_files(state_root: &std::path::Path) -> Check {
+    let mut open = Vec::new();
+    for lab in crate::state::lab_names(state_root) {
+        open.extend(crate::state::LabDir::new(state_root, &lab).too_open());
+    }
+    if open.is_empty() {
+        return Check {
+            name: "lab files",
+            level: Level::Ok,
+            detail: format!(
+                "secrets under {} are owner-only (files 0600, directories 0700)",
+                state_root.display()
+            ),
+            fix: None,
+        };
+    }
+    let listed: Vec<String> = open
+        .iter()
+        .map(|(p, m)| format!("{} ({m:04o})", p.display()))
+        .collect();
+    let chmod: Vec<String> = open
+        .iter()
+        .map(|(p, _)| {
+            let mode = if p.is_dir() { "700" } else { "600" };
+            format!("chmod {mode} {}", p.display())
+        })
+        .collect();
+    Check {
+        name: "lab files",
+        level: Level::Warn,
+        detail: format!(
+            "{} lab file(s) others may read, the API token among them: {}",
+            open.len(),
+            listed.join(", ")
+        ),
+        fix: Some(chmod.join("; ")),
+    }
+}
+
 pub async fn doctor() -> DoctorReport {
     let mut checks = Vec::new();
     let engine = match Engine::connect().await {

@@ -41,7 +41,8 @@ pub async fn write(dir: &LabDir, state: &LabState) -> Result<PathBuf> {
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt")).context("read the lab CA")?;
     let root = std::fs::canonicalize(&dir.root).unwrap_or_else(|_| dir.root.clone());
     let path = root.join("kubeconfig");
-    std::fs::write(&path, render(state, ip, &ca))
+    // It holds the API token: owner-only, as kind and kubectl write theirs.
+    crate::state::write_private(&path, render(state, ip, &ca))
         .with_context(|| format!("write {}", path.display()))?;
     Ok(path)
 }

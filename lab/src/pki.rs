@@ -136,19 +136,17 @@ impl Ca {
     }
 }
 
-/// Writes a file readable by the owner only when it holds a key.
+/// Writes a PEM file: owner-only (0600) when it holds a key, else 0644.
 pub fn write_pem(path: &Path, pem: &str) -> Result<(), PkiError> {
     let io = |source| PkiError::Io {
         path: path.display().to_string(),
         source,
     };
-    std::fs::write(path, pem).map_err(io)?;
-    #[cfg(unix)]
     if pem.contains("PRIVATE KEY") {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        crate::state::write_private(path, pem).map_err(io)
+    } else {
+        std::fs::write(path, pem).map_err(io)
     }
-    Ok(())
 }
 
 #[cfg(test)]

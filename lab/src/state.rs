@@ -227,6 +227,22 @@ pub fn lab_names(state_root: &Path) -> Vec<String> {
 
 /// Creates `path` and its missing parents, each new one readable by its
 /// owner only.
+/// Writes a file only its owner may read or write (0600), whatever the
+/// umask, also when it exists already with a wider mode: secrets (keys,
+/// the API token), kubeconfigs and the lab's state, which holds the token.
+pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(contents.as_ref())
+}
+
 pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -264,11 +280,50 @@ impl LabDir {
         self.state_file().exists()
     }
 
+    /// Creates the lab's directory and its `pki/`, owner-only (0700), also
+    /// where they exist already with a wider mode.
     pub fn create(&self) -> Result<(), StateError> {
+        use std::os::unix::fs::PermissionsExt;
         create_private_dir(&self.pki()).map_err(|source| StateError::Io {
             path: self.pki(),
             source,
-        })
+        })?;
+        for d in [&self.root, &self.pki()] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(
+                |source| StateError::Io {
+                    path: d.to_path_buf(),
+                    source,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Files and directories of this lab that others may read: secrets
+    /// (keys, the token, the kubeconfig, the state holding the token) wider
+    /// than 0600, directories wider than 0700. `doctor` warns of them.
+    pub fn too_open(&self) -> Vec<(PathBuf, u32)> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut paths = vec![self.root.clone(), self.pki()];
+        paths.push(self.state_file());
+        paths.push(self.root.join("kubeconfig"));
+        if let Ok(rd) = std::fs::read_dir(self.pki()) {
+            let mut keys: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "key") || p.ends_with("token"))
+                .collect();
+            keys.sort();
+            paths.extend(keys);
+        }
+        paths
+            .into_iter()
+            .filter_map(|p| {
+                let meta = std::fs::metadata(&p).ok()?;
+                let mode = meta.permissions().mode() & 0o777;
+                let allowed = if meta.is_dir() { 0o700 } else { 0o600 };
+                (mode & !allowed != 0).then_some((p, mode))
+            })
+            .collect()
     }
 
     /// Writes atomically (temp file + rename), so a crash never leaves half a file.
@@ -276,7 +331,7 @@ impl LabDir {
         let path = self.state_file();
         let tmp = self.root.join(".state.json.tmp");
         let text = serde_json::to_string_pretty(state).expect("state serialises");
-        std::fs::write(&tmp, text).map_err(|source| StateError::Io {
+        write_private(&tmp, text).map_err(|source| StateError::Io {
             path: tmp.clone(),
             source,
         })?;
@@ -353,6 +408,34 @@ pub(crate) fn sample_state() -> LabState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn secrets_and_state_are_owner_only_and_wider_ones_are_found() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let lab = LabDir::new(dir.path(), "t");
+        // A lab directory left 0755 by an older cpmlab is narrowed.
+        std::fs::create_dir_all(lab.pki()).unwrap();
+        std::fs::set_permissions(&lab.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        lab.create().unwrap();
+        lab.save(&sample_state()).unwrap();
+        let token = lab.pki().join("token");
+        std::fs::write(&token, "old").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(lab.too_open(), vec![(token.clone(), 0o644)]);
+        write_private(&token, "secret").unwrap();
+        assert_eq!(mode(&token), 0o600, "an existing file is narrowed too");
+        assert_eq!(std::fs::read_to_string(&token).unwrap(), "secret");
+        assert_eq!(mode(&lab.root), 0o700);
+        assert_eq!(mode(&lab.pki()), 0o700);
+        assert_eq!(mode(&lab.state_file()), 0o600, "the state holds the token");
+        assert!(lab.too_open().is_empty(), "{:?}", lab.too_open());
+    }
 
     #[test]
     fn state_round_trips_through_disk() {

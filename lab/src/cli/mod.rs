@@ -217,7 +217,15 @@ async fn run(cli: Cli) -> Result<u8> {
     // Agents run inside containers and need no state directory.
     let command = match cli.command {
         Command::Agent { command } => return agent::run(command).await,
-        Command::Doctor { output } => return doctor::run(output).await,
+        Command::Doctor { output } => {
+            let root = crate::state::resolve_root(
+                cli.state_dir.clone(),
+                std::env::var_os("XDG_STATE_HOME"),
+                std::env::var_os("HOME"),
+            )
+            .ok();
+            return doctor::run(output, root.as_deref()).await;
+        }
         Command::Completion { shell } => return completion::run(shell),
         Command::Verdict(args) => return verdict::run(&args),
         Command::Images { command } => return images::run(command).await,

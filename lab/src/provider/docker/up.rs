@@ -226,7 +226,8 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     write_pem(&pki.join("ca.key"), &ca.key_pem())?;
     write_pem(&pki.join("client.crt"), &client.cert_pem)?;
     write_pem(&pki.join("client.key"), &client.key_pem)?;
-    std::fs::write(pki.join("token"), &state.api_token).context("write the API token")?;
+    crate::state::write_private(&pki.join("token"), &state.api_token)
+        .context("write the API token")?;
     step.done();
 
     req.cancel.check()?;
