@@ -343,6 +343,9 @@ fn bad_topologies_are_refused_before_anything_is_created() {
         ("duplicate-seed.yaml", 4, "seeds[1].name"),
         ("unparseable.yaml", 5, "-"),
         ("etcd-version.yaml", 4, "etcd.version"),
+        // Names reach container names, DNS, HAProxy configs and scripts.
+        ("shell-name.yaml", 4, "seeds[0].name"),
+        ("long-label.yaml", 3, "shoot.name"),
     ];
     let lab = Lab::new("bad");
     for (file, line, field) in cases {
