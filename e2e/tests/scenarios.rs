@@ -151,9 +151,13 @@ fn run(
     (o.get_output().status.code(), out, state, report)
 }
 
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 fn result(report: &Path, name: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(report.join(name).join("result.json")).unwrap())
-        .unwrap()
+    read_json(&report.join(name).join("result.json"))
 }
 
 /// A fixture through `cpmlab run`: every expectation holds, and the run
@@ -181,9 +185,7 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
     ] {
         assert!(dir.join(f).exists(), "{f} in {}", dir.display());
     }
-    let as_run: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("scenario-as-run.json")).unwrap())
-            .unwrap();
+    let as_run: Value = read_json(&dir.join("scenario-as-run.json"));
     assert_eq!(as_run["seed"], r["seed"], "the seed is recorded");
     let state = std::fs::read_to_string(dir.join("lab-state.json")).unwrap();
     assert!(state.contains("(redacted)"), "no token in the kept state");
@@ -219,12 +221,8 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
 /// migration removed are kept.
 fn plan_at_25ms(tag: &str, file: &str, peak: &str) -> Option<(PathBuf, tempfile::TempDir)> {
     let (dir, keep) = fixture_passes(tag, file)?;
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run/verdict.json")).unwrap())
-            .unwrap();
-    let state: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("lab-state.json")).unwrap())
-            .unwrap();
+    let v: Value = read_json(&dir.join("run/verdict.json"));
+    let state: Value = read_json(&dir.join("lab-state.json"));
     let joined = &state["migration"]["conditions"][1];
     assert_eq!(joined["type"], "DestinationEtcdPeersJoined");
     assert!(
@@ -297,8 +295,7 @@ fn scenario_learner_stalls_over_lossy_wan() {
     let Some((dir, _keep)) = fixture_passes("ls", file) else {
         return;
     };
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let r: Value = read_json(&dir.join("result.json"));
     let said = r["expectations"]
         .as_array()
         .unwrap()
@@ -327,8 +324,7 @@ fn scenario_leader_killed_during_etcd_migration_complete() {
     let Some((dir, _keep)) = fixture_passes("lk", file) else {
         return;
     };
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let r: Value = read_json(&dir.join("result.json"));
     let kill = &r["timeline"][0];
     assert_eq!(kill["ok"], true, "{kill}");
     let detail = kill["detail"].as_str().unwrap();

@@ -376,38 +376,26 @@ mod tests {
         "enable-v2",
     ];
 
-    #[test]
-    fn a_3_5_member_runs_the_3_5_binary_with_the_same_flags() {
+    /// The command of the sample lab's first member, alone in its cluster.
+    fn first_member(
+        state: ClusterState,
+        version: EtcdVersion,
+        pre_vote: Option<bool>,
+    ) -> Vec<String> {
         let s = crate::state::sample_state();
         let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
-        let v34 = member_command(
-            &s.members[0],
-            &all,
-            ClusterState::Existing,
-            "tok",
-            EtcdVersion::V3_4,
-            None,
-        );
-        let v35 = member_command(
-            &s.members[0],
-            &all,
-            ClusterState::Existing,
-            "tok",
-            EtcdVersion::V3_5,
-            None,
-        );
+        member_command(&s.members[0], &all, state, "tok", version, pre_vote)
+    }
+
+    #[test]
+    fn a_3_5_member_runs_the_3_5_binary_with_the_same_flags() {
+        let v34 = first_member(ClusterState::Existing, EtcdVersion::V3_4, None);
+        let v35 = first_member(ClusterState::Existing, EtcdVersion::V3_5, None);
         assert_eq!(v35[0], "/usr/local/bin/etcd-3.5");
         assert_eq!(v35[0], crate::provider::docker::images::ETCD_35_IN_IMAGE);
         assert_eq!(v34[1..], v35[1..], "the flags do not depend on the version");
         assert!(!v34.iter().any(|a| a.starts_with("--pre-vote")));
-        let on = member_command(
-            &s.members[0],
-            &all,
-            ClusterState::Existing,
-            "tok",
-            EtcdVersion::V3_4,
-            Some(true),
-        );
+        let on = first_member(ClusterState::Existing, EtcdVersion::V3_4, Some(true));
         assert_eq!(
             on.last().unwrap(),
             "--pre-vote=true",
@@ -417,17 +405,8 @@ mod tests {
 
     #[test]
     fn member_flags_match_what_etcd_druid_renders() {
-        let s = crate::state::sample_state();
-        let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
         for version in EtcdVersion::ALL {
-            druid_flags(&member_command(
-                &s.members[0],
-                &all,
-                ClusterState::New,
-                "tok",
-                version,
-                None,
-            ));
+            druid_flags(&first_member(ClusterState::New, version, None));
         }
     }
 

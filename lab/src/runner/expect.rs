@@ -70,12 +70,6 @@ fn lanes<'a>(v: &'a Verdict, key: &str) -> Vec<&'a ProbeStats> {
         .collect()
 }
 
-/// Rules about availability and latency, which `verdict: safe` does not
-/// assert: zero downtime and the per-step latency limits.
-fn is_availability_rule(name: &str) -> bool {
-    name == "zero-downtime" || name.starts_with("slo-")
-}
-
 /// Whether the verdict is what the scenario wants, and what was seen.
 fn verdict_outcome(want: VerdictExpect, v: &Verdict) -> (bool, String) {
     verdict_outcome_of(want, v.passed, &v.rules, &v.reasons)
@@ -90,7 +84,9 @@ fn verdict_outcome_of(
     if want == VerdictExpect::Safe {
         let broken: Vec<&str> = rules
             .iter()
-            .filter(|r| r.status == RuleStatus::Failed && !is_availability_rule(&r.name))
+            .filter(|r| {
+                r.status == RuleStatus::Failed && !crate::verdict::is_availability_rule(&r.name)
+            })
             .map(|r| r.message.as_str())
             .collect();
         if !broken.is_empty() {

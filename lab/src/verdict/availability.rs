@@ -202,9 +202,12 @@ pub fn availability<'a>(all: &[&'a Record]) -> Availability<'a> {
     }
 }
 
+/// The availability rule's name.
+pub const RULE: &str = "zero-downtime";
+
 /// The `zero-downtime` rule: zero failed requests in the window.
 pub fn rule(a: &Availability) -> Rule {
-    let name = "zero-downtime".to_string();
+    let name = RULE.to_string();
     let overall = &a.overall;
     if a.requests.is_empty() {
         return Rule {

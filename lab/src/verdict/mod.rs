@@ -205,6 +205,13 @@ pub struct Verdict {
     pub validator: ValidatorSim,
 }
 
+/// Whether a rule is about availability or latency (`zero-downtime`, the
+/// per-step `slo-*` limits) rather than safety (lost writes, watch
+/// continuity, stale reads, ...): `verdict: safe` asserts only the latter.
+pub fn is_availability_rule(name: &str) -> bool {
+    name == availability::RULE || name.starts_with(slo::RULE_PREFIX)
+}
+
 impl Verdict {
     pub fn rule(&self, name: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.name == name)

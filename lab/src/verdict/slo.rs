@@ -17,6 +17,9 @@ use super::{
 };
 use crate::probe::record::{LabEvent, Outcome, ProbeKind, Record};
 
+/// The latency rules' names: `slo-<step>-<kind>`.
+pub const RULE_PREFIX: &str = "slo-";
+
 /// Latency of one phase (a `phase` LabEvent with an end, or `outside`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseLatency {
@@ -193,7 +196,7 @@ pub fn rules(ph: &PhaseLatency, th: &Thresholds) -> Vec<Rule> {
             "watch delivery",
         ),
     ] {
-        let name = format!("slo-{}-{kind}", slug(&ph.name));
+        let name = format!("{RULE_PREFIX}{}-{kind}", slug(&ph.name));
         let attempted = ph.attempted.get(kind).copied().unwrap_or(0);
         out.push(match (lat, met) {
             (Some(l), Some(true)) => Rule {
