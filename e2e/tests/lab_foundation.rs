@@ -120,6 +120,105 @@ fn assert_nothing_on_host_addresses(lab: &Lab) {
     }
 }
 
+/// CAP_NET_ADMIN's bit in a capability set.
+const CAP_NET_ADMIN: u64 = 1 << 12;
+
+/// Only the wan router holds NET_ADMIN, as Docker was asked and as its
+/// first process has it; a member cannot change its routes, and has them.
+fn assert_capabilities(lab: &Lab) {
+    let filter = format!("label=cpmlab.lab={}", lab.name);
+    let names = stdout(
+        &docker(&["ps", "--filter", &filter, "--format", "{{.Names}}"])
+            .assert()
+            .success(),
+    );
+    let names: Vec<&str> = names.split_whitespace().collect();
+    assert!(names.len() >= 8, "the lab's containers: {names:?}");
+    for c in &names {
+        let cap_add = stdout(
+            &docker(&["inspect", "--format", "{{.HostConfig.CapAdd}}", c])
+                .assert()
+                .success(),
+        );
+        let status = stdout(
+            &docker(&["exec", c, "cat", "/proc/1/status"])
+                .assert()
+                .success(),
+        );
+        let eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .map(|h| u64::from_str_radix(h.trim(), 16).unwrap())
+            .unwrap_or_else(|| panic!("{c}: no CapEff in /proc/1/status"));
+        let router = c.ends_with("-router");
+        assert_eq!(
+            eff & CAP_NET_ADMIN != 0,
+            router,
+            "{c}: CapEff {eff:x}, CapAdd {cap_add}"
+        );
+        assert_eq!(
+            cap_add.contains("NET_ADMIN"),
+            router,
+            "{c}: CapAdd {cap_add}"
+        );
+    }
+    assert_member_routes(lab, "seed-a-etcd-1");
+    lab.exec("seed-a-etcd-1", "ip route add 192.0.2.0/24 dev eth0")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("ermitted"));
+}
+
+/// A seed container's routes, set from the host: the other lab networks via
+/// the router, no default route; the lab's resolver.
+fn assert_member_routes(lab: &Lab, what: &str) {
+    let routes = stdout(&lab.exec(what, "ip route").assert().success());
+    assert!(!routes.contains("default"), "{what}: {routes}");
+    assert_eq!(routes.matches(" via ").count(), 2, "{what}: {routes}");
+    let resolv = stdout(&lab.exec(what, "cat /etc/resolv.conf").assert().success());
+    assert!(resolv.starts_with("nameserver "), "{what}: {resolv}");
+}
+
+/// A member stopped and started again waits for the lab, gets its routes
+/// again (its namespace is new) and rejoins: as a pod comes back.
+fn assert_restart_gets_routes(lab: &Lab) {
+    let c = lab.container("seed-a-etcd-2");
+    docker(&["kill", &c]).assert().success();
+    let state = cpmlab::state::LabDir::new(lab.state.path(), &lab.name)
+        .load()
+        .unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let engine = cpmlab::provider::docker::engine::Engine::connect()
+                .await
+                .unwrap();
+            cpmlab::provider::docker::up::start_released(&engine, &state, &c)
+                .await
+                .unwrap();
+        });
+    assert_member_routes(lab, "seed-a-etcd-2");
+    let ep = "seed-a-etcd-2.local.cpmlab.test";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = lab
+            .exec("toolbox", &etcdctl(ep, true, "endpoint health"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "seed-a-etcd-2 not healthy after its restart: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 #[test]
 fn lab_lifecycle() {
     if !docker_or_skip("lab_lifecycle") {
@@ -153,6 +252,8 @@ fn lab_lifecycle() {
 
     assert_private_files(&lab);
     assert_nothing_on_host_addresses(&lab);
+    assert_capabilities(&lab);
+    assert_restart_gets_routes(&lab);
 
     // put and get through seed-a's gateway over TLS, by member name (SNI),
     // from the clients network (so through the router).

@@ -1,10 +1,12 @@
 //! The parsers of user files never panic, whatever they are given: each
 //! returns a value or an error. Inputs are arbitrary text and the lab's own
 //! fixtures mutated (bytes replaced, inserted, lines cut or repeated), which
-//! reach far deeper into each format than random text does. A failing
-//! input is kept in `parsers_never_panic.proptest-regressions` beside this
-//! file and replayed first on every run; `scripts/fuzz` runs the same
-//! properties for minutes outside CI.
+//! reach far deeper into each format than random text does, and the
+//! corpus under `fuzz/corpus/` (probe records and lab events of real runs).
+//! Records that parse are judged: the verdict does not panic either. A
+//! failing input is kept in `fuzz/findings/` and replayed first on every
+//! run; `scripts/fuzz` runs the same properties for minutes outside CI
+//! (see `fuzz/README.md`).
 
 use std::path::Path;
 
@@ -121,8 +123,25 @@ fn cases() -> ProptestConfig {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(400),
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::Direct(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../fuzz/findings/parsers_never_panic.proptest-regressions"
+            )),
+        )),
         ..ProptestConfig::default()
     }
+}
+
+/// Judges records and events that parsed, as `cpmlab verdict` would.
+fn judge(records: &[Record], events: &[LabEvent]) {
+    let v = cpmlab::verdict::compute(
+        records,
+        events,
+        &cpmlab::probe::record::FinalRead::default(),
+        &cpmlab::verdict::Thresholds::default(),
+    );
+    let _ = cpmlab::verdict::report::html(&v, records, events, &[], &[], &[], "fuzz");
 }
 
 proptest! {
@@ -154,13 +173,17 @@ proptest! {
     }
 
     #[test]
-    fn records_and_events(e in edits(), junk in "\\PC{0,200}") {
-        let record = r#"{"seq":1,"probe":"write","mode":"new","start_unix_ms":1795413262200.1,"duration_ms":2.4,"outcome":"ok","server":"seed-a-apiserver-1"}"#;
-        let event = r#"{"at_unix_ms":1795413477652.0,"kind":"phase","name":"EtcdMigrationComplete","end_unix_ms":1795413479652.0}"#;
-        let text = apply(&format!("{record}\n{record}\n"), &e);
-        let _ = parse_ndjson::<Record>(&text, "records.ndjson");
+    fn records_and_events(i in any::<usize>(), e in edits(), junk in "\\PC{0,200}") {
+        let records = fixtures("fuzz/corpus", &["ndjson"]);
+        let text = apply(&records[i % records.len()], &e);
         let _ = parse_ndjson::<Record>(&junk, "records.ndjson");
-        let text = apply(&format!("{event}\n"), &e);
-        let _ = parse_ndjson::<LabEvent>(&text, "events.ndjson");
+        let _ = parse_ndjson::<LabEvent>(&junk, "events.ndjson");
+        let recs = parse_ndjson::<Record>(&text, "records.ndjson").unwrap_or_default();
+        let evs = parse_ndjson::<LabEvent>(&text, "events.ndjson").unwrap_or_default();
+        // Whatever parsed, from the mutated file and the original ones.
+        let all_recs = parse_ndjson::<Record>(&records.join(""), "records.ndjson").unwrap_or_default();
+        let all_evs = parse_ndjson::<LabEvent>(&records.join(""), "events.ndjson").unwrap_or_default();
+        judge(&recs, &all_evs);
+        judge(&all_recs, &evs);
     }
 }

@@ -18,8 +18,14 @@ pub fn interfaces(state: &LabState, ip_addr_output: &str) -> BTreeMap<String, St
     for line in ip_addr_output.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if let (Some(ifname), Some(pos)) = (f.get(1), f.iter().position(|w| *w == "inet")) {
-            if let Some(addr) = f.get(pos + 1).and_then(|a| a.split('/').next()) {
-                by_ip.insert(addr.to_string(), ifname.trim_end_matches(':').to_string());
+            let ifname = ifname.trim_end_matches(':');
+            // The names go into the router's tc and ip lines: plain ones only.
+            let plain = !ifname.is_empty()
+                && ifname
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            if let (true, Some(addr)) = (plain, f.get(pos + 1).and_then(|a| a.split('/').next())) {
+                by_ip.insert(addr.to_string(), ifname.to_string());
             }
         }
     }
@@ -250,5 +256,68 @@ mod tests {
         // Other legs are reset, not shaped.
         assert!(sc.contains("tc qdisc del dev eth2 root"));
         assert!(!sc.contains("tc qdisc add dev eth2"));
+    }
+
+    /// What the router's scripts may contain besides letters, digits and
+    /// spaces: no quote, expansion, glob or grouping can come from a value.
+    fn plain_shell(script: &str) -> Result<(), char> {
+        match script
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || " \n./:%_-=>|&;!".contains(*c)))
+        {
+            Some(c) => Err(c),
+            None => Ok(()),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Link profiles come from users' files; the scripts the router runs
+        /// are built from their typed values (durations, percentages, rates,
+        /// an enum), never from the text that was written.
+        #[test]
+        fn router_scripts_carry_values_not_text(
+            delay_us in 0u64..100_000_000,
+            jitter_us in 0u64..10_000_000,
+            dist in 0usize..4,
+            loss in 0.0f64..=100.0,
+            rate in proptest::option::of(1u64..1_000_000_000_000),
+            partition: bool,
+        ) {
+            use crate::link::profile::Distribution;
+            let s = crate::state::sample_state();
+            let ifaces = interfaces(&s, IP_ADDR);
+            let p = LinkProfile {
+                delay: Duration::from_micros(delay_us),
+                jitter: Duration::from_micros(jitter_us),
+                distribution: [
+                    Distribution::Normal,
+                    Distribution::Uniform,
+                    Distribution::Pareto,
+                    Distribution::Paretonormal,
+                ][dist],
+                loss_pct: loss,
+                rate_bps: rate,
+                partition,
+            };
+            let links = BTreeMap::from([
+                (key("seed-a", "seed-b"), p),
+                (key("clients", "seed-a"), p),
+            ]);
+            for script in [
+                netem_script(&s, &ifaces, &links),
+                divert_script(&s, &ifaces, true),
+                partition_script(&s, &links),
+            ] {
+                proptest::prop_assert_eq!(plain_shell(&script), Ok(()), "{}", script);
+            }
+        }
+    }
+
+    #[test]
+    fn an_interface_name_that_is_not_plain_is_not_used() {
+        let s = crate::state::sample_state();
+        let out = "2: e$(reboot)    inet 10.213.2.2/24 scope global x\n";
+        assert!(interfaces(&s, out).is_empty());
     }
 }

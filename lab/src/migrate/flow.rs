@@ -530,7 +530,8 @@ impl<'a> Flow<'a> {
     async fn heal(&self, line: &Step) -> Result<()> {
         for m in &self.state.members {
             if self.engine.container_state(&m.container).await? == "exited" {
-                self.engine.start(&m.container).await?;
+                crate::provider::docker::up::start_released(self.engine, &self.state, &m.container)
+                    .await?;
                 self.note(
                     line,
                     &format!("etcd member {} had stopped; started it again", m.name),
@@ -625,7 +626,12 @@ impl<'a> Flow<'a> {
                     // A run killed between start and release left it waiting
                     // behind its barrier: release it once per run.
                     if self.released.insert(m.name.clone()) {
-                        crate::provider::docker::up::release_one(self.engine, &m.container).await?;
+                        crate::provider::docker::up::release_one(
+                            self.engine,
+                            &self.state,
+                            &m.container,
+                        )
+                        .await?;
                     }
                     if etcd_ops::try_promote(&mut c, x.id()).await? {
                         self.note(line, &format!("{} caught up and was promoted", m.name));
@@ -660,7 +666,7 @@ impl<'a> Flow<'a> {
             let exists = self.state.apiservers.iter().any(|x| x.name == a.name)
                 && self.engine.container_state(&a.container).await? != "missing";
             if exists {
-                seed_ops::ensure_running(self.engine, &a.container).await?;
+                seed_ops::ensure_running(self.engine, &self.state, &a.container).await?;
                 continue;
             }
             if !self.state.apiservers.iter().any(|x| x.name == a.name) {

@@ -50,39 +50,36 @@ pub async fn dns_set(
 /// reloads HAProxy (master-worker: SIGUSR2 starts new workers on the new
 /// configuration; the old ones finish the connections they carry).
 pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Result<()> {
-    let gw = &state
+    let s = state
         .seed(seed)
-        .with_context(|| format!("no seed {seed}"))?
-        .gateway
-        .container;
+        .with_context(|| format!("no seed {seed}"))?;
+    let gw = &s.gateway.container;
     engine
         .upload(
             gw,
-            &[
-                FileSpec::new(GATEWAY_CONFIG, up::gateway_config(state, seed), 0o644),
-                up::gateway_net_script(state, seed),
-            ],
+            &[FileSpec::new(
+                GATEWAY_CONFIG,
+                up::gateway_config(state, seed),
+                0o644,
+            )],
         )
         .await?;
-    let vips = up::gateway_vips_script(state, seed);
-    if !vips.is_empty() {
-        engine
-            .exec_ok(gw, &["sh", "-ec", &vips], false)
-            .await
-            .context("give the gateway the members' addresses")?;
-    }
+    let pid = engine.running_container(gw).await?.pid;
+    up::set_routes(pid, up::net_plan(state, &[s.network.as_str()], Some(seed)))
+        .await
+        .context("give the gateway the members' addresses")?;
     engine.signal(gw, "SIGUSR2").await
 }
 
 /// Starts a container that exists but is not running (as a StatefulSet
-/// restarts its pod). True when it had to.
-pub async fn ensure_running(engine: &Engine, container: &str) -> Result<bool> {
+/// restarts its pod), with its routes. True when it had to.
+pub async fn ensure_running(engine: &Engine, state: &LabState, container: &str) -> Result<bool> {
     match engine.container_state(container).await?.as_str() {
         "running" => Ok(false),
         "missing" => anyhow::bail!("container {container} is missing"),
         "paused" => Ok(false),
         _ => {
-            engine.start(container).await?;
+            up::start_released(engine, state, container).await?;
             Ok(true)
         }
     }
@@ -105,8 +102,7 @@ pub async fn start_joining_member(
         .await?;
     let spec = up::member_spec(state, ca, m, cluster, ClusterState::Existing)?;
     engine.create_container(&spec).await?;
-    engine.start(&m.container).await?;
-    up::release_one(engine, &m.container).await
+    up::start_released(engine, state, &m.container).await
 }
 
 /// Creates and starts an API server replica talking to `etcd_servers`.
@@ -122,8 +118,7 @@ pub async fn start_apiserver(
     crate::probe::container_logs::remove_keeping_log(engine, state, &a.container).await?;
     let spec = up::apiserver_spec(state, ca, a, etcd_servers, &api_server, sa)?;
     engine.create_container(&spec).await?;
-    engine.start(&a.container).await?;
-    up::release_one(engine, &a.container).await
+    up::start_released(engine, state, &a.container).await
 }
 
 /// Runs `agent peer-check` in `from` (a container of the other seed).

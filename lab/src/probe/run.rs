@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use super::record::{ConnMode, LabEvent, ProbeKind};
 use crate::errors::{BadInput, EnvNotReady};
 use crate::provider::docker::engine::{ContainerSpec, Engine, FileSpec};
-use crate::provider::docker::up::{release_one, AGENT_BIN};
+use crate::provider::docker::up::{start_released, AGENT_BIN};
 use crate::state::{LabDir, LabState};
 
 /// Host number of the probe container on the clients network.
@@ -226,25 +226,28 @@ pub async fn start(
         role: "probe".into(),
         seed: None,
         image: state.image.clone(),
-        cmd: crate::provider::docker::up::behind_barrier(vec![
-            AGENT_BIN.into(),
-            "agent".into(),
-            "probe".into(),
-            format!("--api-name={}", state.dns.api_name),
-            format!("--dns={}:53", state.dns.server.ip),
-            "--ca=/etc/cpmlab/probe/ca.crt".into(),
-            "--token-file=/etc/cpmlab/probe/token".into(),
-            "--out=/out/records.ndjson".into(),
-            format!("--rate={}", s.rate),
-            format!("--timeout={}", s.timeout),
-            format!("--probes={}", s.probes),
-            format!("--modes={}", s.modes),
-            format!("--write-rate={}", s.write_rate),
-            format!("--write-bytes={}", s.write_bytes),
-            format!("--seed-gateways={}", seeds.join(",")),
-        ]),
+        cmd: crate::provider::docker::up::behind_barrier(
+            state,
+            vec![
+                AGENT_BIN.into(),
+                "agent".into(),
+                "probe".into(),
+                format!("--api-name={}", state.dns.api_name),
+                format!("--dns={}:53", state.dns.server.ip),
+                "--ca=/etc/cpmlab/probe/ca.crt".into(),
+                "--token-file=/etc/cpmlab/probe/token".into(),
+                "--out=/out/records.ndjson".into(),
+                format!("--rate={}", s.rate),
+                format!("--timeout={}", s.timeout),
+                format!("--probes={}", s.probes),
+                format!("--modes={}", s.modes),
+                format!("--write-rate={}", s.write_rate),
+                format!("--write-bytes={}", s.write_bytes),
+                format!("--seed-gateways={}", seeds.join(",")),
+            ],
+        ),
         networks: vec![(clients.docker_name.clone(), ip)],
-        cap_add: vec!["NET_ADMIN".into()],
+        cap_add: vec![],
         sysctls: crate::provider::docker::up::lab_sysctls(state),
         volumes: vec![
             (
@@ -255,14 +258,12 @@ pub async fn start(
         ],
         devices: vec![],
         files: vec![
-            crate::provider::docker::up::net_script_file(state, &[crate::topology::CLIENTS]),
             FileSpec::new("/etc/cpmlab/probe/ca.crt", ca, 0o644),
             FileSpec::new("/etc/cpmlab/probe/token", state.api_token.clone(), 0o600),
         ],
     };
     engine.create_container(&spec).await?;
-    engine.start(&c).await?;
-    release_one(engine, &c).await?;
+    start_released(engine, state, &c).await?;
     note(
         &run,
         &format!(

@@ -13,6 +13,7 @@ use super::hazards::{KILL_EVENT, LEADER_MARK};
 use crate::errors::Cancel;
 use crate::probe::run::{now_unix_ms, record_lab_event};
 use crate::provider::docker::engine::Engine;
+use crate::provider::docker::up::start_released;
 use crate::scenario::check::{Action, Role, TargetRef};
 use crate::scenario::{LinkSpec, MigrateAction};
 use crate::state::LabDir;
@@ -201,14 +202,16 @@ pub async fn perform(
                     "unpause"
                 }
                 _ => {
+                    // Started again as a pod comes back: with its routes.
+                    let state = dir.load()?;
                     match engine.container_state(c).await?.as_str() {
                         "running" => {
                             engine.stop(c, 0).await?;
-                            engine.start(c).await?
+                            start_released(engine, &state, c).await?
                         }
                         "paused" => engine.unpause(c).await?,
                         "missing" => anyhow::bail!("container {c} is gone"),
-                        _ => engine.start(c).await?,
+                        _ => start_released(engine, &state, c).await?,
                     }
                     "restart"
                 }

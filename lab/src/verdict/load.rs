@@ -2,6 +2,7 @@
 //! leave a half-written last line: that line is dropped with a warning. A
 //! malformed line anywhere else is an error naming file and line.
 
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -31,36 +32,87 @@ pub fn read_final(path: &Path) -> Result<FinalRead> {
     }
 }
 
+/// The most lines a records or events file may hold: 20 probes at 50
+/// requests/s for over 5 hours. The verdict keeps every record in memory.
+pub const MAX_LINES: usize = 20_000_000;
+/// The longest line: a record is a few hundred bytes.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
+
 /// Parse NDJSON text; `name` is used in messages. Blank lines are skipped.
 pub fn parse_ndjson<T: DeserializeOwned>(text: &str, name: &str) -> Result<Vec<T>> {
-    let lines: Vec<&str> = text.split('\n').collect();
-    // The last line with content, and whether the file ends after it with
-    // a newline (a complete line) or not (possibly cut short).
-    let last = lines.iter().rposition(|l| !l.trim().is_empty());
-    let terminated = text.ends_with('\n');
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        let line = line.trim_end_matches('\r');
+    parse_ndjson_from(text.as_bytes(), name, MAX_LINES)
+}
+
+/// Parse NDJSON line by line from `reader`, holding one line at a time (at
+/// most `MAX_LINE_BYTES`) beside what was parsed; more than `max_lines`
+/// lines is refused. Blank lines are skipped; a last line cut short is
+/// dropped with a warning.
+pub fn parse_ndjson_from<T: DeserializeOwned>(
+    mut reader: impl BufRead,
+    name: &str,
+    max_lines: usize,
+) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    // A line that did not parse, kept until we know whether it was the
+    // last: (line number, error, ended with a newline).
+    let mut failed: Option<(usize, serde_json::Error, bool)> = None;
+    let mut n = 0usize;
+    loop {
+        buf.clear();
+        let got = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading {name}"))?;
+        if got == 0 {
+            break;
+        }
+        n += 1;
+        let terminated = buf.last() == Some(&b'\n');
+        if !terminated && buf.len() > MAX_LINE_BYTES {
+            return Err(BadInput(format!(
+                "{name}:{n}: a line of over {} KiB: not a probe record or lab event",
+                MAX_LINE_BYTES >> 10
+            ))
+            .into());
+        }
+        if n > max_lines {
+            return Err(BadInput(format!(
+                "{name}: over {max_lines} lines; the verdict holds every record in memory \
+                 and judges at most that many: judge a shorter run"
+            ))
+            .into());
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }
+        if let Some((i, e, _)) = failed.take() {
+            return Err(BadInput(format!("{name}:{i}: malformed line: {e}")).into());
+        }
         match serde_json::from_str::<T>(line) {
             Ok(v) => out.push(v),
-            Err(e) if Some(i) == last && (!terminated || e.is_eof()) => {
-                tracing::warn!("{name}:{}: dropping a truncated last line ({e})", i + 1);
-            }
-            Err(e) => {
-                return Err(BadInput(format!("{name}:{}: malformed line: {e}", i + 1)).into());
-            }
+            Err(e) => failed = Some((n, e, terminated)),
+        }
+    }
+    if let Some((i, e, terminated)) = failed {
+        if !terminated || e.is_eof() {
+            tracing::warn!("{name}:{i}: dropping a truncated last line ({e})");
+        } else {
+            return Err(BadInput(format!("{name}:{i}: malformed line: {e}")).into());
         }
     }
     Ok(out)
 }
 
 fn read_ndjson<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse_ndjson(&text, &path.display().to_string())
+    let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    parse_ndjson_from(
+        std::io::BufReader::with_capacity(1 << 20, f),
+        &path.display().to_string(),
+        MAX_LINES,
+    )
 }
 
 #[cfg(test)]
@@ -104,6 +156,46 @@ mod tests {
         let err = read_records(&p).unwrap_err().to_string();
         assert!(err.contains("records.ndjson:3:"), "{err}");
         assert!(err.contains("malformed line"), "{err}");
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_after_its_first_64_kib() {
+        // A reader that never ends and never breaks a line: 1 GiB or more
+        // of it is refused without being read.
+        let err = parse_ndjson_from::<Record>(
+            std::io::BufReader::new(std::io::repeat(b'x')),
+            "records.ndjson",
+            MAX_LINES,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("records.ndjson:1: a line of over 64 KiB"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn too_many_lines_are_refused_with_the_limit() {
+        let line = serde_json::to_string(&clean_run()[0]).unwrap() + "\n";
+        // Endless records: refused at the limit, not read to the end.
+        let endless = std::io::BufReader::new(Forever(line.into_bytes(), 0));
+        let err = parse_ndjson_from::<Record>(endless, "records.ndjson", 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("records.ndjson: over 1000 lines"), "{err}");
+        assert!(err.contains("judge a shorter run"), "{err}");
+    }
+
+    /// Its bytes again and again: a file that does not end.
+    struct Forever(Vec<u8>, usize);
+    impl Read for Forever {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.0.len() - self.1);
+            out[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+            self.1 = (self.1 + n) % self.0.len();
+            Ok(n)
+        }
     }
 
     #[test]

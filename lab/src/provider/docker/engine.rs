@@ -245,6 +245,11 @@ impl Engine {
                         .collect()
                 }),
                 init: Some(true),
+                // The barrier's release lives here: empty at each start.
+                tmpfs: Some(HashMap::from([(
+                    super::up::RUN_DIR.to_string(),
+                    "mode=0755".to_string(),
+                )])),
                 ..Default::default()
             }),
             networking_config: Some(NetworkingConfig {
@@ -648,6 +653,38 @@ impl Engine {
         }
     }
 
+    /// A running container's first process (as the host sees it), its
+    /// Docker networks and its lab labels; an error when it is not running.
+    pub async fn running_container(&self, name: &str) -> Result<RunningContainer> {
+        let c = self
+            .api
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .with_context(|| format!("inspect container {name}"))?;
+        let pid = c
+            .state
+            .as_ref()
+            .and_then(|s| s.pid)
+            .filter(|p| *p > 0)
+            .with_context(|| {
+                format!("container {name} is not running (see `docker logs {name}`)")
+            })?;
+        let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
+        Ok(RunningContainer {
+            pid: u32::try_from(pid).context("container pid")?,
+            networks: c
+                .network_settings
+                .and_then(|n| n.networks)
+                .map(|n| n.into_keys().collect())
+                .unwrap_or_default(),
+            role: labels.get(super::LABEL_ROLE).cloned().unwrap_or_default(),
+            seed: labels.get(super::LABEL_SEED).cloned(),
+        })
+    }
+
     /// `running`, `exited`, `paused`, ... or `missing`.
     pub async fn container_state(&self, name: &str) -> Result<String> {
         match self
@@ -667,6 +704,16 @@ impl Engine {
             Err(e) => Err(e).with_context(|| format!("inspect container {name}")),
         }
     }
+}
+
+/// What `Engine::running_container` tells.
+#[derive(Debug, Clone)]
+pub struct RunningContainer {
+    pub pid: u32,
+    /// Docker network names.
+    pub networks: Vec<String>,
+    pub role: String,
+    pub seed: Option<String>,
 }
 
 /// Where bollard looks for the engine, for messages.

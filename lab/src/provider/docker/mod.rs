@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod down;
 pub mod engine;
 pub mod images;
+pub mod netns;
 pub mod up;
 
 /// Every Docker object of a lab carries `cpmlab.lab=<NAME>`.

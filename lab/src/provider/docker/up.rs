@@ -1,12 +1,14 @@
 //! `cpmlab up` for the docker provider: networks, the wan router, DNS, the
 //! seeds' gateways, the shoot's etcd in the source seed, and a toolbox client.
 //!
-//! Every container starts with a small network script (routes to the other
-//! lab networks via the wan router, no default route, the lab's resolver),
-//! then waits behind a barrier until the lab releases it, so that e.g. etcd
-//! starts only once DNS answers. Docker refuses privileged execs into
-//! unprivileged containers, so each container sets up its own routes and
-//! holds NET_ADMIN for that (in its own network namespace only).
+//! Every container starts with a small barrier: it writes the lab's resolver
+//! and waits until the lab releases it, so that e.g. etcd starts only once
+//! DNS answers. Before the release, `cpmlab` sets the container's routes
+//! (to the other lab networks via the wan router, no default route) and a
+//! gateway's per-member addresses from the host, inside the container's
+//! network namespace (`netns`): no lab container but the router holds
+//! NET_ADMIN. The barrier's file lives on a tmpfs, so a container that is
+//! started again waits for the lab again, and gets its routes again.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,6 +21,7 @@ use futures_util::future::try_join_all;
 
 use super::engine::{ContainerSpec, Engine, FileSpec};
 use super::images;
+use super::netns::{self, NetPlan};
 use crate::addressing::{Net24, Pool};
 use crate::dns::{self, ARecord};
 use crate::errors::{BadInput, Cancel, EnvNotReady};
@@ -38,27 +41,30 @@ pub struct UpRequest {
     pub cancel: Cancel,
 }
 
-/// File whose existence releases a container's barrier.
+/// A tmpfs in every lab container: empty at each start.
+pub const RUN_DIR: &str = "/run/cpmlab";
+/// File whose existence releases a container's barrier (on `RUN_DIR`).
 const READY_FILE: &str = "/run/cpmlab/released";
-/// Written by the network script when routes and resolver are in place.
-const NET_DONE_FILE: &str = "/run/cpmlab/net-done";
 /// Where the host's cpmlab binary is mounted in every lab container.
 pub const AGENT_BIN: &str = "/usr/local/bin/cpmlab";
-/// The network script inside each container.
-const NET_SCRIPT: &str = "/etc/cpmlab/net.sh";
 
 /// How long `up` waits for DNS and for etcd to elect a leader.
 const DNS_DEADLINE: Duration = Duration::from_secs(30);
 const ETCD_DEADLINE: Duration = Duration::from_secs(90);
 
-pub fn behind_barrier(cmd: Vec<String>) -> Vec<String> {
+/// `cmd` behind the barrier: the lab's DNS server as resolver, then wait for
+/// the release, then exec. Values reach the shell as arguments (`$1`, `$@`),
+/// never inside its script.
+pub fn behind_barrier(state: &LabState, cmd: Vec<String>) -> Vec<String> {
     let mut v = vec![
         "/bin/sh".to_string(),
         "-c".into(),
         format!(
-            "sh {NET_SCRIPT} || exit 1; while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""
+            "printf 'nameserver %s\\noptions timeout:1 attempts:2\\n' \"$1\" > /etc/resolv.conf || exit 1; shift; \
+             while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""
         ),
         "barrier".into(),
+        state.dns.server.ip.to_string(),
     ];
     v.extend(cmd);
     v
@@ -68,26 +74,28 @@ fn idle() -> Vec<String> {
     vec!["sleep".into(), "2147483647".into()]
 }
 
-/// Routes to every other lab network via the router, no default route, the
-/// lab's DNS as resolver, then `extra` (more set-up lines); then mark the
-/// network as done.
-fn net_setup_script(state: &LabState, own: &[&str], extra: &str) -> String {
-    let mut s = String::from("set -e\nip route del default 2>/dev/null || true\n");
-    let own_nets: Vec<&crate::state::NetworkState> =
-        own.iter().filter_map(|n| state.network(n)).collect();
-    if own.len() == 1 {
-        let via = own_nets[0].router_ip;
-        for n in &state.networks {
-            if n.name != own[0] {
-                s.push_str(&format!("ip route replace {} via {via}\n", n.subnet.cidr()));
-            }
+/// The routes of a container on `own` networks: to every other lab network
+/// via the router, when it is on one network (the router is on all), and
+/// for a seed's gateway, its members' addresses.
+pub fn net_plan(state: &LabState, own: &[&str], gateway_of: Option<&str>) -> NetPlan {
+    let mut plan = NetPlan::default();
+    if let [one] = own {
+        if let Some(via) = state.network(one).map(|n| n.router_ip) {
+            plan.routes = state
+                .networks
+                .iter()
+                .filter(|n| n.name != *one)
+                .map(|n| (n.subnet, via))
+                .collect();
         }
     }
-    s.push_str(&format!(
-        "printf 'nameserver {}\\noptions timeout:1 attempts:2\\n' > /etc/resolv.conf\n{extra}touch {NET_DONE_FILE}\n",
-        state.dns.server.ip
-    ));
-    s
+    if let Some(seed) = gateway_of {
+        plan.addresses = gateway_members(state, seed)
+            .iter()
+            .map(|m| m.vip())
+            .collect();
+    }
+    plan
 }
 
 fn random_bytes() -> [u8; 32] {
@@ -256,7 +264,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .into_iter()
         .filter(|c| !late.contains(&c))
         .collect();
-    release(engine, &infra).await?;
+    release(engine, &state, &infra).await?;
     step.done();
 
     req.cancel.check()?;
@@ -273,7 +281,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         state.members.len()
     ));
     let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
-    release(engine, &members).await?;
+    release(engine, &state, &members).await?;
     let tls = etcd_tls(&dir)?;
     wait_etcd(&state, &tls, &step, &req.cancel).await?;
     step.done();
@@ -289,7 +297,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .iter()
         .map(|a| a.container.clone())
         .collect();
-    release(engine, &apis).await?;
+    release(engine, &state, &apis).await?;
     wait_api(&state, &tls.ca_pem, &req.cancel).await?;
     step.done_with(&format!("https://{}", state.dns.api_name));
 
@@ -460,21 +468,6 @@ pub fn gateway_members(state: &LabState, seed: &str) -> Vec<MemberState> {
     v
 }
 
-/// Shell lines that give a seed's gateway each member's address.
-pub fn gateway_vips_script(state: &LabState, seed: &str) -> String {
-    gateway_members(state, seed)
-        .iter()
-        .map(|m| format!("ip addr replace {}/24 dev eth0\n", m.vip()))
-        .collect()
-}
-
-/// A gateway's network script: routes, resolver, and the members' addresses.
-pub fn gateway_net_script(state: &LabState, seed: &str) -> FileSpec {
-    let net = &state.seed(seed).expect("seed").network;
-    let script = net_setup_script(state, &[net.as_str()], &gateway_vips_script(state, seed));
-    FileSpec::new(NET_SCRIPT, script, 0o755)
-}
-
 /// Where a gateway's HAProxy reads its configuration.
 pub const GATEWAY_CONFIG: &str = "/etc/haproxy/haproxy.cfg";
 
@@ -506,8 +499,9 @@ fn docker_network(state: &LabState, n: &str) -> String {
         .expect("planned network")
 }
 
-/// What every lab container shares: labels, image, the barrier, NET_ADMIN,
-/// and the host's cpmlab binary for the in-container roles.
+/// What every lab container shares: labels, image, the barrier, and the
+/// host's cpmlab binary for the in-container roles. No capabilities beyond
+/// Docker's defaults: the lab sets routes from the host (`netns`).
 fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> ContainerSpec {
     let self_exe = std::env::current_exe()
         .map(|p| p.display().to_string())
@@ -518,9 +512,9 @@ fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> Co
         role: role.to_string(),
         seed: seed.map(str::to_string),
         image: state.image.clone(),
-        cmd: behind_barrier(idle()),
+        cmd: behind_barrier(state, idle()),
         networks: vec![],
-        cap_add: vec!["NET_ADMIN".into()],
+        cap_add: vec![],
         sysctls: lab_sysctls(state),
         volumes: vec![(self_exe, format!("{AGENT_BIN}:ro"))],
         devices: vec![],
@@ -557,7 +551,6 @@ pub fn member_spec(
     c.volumes.push((m.volume.clone(), etcd::DATA_DIR.into()));
     let cert = ca.issue_member(&m.name, std::slice::from_ref(&m.host), &[m.ip.into()])?;
     c.files = vec![
-        net_script_file(state, &[m.seed.as_str()]),
         FileSpec::new(
             format!("{}/ca.crt", etcd::PKI_DIR),
             ca.cert_pem.clone(),
@@ -571,14 +564,17 @@ pub fn member_spec(
         FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
     ];
     let version = state.topology.etcd.etcd_version().map_err(BadInput)?;
-    c.cmd = behind_barrier(etcd::member_command(
-        m,
-        cluster,
-        cluster_state,
-        &format!("cpmlab-{}", state.name),
-        version,
-        state.topology.etcd.pre_vote,
-    ));
+    c.cmd = behind_barrier(
+        state,
+        etcd::member_command(
+            m,
+            cluster,
+            cluster_state,
+            &format!("cpmlab-{}", state.name),
+            version,
+            state.topology.etcd.pre_vote,
+        ),
+    );
     Ok(c)
 }
 
@@ -604,7 +600,6 @@ pub fn apiserver_spec(
         &[a.ip.into()],
     )?;
     c.files = vec![
-        net_script_file(state, &[a.seed.as_str()]),
         FileSpec::new(format!("{DIR}/ca.crt"), ca.cert_pem.clone(), 0o644),
         FileSpec::new(format!("{DIR}/server.crt"), cert.cert_pem, 0o644),
         FileSpec::new(format!("{DIR}/server.key"), cert.key_pem, 0o600),
@@ -635,10 +630,12 @@ pub fn apiserver_spec(
                 .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
             c.files
                 .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
-            behind_barrier(launch::kube_apiserver_command(&replica))
+            behind_barrier(state, launch::kube_apiserver_command(&replica))
         }
-        (ApiServerKind::Generic, Some(_)) => behind_barrier(launch::generic_command(&replica)),
-        _ => behind_barrier(launch::standin_command(AGENT_BIN, &replica)),
+        (ApiServerKind::Generic, Some(_)) => {
+            behind_barrier(state, launch::generic_command(&replica))
+        }
+        _ => behind_barrier(state, launch::standin_command(AGENT_BIN, &replica)),
     };
     Ok(c)
 }
@@ -653,7 +650,6 @@ fn container_specs(
     let docker_net = |n: &str| docker_network(state, n);
     let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
     let mut specs = Vec::new();
-    let net_script = |nets: &[&str]| net_script_file(state, nets);
 
     let mut router = base(&state.router.container, "router", None);
     router.networks = state
@@ -662,8 +658,9 @@ fn container_specs(
         .rev() // clients first: the router's "own" address is on clients
         .map(|n| (n.docker_name.clone(), n.router_ip))
         .collect();
-    let all_nets: Vec<&str> = state.networks.iter().map(|n| n.name.as_str()).collect();
-    router.files = vec![net_script(&all_nets)];
+    // The one container that shapes traffic: the delay line's TUN, tc,
+    // iptables.
+    router.cap_add = vec!["NET_ADMIN".into()];
     router.sysctls.extend([
         ("net.ipv4.ip_forward".into(), "1".into()),
         ("net.ipv4.conf.all.send_redirects".into(), "0".into()),
@@ -672,25 +669,30 @@ fn container_specs(
         ("net.ipv4.conf.default.rp_filter".into(), "0".into()),
     ]);
     router.devices = vec!["/dev/net/tun".into()];
-    router.cmd = behind_barrier(vec![
-        AGENT_BIN.into(),
-        "agent".into(),
-        "router".into(),
-        "--config".into(),
-        crate::link::DELAYLINE_CONFIG.into(),
-    ]);
+    router.cmd = behind_barrier(
+        state,
+        vec![
+            AGENT_BIN.into(),
+            "agent".into(),
+            "router".into(),
+            "--config".into(),
+            crate::link::DELAYLINE_CONFIG.into(),
+        ],
+    );
     specs.push(router);
 
     let mut d = base(&state.dns.server.container, "dns", None);
     d.networks = vec![(docker_net("clients"), state.dns.server.ip)];
-    d.cmd = behind_barrier(vec![
-        "named".into(),
-        "-g".into(),
-        "-c".into(),
-        dns::CONF_FILE.into(),
-    ]);
+    d.cmd = behind_barrier(
+        state,
+        vec![
+            "named".into(),
+            "-g".into(),
+            "-c".into(),
+            dns::CONF_FILE.into(),
+        ],
+    );
     d.files = vec![
-        net_script(&["clients"]),
         FileSpec::new(
             dns::CONF_FILE,
             dns::named_conf(
@@ -716,7 +718,6 @@ fn container_specs(
     let mut tb = base(&state.toolbox.container, "toolbox", None);
     tb.networks = vec![(docker_net("clients"), state.toolbox.ip)];
     tb.files = vec![
-        net_script(&["clients"]),
         FileSpec::new("/etc/cpmlab/pki/ca.crt", ca.cert_pem.clone(), 0o644),
         FileSpec::new("/etc/cpmlab/pki/client.crt", client.cert_pem.clone(), 0o644),
         FileSpec::new("/etc/cpmlab/pki/client.key", client.key_pem.clone(), 0o600),
@@ -726,17 +727,21 @@ fn container_specs(
     for s in &state.seeds {
         let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
         g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
-        g.files = vec![
-            gateway_net_script(state, &s.name),
-            FileSpec::new(GATEWAY_CONFIG, gateway_config(state, &s.name), 0o644),
-        ];
-        g.cmd = behind_barrier(vec![
-            "haproxy".into(),
-            "-W".into(),
-            "-db".into(),
-            "-f".into(),
-            GATEWAY_CONFIG.into(),
-        ]);
+        g.files = vec![FileSpec::new(
+            GATEWAY_CONFIG,
+            gateway_config(state, &s.name),
+            0o644,
+        )];
+        g.cmd = behind_barrier(
+            state,
+            vec![
+                "haproxy".into(),
+                "-W".into(),
+                "-db".into(),
+                "-f".into(),
+                GATEWAY_CONFIG.into(),
+            ],
+        );
         specs.push(g);
     }
 
@@ -767,33 +772,55 @@ fn container_specs(
     Ok(specs)
 }
 
-/// The network script of a container on `nets`, as a file to upload.
-pub fn net_script_file(state: &LabState, nets: &[&str]) -> FileSpec {
-    FileSpec::new(NET_SCRIPT, net_setup_script(state, nets, ""), 0o755)
-}
-
 /// Releases one container (see `release`).
-pub async fn release_one(engine: &Engine, container: &str) -> Result<()> {
-    release(engine, &[container.to_string()]).await
+pub async fn release_one(engine: &Engine, state: &LabState, container: &str) -> Result<()> {
+    release(engine, state, &[container.to_string()]).await
 }
 
-/// Waits for each container's network script, then releases its barrier.
-async fn release(engine: &Engine, which: &[String]) -> Result<()> {
-    let script = format!(
-        "for i in $(seq 200); do if [ -e {NET_DONE_FILE} ]; then exec touch {READY_FILE}; fi; sleep 0.05; done; \
-         echo 'its network script did not finish within 10 s' >&2; exit 1"
-    );
-    try_join_all(which.iter().map(|c| {
-        let script = &script;
-        async move {
-            engine
-                .exec_ok(c, &["sh", "-c", script], false)
-                .await
-                .with_context(|| format!("release {c} (see `docker logs {c}`)"))
-        }
+/// Starts a created or stopped container and releases it: as a
+/// StatefulSet's pod comes back, with its routes.
+pub async fn start_released(engine: &Engine, state: &LabState, container: &str) -> Result<()> {
+    engine.start(container).await?;
+    release_one(engine, state, container).await
+}
+
+/// Sets each container's routes from the host (its networks as Docker has
+/// them), then releases its barrier.
+async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Result<()> {
+    try_join_all(which.iter().map(|c| async move {
+        let r = engine.running_container(c).await?;
+        let own: Vec<&str> = state
+            .networks
+            .iter()
+            .filter(|n| r.networks.contains(&n.docker_name))
+            .map(|n| n.name.as_str())
+            .collect();
+        let gateway_of = (r.role == "gateway").then_some(r.seed.as_deref()).flatten();
+        set_routes(r.pid, net_plan(state, &own, gateway_of))
+            .await
+            .with_context(|| format!("set the routes of {c}"))?;
+        engine
+            .exec_ok(c, &["touch", READY_FILE], false)
+            .await
+            .with_context(|| format!("release {c} (see `docker logs {c}`)"))
     }))
     .await?;
     Ok(())
+}
+
+/// Applies `plan` in the network namespace of host process `pid`. Not
+/// being allowed to is the environment's problem, with the fix.
+pub async fn set_routes(pid: u32, plan: NetPlan) -> Result<()> {
+    match tokio::task::spawn_blocking(move || netns::apply(pid, &plan)).await? {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_permission() => Err(EnvNotReady::new(
+            e.to_string(),
+            "cpmlab sets lab containers' routes from the host, inside their network \
+             namespaces: run it as root on the machine that runs dockerd",
+        )
+        .into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
@@ -969,22 +996,50 @@ mod tests {
         for (state, bin) in [(&s, "etcd"), (&s35, images::ETCD_35_IN_IMAGE)] {
             let spec = member_spec(state, &ca, &state.members[0], &all, ClusterState::New).unwrap();
             let at = spec.cmd.iter().position(|a| a == "barrier").unwrap();
-            assert_eq!(spec.cmd[at + 1], bin, "{:?}", spec.cmd);
+            assert_eq!(spec.cmd[at + 2], bin, "{:?}", spec.cmd);
         }
     }
 
     #[test]
     fn seed_containers_route_other_networks_via_the_router() {
         let s = crate::state::sample_state();
-        let script = net_setup_script(&s, &["seed-a"], "");
-        assert!(script.contains("ip route del default"));
-        assert!(script.contains("ip route replace 10.213.1.0/24 via 10.213.0.2"));
-        assert!(script.contains("ip route replace 10.213.2.0/24 via 10.213.0.2"));
-        assert!(!script.contains("ip route replace 10.213.0.0/24"));
-        assert!(script.contains("nameserver 10.213.2.3"));
-        assert!(script.trim_end().ends_with(NET_DONE_FILE));
-        let router = net_setup_script(&s, &["seed-a", "seed-b", "clients"], "");
-        assert!(!router.contains("ip route replace"));
+        let plan = net_plan(&s, &["seed-a"], None);
+        let via: Ipv4Addr = [10, 213, 0, 2].into();
+        assert_eq!(
+            plan.routes,
+            vec![
+                (Net24([10, 213, 1, 0].into()), via),
+                (Net24([10, 213, 2, 0].into()), via)
+            ]
+        );
+        assert!(plan.addresses.is_empty());
+        let router = net_plan(&s, &["seed-a", "seed-b", "clients"], None);
+        assert_eq!(router, NetPlan::default());
+    }
+
+    #[test]
+    fn only_the_router_holds_net_admin() {
+        let s = crate::state::sample_state();
+        let ca = crate::pki::Ca::generate("t").unwrap();
+        let client = ca.issue_client("t").unwrap();
+        let sa = rcgen::KeyPair::generate().unwrap();
+        let api = ApiServerBinary {
+            kind: crate::apiserver::launch::ApiServerKind::Standin,
+            bin: None,
+        };
+        for spec in container_specs(&s, &ca, &client, &api, &sa).unwrap() {
+            let want: &[&str] = if spec.role == "router" {
+                &["NET_ADMIN"]
+            } else {
+                &[]
+            };
+            assert_eq!(spec.cap_add, want, "{}", spec.name);
+            assert!(
+                !spec.files.iter().any(|f| f.path.ends_with(".sh")),
+                "{}",
+                spec.name
+            );
+        }
     }
 
     #[test]
@@ -997,10 +1052,9 @@ mod tests {
             find("seed-a-etcd-2.local.cpmlab.test").as_deref(),
             Some("10.213.0.32")
         );
-        let gw = gateway_net_script(&s, "seed-a");
-        let gw = String::from_utf8(gw.contents).unwrap();
-        assert!(gw.contains("ip addr replace 10.213.0.30/24 dev eth0\n"));
-        assert!(gw.contains("ip addr replace 10.213.0.32/24 dev eth0\ntouch"));
+        let gw = net_plan(&s, &["seed-a"], Some("seed-a"));
+        assert!(gw.addresses.contains(&[10, 213, 0, 30].into()));
+        assert!(gw.addresses.contains(&[10, 213, 0, 32].into()));
         assert_eq!(
             find("seed-b-gateway.local.cpmlab.test").as_deref(),
             Some("10.213.1.3")
@@ -1009,10 +1063,13 @@ mod tests {
 
     #[test]
     fn barrier_wraps_the_command() {
-        let c = behind_barrier(vec!["etcd".into(), "--name=x".into()]);
+        let s = crate::state::sample_state();
+        let c = behind_barrier(&s, vec!["etcd".into(), "--name=x".into()]);
         assert_eq!(c[0], "/bin/sh");
         assert!(c[2].contains(READY_FILE));
-        assert!(c[2].starts_with(&format!("sh {NET_SCRIPT} || exit 1")));
-        assert_eq!(&c[4..], ["etcd", "--name=x"]);
+        assert!(c[2].starts_with("printf 'nameserver %s"));
+        assert_eq!(c[3], "barrier");
+        assert_eq!(c[4], "10.213.2.3");
+        assert_eq!(&c[5..], ["etcd", "--name=x"]);
     }
 }
