@@ -48,8 +48,24 @@ pub fn read(path: &Path) -> Result<String, FileError> {
             ),
         ));
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| FileError::whole(path, format!("cannot read file: {e}")))
+    // Bounded even where the size says nothing (a pipe, /dev/zero).
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            use std::io::Read;
+            f.take(MAX_YAML_BYTES + 1).read_to_string(&mut text)
+        })
+        .map_err(|e| FileError::whole(path, format!("cannot read file: {e}")))?;
+    if text.len() as u64 > MAX_YAML_BYTES {
+        return Err(FileError::whole(
+            path,
+            format!(
+                "more than {} MiB; a YAML file here is at most that",
+                MAX_YAML_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(text)
 }
 
 /// Parses YAML into `T` (an empty document is `T::default()`), with the

@@ -52,17 +52,38 @@ pub async fn leader(c: &mut Client) -> Result<u64> {
 /// Removes a member once etcd agrees the rest is healthy: with its strict
 /// reconfiguration check etcd refuses ("unhealthy cluster") until the
 /// remaining members have been active long enough — the quorum gate.
+/// What passes (a request that timed out while the cluster elected a
+/// leader, a leader that changed under it) is tried again until
+/// `deadline`; a member already gone after such a try was removed by it.
 pub async fn remove_when_healthy(c: &mut Client, id: u64, deadline: Duration) -> Result<()> {
     let t0 = Instant::now();
+    let mut tried = false;
     loop {
         match c.member_remove(id).await {
             Ok(_) => return Ok(()),
-            Err(e) if t0.elapsed() < deadline && e.to_string().contains("unhealthy cluster") => {
+            Err(e) if tried && e.to_string().contains("member not found") => return Ok(()),
+            Err(e) if t0.elapsed() < deadline && passes(&e.to_string()) => {
+                tracing::debug!("member remove {id:x}: {e}; trying again");
+                tried = true;
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             Err(e) => return Err(e).with_context(|| format!("member remove {id:x}")),
         }
     }
+}
+
+/// An etcd error that says "not now" rather than "no": worth another try.
+fn passes(e: &str) -> bool {
+    [
+        "unhealthy cluster",
+        "Timeout expired",
+        "timed out",
+        "leader changed",
+        "no leader",
+        "Unavailable",
+    ]
+    .iter()
+    .any(|w| e.contains(w))
 }
 
 /// Moves leadership to `to`; `leader_client` must talk to the current leader.
@@ -72,4 +93,23 @@ pub async fn move_leader(leader_client: &mut Client, to: u64) -> Result<()> {
         .await
         .with_context(|| format!("move leader to {to:x}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_timeout_or_an_election_is_tried_again_a_refusal_is_not() {
+        for e in [
+            "grpc request error: code: 'The operation was cancelled', message: \"Timeout expired\"",
+            "etcdserver: unhealthy cluster",
+            "etcdserver: leader changed",
+            "etcdserver: request timed out",
+        ] {
+            assert!(super::passes(e), "{e}");
+        }
+        assert!(!super::passes("etcdserver: member not found"));
+        assert!(!super::passes(
+            "etcdserver: re-configuration failed due to not enough started members"
+        ));
+    }
 }

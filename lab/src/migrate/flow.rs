@@ -1072,11 +1072,7 @@ impl<'a> Flow<'a> {
         let mut removed = 0;
         for x in list.members() {
             if x.peer_urls().iter().any(|u| urls.contains(u)) {
-                if x.is_learner() {
-                    c.member_remove(x.id()).await.context("remove learner")?;
-                } else {
-                    etcd_ops::remove_when_healthy(&mut c, x.id(), Duration::from_secs(60)).await?;
-                }
+                etcd_ops::remove_when_healthy(&mut c, x.id(), Duration::from_secs(60)).await?;
                 removed += 1;
                 // A learner that never started has no name in etcd yet.
                 let name = mig

@@ -81,7 +81,20 @@ pub fn load(path: &Path) -> Result<Trace, FileError> {
     let ndjson = path
         .extension()
         .is_some_and(|x| x == "ndjson" || x == "jsonl" || x == "json");
-    parse(std::io::BufReader::new(f), path, ndjson)
+    // Bounded even where the size says nothing (a pipe, /dev/zero): a
+    // file cut at the limit fails to parse or misses rows, so say why.
+    let mut bounded = std::io::Read::take(f, MAX_TRACE_BYTES + 1);
+    let trace = parse(std::io::BufReader::new(&mut bounded), path, ndjson);
+    if bounded.limit() == 0 {
+        return Err(FileError::whole(
+            path,
+            format!(
+                "more than {} MiB; a trace is at most that: resample it",
+                MAX_TRACE_BYTES >> 20
+            ),
+        ));
+    }
+    trace
 }
 
 /// Parses a trace from a reader; `path` names it in errors.
@@ -239,6 +252,17 @@ pub fn parse(r: impl BufRead, path: &Path, ndjson: bool) -> Result<Trace, FileEr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_without_end_is_refused_at_the_limit() {
+        // /dev/zero says it is empty and never ends.
+        let e = load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.starts_with("/dev/zero:0: -: more than 64 MiB"), "{e}");
+        let e = crate::yaml_file::read(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/dev/zero:0: -: more than 4 MiB"), "{e}");
+    }
+
     use super::*;
 
     fn csv(s: &str) -> Result<Trace, FileError> {

@@ -122,7 +122,12 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         for r in rs {
             if is_gone(r) {
                 w.relists += 1;
-                gone_after = Some(prev.and_then(|p| p.1));
+                // 410s in a row (the counter unchanged since the fresh
+                // read, so the watch resumes from a revision the server
+                // has already compacted away): the skip starts at the
+                // last value seen before the first of them.
+                let before = prev.and_then(|p| p.1).or(gone_after.flatten());
+                gone_after = Some(before);
                 seen_rv.clear();
                 prev = None;
                 continue;
