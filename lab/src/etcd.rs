@@ -305,6 +305,22 @@ pub async fn cluster_view(state: &LabState, tls: &EtcdTls, timeout: Duration) ->
     }
 }
 
+/// The lab's etcd client TLS (CA, client certificate and key) from its
+/// directory.
+pub fn lab_tls(dir: &crate::state::LabDir) -> anyhow::Result<EtcdTls> {
+    let read = |f: &str| {
+        let p = dir.pki().join(f);
+        anyhow::Context::with_context(std::fs::read_to_string(&p), || {
+            format!("read {}", p.display())
+        })
+    };
+    Ok(EtcdTls {
+        ca_pem: read("ca.crt")?,
+        cert_pem: read("client.crt")?,
+        key_pem: read("client.key")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,6 @@ use crate::dns;
 use crate::errors::EnvNotReady;
 use crate::etcd::{self, ClusterView};
 use crate::provider::docker::engine::Engine;
-use crate::provider::docker::up::etcd_tls;
 use crate::provider::docker::{LABEL_ROLE, LABEL_SEED};
 use crate::state::{LabDir, LabState, Phase};
 
@@ -151,7 +150,7 @@ pub async fn etcd_view(state_root: &Path, lab: &str, timeout: Duration) -> Resul
 }
 
 async fn etcd_view_of(dir: &LabDir, state: &LabState, timeout: Duration) -> ClusterView {
-    match etcd_tls(dir) {
+    match crate::etcd::lab_tls(dir) {
         Ok(tls) => etcd::cluster_view(state, &tls, timeout).await,
         Err(e) => ClusterView {
             members: vec![],

@@ -8,6 +8,7 @@ pub mod errors;
 pub mod failpoint;
 pub mod launch;
 pub mod protobuf;
+pub mod ready;
 pub mod resources;
 pub mod server;
 pub mod store;

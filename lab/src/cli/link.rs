@@ -8,7 +8,6 @@ use clap::Subcommand;
 
 use super::{check_name, print_json, LabArgs, Output};
 use crate::errors::BadInput;
-use crate::provider::docker::engine::Engine;
 
 #[derive(Subcommand, Debug)]
 pub enum LinkCommand {
@@ -228,12 +227,12 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         (choice, _) => Backend::choose(choice),
     };
     if !matches!(command, LinkCommand::Show { .. }) {
-        let engine = Engine::connect().await?;
+        let provider = crate::provider::connect().await?;
         let renew = link_seed != state.link_seed || replay != state.link_replay;
         let mut next = state.clone();
         next.link_seed = link_seed;
         next.link_replay = replay.clone();
-        apply(&engine, &next, &links, backend, renew).await?;
+        apply(provider.as_ref(), &next, &links, backend, renew).await?;
         // A change while probes run is an event on the run's timeline.
         if let Some(run) = &state.probe_run {
             let what = std::env::args().skip(2).collect::<Vec<_>>().join(" ");

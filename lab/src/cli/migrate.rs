@@ -8,7 +8,6 @@ use anyhow::Result;
 use super::{check_name, interrupted, print_json_line, LabArgs, Output};
 use crate::errors::{BadInput, Cancel};
 use crate::progress::{Mode, Progress};
-use crate::provider::docker::engine::Engine;
 use std::path::Path;
 
 #[derive(clap::Args, Debug)]
@@ -100,7 +99,7 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
             .map(|s| s.name.clone())
             .unwrap_or_default()
     });
-    let engine = Engine::connect().await?;
+    let provider = crate::provider::connect().await?;
     let progress = Progress::new(Mode::detect(a.lab.output == Output::Json));
     let cancel = Cancel::default();
     // An external driver's run leaves a record, never a migration to resume.
@@ -145,7 +144,7 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
     }
 
     let mut f = Flow::new(
-        &engine,
+        provider.as_ref(),
         dir,
         state.clone(),
         &progress,

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::kernel::{qdisc_support, QdiscSupport};
-use crate::provider::docker::engine::{Engine, FileSpec};
+use crate::provider::{FileSpec, Provider};
 use crate::state::LabState;
 use profile::LinkProfile;
 
@@ -223,7 +223,7 @@ fn shaping(links: &BTreeMap<String, LinkProfile>) -> BTreeMap<&String, LinkProfi
 /// `renew` rewrites the delay line's table even when the links did not
 /// change (a new seed or replay).
 pub async fn apply(
-    engine: &Engine,
+    provider: &dyn Provider,
     state: &LabState,
     links: &BTreeMap<String, LinkProfile>,
     backend: Backend,
@@ -232,8 +232,8 @@ pub async fn apply(
     let router = &state.router.container;
     let backend_changed = state.link_backend.is_some_and(|b| b != backend);
     if shaping(links) != shaping(&state.links) || backend_changed || renew {
-        let out = engine
-            .exec_ok(router, &["ip", "-o", "-4", "addr", "show"], false)
+        let out = provider
+            .exec_ok(router, &["ip", "-o", "-4", "addr", "show"])
             .await?;
         let ifaces = router::interfaces(state, &out);
         let shapes = links.values().any(|p| p.shapes()) || state.link_replay.is_some();
@@ -244,11 +244,11 @@ pub async fn apply(
         if backend == Backend::Delayline {
             let cfg = serde_json::to_vec_pretty(&DelaylineConfig::new(state, links))?;
             let tmp = format!("{DELAYLINE_CONFIG}.tmp");
-            engine
+            provider
                 .upload(router, &[FileSpec::new(tmp.clone(), cfg, 0o644)])
                 .await?;
-            engine
-                .exec_ok(router, &["mv", &tmp, DELAYLINE_CONFIG], false)
+            provider
+                .exec_ok(router, &["mv", &tmp, DELAYLINE_CONFIG])
                 .await
                 .context("hand the link table to the delay line")?;
         }
@@ -257,16 +257,15 @@ pub async fn apply(
             router::netem_script(state, &ifaces, &netem_links),
             router::divert_script(state, &ifaces, divert)
         );
-        engine
-            .exec_ok(router, &["sh", "-c", &script], false)
+        provider
+            .exec_ok(router, &["sh", "-c", &script])
             .await
             .with_context(|| format!("apply link shaping ({}) in the router", backend.as_str()))?;
     }
-    engine
+    provider
         .exec_ok(
             router,
             &["sh", "-c", &router::partition_script(state, links)],
-            false,
         )
         .await
         .context("apply partitions in the router")?;

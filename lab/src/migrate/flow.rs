@@ -1,7 +1,7 @@
 //! The reference Live CPM flow: the lab's controller in the gardenlet's (and
 //! etcd-druid's) role. One function per `status.liveMigration.conditions`
-//! step; each is idempotent (it reads the cluster and the engine before it
-//! acts) and the conditions are persisted before and after it runs, so
+//! step; each is idempotent (it reads the cluster and the provider before
+//! it acts) and the conditions are persisted before and after it runs, so
 //! `cpmlab migrate --resume` goes on from whatever a killed run left.
 
 use std::net::SocketAddr;
@@ -13,14 +13,12 @@ use super::conditions::{Conditions, Status, STEPS};
 use super::etcd_ops;
 use super::membership::{self, Action, Plan};
 use super::record::{Driver, MigrationState};
-use super::seed_ops;
 use crate::errors::{BadInput, Cancel, EnvNotReady, Interrupted};
 use crate::etcd::{self, ClusterView, EtcdTls};
 use crate::pki::Ca;
 use crate::probe::run::{now_unix_ms, record_lab_event};
 use crate::progress::{Progress, Step};
-use crate::provider::docker::engine::Engine;
-use crate::provider::docker::up::etcd_tls;
+use crate::provider::{Provider, Signal, WorkloadState};
 use crate::state::{LabDir, LabState, MemberState};
 
 pub const PREPARE: &str = "SourceEtcdPreparedForPeerJoin";
@@ -128,7 +126,7 @@ pub fn check_seeds(state: &LabState, from: &str, to: &str) -> Result<(), BadInpu
 }
 
 pub struct Flow<'a> {
-    engine: &'a Engine,
+    provider: &'a dyn Provider,
     dir: LabDir,
     state: LabState,
     tls: EtcdTls,
@@ -143,14 +141,14 @@ pub struct Flow<'a> {
 
 impl<'a> Flow<'a> {
     pub fn new(
-        engine: &'a Engine,
+        provider: &'a dyn Provider,
         dir: LabDir,
         state: LabState,
         progress: &'a Progress,
         cancel: Cancel,
         join_timeout: Duration,
     ) -> Result<Flow<'a>> {
-        let tls = etcd_tls(&dir)?;
+        let tls = etcd::lab_tls(&dir)?;
         let read = |f: &str| {
             let p = dir.pki().join(f);
             std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))
@@ -168,7 +166,7 @@ impl<'a> Flow<'a> {
             }
         };
         Ok(Flow {
-            engine,
+            provider,
             dir,
             state,
             tls,
@@ -243,9 +241,14 @@ impl<'a> Flow<'a> {
             .gateway
             .container
             .clone();
-        let report =
-            seed_ops::peer_check(self.engine, &self.state, &vantage, &host, RTT_GATE_CONNECTS)
-                .await?;
+        let report = super::peer::peer_check(
+            self.provider,
+            &self.state,
+            &vantage,
+            &host,
+            RTT_GATE_CONNECTS,
+        )
+        .await?;
         let Some(rtt) = report.rtt_ms().filter(|_| report.error.is_none()) else {
             return Err(EnvNotReady::new(
                 format!(
@@ -454,8 +457,8 @@ impl<'a> Flow<'a> {
         for m in &members {
             loop {
                 self.cancel.check()?;
-                let r =
-                    seed_ops::peer_check(self.engine, &self.state, &vantage, &m.host, 2).await?;
+                let r = super::peer::peer_check(self.provider, &self.state, &vantage, &m.host, 2)
+                    .await?;
                 if r.ok() {
                     line.detail(&format!("{} reachable", m.peer_url()));
                     break;
@@ -491,7 +494,7 @@ impl<'a> Flow<'a> {
         let mig = self.mig().clone();
         // The gateway's address and route per member, and Gardener's
         // DNSRecord per member.
-        seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        self.provider.sync_gateway(&self.state, &mig.to).await?;
         let vips: Vec<[std::net::Ipv4Addr; 1]> =
             mig.destination_members.iter().map(|m| [m.vip()]).collect();
         let records: Vec<(&str, &[std::net::Ipv4Addr])> = mig
@@ -500,7 +503,7 @@ impl<'a> Flow<'a> {
             .zip(&vips)
             .map(|(m, ip)| (m.host.as_str(), &ip[..]))
             .collect();
-        seed_ops::dns_set(self.engine, &self.state, &records).await?;
+        self.provider.set_dns(&self.state, &records).await?;
         let k = mig.plan.joining_early().min(mig.destination_members.len());
         for (i, m) in mig.destination_members.iter().take(k).enumerate() {
             self.ensure_joined(m, line, JOIN).await?;
@@ -529,9 +532,8 @@ impl<'a> Flow<'a> {
     /// Starts members whose containers stopped (as their StatefulSet would).
     async fn heal(&self, line: &Step) -> Result<()> {
         for m in &self.state.members {
-            if self.engine.container_state(&m.container).await? == "exited" {
-                crate::provider::docker::up::start_released(self.engine, &self.state, &m.container)
-                    .await?;
+            if self.provider.workload_state(&m.container).await? == WorkloadState::Stopped {
+                self.provider.start(&self.state, &m.container).await?;
                 self.note(
                     line,
                     &format!("etcd member {} had stopped; started it again", m.name),
@@ -595,8 +597,8 @@ impl<'a> Flow<'a> {
                 Ok(Some("added as a learner".into()))
             }
             Some(x) => {
-                let state = self.engine.container_state(&m.container).await?;
-                if !in_state || state == "missing" || state == "created" {
+                let state = self.provider.workload_state(&m.container).await?;
+                if !in_state || matches!(state, WorkloadState::Missing | WorkloadState::Created) {
                     let cluster: Vec<(String, String)> = list
                         .members()
                         .iter()
@@ -613,7 +615,8 @@ impl<'a> Flow<'a> {
                         self.state.members.push(m.clone());
                         self.save()?;
                     }
-                    seed_ops::start_joining_member(self.engine, &self.state, &self.ca, m, &cluster)
+                    self.provider
+                        .start_member(&self.state, &self.ca, m, &cluster)
                         .await?;
                     self.released.insert(m.name.clone());
                     self.note(
@@ -626,12 +629,7 @@ impl<'a> Flow<'a> {
                     // A run killed between start and release left it waiting
                     // behind its barrier: release it once per run.
                     if self.released.insert(m.name.clone()) {
-                        crate::provider::docker::up::release_one(
-                            self.engine,
-                            &self.state,
-                            &m.container,
-                        )
-                        .await?;
+                        self.provider.release(&self.state, &m.container).await?;
                     }
                     if etcd_ops::try_promote(&mut c, x.id()).await? {
                         self.note(line, &format!("{} caught up and was promoted", m.name));
@@ -664,30 +662,29 @@ impl<'a> Flow<'a> {
             .collect();
         for a in &mig.destination_apiservers {
             let exists = self.state.apiservers.iter().any(|x| x.name == a.name)
-                && self.engine.container_state(&a.container).await? != "missing";
+                && self.provider.workload_state(&a.container).await? != WorkloadState::Missing;
             if exists {
-                seed_ops::ensure_running(self.engine, &self.state, &a.container).await?;
+                if matches!(
+                    self.provider.workload_state(&a.container).await?,
+                    WorkloadState::Stopped | WorkloadState::Created
+                ) {
+                    self.provider.start(&self.state, &a.container).await?;
+                }
                 continue;
             }
             if !self.state.apiservers.iter().any(|x| x.name == a.name) {
                 self.state.apiservers.push(a.clone());
                 self.save()?;
             }
-            seed_ops::start_apiserver(
-                self.engine,
-                &self.state,
-                &self.ca,
-                a,
-                &etcd_servers,
-                &self.sa,
-            )
-            .await?;
+            self.provider
+                .start_apiserver(&self.state, &self.ca, a, &etcd_servers, &self.sa)
+                .await?;
             self.note(line, &format!("{} started", a.name));
         }
         // Each replica is ready on its own before the gateway routes to it.
         for a in &mig.destination_apiservers {
             line.detail(&format!("waiting for {} to be ready", a.name));
-            crate::provider::docker::up::wait_replica_ready(
+            crate::apiserver::ready::wait_replica_ready(
                 &self.state,
                 a,
                 &self.tls.ca_pem,
@@ -695,9 +692,9 @@ impl<'a> Flow<'a> {
             )
             .await?;
         }
-        seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        self.provider.sync_gateway(&self.state, &mig.to).await?;
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
-        crate::provider::docker::up::wait_api_at(&self.state, gw, &self.tls.ca_pem, &self.cancel)
+        crate::apiserver::ready::wait_api_at(&self.state, gw, &self.tls.ca_pem, &self.cancel)
             .await?;
         Ok((
             "Ready",
@@ -716,7 +713,9 @@ impl<'a> Flow<'a> {
         let mig = self.mig().clone();
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
         let name = self.state.dns.api_name.clone();
-        seed_ops::dns_set(self.engine, &self.state, &[(name.as_str(), &[gw][..])]).await?;
+        self.provider
+            .set_dns(&self.state, &[(name.as_str(), &[gw][..])])
+            .await?;
         let server = SocketAddr::from((self.state.dns.server.ip, 53));
         let (ips, _) = crate::dns::query_a(server, &name, Duration::from_secs(2)).await?;
         if ips != vec![gw] {
@@ -794,9 +793,9 @@ impl<'a> Flow<'a> {
             .map(|a| a.container.clone())
             .collect();
         for c in &apis {
-            if self.engine.container_state(c).await? == "running" {
-                self.engine
-                    .signal(c, if at_once { "SIGKILL" } else { "SIGTERM" })
+            if self.provider.workload_state(c).await? == WorkloadState::Running {
+                self.provider
+                    .signal(c, if at_once { Signal::Kill } else { Signal::Term })
                     .await?;
             }
         }
@@ -804,10 +803,10 @@ impl<'a> Flow<'a> {
         let grace = self.termination_grace()?;
         let t0 = Instant::now();
         for c in &apis {
-            while self.engine.container_state(c).await? == "running" {
+            while self.provider.workload_state(c).await? == WorkloadState::Running {
                 self.cancel.check()?;
                 if t0.elapsed() > grace {
-                    self.engine.signal(c, "SIGKILL").await?;
+                    self.provider.signal(c, Signal::Kill).await?;
                     self.note(
                         line,
                         &format!(
@@ -986,7 +985,9 @@ impl<'a> Flow<'a> {
         }
         self.save()?;
         for m in gone {
-            self.engine.stop(&m.container, 5).await?;
+            self.provider
+                .stop(&m.container, Duration::from_secs(5))
+                .await?;
         }
         Ok(())
     }
@@ -999,15 +1000,12 @@ impl<'a> Flow<'a> {
         let apis: Vec<_> = self.state.apiservers_of(&mig.from).cloned().collect();
         for a in &apis {
             // Drained in MigrateDNSRecords; a resumed run may find one still up.
-            self.engine
-                .stop(&a.container, grace.as_secs().max(1) as i32)
+            self.provider
+                .stop(&a.container, grace.max(Duration::from_secs(1)))
                 .await?;
-            crate::probe::container_logs::remove_keeping_log(
-                self.engine,
-                &self.state,
-                &a.container,
-            )
-            .await?;
+            self.provider
+                .remove(&self.state, &a.container, None)
+                .await?;
             line.detail(&format!("{} removed", a.name));
         }
         self.state.apiservers.retain(|a| a.seed != mig.from);
@@ -1015,22 +1013,18 @@ impl<'a> Flow<'a> {
         let mut members = mig.departed_members.clone();
         members.extend(self.state.members_of(&mig.from).cloned());
         for m in &members {
-            crate::probe::container_logs::remove_keeping_log(
-                self.engine,
-                &self.state,
-                &m.container,
-            )
-            .await?;
-            self.engine.remove_volume(&m.volume).await?;
+            self.provider
+                .remove(&self.state, &m.container, Some(&m.volume))
+                .await?;
             line.detail(&format!("{} and its data removed", m.name));
         }
         let gone: Vec<(&str, &[std::net::Ipv4Addr])> =
             members.iter().map(|m| (m.host.as_str(), &[][..])).collect();
-        seed_ops::dns_set(self.engine, &self.state, &gone).await?;
+        self.provider.set_dns(&self.state, &gone).await?;
         self.state.members.retain(|m| m.seed != mig.from);
         self.mig_mut().departed_members.clear();
         self.save()?;
-        seed_ops::sync_gateway(self.engine, &self.state, &mig.from).await?;
+        self.provider.sync_gateway(&self.state, &mig.from).await?;
         Ok((
             "Cleaned",
             format!(
@@ -1085,33 +1079,26 @@ impl<'a> Flow<'a> {
             }
         }
         for a in &mig.destination_apiservers {
-            crate::probe::container_logs::remove_keeping_log(
-                self.engine,
-                &self.state,
-                &a.container,
-            )
-            .await?;
+            self.provider
+                .remove(&self.state, &a.container, None)
+                .await?;
         }
         for m in &mig.destination_members {
-            crate::probe::container_logs::remove_keeping_log(
-                self.engine,
-                &self.state,
-                &m.container,
-            )
-            .await?;
-            self.engine.remove_volume(&m.volume).await?;
+            self.provider
+                .remove(&self.state, &m.container, Some(&m.volume))
+                .await?;
         }
         let gone: Vec<(&str, &[std::net::Ipv4Addr])> = mig
             .destination_members
             .iter()
             .map(|m| (m.host.as_str(), &[][..]))
             .collect();
-        seed_ops::dns_set(self.engine, &self.state, &gone).await?;
+        self.provider.set_dns(&self.state, &gone).await?;
         self.state.members.retain(|m| m.seed != mig.to);
         self.state.apiservers.retain(|a| a.seed != mig.to);
         self.state.migration = None;
         self.save()?;
-        seed_ops::sync_gateway(self.engine, &self.state, &mig.to).await?;
+        self.provider.sync_gateway(&self.state, &mig.to).await?;
         self.event(
             "note",
             &format!("migration {} -> {} aborted", mig.from, mig.to),

@@ -8,5 +8,5 @@ pub mod etcd_ops;
 pub mod external;
 pub mod flow;
 pub mod membership;
+pub mod peer;
 pub mod record;
-pub mod seed_ops;

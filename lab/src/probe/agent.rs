@@ -486,8 +486,47 @@ async fn write_loop(
     }
 }
 
+/// The counter listed, as client-go's reflector lists before it watches:
+/// the list's resourceVersion is the store's revision, from which a watch
+/// resumes even when the counter itself has not changed since the server
+/// compacted its watch cache past the counter's own revision (resuming
+/// from that gets 410 Gone again, until the next write). The record is the
+/// watch's `read`, with the counter's value and the list's revision.
+async fn list_counter(c: &Ctx, mode: ConnMode) -> Option<u64> {
+    let start = Instant::now();
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps?fieldSelector=metadata.name%3D{COUNTER}",
+        c.cfg.namespace
+    );
+    let called = call(
+        c,
+        ProbeKind::Watch,
+        mode,
+        Some("read"),
+        "GET",
+        &path,
+        None,
+        true,
+    )
+    .await;
+    let item = called
+        .res
+        .as_ref()
+        .ok()
+        .and_then(|(_, body)| body["items"].get(0).cloned());
+    let mut r = c.record(ProbeKind::Watch, mode, start);
+    r.event = Some("read".into());
+    outcome_into(c, &mut r, called, false);
+    if let (Some(_), Some(item)) = (r.rv, item) {
+        r.value = Some(counter_of(&item).0);
+    }
+    let rv = r.rv;
+    c.emit(r);
+    rv
+}
+
 /// Follows the counter from the last seen resourceVersion, reconnecting.
-/// Only a 410 Gone resets the revision it resumes from (to a new read).
+/// Only a 410 Gone resets the revision it resumes from (to a new list).
 async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::Receiver<bool>) {
     use http_body_util::BodyExt;
     let mut last_rv: Option<u64> = None;
@@ -496,8 +535,8 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
             return;
         }
         if last_rv.is_none() {
-            match read_counter(&c, ProbeKind::Watch, mode).await {
-                Some((_, rv)) => last_rv = Some(rv),
+            match list_counter(&c, mode).await {
+                Some(rv) => last_rv = Some(rv),
                 None => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;

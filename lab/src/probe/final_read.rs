@@ -125,7 +125,7 @@ pub fn stored_counter(bytes: &[u8]) -> Option<u64> {
 
 async fn history(dir: &LabDir, state: &LabState) -> Result<Vec<HistoryEntry>, String> {
     use etcd_client::{EventType, WatchOptions};
-    let tls = crate::provider::docker::up::etcd_tls(dir).map_err(|e| format!("{e:#}"))?;
+    let tls = crate::etcd::lab_tls(dir).map_err(|e| format!("{e:#}"))?;
     let mut client = crate::etcd::cluster_client(state, &tls, Duration::from_secs(3))
         .await
         .map_err(|e| format!("etcd: {e}"))?;

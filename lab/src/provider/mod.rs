@@ -1,5 +1,178 @@
-//! Providers materialise a lab's topology. `docker` builds the fast
-//! Docker-only form (one Docker network per seed); the kind provider
-//! (kind clusters with Istio) comes with its own issue.
+//! Providers materialise a lab's topology and do to it what the lab's
+//! commands ask. `docker` builds the fast Docker-only form (one Docker
+//! network per seed); a kind provider (kind clusters with Istio) is to
+//! implement the same interface.
+//!
+//! The interface is what the migration, the scenario runner and the probes
+//! need from the machinery under the lab, and no more (kind's
+//! `providers/provider.go` is the model). A *workload* is what the lab's
+//! state names as a member's, API replica's or gateway's `container`: a
+//! container in the docker form, a pod in kind's.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::pki::Ca;
+use crate::state::{ApiServerState, LabState, MemberState};
 
 pub mod docker;
+
+/// Where every workload finds the host's cpmlab binary (its in-lab roles:
+/// router, probe agent, stand-in API server, peer check).
+pub const AGENT_BIN: &str = "/usr/local/bin/cpmlab";
+
+/// What a workload is doing now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadState {
+    Running,
+    Paused,
+    /// Made but never started (a start that was cut short).
+    Created,
+    /// It ran and stopped: it can be started again, with its data.
+    Stopped,
+    Missing,
+}
+
+impl std::fmt::Display for WorkloadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkloadState::Running => "running",
+            WorkloadState::Paused => "paused",
+            WorkloadState::Created => "created",
+            WorkloadState::Stopped => "stopped",
+            WorkloadState::Missing => "missing",
+        })
+    }
+}
+
+/// A signal for a workload's process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Graceful shutdown (an API server drains).
+    Term,
+    Kill,
+}
+
+/// What a command run inside a workload printed, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn ok(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// A file to place in a workload.
+#[derive(Debug, Clone)]
+pub struct FileSpec {
+    pub path: String,
+    pub contents: Vec<u8>,
+    pub mode: u32,
+}
+
+impl FileSpec {
+    pub fn new(path: impl Into<String>, contents: impl Into<Vec<u8>>, mode: u32) -> Self {
+        FileSpec {
+            path: path.into(),
+            contents: contents.into(),
+            mode,
+        }
+    }
+}
+
+/// The machinery under a lab.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// `docker` or `kind`.
+    fn name(&self) -> &'static str;
+
+    /// What `workload` is doing now.
+    async fn workload_state(&self, workload: &str) -> Result<WorkloadState>;
+
+    /// Sends `signal` to a running workload's process.
+    async fn signal(&self, workload: &str, signal: Signal) -> Result<()>;
+
+    /// Freezes (`true`) or thaws every process of a workload.
+    async fn freeze(&self, workload: &str, frozen: bool) -> Result<()>;
+
+    /// Stops a workload: SIGTERM, SIGKILL after `grace`.
+    async fn stop(&self, workload: &str, grace: Duration) -> Result<()>;
+
+    /// Starts a stopped workload again as its pod would come back: with its
+    /// routes and resolver, released once they are in place.
+    async fn start(&self, state: &LabState, workload: &str) -> Result<()>;
+
+    /// Releases a workload that was started but waits for the lab (a run
+    /// stopped between the two). Harmless when it was released before.
+    async fn release(&self, state: &LabState, workload: &str) -> Result<()>;
+
+    /// Creates and starts an etcd member joining the cluster whose members
+    /// are `cluster` (name, peer URL, itself included): the initial cluster
+    /// state `existing`. An earlier attempt's workload and data are
+    /// replaced.
+    async fn start_member(
+        &self,
+        state: &LabState,
+        ca: &Ca,
+        m: &MemberState,
+        cluster: &[(String, String)],
+    ) -> Result<()>;
+
+    /// Creates and starts an API server replica talking to `etcd_servers`,
+    /// with the service-account key pair `sa` (private, public PEM).
+    async fn start_apiserver(
+        &self,
+        state: &LabState,
+        ca: &Ca,
+        a: &ApiServerState,
+        etcd_servers: &[String],
+        sa: &(String, String),
+    ) -> Result<()>;
+
+    /// Removes a workload, and `data` (a member's volume) with it; its log
+    /// is kept in the probe run first, if one runs.
+    async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()>;
+
+    /// Routes the seed's gateway to the members and API replicas the state
+    /// gives the seed (and a migration's destination members planned for
+    /// it), in place: connections it carries go on.
+    async fn sync_gateway(&self, state: &LabState, seed: &str) -> Result<()>;
+
+    /// Makes each DNS name answer exactly its addresses (none: the record
+    /// goes), in one update.
+    async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()>;
+
+    /// Runs `argv` (no shell) in a workload.
+    async fn exec(&self, workload: &str, argv: &[&str]) -> Result<Output>;
+
+    /// Like `exec`, but a non-zero exit is an error carrying the output;
+    /// returns stdout.
+    async fn exec_ok(&self, workload: &str, argv: &[&str]) -> Result<String> {
+        let out = self.exec(workload, argv).await?;
+        anyhow::ensure!(
+            out.ok(),
+            "`{}` in {workload} exited {}: {}{}",
+            argv.join(" "),
+            out.code,
+            out.stderr.trim(),
+            out.stdout.trim()
+        );
+        Ok(out.stdout)
+    }
+
+    /// Writes files into a workload (created or running).
+    async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()>;
+}
+
+/// The provider that runs labs on this machine: the docker provider (the
+/// only one so far; the lab's state is to say which once there are two).
+pub async fn connect() -> Result<Box<dyn Provider>> {
+    Ok(Box::new(docker::DockerProvider::connect().await?))
+}

@@ -12,8 +12,7 @@ use super::child::{args, Cpmlab};
 use super::hazards::{KILL_EVENT, LEADER_MARK};
 use crate::errors::Cancel;
 use crate::probe::run::{now_unix_ms, record_lab_event};
-use crate::provider::docker::engine::Engine;
-use crate::provider::docker::up::start_released;
+use crate::provider::{Provider, Signal, WorkloadState};
 use crate::scenario::check::{Action, Role, TargetRef};
 use crate::scenario::{LinkSpec, MigrateAction};
 use crate::state::LabDir;
@@ -165,7 +164,7 @@ pub fn link_set_args(l: &LinkSpec, seed: Option<u64>) -> Vec<String> {
 /// Runs one action other than `migrate` (the runner owns the migration
 /// process); returns what it hit.
 pub async fn perform(
-    engine: &Engine,
+    provider: &dyn Provider,
     cpm: &Cpmlab,
     dir: &LabDir,
     action: &Action,
@@ -190,28 +189,30 @@ pub async fn perform(
             let at = now_unix_ms();
             let verb = match action {
                 Action::Kill(_) => {
-                    engine.signal(c, "SIGKILL").await?;
+                    provider.signal(c, Signal::Kill).await?;
                     "kill"
                 }
                 Action::Pause(_) => {
-                    engine.pause(c).await?;
+                    provider.freeze(c, true).await?;
                     "pause"
                 }
                 Action::Unpause(_) => {
-                    engine.unpause(c).await?;
+                    provider.freeze(c, false).await?;
                     "unpause"
                 }
                 _ => {
                     // Started again as a pod comes back: with its routes.
                     let state = dir.load()?;
-                    match engine.container_state(c).await?.as_str() {
-                        "running" => {
-                            engine.stop(c, 0).await?;
-                            start_released(engine, &state, c).await?
+                    match provider.workload_state(c).await? {
+                        WorkloadState::Running => {
+                            provider.stop(c, Duration::ZERO).await?;
+                            provider.start(&state, c).await?
                         }
-                        "paused" => engine.unpause(c).await?,
-                        "missing" => anyhow::bail!("container {c} is gone"),
-                        _ => start_released(engine, &state, c).await?,
+                        WorkloadState::Paused => provider.freeze(c, false).await?,
+                        WorkloadState::Missing => anyhow::bail!("{c} is gone"),
+                        WorkloadState::Stopped | WorkloadState::Created => {
+                            provider.start(&state, c).await?
+                        }
                     }
                     "restart"
                 }

@@ -310,7 +310,12 @@ async fn drive(
         observing.clone(),
     );
     let work = async {
-        let r = timeline_and_migration(engine, sf, cpm, &dir, started, step, cancel).await;
+        // The timeline's actions go through the provider interface; the
+        // observer and the end state still read Docker directly.
+        let provider = crate::provider::docker::DockerProvider {
+            engine: engine.clone(),
+        };
+        let r = timeline_and_migration(&provider, sf, cpm, &dir, started, step, cancel).await;
         if cancel.check().is_ok() {
             step.detail("cooldown");
             sleep_unless(c.cooldown, cancel).await;
@@ -574,7 +579,7 @@ type MigrateTask = tokio::task::JoinHandle<Result<child::Done>>;
 /// scenario's duration is over); returns what each entry did and how the
 /// migration ended.
 async fn timeline_and_migration(
-    engine: &Engine,
+    provider: &dyn crate::provider::Provider,
     sf: &ScenarioFile,
     cpm: &Cpmlab,
     dir: &LabDir,
@@ -712,7 +717,7 @@ async fn timeline_and_migration(
                         }
                     }
                 }
-                a => match actions::perform(engine, cpm, dir, a, cancel).await {
+                a => match actions::perform(provider, cpm, dir, a, cancel).await {
                     Ok(what) => {
                         results[i].detail = what;
                         results[i].ok = true;

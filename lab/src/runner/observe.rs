@@ -198,7 +198,7 @@ pub fn parse_haproxy_csv(csv: &str) -> Vec<serde_json::Value> {
 /// Samples until `stop`; writes into `run`.
 pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf, stop: Cancel) {
     let dir = LabDir::new(state_root, lab);
-    let tls = crate::provider::docker::up::etcd_tls(&dir).ok();
+    let tls = crate::etcd::lab_tls(&dir).ok();
     let mut tick = 0u64;
     let mut cpu = CpuSampler::default();
     while stop.check().is_ok() {

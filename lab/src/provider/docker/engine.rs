@@ -25,36 +25,10 @@ pub struct Engine {
     pub api: bollard::Docker,
 }
 
-/// What `exec` returned.
-#[derive(Debug, Clone)]
-pub struct ExecOutput {
-    pub code: i64,
-    pub stdout: String,
-    pub stderr: String,
-}
+/// What a command run in a container printed, and how it ended.
+pub use crate::provider::Output as ExecOutput;
 
-impl ExecOutput {
-    pub fn ok(&self) -> bool {
-        self.code == 0
-    }
-}
-
-/// A file to place in a container before it starts.
-pub struct FileSpec {
-    pub path: String,
-    pub contents: Vec<u8>,
-    pub mode: u32,
-}
-
-impl FileSpec {
-    pub fn new(path: impl Into<String>, contents: impl Into<Vec<u8>>, mode: u32) -> Self {
-        FileSpec {
-            path: path.into(),
-            contents: contents.into(),
-            mode,
-        }
-    }
-}
+pub use crate::provider::FileSpec;
 
 /// One container of the lab.
 pub struct ContainerSpec {

@@ -6,7 +6,11 @@ pub mod down;
 pub mod engine;
 pub mod images;
 pub mod netns;
+pub mod provider;
+pub mod seed;
 pub mod up;
+
+pub use provider::DockerProvider;
 
 /// Every Docker object of a lab carries `cpmlab.lab=<NAME>`.
 pub const LABEL_LAB: &str = "cpmlab.lab";

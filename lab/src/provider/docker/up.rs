@@ -45,8 +45,7 @@ pub struct UpRequest {
 pub const RUN_DIR: &str = "/run/cpmlab";
 /// File whose existence releases a container's barrier (on `RUN_DIR`).
 const READY_FILE: &str = "/run/cpmlab/released";
-/// Where the host's cpmlab binary is mounted in every lab container.
-pub const AGENT_BIN: &str = "/usr/local/bin/cpmlab";
+pub use crate::provider::AGENT_BIN;
 
 /// How long `up` waits for DNS and for etcd to elect a leader.
 const DNS_DEADLINE: Duration = Duration::from_secs(30);
@@ -115,18 +114,6 @@ fn random_secret() -> String {
 /// A bearer token (hex).
 fn random_token() -> String {
     hex::encode(random_bytes())
-}
-
-pub fn etcd_tls(dir: &LabDir) -> Result<EtcdTls> {
-    let read = |f: &str| {
-        let p = dir.pki().join(f);
-        std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))
-    };
-    Ok(EtcdTls {
-        ca_pem: read("ca.crt")?,
-        cert_pem: read("client.crt")?,
-        key_pem: read("client.key")?,
-    })
 }
 
 /// Is every container of a finished lab running?
@@ -282,7 +269,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     ));
     let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
     release(engine, &state, &members).await?;
-    let tls = etcd_tls(&dir)?;
+    let tls = crate::etcd::lab_tls(&dir)?;
     wait_etcd(&state, &tls, &step, &req.cancel).await?;
     step.done();
 
@@ -847,87 +834,13 @@ async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
     )
 }
 
-const API_DEADLINE: Duration = Duration::from_secs(60);
-
 /// Waits until the shoot API answers /readyz through the source gateway.
 async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()> {
     let gw = state
         .seed_by_role(crate::topology::SeedRole::Source)
         .gateway
         .ip;
-    wait_api_at(state, gw, ca_pem, cancel).await
-}
-
-/// Waits until the shoot API answers /readyz through the gateway at `gw`.
-pub async fn wait_api_at(
-    state: &LabState,
-    gw: Ipv4Addr,
-    ca_pem: &str,
-    cancel: &Cancel,
-) -> Result<()> {
-    let hint = state
-        .apiservers
-        .iter()
-        .rfind(|a| state.seed(&a.seed).map(|s| s.gateway.ip) == Some(gw))
-        .map(|a| a.container.as_str())
-        .unwrap_or("-");
-    if let Some(last) = wait_ready(state, gw, ca_pem, cancel).await? {
-        anyhow::bail!(
-            "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see `docker logs {hint}`)"
-        );
-    }
-    Ok(())
-}
-
-/// Waits until the replica at `ip` answers /readyz itself, before a gateway
-/// sends it anything: a load balancer counts a new server healthy until its
-/// checks fail, and a replica still connecting to etcd fails requests.
-pub async fn wait_replica_ready(
-    state: &LabState,
-    replica: &crate::state::ApiServerState,
-    ca_pem: &str,
-    cancel: &Cancel,
-) -> Result<()> {
-    if let Some(last) = wait_ready(state, replica.ip, ca_pem, cancel).await? {
-        anyhow::bail!(
-            "API server {} was not ready within {API_DEADLINE:?}: {last} (see `docker logs {}`)",
-            replica.name,
-            replica.container
-        );
-    }
-    Ok(())
-}
-
-/// /readyz at `ip`:443 until 200: `None` once ready, else the last answer
-/// when the deadline passed (a cancel is an error, as everywhere).
-async fn wait_ready(
-    state: &LabState,
-    ip: Ipv4Addr,
-    ca_pem: &str,
-    cancel: &Cancel,
-) -> Result<Option<String>> {
-    let tls = crate::apiserver::client::tls_client(ca_pem)?;
-    let started = Instant::now();
-    let mut last = String::new();
-    while started.elapsed() < API_DEADLINE {
-        cancel.check()?;
-        match crate::apiserver::client::get(
-            SocketAddr::from((ip, crate::gateway::API_PORT)),
-            &state.dns.api_name,
-            tls.clone(),
-            "/readyz",
-            None,
-            Duration::from_secs(2),
-        )
-        .await
-        {
-            Ok((200, _)) => return Ok(None),
-            Ok((code, body)) => last = format!("/readyz {code}: {}", body.trim()),
-            Err(e) => last = format!("{e:#}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(Some(last))
+    crate::apiserver::ready::wait_api_at(state, gw, ca_pem, cancel).await
 }
 
 async fn wait_etcd(

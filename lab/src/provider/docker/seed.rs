@@ -1,18 +1,16 @@
-//! What the migration does to the lab's Docker side: DNS records (RFC 2136
-//! through the lab's bind9), gateway routes (HAProxy reloaded in place),
-//! member and API server containers, and the peer check from the other seed.
-//! Each operation is idempotent: it looks before it acts.
+//! The docker provider's seed operations: DNS records (RFC 2136 through the
+//! lab's bind9), gateway routes (HAProxy reloaded in place), member and API
+//! server containers. Each operation is idempotent: it looks before it acts.
 
 use std::net::Ipv4Addr;
 
 use anyhow::{Context, Result};
 
-use crate::agent::peer_check::PeerCheckReport;
+use super::engine::{Engine, FileSpec};
+use super::up::{self, GATEWAY_CONFIG};
 use crate::dns;
 use crate::etcd::ClusterState;
 use crate::pki::Ca;
-use crate::provider::docker::engine::{Engine, FileSpec};
-use crate::provider::docker::up::{self, AGENT_BIN, GATEWAY_CONFIG};
 use crate::state::{ApiServerState, LabState, MemberState};
 
 /// Makes each name answer exactly its addresses (none: the record goes),
@@ -71,20 +69,6 @@ pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Resu
     engine.signal(gw, "SIGUSR2").await
 }
 
-/// Starts a container that exists but is not running (as a StatefulSet
-/// restarts its pod), with its routes. True when it had to.
-pub async fn ensure_running(engine: &Engine, state: &LabState, container: &str) -> Result<bool> {
-    match engine.container_state(container).await?.as_str() {
-        "running" => Ok(false),
-        "missing" => anyhow::bail!("container {container} is missing"),
-        "paused" => Ok(false),
-        _ => {
-            up::start_released(engine, state, container).await?;
-            Ok(true)
-        }
-    }
-}
-
 /// Creates and starts the container of a member joining the cluster whose
 /// members are `cluster` (name, peer URL, itself included). A container left
 /// over from an earlier attempt is replaced, with its data.
@@ -119,40 +103,4 @@ pub async fn start_apiserver(
     let spec = up::apiserver_spec(state, ca, a, etcd_servers, &api_server, sa)?;
     engine.create_container(&spec).await?;
     up::start_released(engine, state, &a.container).await
-}
-
-/// Runs `agent peer-check` in `from` (a container of the other seed).
-pub async fn peer_check(
-    engine: &Engine,
-    state: &LabState,
-    from: &str,
-    host: &str,
-    count: u32,
-) -> Result<PeerCheckReport> {
-    let dns = state.dns.server.ip.to_string();
-    let count = count.to_string();
-    let out = engine
-        .exec(
-            from,
-            &[
-                AGENT_BIN,
-                "agent",
-                "peer-check",
-                "--host",
-                host,
-                "--dns",
-                &dns,
-                "--count",
-                &count,
-            ],
-            false,
-        )
-        .await?;
-    serde_json::from_str(out.stdout.trim()).with_context(|| {
-        format!(
-            "peer check in {from} printed no report: {}{}",
-            out.stdout.trim(),
-            out.stderr.trim()
-        )
-    })
 }

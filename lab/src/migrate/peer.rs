@@ -1,0 +1,44 @@
+//! The peer check from the other seed: `agent peer-check` run in one of its
+//! workloads, reaching a member's peer URL the way the joining members will
+//! (DNS, the gateway's SNI route, TLS), with the round trip measured.
+
+use anyhow::{Context, Result};
+
+use crate::agent::peer_check::PeerCheckReport;
+use crate::provider::{Provider, AGENT_BIN};
+use crate::state::LabState;
+
+/// Runs `agent peer-check` in `from` (a workload of the other seed).
+pub async fn peer_check(
+    provider: &dyn Provider,
+    state: &LabState,
+    from: &str,
+    host: &str,
+    count: u32,
+) -> Result<PeerCheckReport> {
+    let dns = state.dns.server.ip.to_string();
+    let count = count.to_string();
+    let out = provider
+        .exec(
+            from,
+            &[
+                AGENT_BIN,
+                "agent",
+                "peer-check",
+                "--host",
+                host,
+                "--dns",
+                &dns,
+                "--count",
+                &count,
+            ],
+        )
+        .await?;
+    serde_json::from_str(out.stdout.trim()).with_context(|| {
+        format!(
+            "peer check in {from} printed no report: {}{}",
+            out.stdout.trim(),
+            out.stderr.trim()
+        )
+    })
+}

@@ -1,0 +1,42 @@
+//! The lab's logic reaches the machinery under it through the `Provider`
+//! interface only: the migration, the link and the scenario runner's
+//! timeline actions name no provider's module outside their tests. A
+//! change that calls Docker from them fails here, naming file and line.
+
+use std::path::{Path, PathBuf};
+
+fn sources(p: &Path, out: &mut Vec<PathBuf>) {
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            sources(&e.unwrap().path(), out);
+        }
+    } else if p.extension().is_some_and(|x| x == "rs") {
+        out.push(p.to_path_buf());
+    }
+}
+
+#[test]
+fn migration_link_and_timeline_use_the_provider_interface_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for part in ["migrate", "link", "runner/actions.rs"] {
+        sources(&src.join(part), &mut files);
+    }
+    assert!(files.len() >= 10, "{files:?}");
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        // Unit tests may look at what a provider renders.
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (i, line) in code.lines().enumerate() {
+            if line.contains("provider::docker") || line.contains("bollard") {
+                found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "Docker named outside the provider:\n{}",
+        found.join("\n")
+    );
+}
