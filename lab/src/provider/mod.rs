@@ -67,6 +67,20 @@ impl Output {
     pub fn ok(&self) -> bool {
         self.code == 0
     }
+
+    /// Its stdout when `argv` exited 0 in `workload`, else an error carrying
+    /// what it printed.
+    pub fn stdout_if_ok(self, workload: &str, argv: &[&str]) -> Result<String> {
+        anyhow::ensure!(
+            self.ok(),
+            "`{}` in {workload} exited {}: {}{}",
+            argv.join(" "),
+            self.code,
+            self.stderr.trim(),
+            self.stdout.trim()
+        );
+        Ok(self.stdout)
+    }
 }
 
 /// A file to place in a workload.
@@ -155,16 +169,9 @@ pub trait Provider: Send + Sync {
     /// Like `exec`, but a non-zero exit is an error carrying the output;
     /// returns stdout.
     async fn exec_ok(&self, workload: &str, argv: &[&str]) -> Result<String> {
-        let out = self.exec(workload, argv).await?;
-        anyhow::ensure!(
-            out.ok(),
-            "`{}` in {workload} exited {}: {}{}",
-            argv.join(" "),
-            out.code,
-            out.stderr.trim(),
-            out.stdout.trim()
-        );
-        Ok(out.stdout)
+        self.exec(workload, argv)
+            .await?
+            .stdout_if_ok(workload, argv)
     }
 
     /// Writes files into a workload (created or running).

@@ -410,17 +410,9 @@ impl Engine {
 
     /// Like `exec`, but a non-zero exit is an error carrying its output.
     pub async fn exec_ok(&self, container: &str, cmd: &[&str], privileged: bool) -> Result<String> {
-        let out = self.exec(container, cmd, privileged).await?;
-        if !out.ok() {
-            anyhow::bail!(
-                "`{}` in {container} exited {}: {}{}",
-                cmd.join(" "),
-                out.code,
-                out.stderr.trim(),
-                out.stdout.trim()
-            );
-        }
-        Ok(out.stdout)
+        self.exec(container, cmd, privileged)
+            .await?
+            .stdout_if_ok(container, cmd)
     }
 
     pub async fn containers(&self, lab: Option<&str>) -> Result<Vec<ContainerSummary>> {
