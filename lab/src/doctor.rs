@@ -29,6 +29,8 @@ pub struct DoctorReport {
     pub checks: Vec<Check>,
     /// The link-shaping backend this host gets.
     pub link_backend: &'static str,
+    /// The provider checked for.
+    pub provider: &'static str,
 }
 
 impl DoctorReport {
@@ -53,14 +55,32 @@ impl DoctorReport {
         o.push_str(&format!(
             "\n{}; link shaping backend: {}\n",
             if self.ready() {
-                "this host can run a docker-provider lab"
+                format!("this host can run a {}-provider lab", self.provider)
             } else {
-                "this host is NOT ready"
+                "this host is NOT ready".to_string()
             },
             self.link_backend
         ));
         o
     }
+}
+
+/// The kind form's tools and images, each a check (a missing one fails).
+pub async fn kind(report: &mut DoctorReport) {
+    let engine = Engine::connect().await.ok();
+    for r in crate::provider::kind::tools::check(engine.as_ref()).await {
+        report.checks.push(Check {
+            name: if r.name.contains('/') || r.name.contains(':') {
+                "kind image"
+            } else {
+                "kind tool"
+            },
+            level: if r.ok { Level::Ok } else { Level::Fail },
+            detail: format!("{}: {}", r.name, r.detail),
+            fix: r.fix,
+        });
+    }
+    report.provider = "kind";
 }
 
 fn which(bin: &str) -> Option<std::path::PathBuf> {
@@ -287,5 +307,6 @@ pub async fn doctor() -> DoctorReport {
     DoctorReport {
         checks,
         link_backend,
+        provider: "docker",
     }
 }

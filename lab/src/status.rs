@@ -12,8 +12,7 @@ use serde::Serialize;
 use crate::dns;
 use crate::errors::EnvNotReady;
 use crate::etcd::{self, ClusterView};
-use crate::provider::docker::engine::Engine;
-use crate::provider::docker::{LABEL_ROLE, LABEL_SEED};
+use crate::provider::{Provider, WorkloadState};
 use crate::state::{LabDir, LabState, Phase};
 
 #[derive(Debug, Serialize)]
@@ -160,28 +159,19 @@ async fn etcd_view_of(dir: &LabDir, state: &LabState, timeout: Duration) -> Clus
     }
 }
 
-pub async fn status(engine: &Engine, state_root: &Path, lab: &str) -> Result<StatusReport> {
+pub async fn status(provider: &dyn Provider, state_root: &Path, lab: &str) -> Result<StatusReport> {
     let (dir, state) = load_lab(state_root, lab)?;
-    let mut containers: Vec<ContainerStatus> = engine
-        .containers(Some(lab))
+    let containers: Vec<ContainerStatus> = provider
+        .workloads(Some(lab))
         .await?
         .into_iter()
-        .map(|c| {
-            let labels = c.labels.unwrap_or_default();
-            ContainerStatus {
-                name: c
-                    .names
-                    .and_then(|n| n.first().cloned())
-                    .unwrap_or_default()
-                    .trim_start_matches('/')
-                    .to_string(),
-                role: labels.get(LABEL_ROLE).cloned().unwrap_or_default(),
-                seed: labels.get(LABEL_SEED).cloned(),
-                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
-            }
+        .map(|w| ContainerStatus {
+            name: w.name,
+            role: w.role,
+            seed: w.seed,
+            state: w.state.to_string(),
         })
         .collect();
-    containers.sort_by(|a, b| a.name.cmp(&b.name));
 
     let etcd_view = etcd_view_of(&dir, &state, Duration::from_secs(3));
     let dns_answer = dns::query_a(
@@ -327,27 +317,18 @@ pub struct LabSummary {
 }
 
 /// Every lab: state files under `state_root` and labelled Docker objects.
-pub async fn list(engine: &Engine, state_root: &Path) -> Result<Vec<LabSummary>> {
+pub async fn list(provider: &dyn Provider, state_root: &Path) -> Result<Vec<LabSummary>> {
     let mut names = crate::state::lab_names(state_root);
-    let docker_names = engine.lab_names().await?;
-    names.extend(docker_names.iter().cloned());
+    names.extend(provider.labs().await?);
+    let all = provider.workloads(None).await?;
     names.sort();
     names.dedup();
-    let all = engine.containers(None).await?;
     let mut out = Vec::new();
     for name in names {
-        let mine: Vec<_> = all
-            .iter()
-            .filter(|c| {
-                c.labels
-                    .as_ref()
-                    .and_then(|l| l.get(crate::provider::docker::LABEL_LAB))
-                    == Some(&name)
-            })
-            .collect();
+        let mine: Vec<_> = all.iter().filter(|w| w.lab == name).collect();
         let running = mine
             .iter()
-            .filter(|c| c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING))
+            .filter(|w| w.state == WorkloadState::Running)
             .count();
         let state = LabDir::new(state_root, &name).load().ok();
         out.push(LabSummary {

@@ -1,6 +1,7 @@
 //! The lab's logic reaches the machinery under it through the `Provider`
-//! interface only: the migration, the link and the scenario runner's
-//! timeline actions name no provider's module outside their tests. A
+//! interface only: the migration, the link, the probes, the scenario
+//! runner (timeline, observer, end state), `status` and the verdict name no
+//! provider's module outside their tests. A
 //! change that calls Docker from them fails here, naming file and line.
 
 use std::path::{Path, PathBuf};
@@ -16,13 +17,13 @@ fn sources(p: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn migration_link_and_timeline_use_the_provider_interface_only() {
+fn everything_above_the_provider_uses_its_interface_only() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    for part in ["migrate", "link", "runner/actions.rs"] {
+    for part in ["migrate", "link", "probe", "runner", "status.rs", "verdict"] {
         sources(&src.join(part), &mut files);
     }
-    assert!(files.len() >= 10, "{files:?}");
+    assert!(files.len() >= 40, "{files:?}");
     let mut found = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();

@@ -6,8 +6,15 @@ use anyhow::Result;
 
 use super::{print_json, Output};
 
-pub async fn run(output: Output, state_root: Option<&Path>) -> Result<u8> {
+pub async fn run(
+    output: Output,
+    state_root: Option<&Path>,
+    provider: super::up::ProviderChoice,
+) -> Result<u8> {
     let mut report = crate::doctor::doctor().await;
+    if provider == super::up::ProviderChoice::Kind {
+        crate::doctor::kind(&mut report).await;
+    }
     if let Some(root) = state_root {
         report.checks.push(crate::doctor::lab_files(root));
     }

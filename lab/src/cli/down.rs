@@ -21,6 +21,8 @@ pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     let mut reports = Vec::new();
     for l in labs {
         let step = progress.step(format!("remove lab {l}"));
+        // A kind lab's clusters first (its state directory says which).
+        crate::provider::kind::up::down(&engine, state_root, &l).await?;
         let r = down::down(&engine, &l, state_root).await?;
         step.done_with(&format!(
             "{} containers, {} networks, {} volumes",

@@ -84,6 +84,8 @@ pub enum Command {
         /// (the lab's Rust imitation, with failpoints), `kube-apiserver`.
         #[arg(long, value_enum)]
         api_server: Option<crate::topology::ApiServerChoice>,
+        #[command(flatten)]
+        form: up::FormArgs,
     },
     /// Show a lab as it is now (containers, etcd members, DNS, migration),
     /// or, without --name, list every lab.
@@ -100,6 +102,10 @@ pub enum Command {
     Doctor {
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
+        /// Also check what this provider needs (`kind`: kind, kubectl,
+        /// istioctl and the images, each with how to get it).
+        #[arg(long, value_enum, default_value = "docker")]
+        provider: up::ProviderChoice,
     },
     /// Continuous probe clients of the shoot API, and their verdict.
     Probe {
@@ -217,14 +223,14 @@ async fn run(cli: Cli) -> Result<u8> {
     // Agents run inside containers and need no state directory.
     let command = match cli.command {
         Command::Agent { command } => return agent::run(command).await,
-        Command::Doctor { output } => {
+        Command::Doctor { output, provider } => {
             let root = crate::state::resolve_root(
                 cli.state_dir.clone(),
                 std::env::var_os("XDG_STATE_HOME"),
                 std::env::var_os("HOME"),
             )
             .ok();
-            return doctor::run(output, root.as_deref()).await;
+            return doctor::run(output, root.as_deref(), provider).await;
         }
         Command::Completion { shell } => return completion::run(shell),
         Command::Verdict(args) => return verdict::run(&args),
@@ -244,7 +250,8 @@ async fn run(cli: Cli) -> Result<u8> {
             topology,
             retain,
             api_server,
-        } => up::run(root, &lab, topology.as_deref(), api_server, retain).await,
+            form,
+        } => up::run(root, &lab, topology.as_deref(), api_server, retain, &form).await,
         Command::Status(args) => status::run(root, &args).await,
         Command::Down { lab, all } => down::run(root, &lab, all).await,
         Command::Link { command } => link::run(root, command).await,

@@ -6,7 +6,6 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::{check_name, print_json, print_json_line, LabArgs, Output};
-use crate::provider::docker::engine::Engine;
 
 #[derive(Subcommand, Debug)]
 pub enum ProbeCommand {
@@ -60,10 +59,10 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
         return Ok(code);
     }
     let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
-    let engine = Engine::connect().await?;
+    let provider = crate::provider::connect().await?;
     match command {
         ProbeCommand::Start { settings, .. } => {
-            let dir_run = run::start(&engine, &dir, &mut state, &settings).await?;
+            let dir_run = run::start(&*provider, &dir, &mut state, &settings).await?;
             match lab.output {
                 Output::Json => {
                     print_json_line(&serde_json::json!({"event": "probe-start", "run": dir_run}))
@@ -73,7 +72,7 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
             Ok(0)
         }
         ProbeCommand::Stop { .. } => {
-            let out = run::stop(&engine, &dir, &mut state).await?;
+            let out = run::stop(&*provider, &dir, &mut state).await?;
             Ok(super::verdict::print(
                 lab.output,
                 "probe-stop",
@@ -82,7 +81,10 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
             ))
         }
         ProbeCommand::Status { .. } => {
-            let running = engine.container_state(&run::container(&state)).await?;
+            let running = provider
+                .workload_state(&run::container(&state))
+                .await?
+                .to_string();
             let (records, failed) = counts(state.probe_run.as_ref());
             let v = serde_json::json!({
                 "container": running, "run": state.probe_run, "records": records, "failed": failed,

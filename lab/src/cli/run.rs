@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use super::{check_name, interrupted};
 use crate::errors::{Cancel, EXIT_BAD_INPUT, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
 use crate::progress::{Mode, Progress};
-use crate::provider::docker::engine::Engine;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -65,7 +64,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
             .into());
         }
     }
-    let engine = Engine::connect().await?;
+    let provider = crate::provider::connect().await?;
     let report_dir = match a.report_dir {
         Some(d) => d,
         None => crate::state::runs_dir(state_root).join(format!(
@@ -85,7 +84,14 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     };
     let progress = Progress::new(Mode::detect(false));
     let cancel = Cancel::default();
-    let work = crate::runner::run_all(&engine, &files, &opts, a.jobs as usize, &progress, &cancel);
+    let work = crate::runner::run_all(
+        &*provider,
+        &files,
+        &opts,
+        a.jobs as usize,
+        &progress,
+        &cancel,
+    );
     tokio::pin!(work);
     let results = tokio::select! {
         r = &mut work => r,

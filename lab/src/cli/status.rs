@@ -5,7 +5,6 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::{check_name, print_json, Output};
-use crate::provider::docker::engine::Engine;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatusArgs {
@@ -21,17 +20,17 @@ pub async fn run(state_root: &Path, args: &StatusArgs) -> Result<u8> {
     if let Some(name) = &args.name {
         check_name(name)?;
     }
-    let engine = Engine::connect().await?;
+    let provider = crate::provider::connect().await?;
     match &args.name {
         Some(name) => {
-            let report = crate::status::status(&engine, state_root, name).await?;
+            let report = crate::status::status(&*provider, state_root, name).await?;
             match args.output {
                 Output::Json => print_json(&report),
                 Output::Text => print!("{}", report.render()),
             }
         }
         None => {
-            let labs = crate::status::list(&engine, state_root).await?;
+            let labs = crate::status::list(&*provider, state_root).await?;
             match args.output {
                 Output::Json => print_json(&serde_json::json!({
                     "state_dir": state_root, "labs": labs,

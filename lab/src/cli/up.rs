@@ -13,12 +13,57 @@ use crate::provider::docker::engine::Engine;
 use crate::provider::docker::{down, up};
 use crate::topology::Topology;
 
+/// Which machinery makes the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ProviderChoice {
+    /// Containers on Docker networks (HAProxy gateways): the fast form.
+    #[default]
+    Docker,
+    /// Two kind clusters with Istio, etcd StatefulSets and kube-apiserver.
+    Kind,
+}
+
+/// The lab's form: the provider and the kind form's settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FormArgs {
+    #[arg(long, value_enum, default_value = "docker")]
+    pub provider: ProviderChoice,
+    /// kind: write every kind config, manifest and step into DIR and create
+    /// nothing.
+    #[arg(long, value_name = "DIR")]
+    pub render: Option<std::path::PathBuf>,
+    /// kind: nodes per seed, 1 (a laptop) or 3 (a control plane and two
+    /// workers in three zones).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u8,
+    /// kind: each member's peer endpoint on its own ingress port (as
+    /// gardener/gardener#15576 does) or on an address of its own.
+    #[arg(long, value_enum, default_value = "port")]
+    pub peer_exposure: crate::provider::kind::PeerExposure,
+    /// kind: etcd through etcd-druid's Etcd resources.
+    #[arg(long)]
+    pub with_etcd_druid: bool,
+}
+
+impl FormArgs {
+    fn kind_settings(&self) -> Result<crate::provider::kind::KindSettings> {
+        let s = crate::provider::kind::KindSettings {
+            nodes: self.nodes,
+            exposure: self.peer_exposure,
+            with_etcd_druid: self.with_etcd_druid,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
 pub async fn run(
     state_root: &Path,
     lab: &LabArgs,
     topology: Option<&Path>,
     api_server: Option<crate::topology::ApiServerChoice>,
     retain: bool,
+    form: &FormArgs,
 ) -> Result<u8> {
     // All input is checked before anything is created.
     check_name(&lab.name)?;
@@ -28,6 +73,18 @@ pub async fn run(
     };
     if let Some(choice) = api_server {
         topology.api.server = choice;
+    }
+    if form.provider == ProviderChoice::Docker
+        && (form.render.is_some() || form.with_etcd_druid || form.nodes != 1)
+    {
+        return Err(crate::errors::BadInput(
+            "--render, --nodes and --with-etcd-druid belong to the kind form: add --provider kind"
+                .into(),
+        )
+        .into());
+    }
+    if form.provider == ProviderChoice::Kind {
+        return kind(state_root, lab, &topology, form).await;
     }
     let engine = Engine::connect().await?;
     let progress = Progress::new(Mode::detect(lab.output == Output::Json));
@@ -111,4 +168,34 @@ pub async fn run(
             Err(e)
         }
     }
+}
+
+/// `up --provider kind`: the rendered files only (`--render`), or the
+/// clusters.
+async fn kind(
+    state_root: &Path,
+    lab: &LabArgs,
+    topology: &Topology,
+    form: &FormArgs,
+) -> Result<u8> {
+    use crate::provider::kind;
+    let settings = form.kind_settings()?;
+    if let Some(dir) = &form.render {
+        let nets = kind::up::default_nets(topology)?;
+        kind::up::render_all(&lab.name, topology, &settings, &nets, dir)?;
+        match lab.output {
+            Output::Json => print_json_line(&serde_json::json!({
+                "event": "render", "lab": lab.name, "dir": dir,
+            })),
+            Output::Text => println!(
+                "rendered the kind form of lab `{}` into {} (nothing created; README.md there says the order)",
+                lab.name,
+                dir.display()
+            ),
+        }
+        return Ok(0);
+    }
+    let progress = Progress::new(Mode::detect(lab.output == Output::Json));
+    kind::up::create(state_root, &lab.name, topology, &settings, &progress).await?;
+    Ok(0)
 }

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use std::io::Write;
 
-use crate::provider::docker::engine::Engine;
-use crate::state::LabState;
+use crate::provider::Provider;
 
 /// Where a container's log goes in a run directory.
 pub fn path(run: &Path, container: &str) -> PathBuf {
@@ -18,10 +17,10 @@ pub fn path(run: &Path, container: &str) -> PathBuf {
 /// Appends each container's log to its file in `run` (a container
 /// re-created under the same name adds a second section); best effort: a
 /// log that cannot be had is named in a warning, never fails the caller.
-pub async fn keep(engine: &Engine, run: &Path, containers: &[String]) {
+pub async fn keep(provider: &dyn Provider, run: &Path, containers: &[String]) {
     for c in containers {
         let p = path(run, c);
-        let got = match engine.logs(c).await {
+        let got = match provider.logs(c).await {
             Ok(b) => append(&p, c, &b).map_err(anyhow::Error::from),
             Err(e) => Err(e),
         };
@@ -29,18 +28,6 @@ pub async fn keep(engine: &Engine, run: &Path, containers: &[String]) {
             tracing::warn!("could not keep the log of {c} in {}: {e:#}", p.display());
         }
     }
-}
-
-/// Removes a container, its log kept first in the probe run, if one runs.
-pub async fn remove_keeping_log(
-    engine: &Engine,
-    state: &LabState,
-    container: &str,
-) -> anyhow::Result<()> {
-    if let Some(run) = &state.probe_run {
-        keep(engine, run, &[container.to_string()]).await;
-    }
-    engine.remove_container(container).await
 }
 
 fn append(p: &Path, container: &str, log: &[u8]) -> std::io::Result<()> {

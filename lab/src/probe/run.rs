@@ -10,12 +10,8 @@ use anyhow::{Context, Result};
 
 use super::record::{ConnMode, LabEvent, ProbeKind};
 use crate::errors::{BadInput, EnvNotReady};
-use crate::provider::docker::engine::{ContainerSpec, Engine, FileSpec};
-use crate::provider::docker::up::{start_released, AGENT_BIN};
+use crate::provider::{ClientSpec, FileSpec, Provider, WorkloadState, CLIENT_OUT};
 use crate::state::{LabDir, LabState};
-
-/// Host number of the probe container on the clients network.
-pub const PROBE_HOST: u8 = 5;
 
 /// What the probes do: shared by `cpmlab probe start` and the agent, and
 /// checked in one place so that bad input fails before anything starts.
@@ -132,7 +128,7 @@ pub fn new_run_dir(runs: &Path, name: &str) -> Result<PathBuf> {
 }
 
 pub fn container(state: &LabState) -> String {
-    crate::plan::container_name(&state.name, "probe")
+    crate::provider::probe_client(state)
 }
 
 pub fn now_unix_ms() -> f64 {
@@ -194,14 +190,14 @@ pub fn note(run: &Path, name: &str) -> Result<()> {
 }
 
 pub async fn start(
-    engine: &Engine,
+    provider: &dyn Provider,
     dir: &LabDir,
     state: &mut LabState,
     s: &ProbeSettings,
 ) -> Result<PathBuf> {
     s.parse()?;
     let c = container(state);
-    if engine.container_state(&c).await? != "missing" {
+    if provider.workload_state(&c).await? != WorkloadState::Missing {
         return Err(EnvNotReady::new(
             format!("probes are already running in lab `{}`", state.name),
             format!("run `cpmlab probe stop --name {}` first", state.name),
@@ -210,60 +206,36 @@ pub async fn start(
     }
     // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
     let run = new_run_dir(&dir.runs(), &state.name)?;
-    let clients = state
-        .network(crate::topology::CLIENTS)
-        .context("clients network")?;
-    let ip = clients.subnet.host(PROBE_HOST);
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
     let seeds: Vec<String> = state
         .seeds
         .iter()
         .map(|s| format!("{}={}", s.name, s.gateway.ip))
         .collect();
-    let spec = ContainerSpec {
-        name: c.clone(),
-        lab: state.name.clone(),
-        role: "probe".into(),
-        seed: None,
-        image: state.image.clone(),
-        cmd: crate::provider::docker::up::behind_barrier(
-            state,
-            vec![
-                AGENT_BIN.into(),
-                "agent".into(),
-                "probe".into(),
-                format!("--api-name={}", state.dns.api_name),
-                format!("--dns={}:53", state.dns.server.ip),
-                "--ca=/etc/cpmlab/probe/ca.crt".into(),
-                "--token-file=/etc/cpmlab/probe/token".into(),
-                "--out=/out/records.ndjson".into(),
-                format!("--rate={}", s.rate),
-                format!("--timeout={}", s.timeout),
-                format!("--probes={}", s.probes),
-                format!("--modes={}", s.modes),
-                format!("--write-rate={}", s.write_rate),
-                format!("--write-bytes={}", s.write_bytes),
-                format!("--seed-gateways={}", seeds.join(",")),
-            ],
-        ),
-        networks: vec![(clients.docker_name.clone(), ip)],
-        cap_add: vec![],
-        sysctls: crate::provider::docker::up::lab_sysctls(state),
-        volumes: vec![
-            (
-                std::env::current_exe()?.display().to_string(),
-                format!("{AGENT_BIN}:ro"),
-            ),
-            (run.display().to_string(), "/out".into()),
+    let client = ClientSpec {
+        args: vec![
+            "agent".into(),
+            "probe".into(),
+            format!("--api-name={}", state.dns.api_name),
+            format!("--dns={}:53", state.dns.server.ip),
+            "--ca=/etc/cpmlab/probe/ca.crt".into(),
+            "--token-file=/etc/cpmlab/probe/token".into(),
+            format!("--out={CLIENT_OUT}/records.ndjson"),
+            format!("--rate={}", s.rate),
+            format!("--timeout={}", s.timeout),
+            format!("--probes={}", s.probes),
+            format!("--modes={}", s.modes),
+            format!("--write-rate={}", s.write_rate),
+            format!("--write-bytes={}", s.write_bytes),
+            format!("--seed-gateways={}", seeds.join(",")),
         ],
-        devices: vec![],
         files: vec![
             FileSpec::new("/etc/cpmlab/probe/ca.crt", ca, 0o644),
             FileSpec::new("/etc/cpmlab/probe/token", state.api_token.clone(), 0o600),
         ],
+        out: run.clone(),
     };
-    engine.create_container(&spec).await?;
-    start_released(engine, state, &c).await?;
+    provider.start_client(state, &client).await?;
     note(
         &run,
         &format!(
@@ -276,7 +248,13 @@ pub async fn start(
     let t0 = std::time::Instant::now();
     while std::fs::metadata(&records).map(|m| m.len()).unwrap_or(0) == 0 {
         if t0.elapsed() > Duration::from_secs(60) {
-            anyhow::bail!("the probe agent wrote no record within 60 s (see `docker logs {c}`)");
+            let log = provider.logs(&c).await.unwrap_or_default();
+            let log = String::from_utf8_lossy(&log);
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            anyhow::bail!(
+                "the probe agent ({c}) wrote no record within 60 s; its last lines:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -290,7 +268,11 @@ pub struct StopOutcome {
     pub verdict: crate::verdict::Verdict,
 }
 
-pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result<StopOutcome> {
+pub async fn stop(
+    provider: &dyn Provider,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<StopOutcome> {
     let run = state.probe_run.clone().ok_or_else(|| {
         EnvNotReady::new(
             format!("no probe run in lab `{}`", state.name),
@@ -300,16 +282,16 @@ pub async fn stop(engine: &Engine, dir: &LabDir, state: &mut LabState) -> Result
     let c = container(state);
     // The agent lets its last write end (up to the probe timeout), then the
     // informer catch up (10 s): it exits long before this unless stuck.
-    engine.stop(&c, 60).await?;
-    // Every container's log, the agent's included: the run explains itself
-    // after `down`.
-    let names: Vec<String> = engine
-        .lab_objects(Some(&state.name))
+    provider.stop(&c, Duration::from_secs(60)).await?;
+    // Every workload's log: the run explains itself after `down`. The
+    // agent's is kept as it is removed.
+    let names: Vec<String> = provider
+        .workloads(Some(&state.name))
         .await
-        .map(|o| o.containers)
+        .map(|w| w.into_iter().map(|w| w.name).filter(|n| *n != c).collect())
         .unwrap_or_default();
-    super::container_logs::keep(engine, &run, &names).await;
-    engine.remove_container(&c).await?;
+    super::container_logs::keep(provider, &run, &names).await;
+    provider.remove(state, &c, None).await?;
     note(&run, "probes stopped")?;
     let fin = super::final_read::read(dir, state).await;
     std::fs::write(run.join(FINAL_FILE), serde_json::to_string_pretty(&fin)?)?;

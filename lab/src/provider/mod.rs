@@ -18,6 +18,7 @@ use crate::pki::Ca;
 use crate::state::{ApiServerState, LabState, MemberState};
 
 pub mod docker;
+pub mod kind;
 
 /// Where every workload finds the host's cpmlab binary (its in-lab roles:
 /// router, probe agent, stand-in API server, peer check).
@@ -101,6 +102,33 @@ impl FileSpec {
     }
 }
 
+/// A workload as the provider lists it.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub name: String,
+    /// The lab it belongs to.
+    pub lab: String,
+    /// `etcd`, `apiserver`, `gateway`, `router`, `dns`, `toolbox`, `probe`.
+    pub role: String,
+    pub seed: Option<String>,
+    pub state: WorkloadState,
+    /// CPU time used so far, in nanoseconds, where the provider can read it.
+    pub cpu_ns: Option<u64>,
+}
+
+/// The probe agent's workload: on the clients network, its records written
+/// to `out` on the host (the run directory).
+#[derive(Debug, Clone)]
+pub struct ClientSpec {
+    /// The agent's arguments after the binary.
+    pub args: Vec<String>,
+    pub files: Vec<FileSpec>,
+    pub out: std::path::PathBuf,
+}
+
+/// Where the probe agent writes, inside its workload (`out` on the host).
+pub const CLIENT_OUT: &str = "/out";
+
 /// The machinery under a lab.
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
@@ -176,6 +204,25 @@ pub trait Provider: Send + Sync {
 
     /// Writes files into a workload (created or running).
     async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()>;
+
+    /// Every lab this provider holds anything of (a workload, a network,
+    /// data), finished or left half-made by a crash.
+    async fn labs(&self) -> Result<Vec<String>>;
+
+    /// The workloads of `lab` (every lab's: `None`), sorted by name.
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>>;
+
+    /// What a workload has logged so far (stdout and stderr).
+    async fn logs(&self, workload: &str) -> Result<Vec<u8>>;
+
+    /// Creates and starts the probe agent's workload (`probe_client`'s
+    /// name) on the clients network.
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()>;
+}
+
+/// The probe agent's workload name in a lab.
+pub fn probe_client(state: &LabState) -> String {
+    crate::plan::container_name(&state.name, "probe")
 }
 
 /// The provider that runs labs on this machine: the docker provider (the

@@ -24,7 +24,7 @@ use crate::errors::Cancel;
 use crate::migrate::conditions::Status;
 use crate::migrate::record::Driver;
 use crate::progress::Progress;
-use crate::provider::docker::engine::Engine;
+use crate::provider::Provider;
 use crate::scenario::check::{Action, Trigger};
 use crate::scenario::{MigrateAction, MigrationOutcome, ScenarioFile};
 use crate::state::LabDir;
@@ -96,7 +96,7 @@ fn seed_of(sf: &ScenarioFile) -> u64 {
 
 /// Runs one scenario to its result; never leaves its lab up unless asked.
 pub async fn run_one(
-    engine: &Engine,
+    provider: &dyn Provider,
     sf: &ScenarioFile,
     opts: &Options,
     progress: &Progress,
@@ -144,7 +144,7 @@ pub async fn run_one(
         etcd_said: Vec::new(),
     };
     let step = progress.step(format!("{label} {name}"));
-    let outcome = drive(engine, sf, opts, &cpm, &sdir, seed, &step, cancel, &mut r).await;
+    let outcome = drive(provider, sf, opts, &cpm, &sdir, seed, &step, cancel, &mut r).await;
     if let Err(e) = outcome {
         r.env_error = crate::errors::exit_code(&e) == crate::errors::EXIT_ENV;
         r.error = Some(format!("{e:#}"));
@@ -215,7 +215,7 @@ fn reusable(opts: &Options, sf: &ScenarioFile) -> bool {
 
 #[allow(clippy::too_many_arguments)]
 async fn drive(
-    engine: &Engine,
+    provider: &dyn Provider,
     sf: &ScenarioFile,
     opts: &Options,
     cpm: &Cpmlab,
@@ -303,19 +303,14 @@ async fn drive(
     // etcd, the gateways and the link, sampled beside the probes.
     let observing = Cancel::default();
     let observer = observe::observe(
-        engine,
+        provider,
         &opts.state_root,
         &opts.lab,
         run_dir.clone(),
         observing.clone(),
     );
     let work = async {
-        // The timeline's actions go through the provider interface; the
-        // observer and the end state still read Docker directly.
-        let provider = crate::provider::docker::DockerProvider {
-            engine: engine.clone(),
-        };
-        let r = timeline_and_migration(&provider, sf, cpm, &dir, started, step, cancel).await;
+        let r = timeline_and_migration(provider, sf, cpm, &dir, started, step, cancel).await;
         if cancel.check().is_ok() {
             step.detail("cooldown");
             sleep_unless(c.cooldown, cancel).await;
@@ -350,7 +345,7 @@ async fn drive(
     if r.incomplete || cancel.check().is_err() {
         judge::mark_incomplete(&kept.join("report.html"));
     }
-    let end = end_state(engine, opts).await;
+    let end = end_state(provider, opts).await;
     if let Ok(st) = dir.load() {
         let mut v = serde_json::to_value(&st)?;
         v["api_token"] = "(redacted)".into();
@@ -502,8 +497,8 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// The lab now: which seed serves, voters per seed, conditions.
-async fn end_state(engine: &Engine, opts: &Options) -> Option<EndObserved> {
-    let st = crate::status::status(engine, &opts.state_root, &opts.lab)
+async fn end_state(provider: &dyn Provider, opts: &Options) -> Option<EndObserved> {
+    let st = crate::status::status(provider, &opts.state_root, &opts.lab)
         .await
         .ok()?;
     let mut e = EndObserved {
@@ -771,7 +766,7 @@ async fn timeline_and_migration(
 
 /// Runs every scenario, `jobs` at a time, each on its own lab.
 pub async fn run_all(
-    engine: &Engine,
+    provider: &dyn Provider,
     files: &[ScenarioFile],
     opts: &Options,
     jobs: usize,
@@ -792,7 +787,7 @@ pub async fn run_all(
                     return None;
                 }
                 let label = format!("[{}/{n}]", i + 1);
-                match run_one(engine, sf, &o, progress, &label, cancel).await {
+                match run_one(provider, sf, &o, progress, &label, cancel).await {
                     Ok(r) => Some(r),
                     Err(e) => {
                         progress.note(&format!("{label} {}: {e:#}", sf.name()));

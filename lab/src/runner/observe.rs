@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::errors::Cancel;
 use crate::probe::run::now_unix_ms;
-use crate::provider::docker::engine::Engine;
+use crate::provider::Provider;
 use crate::state::LabDir;
 
 pub use crate::verdict::context::{EtcdSample, ETCD_FILE};
@@ -196,7 +196,13 @@ pub fn parse_haproxy_csv(csv: &str) -> Vec<serde_json::Value> {
 }
 
 /// Samples until `stop`; writes into `run`.
-pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf, stop: Cancel) {
+pub async fn observe(
+    provider: &dyn Provider,
+    state_root: &Path,
+    lab: &str,
+    run: PathBuf,
+    stop: Cancel,
+) {
     let dir = LabDir::new(state_root, lab);
     let tls = crate::etcd::lab_tls(&dir).ok();
     let mut tick = 0u64;
@@ -247,11 +253,10 @@ pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf
             let mut gw = Vec::new();
             for seed in &state.seeds {
                 let url = format!("http://127.0.0.1:{}/stats;csv", crate::gateway::STATS_PORT);
-                let r = engine
+                let r = provider
                     .exec_ok(
                         &seed.gateway.container,
                         &["wget", "-q", "-T", "1", "-O", "-", &url],
-                        false,
                     )
                     .await;
                 gw.push(match r {
@@ -260,14 +265,13 @@ pub async fn observe(engine: &Engine, state_root: &Path, lab: &str, run: PathBuf
                 });
             }
             append(&run.join(GATEWAYS_FILE), &gw);
-            if let Some(line) = cpu.sample(engine, lab, at).await {
+            if let Some(line) = cpu.sample(provider, lab, at).await {
                 append(&run.join(CPU_FILE), &[line]);
             }
-            let r = engine
+            let r = provider
                 .exec_ok(
                     &state.router.container,
                     &["cat", crate::link::DELAYLINE_STATS],
-                    false,
                 )
                 .await;
             if let Ok(text) = r {
@@ -295,10 +299,14 @@ struct CpuSampler {
 }
 
 impl CpuSampler {
-    async fn sample(&mut self, engine: &Engine, lab: &str, at: f64) -> Option<serde_json::Value> {
-        use crate::provider::docker::cpu;
+    async fn sample(
+        &mut self,
+        provider: &dyn Provider,
+        lab: &str,
+        at: f64,
+    ) -> Option<serde_json::Value> {
         let now = std::time::Instant::now();
-        let machine = cpu::machine_ticks();
+        let machine = crate::cpu::machine_ticks();
         let busy = match (self.machine, machine) {
             (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
                 Some(100.0 * (b1 - b0) as f64 / (t1 - t0) as f64)
@@ -307,12 +315,8 @@ impl CpuSampler {
         };
         self.machine = machine;
         let mut per = BTreeMap::new();
-        for c in engine.containers(Some(lab)).await.ok()? {
-            let (Some(id), Some(name)) = (c.id, c.names.and_then(|n| n.into_iter().next())) else {
-                continue;
-            };
-            let name = name.trim_start_matches('/').to_string();
-            let Some(ns) = cpu::container_ns(&id) else {
+        for w in provider.workloads(Some(lab)).await.ok()? {
+            let (name, Some(ns)) = (w.name, w.cpu_ns) else {
                 continue;
             };
             if let Some((ns0, t0)) = self.containers.get(&name) {
@@ -328,7 +332,7 @@ impl CpuSampler {
         Some(serde_json::json!({
             "at_unix_ms": at,
             "machine_busy_pct": (busy * 10.0).round() / 10.0,
-            "cores": crate::provider::docker::cpu::cores(),
+            "cores": crate::cpu::cores(),
             "containers": per,
         }))
     }

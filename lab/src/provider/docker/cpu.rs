@@ -1,32 +1,8 @@
-//! CPU time of the machine and of each container, from the kernel's own
-//! counters (`/proc/stat`, the containers' cgroups: v1 or v2, cgroupfs or
-//! systemd driver), so that a run can tell a starved machine from a slow
+//! CPU time of each container, from its cgroup (v1 or v2, cgroupfs or
+//! systemd driver), so that a run can tell a starved container from a slow
 //! link. Reading a file costs microseconds; `docker stats` costs a second.
 
 use std::path::Path;
-
-/// Busy and total time of the whole machine since boot, in clock ticks.
-pub fn machine_ticks() -> Option<(u64, u64)> {
-    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
-}
-
-fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal ...
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    Some((total.saturating_sub(idle), total))
-}
-
-/// Cores the machine has.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 /// CPU time a container has used, in nanoseconds, from its cgroup.
 pub fn container_ns(id: &str) -> Option<u64> {
@@ -64,13 +40,6 @@ fn container_ns_under(root: &Path, id: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn proc_stat_busy_excludes_idle_and_iowait() {
-        let (busy, total) =
-            parse_proc_stat("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n").unwrap();
-        assert_eq!((busy, total), (150, 1000));
-    }
 
     #[test]
     fn both_cgroup_versions_are_read() {

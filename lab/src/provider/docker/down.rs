@@ -45,6 +45,12 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
                 }
             }
         };
+        // Stopped first, then removed, as `docker compose down` does: dockerd
+        // 20.10 can leave a stale endpoint (a network that cannot be removed
+        // until it restarts) when a running container's network teardown
+        // races its removal. A stop that fails (a paused container) is left
+        // to the forced removal.
+        join_all(objs.containers.iter().map(|c| engine.stop(c, 0))).await;
         record(join_all(objs.containers.iter().map(|c| engine.remove_container(c))).await);
         let gone: Vec<String> = report
             .removed

@@ -4,12 +4,15 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use super::engine::Engine;
-use super::{seed, up};
+use super::engine::{ContainerSpec, Engine};
+use super::{cpu, seed, up, LABEL_LAB, LABEL_ROLE, LABEL_SEED};
 use crate::pki::Ca;
-use crate::provider::{FileSpec, Output, Provider, Signal, WorkloadState};
+use crate::provider::{
+    probe_client, ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState,
+    AGENT_BIN, CLIENT_OUT,
+};
 use crate::state::{ApiServerState, LabState, MemberState};
 
 pub struct DockerProvider {
@@ -32,15 +35,9 @@ impl Provider for DockerProvider {
     }
 
     async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {
-        Ok(
-            match self.engine.container_state(workload).await?.as_str() {
-                "running" | "restarting" => WorkloadState::Running,
-                "paused" => WorkloadState::Paused,
-                "missing" => WorkloadState::Missing,
-                "created" => WorkloadState::Created,
-                _ => WorkloadState::Stopped,
-            },
-        )
+        Ok(workload_state_of(
+            &self.engine.container_state(workload).await?,
+        ))
     }
 
     async fn signal(&self, workload: &str, signal: Signal) -> Result<()> {
@@ -79,6 +76,8 @@ impl Provider for DockerProvider {
         m: &MemberState,
         cluster: &[(String, String)],
     ) -> Result<()> {
+        // An earlier attempt's container and data are replaced.
+        self.remove(state, &m.container, Some(&m.volume)).await?;
         seed::start_joining_member(&self.engine, state, ca, m, cluster).await
     }
 
@@ -90,11 +89,15 @@ impl Provider for DockerProvider {
         etcd_servers: &[String],
         sa: &(String, String),
     ) -> Result<()> {
+        self.remove(state, &a.container, None).await?;
         seed::start_apiserver(&self.engine, state, ca, a, etcd_servers, sa).await
     }
 
     async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
-        crate::probe::container_logs::remove_keeping_log(&self.engine, state, workload).await?;
+        if let Some(run) = &state.probe_run {
+            crate::probe::container_logs::keep(self, run, &[workload.to_string()]).await;
+        }
+        self.engine.remove_container(workload).await?;
         if let Some(volume) = data {
             self.engine.remove_volume(volume).await?;
         }
@@ -116,4 +119,84 @@ impl Provider for DockerProvider {
     async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()> {
         self.engine.upload(workload, files).await
     }
+
+    async fn labs(&self) -> Result<Vec<String>> {
+        self.engine.lab_names().await
+    }
+
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
+        let mut out: Vec<Workload> = self
+            .engine
+            .containers(lab)
+            .await?
+            .into_iter()
+            .filter_map(|c| {
+                let labels = c.labels.unwrap_or_default();
+                let name = c
+                    .names
+                    .and_then(|n| n.into_iter().next())?
+                    .trim_start_matches('/')
+                    .to_string();
+                Some(Workload {
+                    name,
+                    lab: labels.get(LABEL_LAB)?.clone(),
+                    role: labels.get(LABEL_ROLE).cloned().unwrap_or_default(),
+                    seed: labels.get(LABEL_SEED).cloned(),
+                    state: workload_state_of(&c.state.map(|s| s.to_string()).unwrap_or_default()),
+                    cpu_ns: c.id.as_deref().and_then(cpu::container_ns),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
+        self.engine.logs(workload).await
+    }
+
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
+        let name = probe_client(state);
+        let clients = state
+            .network(crate::topology::CLIENTS)
+            .context("the lab has no clients network")?;
+        let mut argv = vec![AGENT_BIN.to_string()];
+        argv.extend(client.args.iter().cloned());
+        let spec = ContainerSpec {
+            name: name.clone(),
+            lab: state.name.clone(),
+            role: "probe".into(),
+            seed: None,
+            image: state.image.clone(),
+            cmd: up::behind_barrier(state, argv),
+            networks: vec![(clients.docker_name.clone(), clients.subnet.host(PROBE_HOST))],
+            cap_add: vec![],
+            sysctls: up::lab_sysctls(state),
+            volumes: vec![
+                (
+                    std::env::current_exe()?.display().to_string(),
+                    format!("{AGENT_BIN}:ro"),
+                ),
+                (client.out.display().to_string(), CLIENT_OUT.into()),
+            ],
+            devices: vec![],
+            files: client.files.clone(),
+        };
+        self.engine.create_container(&spec).await?;
+        up::start_released(&self.engine, state, &name).await
+    }
 }
+
+/// Docker's container states as the interface's.
+fn workload_state_of(docker: &str) -> WorkloadState {
+    match docker {
+        "running" | "restarting" => WorkloadState::Running,
+        "paused" => WorkloadState::Paused,
+        "missing" => WorkloadState::Missing,
+        "created" => WorkloadState::Created,
+        _ => WorkloadState::Stopped,
+    }
+}
+
+/// Host number of the probe agent's container on the clients network.
+pub const PROBE_HOST: u8 = 5;

@@ -70,8 +70,8 @@ pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Resu
 }
 
 /// Creates and starts the container of a member joining the cluster whose
-/// members are `cluster` (name, peer URL, itself included). A container left
-/// over from an earlier attempt is replaced, with its data.
+/// members are `cluster` (name, peer URL, itself included), on a new
+/// volume (the caller removed an earlier attempt's container and data).
 pub async fn start_joining_member(
     engine: &Engine,
     state: &LabState,
@@ -79,8 +79,6 @@ pub async fn start_joining_member(
     m: &MemberState,
     cluster: &[(String, String)],
 ) -> Result<()> {
-    crate::probe::container_logs::remove_keeping_log(engine, state, &m.container).await?;
-    engine.remove_volume(&m.volume).await?;
     engine
         .create_volume(&state.name, &m.volume, &m.seed)
         .await?;
@@ -89,7 +87,8 @@ pub async fn start_joining_member(
     up::start_released(engine, state, &m.container).await
 }
 
-/// Creates and starts an API server replica talking to `etcd_servers`.
+/// Creates and starts an API server replica talking to `etcd_servers` (the
+/// caller removed an earlier one of that name).
 pub async fn start_apiserver(
     engine: &Engine,
     state: &LabState,
@@ -99,7 +98,6 @@ pub async fn start_apiserver(
     sa: &(String, String),
 ) -> Result<()> {
     let api_server = up::resolve_api_server(up::choice_of(state.api_kind))?;
-    crate::probe::container_logs::remove_keeping_log(engine, state, &a.container).await?;
     let spec = up::apiserver_spec(state, ca, a, etcd_servers, &api_server, sa)?;
     engine.create_container(&spec).await?;
     up::start_released(engine, state, &a.container).await

@@ -112,7 +112,7 @@ fn random_secret() -> String {
 }
 
 /// A bearer token (hex).
-fn random_token() -> String {
+pub fn random_token() -> String {
     hex::encode(random_bytes())
 }
 

@@ -1,0 +1,86 @@
+//! kind's cluster configuration for each seed (`kind.x-k8s.io/v1alpha4`).
+//!
+//! Each seed's cluster has pod and service ranges of its own, so that a
+//! packet's addresses say which seed it belongs to when it crosses the
+//! router; with three nodes the members spread over three zones, as a
+//! seed's etcd does.
+
+use serde_json::{json, Value};
+
+use super::{cluster_name, KindSettings, KIND_NODE_IMAGE};
+
+/// Pod and service ranges of the seed at `index` in the topology.
+pub fn seed_ranges(index: usize) -> (String, String) {
+    let base = 100 + 2 * index;
+    (
+        format!("10.{base}.0.0/16"),
+        format!("10.{}.0.0/16", base + 1),
+    )
+}
+
+/// The zone of node `index` of a seed.
+pub fn zone(seed: &str, index: usize) -> String {
+    format!("{seed}-zone-{index}")
+}
+
+/// The kind config of `seed` (at `index` in the topology).
+pub fn cluster_config(lab: &str, seed: &str, index: usize, s: &KindSettings) -> Value {
+    let (pods, services) = seed_ranges(index);
+    let nodes: Vec<Value> = (0..s.nodes as usize)
+        .map(|i| {
+            json!({
+                "role": if i == 0 { "control-plane" } else { "worker" },
+                "image": KIND_NODE_IMAGE,
+                "labels": {
+                    "topology.kubernetes.io/zone": zone(seed, i),
+                    "cpmlab.seed": seed,
+                },
+            })
+        })
+        .collect();
+    json!({
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "name": cluster_name(lab, seed),
+        "networking": {
+            "podSubnet": pods,
+            "serviceSubnet": services,
+            // The router reaches the nodes; nothing is published on the host.
+            "apiServerAddress": "127.0.0.1",
+        },
+        "nodes": nodes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_get_ranges_of_their_own() {
+        assert_ne!(seed_ranges(0), seed_ranges(1));
+        let (p, s) = seed_ranges(1);
+        assert_eq!((p.as_str(), s.as_str()), ("10.102.0.0/16", "10.103.0.0/16"));
+    }
+
+    #[test]
+    fn ha_has_a_control_plane_and_two_workers_in_three_zones() {
+        let s = KindSettings {
+            nodes: 3,
+            ..Default::default()
+        };
+        let c = cluster_config("lab", "seed-b", 1, &s);
+        let roles: Vec<&str> = c["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["control-plane", "worker", "worker"]);
+        assert_eq!(
+            c["nodes"][2]["labels"]["topology.kubernetes.io/zone"],
+            "seed-b-zone-2"
+        );
+        assert_eq!(c["name"], "lab-seed-b");
+    }
+}

@@ -1,0 +1,583 @@
+//! The Kubernetes objects of one seed in the kind form.
+//!
+//! Per etcd member: a Service of its own (the ingress routes to it, not to
+//! etcd-druid's Services), a StatefulSet of one replica (the source seed's
+//! run at `up`, the destination's are made with zero replicas and scaled up
+//! by the migration), and on the seed's Istio ingress gateway a Gateway
+//! server with TLS PASSTHROUGH on the member's SNI name, a VirtualService
+//! and a DestinationRule. The shoot API and etcd's client endpoint go
+//! through the same gateway by their own SNI names. A NetworkPolicy admits
+//! the ingress gateway to etcd. kube-apiserver runs as a Deployment with
+//! the flags Gardener sets, talking to its own seed's etcd only.
+
+use serde_json::{json, Value};
+
+use super::{
+    member_peer_port, namespace, KindSettings, PeerExposure, API_PORT, CLIENT_PORT, ETCD_IMAGE_3_4,
+    ETCD_IMAGE_3_5, INGRESS_NAMESPACE, INGRESS_SELECTOR, KUBE_APISERVER_IMAGE, PEER_PORT,
+};
+use crate::etcd::{ClusterState, DATA_DIR, PKI_DIR};
+use crate::state::MemberState;
+use crate::topology::{EtcdVersion, Topology};
+
+/// One object, and the file it is rendered to.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub file: String,
+    pub object: Value,
+}
+
+impl Manifest {
+    fn new(order: u8, object: Value) -> Manifest {
+        let kind = object["kind"].as_str().unwrap_or("object").to_lowercase();
+        let name = object["metadata"]["name"].as_str().unwrap_or("unnamed");
+        Manifest {
+            file: format!("{order:02}-{kind}-{name}.yaml"),
+            object,
+        }
+    }
+}
+
+/// A member as the kind form exposes it.
+#[derive(Debug, Clone)]
+pub struct KindMember {
+    pub name: String,
+    pub seed: String,
+    pub index: usize,
+    /// The DNS name peers and clients use (the SNI host).
+    pub host: String,
+    /// The port its peer URL names on the seed's ingress.
+    pub peer_port: u16,
+}
+
+impl KindMember {
+    pub fn peer_url(&self) -> String {
+        format!("https://{}:{}", self.host, self.peer_port)
+    }
+    pub fn client_url(&self) -> String {
+        format!("https://{}:{CLIENT_PORT}", self.host)
+    }
+    /// The member's own Service, which the ingress routes its SNI name to.
+    pub fn service(&self) -> String {
+        self.name.clone()
+    }
+    /// The pod its StatefulSet runs.
+    pub fn pod(&self) -> String {
+        format!("{}-0", self.name)
+    }
+}
+
+/// The members planned for `seed`, in index order.
+pub fn members(t: &Topology, s: &KindSettings, seed: &str) -> Vec<KindMember> {
+    let zone = t.shoot.zone();
+    (0..t.etcd.members as usize)
+        .map(|i| {
+            let name = crate::plan::member_name(seed, i);
+            KindMember {
+                host: format!("{name}.{zone}"),
+                peer_port: match s.exposure {
+                    PeerExposure::Port => member_peer_port(i),
+                    PeerExposure::Address => PEER_PORT,
+                },
+                seed: seed.to_string(),
+                index: i,
+                name,
+            }
+        })
+        .collect()
+}
+
+/// Labels every object of the lab carries.
+fn labels(lab: &str, seed: &str, role: &str) -> Value {
+    json!({
+        crate::provider::docker::LABEL_LAB: lab,
+        crate::provider::docker::LABEL_SEED: seed,
+        crate::provider::docker::LABEL_ROLE: role,
+    })
+}
+
+fn meta(name: &str, ns: &str, labels: Value) -> Value {
+    json!({"name": name, "namespace": ns, "labels": labels})
+}
+
+/// The host name of etcd's client endpoint on a seed's ingress.
+pub fn client_host(t: &Topology, seed: &str) -> String {
+    format!("etcd-main-client.{seed}.{}", t.shoot.zone())
+}
+
+/// Every object of `seed` (at `index` in the topology) in lab `lab`.
+pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> Vec<Manifest> {
+    let ns = namespace(&t.shoot.name);
+    let source = t.source().name == seed;
+    let mine = members(t, s, seed);
+    let mut out = vec![Manifest::new(
+        0,
+        json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": labels(lab, seed, "namespace")},
+        }),
+    )];
+    // The source's members form the cluster at `up`; the destination's are
+    // made with zero replicas, their initial cluster written by the
+    // migration when each joins.
+    let cluster: Vec<(String, String)> = members(t, s, &t.source().name)
+        .iter()
+        .map(|m| (m.name.clone(), m.peer_url()))
+        .collect();
+    for m in &mine {
+        out.push(Manifest::new(10, member_service(lab, &ns, m)));
+        if !s.with_etcd_druid {
+            out.push(Manifest::new(
+                11,
+                member_statefulset(lab, &ns, t, m, &cluster, source),
+            ));
+        }
+    }
+    out.push(Manifest::new(10, client_service(lab, &ns, seed)));
+    out.push(Manifest::new(12, network_policy(lab, &ns, seed)));
+    if s.with_etcd_druid {
+        out.push(Manifest::new(
+            11,
+            super::render::druid_etcd(lab, &ns, &mine, &cluster, source),
+        ));
+    }
+    out.push(Manifest::new(20, apiserver_deployment(lab, &ns, t, seed)));
+    out.push(Manifest::new(20, apiserver_service(lab, &ns, seed)));
+    out.push(Manifest::new(30, gateway(lab, &ns, t, seed, &mine)));
+    for m in &mine {
+        out.push(Manifest::new(31, member_virtual_service(lab, &ns, m)));
+        out.push(Manifest::new(32, member_destination_rule(lab, &ns, m)));
+    }
+    out.push(Manifest::new(31, api_virtual_service(lab, &ns, t, seed)));
+    out.push(Manifest::new(31, client_virtual_service(lab, &ns, t, seed)));
+    out.sort_by(|a, b| a.file.cmp(&b.file));
+    out
+}
+
+fn member_service(lab: &str, ns: &str, m: &KindMember) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": meta(&m.service(), ns, labels(lab, &m.seed, "etcd")),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"statefulset.kubernetes.io/pod-name": m.pod()},
+            // Peers connect before the member is ready (it is not, until it
+            // has joined): the Service must route to it anyway.
+            "publishNotReadyAddresses": true,
+            "ports": [
+                {"name": "client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"},
+                {"name": "peer", "port": PEER_PORT, "targetPort": PEER_PORT, "protocol": "TCP"},
+            ],
+        },
+    })
+}
+
+fn client_service(lab: &str, ns: &str, seed: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": meta("etcd-main-client", ns, labels(lab, seed, "etcd")),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": seed},
+            "ports": [{"name": "client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"}],
+        },
+    })
+}
+
+/// The etcd image of the topology's version.
+pub fn etcd_image(t: &Topology) -> &'static str {
+    match t.etcd.etcd_version() {
+        Ok(EtcdVersion::V3_5) => ETCD_IMAGE_3_5,
+        _ => ETCD_IMAGE_3_4,
+    }
+}
+
+/// The member's etcd command line: the docker form's flags exactly, with
+/// the kind form's peer URLs.
+pub fn member_command(
+    t: &Topology,
+    m: &KindMember,
+    cluster: &[(String, String)],
+    state: ClusterState,
+) -> Vec<String> {
+    let as_state = MemberState {
+        name: m.name.clone(),
+        seed: m.seed.clone(),
+        container: m.pod(),
+        volume: String::new(),
+        ip: std::net::Ipv4Addr::UNSPECIFIED,
+        host: m.host.clone(),
+    };
+    let version = t.etcd.etcd_version().unwrap_or_default();
+    let mut argv = crate::etcd::member_command(
+        &as_state,
+        cluster,
+        state,
+        &format!("{}-etcd", t.shoot.name),
+        version,
+        t.etcd.pre_vote,
+    );
+    argv[0] = "etcd".into();
+    for a in argv.iter_mut() {
+        if a.starts_with("--initial-advertise-peer-urls=") {
+            *a = format!("--initial-advertise-peer-urls={}", m.peer_url());
+        }
+    }
+    argv
+}
+
+fn member_statefulset(
+    lab: &str,
+    ns: &str,
+    t: &Topology,
+    m: &KindMember,
+    cluster: &[(String, String)],
+    source: bool,
+) -> Value {
+    let pod_labels = json!({
+        "app.kubernetes.io/part-of": "etcd-main",
+        "app.kubernetes.io/name": m.name,
+        "cpmlab.seed": m.seed,
+        crate::provider::docker::LABEL_LAB: lab,
+        crate::provider::docker::LABEL_ROLE: "etcd",
+    });
+    let state = if source {
+        ClusterState::New
+    } else {
+        ClusterState::Existing
+    };
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "etcd")),
+        "spec": {
+            "replicas": if source { 1 } else { 0 },
+            "serviceName": m.service(),
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app.kubernetes.io/name": m.name}},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": "etcd",
+                        "image": etcd_image(t),
+                        "command": member_command(t, m, cluster, state),
+                        "ports": [
+                            {"name": "client", "containerPort": CLIENT_PORT},
+                            {"name": "peer", "containerPort": PEER_PORT},
+                            {"name": "metrics", "containerPort": 2381},
+                        ],
+                        "readinessProbe": {
+                            "httpGet": {"path": "/health", "port": 2381},
+                            "periodSeconds": 5,
+                        },
+                        "volumeMounts": [
+                            {"name": "data", "mountPath": DATA_DIR},
+                            {"name": "tls", "mountPath": PKI_DIR, "readOnly": true},
+                        ],
+                    }],
+                    "volumes": [{
+                        "name": "tls",
+                        "secret": {"secretName": format!("{}-tls", m.name), "defaultMode": 0o400},
+                    }],
+                },
+            },
+            "volumeClaimTemplates": [{
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            }],
+        },
+    })
+}
+
+fn network_policy(lab: &str, ns: &str, seed: &str) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": meta("allow-ingressgateway-to-etcd", ns, labels(lab, seed, "etcd")),
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "etcd-main"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    // Peers and clients of other seeds arrive through the
+                    // ingress gateway (from its address: SNAT).
+                    "from": [{
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": INGRESS_NAMESPACE}},
+                        "podSelector": {"matchLabels": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1}},
+                    }],
+                    "ports": [
+                        {"protocol": "TCP", "port": CLIENT_PORT},
+                        {"protocol": "TCP", "port": PEER_PORT},
+                    ],
+                },
+                {
+                    "from": [
+                        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "etcd-main"}}},
+                        {"podSelector": {"matchLabels": {"app": "kubernetes", "role": "apiserver"}}},
+                    ],
+                    "ports": [
+                        {"protocol": "TCP", "port": CLIENT_PORT},
+                        {"protocol": "TCP", "port": PEER_PORT},
+                    ],
+                },
+                {
+                    // The lab's observer scrapes /metrics.
+                    "ports": [{"protocol": "TCP", "port": 2381}],
+                },
+            ],
+        },
+    })
+}
+
+/// kube-apiserver's flags as Gardener sets them for a shoot, with the
+/// topology's shutdown settings; it talks to its own seed's etcd only.
+pub fn apiserver_args(t: &Topology, seed: &str) -> Vec<String> {
+    let (_, services) =
+        super::config::seed_ranges(t.seeds.iter().position(|s| s.name == seed).unwrap_or(0));
+    let mut a = vec![
+        "--allow-privileged=true".to_string(),
+        "--anonymous-auth=false".into(),
+        "--authorization-mode=RBAC".into(),
+        "--secure-port=443".into(),
+        format!("--etcd-servers=https://etcd-main-client:{CLIENT_PORT}"),
+        "--etcd-cafile=/srv/kubernetes/etcd/ca.crt".into(),
+        "--etcd-certfile=/srv/kubernetes/etcd/client.crt".into(),
+        "--etcd-keyfile=/srv/kubernetes/etcd/client.key".into(),
+        "--tls-cert-file=/srv/kubernetes/tls/tls.crt".into(),
+        "--tls-private-key-file=/srv/kubernetes/tls/tls.key".into(),
+        "--client-ca-file=/srv/kubernetes/ca/ca.crt".into(),
+        "--token-auth-file=/srv/kubernetes/token/static_tokens.csv".into(),
+        "--service-account-issuer=https://".to_string() + &t.shoot.api_name(),
+        "--service-account-key-file=/srv/kubernetes/service-account-key/sa.pub".into(),
+        "--service-account-signing-key-file=/srv/kubernetes/service-account-key/sa.key".into(),
+        format!("--service-cluster-ip-range={services}"),
+        "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota".into(),
+        "--http2-max-streams-per-connection=1000".into(),
+        "--livez-grace-period=1m".into(),
+        "--profiling=false".into(),
+        format!("--shutdown-delay-duration={}", t.api.shutdown_delay),
+        format!(
+            "--shutdown-watch-termination-grace-period={}",
+            t.api.watch_termination_grace
+        ),
+        format!(
+            "--shutdown-send-retry-after={}",
+            t.api.shutdown_send_retry_after
+        ),
+        "--watch-cache=true".into(),
+        "--v=2".into(),
+    ];
+    a.shrink_to_fit();
+    a
+}
+
+fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
+    let grace =
+        crate::link::profile::parse_duration("api.termination_grace", &t.api.termination_grace)
+            .map(|d| d.as_secs())
+            .unwrap_or(30);
+    let source = t.source().name == seed;
+    let secret = |name: &str, mount: &str, secret: &str| {
+        (
+            json!({"name": name, "mountPath": mount, "readOnly": true}),
+            json!({"name": name, "secret": {"secretName": secret, "defaultMode": 0o400}}),
+        )
+    };
+    let mounts = [
+        secret(
+            "etcd-client",
+            "/srv/kubernetes/etcd",
+            "kube-apiserver-etcd-client",
+        ),
+        secret("tls", "/srv/kubernetes/tls", "kube-apiserver-tls"),
+        secret("ca", "/srv/kubernetes/ca", "ca"),
+        secret(
+            "token",
+            "/srv/kubernetes/token",
+            "kube-apiserver-static-token",
+        ),
+        secret(
+            "service-account-key",
+            "/srv/kubernetes/service-account-key",
+            "service-account-key",
+        ),
+    ];
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
+        "spec": {
+            // The destination's replicas start at the migration's
+            // StartDestinationAPIServer step.
+            "replicas": if source { t.api.replicas } else { 0 },
+            "selector": {"matchLabels": {"app": "kubernetes", "role": "apiserver"}},
+            "template": {
+                "metadata": {"labels": {
+                    "app": "kubernetes", "role": "apiserver", "cpmlab.seed": seed,
+                    crate::provider::docker::LABEL_LAB: lab,
+                    crate::provider::docker::LABEL_ROLE: "apiserver",
+                }},
+                "spec": {
+                    "terminationGracePeriodSeconds": grace,
+                    "containers": [{
+                        "name": "kube-apiserver",
+                        "image": KUBE_APISERVER_IMAGE,
+                        "command": ["/usr/local/bin/kube-apiserver"],
+                        "args": apiserver_args(t, seed),
+                        "ports": [{"name": "https", "containerPort": API_PORT}],
+                        "readinessProbe": {
+                            "httpGet": {"path": "/readyz", "port": API_PORT, "scheme": "HTTPS"},
+                            "periodSeconds": 1,
+                            "failureThreshold": 1,
+                        },
+                        "livenessProbe": {
+                            "httpGet": {"path": "/livez", "port": API_PORT, "scheme": "HTTPS"},
+                            "periodSeconds": 10,
+                            "failureThreshold": 3,
+                        },
+                        "volumeMounts": mounts.iter().map(|m| m.0.clone()).collect::<Vec<_>>(),
+                    }],
+                    "volumes": mounts.iter().map(|m| m.1.clone()).collect::<Vec<_>>(),
+                },
+            },
+        },
+    })
+}
+
+fn apiserver_service(lab: &str, ns: &str, seed: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app": "kubernetes", "role": "apiserver"},
+            "ports": [{"name": "https", "port": API_PORT, "targetPort": API_PORT, "protocol": "TCP"}],
+        },
+    })
+}
+
+fn passthrough_server(name: &str, port: u16, host: &str) -> Value {
+    json!({
+        "port": {"number": port, "name": name, "protocol": "TLS"},
+        "tls": {"mode": "PASSTHROUGH"},
+        "hosts": [host],
+    })
+}
+
+fn gateway(lab: &str, ns: &str, t: &Topology, seed: &str, mine: &[KindMember]) -> Value {
+    let mut servers = vec![
+        passthrough_server("tls-api", API_PORT, &t.shoot.api_name()),
+        passthrough_server("tls-etcd-client", CLIENT_PORT, &client_host(t, seed)),
+    ];
+    for m in mine {
+        servers.push(passthrough_server(
+            &format!("tls-{}-peer", m.name),
+            m.peer_port,
+            &m.host,
+        ));
+        servers.push(passthrough_server(
+            &format!("tls-{}-client", m.name),
+            CLIENT_PORT,
+            &m.host,
+        ));
+    }
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+        "metadata": meta("shoot-control-plane", ns, labels(lab, seed, "gateway")),
+        "spec": {
+            "selector": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1},
+            "servers": servers,
+        },
+    })
+}
+
+fn tls_route(port: u16, host: &str, service: &str, ns: &str, to_port: u16) -> Value {
+    json!({
+        "match": [{"port": port, "sniHosts": [host]}],
+        "route": [{"destination": {
+            "host": format!("{service}.{ns}.svc.cluster.local"),
+            "port": {"number": to_port},
+        }}],
+    })
+}
+
+fn member_virtual_service(lab: &str, ns: &str, m: &KindMember) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "gateway")),
+        "spec": {
+            "hosts": [m.host],
+            "gateways": ["shoot-control-plane"],
+            "tls": [
+                tls_route(m.peer_port, &m.host, &m.service(), ns, PEER_PORT),
+                tls_route(CLIENT_PORT, &m.host, &m.service(), ns, CLIENT_PORT),
+            ],
+        },
+    })
+}
+
+fn member_destination_rule(lab: &str, ns: &str, m: &KindMember) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "gateway")),
+        "spec": {
+            "host": format!("{}.{ns}.svc.cluster.local", m.service()),
+            "trafficPolicy": {
+                // Passthrough: etcd's own TLS end to end, the gateway adds none.
+                "tls": {"mode": "DISABLE"},
+                "connectionPool": {"tcp": {
+                    "connectTimeout": "5s",
+                    "tcpKeepalive": {"time": "30s", "interval": "10s"},
+                }},
+            },
+        },
+    })
+}
+
+fn api_virtual_service(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
+    let host = t.shoot.api_name();
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": meta("kube-apiserver", ns, labels(lab, seed, "gateway")),
+        "spec": {
+            "hosts": [host],
+            "gateways": ["shoot-control-plane"],
+            "tls": [tls_route(API_PORT, &host, "kube-apiserver", ns, API_PORT)],
+        },
+    })
+}
+
+fn client_virtual_service(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
+    let host = client_host(t, seed);
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": meta("etcd-main-client", ns, labels(lab, seed, "gateway")),
+        "spec": {
+            "hosts": [host],
+            "gateways": ["shoot-control-plane"],
+            "tls": [tls_route(CLIENT_PORT, &host, "etcd-main-client", ns, CLIENT_PORT)],
+        },
+    })
+}
+
+/// The ingress gateway's Service ports: the API, etcd's client port, and
+/// each member's peer port (one shared port in `address` exposure).
+pub fn ingress_ports(t: &Topology, s: &KindSettings, seed: &str) -> Vec<(String, u16)> {
+    let mine = members(t, s, seed);
+    let mut v = vec![
+        ("tls-api".to_string(), API_PORT),
+        ("tls-etcd-client".to_string(), CLIENT_PORT),
+    ];
+    match s.exposure {
+        PeerExposure::Port => {
+            for m in &mine {
+                v.push((format!("tls-{}-peer", m.name), m.peer_port));
+            }
+        }
+        PeerExposure::Address => v.push(("tls-etcd-peer".into(), PEER_PORT)),
+    }
+    v
+}

@@ -1,0 +1,283 @@
+//! The kind provider behind the `Provider` interface: a workload is a pod,
+//! named `<kubectl context>/<namespace>/<pod>`, reached with kubectl.
+//!
+//! What differs from the docker provider (README, "Providers"): a member is
+//! stopped and started by scaling its StatefulSet (its data is a
+//! PersistentVolumeClaim and stays), a pod cannot be frozen (Kubernetes has
+//! no pause: `freeze` is refused, kill it instead), and what the docker
+//! provider does to its own gateway and DNS containers is not wired to
+//! Istio and the lab's DNS yet: those methods say so.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::pki::Ca;
+use crate::provider::{ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState};
+use crate::state::{ApiServerState, LabState, MemberState};
+
+pub struct KindProvider;
+
+/// A pod's address in the kind form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub context: String,
+    pub namespace: String,
+    pub pod: String,
+}
+
+impl PodRef {
+    pub fn parse(workload: &str) -> Result<PodRef> {
+        let mut it = workload.splitn(3, '/');
+        match (it.next(), it.next(), it.next()) {
+            (Some(c), Some(n), Some(p)) if !c.is_empty() && !n.is_empty() && !p.is_empty() => {
+                Ok(PodRef {
+                    context: c.into(),
+                    namespace: n.into(),
+                    pod: p.into(),
+                })
+            }
+            _ => {
+                anyhow::bail!("`{workload}` is not a kind workload (`<context>/<namespace>/<pod>`)")
+            }
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = vec![
+            "kubectl".into(),
+            "--context".into(),
+            self.context.clone(),
+            "-n".into(),
+            self.namespace.clone(),
+        ];
+        v.extend(args.iter().map(|s| s.to_string()));
+        v
+    }
+
+    /// The StatefulSet a member's pod belongs to (`<member>-0` → `<member>`).
+    fn statefulset(&self) -> Option<&str> {
+        self.pod.strip_suffix("-0")
+    }
+}
+
+async fn kubectl(argv: &[String]) -> Result<Output> {
+    let run = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .with_context(|| format!("`{}` took over 60 s", argv.join(" ")))?
+        .with_context(|| format!("run `{}` (is kubectl installed?)", argv.join(" ")))?;
+    Ok(Output {
+        code: out.status.code().unwrap_or(-1) as i64,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+async fn kubectl_ok(argv: Vec<String>) -> Result<String> {
+    let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+    let out = kubectl(&argv).await?;
+    out.stdout_if_ok("kubectl", &refs)
+}
+
+/// A pod's phase as the interface's state.
+pub fn state_of_pod(pod: &serde_json::Value) -> WorkloadState {
+    match pod["status"]["phase"].as_str() {
+        Some("Running") => WorkloadState::Running,
+        Some("Pending") => WorkloadState::Created,
+        Some(_) => WorkloadState::Stopped,
+        None => WorkloadState::Missing,
+    }
+}
+
+fn unsupported(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the kind provider cannot {what} yet: run this with the docker provider \
+         (README, \"Providers\", says what each provider does)"
+    )
+}
+
+#[async_trait::async_trait]
+impl Provider for KindProvider {
+    fn name(&self) -> &'static str {
+        "kind"
+    }
+
+    async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {
+        let p = PodRef::parse(workload)?;
+        let out = kubectl(&p.kubectl(&["get", "pod", &p.pod, "-o", "json"])).await?;
+        if !out.ok() {
+            return Ok(WorkloadState::Missing);
+        }
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).context("kubectl get pod")?;
+        Ok(state_of_pod(&v))
+    }
+
+    async fn signal(&self, workload: &str, signal: Signal) -> Result<()> {
+        let p = PodRef::parse(workload)?;
+        match signal {
+            // As the kubelet stops a pod: SIGTERM, the grace period, SIGKILL.
+            Signal::Term => kubectl_ok(p.kubectl(&["delete", "pod", &p.pod, "--wait=false"])).await,
+            Signal::Kill => {
+                kubectl_ok(p.kubectl(&[
+                    "delete",
+                    "pod",
+                    &p.pod,
+                    "--grace-period=0",
+                    "--force",
+                    "--wait=false",
+                ]))
+                .await
+            }
+        }
+        .map(|_| ())
+    }
+
+    async fn freeze(&self, _workload: &str, _frozen: bool) -> Result<()> {
+        Err(unsupported(
+            "freeze a pod (Kubernetes has no pause; kill it instead)",
+        ))
+    }
+
+    async fn stop(&self, workload: &str, grace: Duration) -> Result<()> {
+        let p = PodRef::parse(workload)?;
+        let sts = p
+            .statefulset()
+            .with_context(|| format!("{workload} is not a member's pod"))?;
+        kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=0"])).await?;
+        let timeout = format!("--timeout={}s", grace.as_secs() + 30);
+        kubectl_ok(p.kubectl(&["wait", "--for=delete", &format!("pod/{}", p.pod), &timeout]))
+            .await
+            .map(|_| ())
+    }
+
+    async fn start(&self, _state: &LabState, workload: &str) -> Result<()> {
+        let p = PodRef::parse(workload)?;
+        let sts = p
+            .statefulset()
+            .with_context(|| format!("{workload} is not a member's pod"))?;
+        kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
+            .await
+            .map(|_| ())
+    }
+
+    async fn release(&self, _state: &LabState, _workload: &str) -> Result<()> {
+        // A pod starts with its routes and resolver: nothing waits.
+        Ok(())
+    }
+
+    async fn start_member(
+        &self,
+        _state: &LabState,
+        _ca: &Ca,
+        _m: &MemberState,
+        _cluster: &[(String, String)],
+    ) -> Result<()> {
+        Err(unsupported(
+            "start a joining member (scale its StatefulSet with the join's initial cluster)",
+        ))
+    }
+
+    async fn start_apiserver(
+        &self,
+        _state: &LabState,
+        _ca: &Ca,
+        _a: &ApiServerState,
+        _etcd_servers: &[String],
+        _sa: &(String, String),
+    ) -> Result<()> {
+        Err(unsupported(
+            "start an API server replica (scale the seed's kube-apiserver Deployment)",
+        ))
+    }
+
+    async fn remove(&self, _state: &LabState, workload: &str, _data: Option<&str>) -> Result<()> {
+        self.stop(workload, Duration::from_secs(30)).await
+    }
+
+    async fn sync_gateway(&self, _state: &LabState, _seed: &str) -> Result<()> {
+        // Istio's routes are rendered for every planned member at `up`.
+        Ok(())
+    }
+
+    async fn set_dns(&self, _state: &LabState, _records: &[(&str, &[Ipv4Addr])]) -> Result<()> {
+        Err(unsupported("update the lab's DNS"))
+    }
+
+    async fn exec(&self, workload: &str, argv: &[&str]) -> Result<Output> {
+        let p = PodRef::parse(workload)?;
+        let mut args = vec!["exec", p.pod.as_str(), "--"];
+        args.extend_from_slice(argv);
+        kubectl(&p.kubectl(&args)).await
+    }
+
+    async fn upload(&self, _workload: &str, _files: &[FileSpec]) -> Result<()> {
+        Err(unsupported(
+            "write files into a pod (the kind form mounts Secrets)",
+        ))
+    }
+
+    async fn labs(&self) -> Result<Vec<String>> {
+        let out = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
+        let mut labs: Vec<String> = out
+            .stdout
+            .lines()
+            .filter_map(|c| c.rsplit_once("-seed-").map(|(lab, _)| lab.to_string()))
+            .collect();
+        labs.sort();
+        labs.dedup();
+        Ok(labs)
+    }
+
+    async fn workloads(&self, _lab: Option<&str>) -> Result<Vec<Workload>> {
+        Err(unsupported("list a lab's pods"))
+    }
+
+    async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
+        let p = PodRef::parse(workload)?;
+        Ok(kubectl_ok(p.kubectl(&["logs", &p.pod, "--timestamps"]))
+            .await?
+            .into_bytes())
+    }
+
+    async fn start_client(&self, _state: &LabState, _client: &ClientSpec) -> Result<()> {
+        Err(unsupported("start the probe agent"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_are_context_namespace_pod() {
+        let p = PodRef::parse("kind-lab-seed-a/shoot--local--x/seed-a-etcd-0-0").unwrap();
+        assert_eq!(p.context, "kind-lab-seed-a");
+        assert_eq!(p.statefulset(), Some("seed-a-etcd-0"));
+        assert_eq!(
+            p.kubectl(&["get", "pod", "x"])[..5],
+            [
+                "kubectl",
+                "--context",
+                "kind-lab-seed-a",
+                "-n",
+                "shoot--local--x"
+            ]
+        );
+        assert!(PodRef::parse("lab-seed-a-etcd-0").is_err());
+        assert!(PodRef::parse("a//b").is_err());
+    }
+
+    #[test]
+    fn pod_phases_map_to_workload_states() {
+        let pod = |phase: &str| serde_json::json!({"status": {"phase": phase}});
+        assert_eq!(state_of_pod(&pod("Running")), WorkloadState::Running);
+        assert_eq!(state_of_pod(&pod("Pending")), WorkloadState::Created);
+        assert_eq!(state_of_pod(&pod("Failed")), WorkloadState::Stopped);
+        assert_eq!(state_of_pod(&serde_json::json!({})), WorkloadState::Missing);
+    }
+}

@@ -1,0 +1,671 @@
+//! Everything the kind form applies, as files: `cpmlab up --provider kind
+//! --render DIR` writes them without creating anything, and `up` applies
+//! the same files, so what a user reads is what runs.
+//!
+//! ```text
+//! DIR/README.md                      the order to apply them in
+//! DIR/kind/<seed>.yaml               kind's cluster config
+//! DIR/<seed>/istio-operator.yaml     `istioctl install -f`: the ingress gateway and its ports
+//! DIR/<seed>/metallb/*.yaml          LoadBalancer addresses on the seed's Docker network
+//! DIR/<seed>/manifests/*.yaml        namespace, etcd, kube-apiserver, Istio routes, policy
+//! DIR/<seed>/secrets/*.yaml          TLS and tokens from the lab CA (0600; `up` only)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use super::manifests::{self, KindMember, Manifest};
+use super::{
+    cluster_name, namespace, KindSettings, PeerExposure, CLIENT_PORT, INGRESS_NAMESPACE,
+    INGRESS_SELECTOR, ISTIO_VERSION, PEER_PORT,
+};
+use crate::addressing::Net24;
+use crate::topology::Topology;
+
+/// A rendered file, relative to the render directory.
+#[derive(Debug, Clone)]
+pub struct RenderedFile {
+    pub path: PathBuf,
+    pub contents: String,
+    /// Holds keys or tokens: written 0600.
+    pub secret: bool,
+}
+
+/// One object as YAML.
+pub fn yaml(v: &Value) -> String {
+    serde_saphyr::to_string(v).expect("a JSON value is always YAML")
+}
+
+/// The LoadBalancer addresses MetalLB hands out on a seed's network.
+pub fn lb_range(net: Net24) -> (std::net::Ipv4Addr, std::net::Ipv4Addr) {
+    (net.host(200), net.host(239))
+}
+
+/// Every file but the secrets, for lab `lab` whose seeds sit on `nets`
+/// (in topology order). Pure: the snapshot tests read it.
+pub fn render(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24]) -> Vec<RenderedFile> {
+    let mut out = vec![RenderedFile {
+        path: "README.md".into(),
+        contents: readme(lab, t),
+        secret: false,
+    }];
+    for (i, seed) in t.seeds.iter().enumerate() {
+        let seed = &seed.name;
+        let file = |p: String, contents: String| RenderedFile {
+            path: p.into(),
+            contents,
+            secret: false,
+        };
+        out.push(file(
+            format!("kind/{seed}.yaml"),
+            yaml(&super::config::cluster_config(lab, seed, i, s)),
+        ));
+        out.push(file(
+            format!("{seed}/istio-operator.yaml"),
+            yaml(&istio_operator(t, s, seed)),
+        ));
+        if let Some(net) = nets.get(i) {
+            for m in metallb(lab, seed, *net) {
+                out.push(file(format!("{seed}/metallb/{}", m.file), yaml(&m.object)));
+            }
+        }
+        if s.exposure == PeerExposure::Address {
+            for m in manifests::members(t, s, seed) {
+                let svc = member_ingress_service(lab, &m);
+                out.push(file(
+                    format!("{seed}/manifests/35-service-{}-ingress.yaml", m.name),
+                    yaml(&svc),
+                ));
+            }
+        }
+        for m in manifests::seed_manifests(lab, t, s, seed) {
+            out.push(file(
+                format!("{seed}/manifests/{}", m.file),
+                yaml(&m.object),
+            ));
+        }
+    }
+    out
+}
+
+/// Writes `files` under `dir` (created; files it holds already are
+/// replaced): secrets 0600, the rest 0644, directories 0700.
+pub fn write(dir: &Path, files: &[RenderedFile]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    for f in files {
+        let p = dir.join(&f.path);
+        if let Some(parent) = p.parent() {
+            crate::state::create_private_dir(parent)
+                .with_context(|| format!("create {}", parent.display()))?;
+        }
+        let _ = std::fs::remove_file(&p);
+        let mut h = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(if f.secret { 0o600 } else { 0o644 })
+            .open(&p)
+            .with_context(|| format!("write {}", p.display()))?;
+        h.write_all(f.contents.as_bytes())
+            .with_context(|| format!("write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn readme(lab: &str, t: &Topology) -> String {
+    let mut s = format!(
+        "# The kind form of lab `{lab}`, as `cpmlab up --provider kind` applies it\n\n\
+         Istio {ISTIO_VERSION}, MetalLB {}, {}, {}.\n\n",
+        super::METALLB_VERSION,
+        super::KUBE_APISERVER_IMAGE,
+        manifests::etcd_image(t),
+    );
+    for seed in &t.seeds {
+        let seed = &seed.name;
+        let c = cluster_name(lab, seed);
+        s += &format!(
+            "## {seed}\n\n```sh\n\
+             KIND_EXPERIMENTAL_DOCKER_NETWORK={lab}-{seed} kind create cluster --config kind/{seed}.yaml\n\
+             kubectl --context kind-{c} apply -f https://raw.githubusercontent.com/metallb/metallb/{}/config/manifests/metallb-native.yaml\n\
+             kubectl --context kind-{c} apply -f {seed}/metallb/\n\
+             istioctl install -y --context kind-{c} -f {seed}/istio-operator.yaml\n\
+             kubectl --context kind-{c} apply -f {seed}/manifests/00-namespace-{}.yaml\n\
+             kubectl --context kind-{c} apply -f {seed}/secrets/ -f {seed}/manifests/\n```\n\n",
+            super::METALLB_VERSION,
+            namespace(&t.shoot.name),
+        );
+    }
+    s
+}
+
+/// Istio's install for a seed: the ingress gateway alone (no sidecars are
+/// needed: the gateway passes TLS through), its Service a LoadBalancer
+/// with every port the seed's Gateway serves.
+pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str) -> Value {
+    let ports: Vec<Value> = manifests::ingress_ports(t, s, seed)
+        .into_iter()
+        .map(|(name, port)| json!({"name": name, "port": port, "targetPort": port, "protocol": "TCP"}))
+        .collect();
+    json!({
+        "apiVersion": "install.istio.io/v1alpha1",
+        "kind": "IstioOperator",
+        "metadata": {"name": format!("{seed}-ingress"), "namespace": "istio-system"},
+        "spec": {
+            "profile": "minimal",
+            "tag": ISTIO_VERSION,
+            "components": {
+                "ingressGateways": [{
+                    "name": "istio-ingressgateway",
+                    "namespace": INGRESS_NAMESPACE,
+                    "enabled": true,
+                    "label": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1},
+                    "k8s": {
+                        "service": {
+                            "type": "LoadBalancer",
+                            // Connections keep their client's address to the pod.
+                            "externalTrafficPolicy": "Local",
+                            "ports": ports,
+                        },
+                        "replicaCount": 1,
+                    },
+                }],
+            },
+        },
+    })
+}
+
+fn metallb(lab: &str, seed: &str, net: Net24) -> Vec<Manifest> {
+    let (from, to) = lb_range(net);
+    let labels =
+        json!({crate::provider::docker::LABEL_LAB: lab, crate::provider::docker::LABEL_SEED: seed});
+    vec![
+        Manifest {
+            file: "00-ipaddresspool.yaml".into(),
+            object: json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+                "metadata": {"name": seed, "namespace": "metallb-system", "labels": labels},
+                "spec": {"addresses": [format!("{from}-{to}")]},
+            }),
+        },
+        Manifest {
+            file: "01-l2advertisement.yaml".into(),
+            object: json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+                "metadata": {"name": seed, "namespace": "metallb-system", "labels": labels},
+                "spec": {"ipAddressPools": [seed]},
+            }),
+        },
+    ]
+}
+
+/// In `address` exposure, each member's own LoadBalancer address in front
+/// of the ingress gateway (its DNS name resolves there).
+fn member_ingress_service(lab: &str, m: &KindMember) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": format!("{}-ingress", m.name),
+            "namespace": INGRESS_NAMESPACE,
+            "labels": {
+                crate::provider::docker::LABEL_LAB: lab,
+                crate::provider::docker::LABEL_SEED: m.seed,
+                crate::provider::docker::LABEL_ROLE: "gateway",
+            },
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "externalTrafficPolicy": "Local",
+            "selector": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1},
+            "ports": [
+                {"name": "tls-peer", "port": PEER_PORT, "targetPort": PEER_PORT, "protocol": "TCP"},
+                {"name": "tls-client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"},
+            ],
+        },
+    })
+}
+
+/// etcd-druid's `Etcd` for a seed (with `--with-etcd-druid`): the member
+/// name prefix keeps both seeds' members apart, each member advertises its
+/// ingress URL beside druid's in-cluster one, the destination bootstraps
+/// into the source's cluster, and peers' client SANs are not checked
+/// (they arrive from the gateway's address).
+pub fn druid_etcd(
+    lab: &str,
+    ns: &str,
+    mine: &[KindMember],
+    cluster: &[(String, String)],
+    source: bool,
+) -> Value {
+    let seed = mine.first().map(|m| m.seed.as_str()).unwrap_or("seed");
+    let mut spec = json!({
+        "replicas": if source { mine.len() } else { 0 },
+        "labels": {"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": seed},
+        "selector": {"matchLabels": {"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": seed}},
+        "etcd": {
+            "memberNamePrefix": format!("{seed}-etcd"),
+            "quota": "8Gi",
+            "metrics": "extensive",
+            "clientUrlTls": {
+                "tlsCASecretRef": {"name": "ca", "dataKey": "ca.crt"},
+                "serverTLSSecretRef": {"name": format!("{seed}-etcd-server")},
+                "clientTLSSecretRef": {"name": format!("{seed}-etcd-client")},
+            },
+            "peerUrlTls": {
+                "tlsCASecretRef": {"name": "ca", "dataKey": "ca.crt"},
+                "serverTLSSecretRef": {"name": format!("{seed}-etcd-peer")},
+                "skipClientSANVerification": true,
+            },
+            "additionalAdvertisePeerUrls": mine.iter().map(|m| json!({
+                "memberName": m.name, "urls": [m.peer_url()],
+            })).collect::<Vec<_>>(),
+        },
+        "backup": {},
+        "sharedConfig": {"autoCompactionMode": "periodic", "autoCompactionRetention": "30m"},
+        "storageCapacity": "10Gi",
+    });
+    if !source {
+        spec["etcd"]["bootstrapWithExistingCluster"] = json!({
+            "joinMode": "learner",
+            "members": cluster.iter().map(|(name, url)| json!({"name": name, "peerUrls": [url]})).collect::<Vec<_>>(),
+        });
+    }
+    json!({
+        "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+        "metadata": {"name": "etcd-main", "namespace": ns, "labels": {
+            crate::provider::docker::LABEL_LAB: lab,
+            crate::provider::docker::LABEL_SEED: seed,
+            crate::provider::docker::LABEL_ROLE: "etcd",
+        }},
+        "spec": spec,
+    })
+}
+
+/// The TLS and token Secrets of a seed, from the lab's CA: each member's
+/// certificate (its SNI name and its Services' names), kube-apiserver's
+/// serving and etcd-client certificates, the probes' static token and the
+/// service-account key pair.
+pub fn secrets(
+    t: &Topology,
+    s: &KindSettings,
+    seed: &str,
+    ca: &crate::pki::Ca,
+    token: &str,
+    sa: &(String, String),
+) -> Result<Vec<RenderedFile>> {
+    use base64::Engine as _;
+    let ns = namespace(&t.shoot.name);
+    let b64 = |x: &str| base64::engine::general_purpose::STANDARD.encode(x);
+    let secret = |name: &str, data: Value| RenderedFile {
+        path: format!("{seed}/secrets/{name}.yaml").into(),
+        contents: yaml(&json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": ns},
+            "data": data,
+        })),
+        secret: true,
+    };
+    let ca_pem = ca.cert_pem.clone();
+    let mut out = vec![secret("ca", json!({"ca.crt": b64(&ca_pem)}))];
+    for m in manifests::members(t, s, seed) {
+        let dns = vec![
+            m.host.clone(),
+            m.service(),
+            format!("{}.{ns}.svc", m.service()),
+            format!("{}.{ns}.svc.cluster.local", m.service()),
+            "etcd-main-client".into(),
+            format!("etcd-main-client.{ns}.svc"),
+            manifests::client_host(t, seed),
+        ];
+        let ck = ca.issue_member(&m.name, &dns, &[])?;
+        out.push(secret(
+            &format!("{}-tls", m.name),
+            json!({"ca.crt": b64(&ca_pem), "server.crt": b64(&ck.cert_pem), "server.key": b64(&ck.key_pem)}),
+        ));
+    }
+    let client = ca.issue_client("kube-apiserver")?;
+    out.push(secret(
+        "kube-apiserver-etcd-client",
+        json!({"ca.crt": b64(&ca_pem), "client.crt": b64(&client.cert_pem), "client.key": b64(&client.key_pem)}),
+    ));
+    let serving = ca.issue_member(
+        "kube-apiserver",
+        &[
+            t.shoot.api_name(),
+            "kube-apiserver".into(),
+            format!("kube-apiserver.{ns}.svc"),
+        ],
+        &[],
+    )?;
+    out.push(secret(
+        "kube-apiserver-tls",
+        json!({"tls.crt": b64(&serving.cert_pem), "tls.key": b64(&serving.key_pem)}),
+    ));
+    out.push(secret(
+        "kube-apiserver-static-token",
+        json!({"static_tokens.csv": b64(&format!("{token},cpmlab-probe,cpmlab-probe,system:masters\n"))}),
+    ));
+    out.push(secret(
+        "service-account-key",
+        json!({"sa.key": b64(&sa.0), "sa.pub": b64(&sa.1)}),
+    ));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, networking::v1 as net};
+
+    fn nets() -> Vec<Net24> {
+        (0..3)
+            .map(|i| Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
+            .collect()
+    }
+
+    fn rendered(s: &KindSettings) -> Vec<RenderedFile> {
+        render("cpmlab", &Topology::default(), s, &nets())
+    }
+
+    fn parse(f: &RenderedFile) -> Value {
+        serde_saphyr::from_str(&f.contents)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", f.path.display(), f.contents))
+    }
+
+    fn file<'a>(files: &'a [RenderedFile], path: &str) -> &'a RenderedFile {
+        files
+            .iter()
+            .find(|f| f.path == Path::new(path))
+            .unwrap_or_else(|| panic!("{path} not rendered"))
+    }
+
+    /// Parsed as its k8s-openapi type and written back, an object is what
+    /// it was: a misspelt or misplaced field would be dropped and differ.
+    fn round_trips<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value, at: &Path) {
+        let typed: T = serde_json::from_value(v.clone())
+            .unwrap_or_else(|e| panic!("{}: not a valid object: {e}", at.display()));
+        let back = serde_json::to_value(&typed).unwrap();
+        assert_eq!(&back, v, "{}: fields lost in the round trip", at.display());
+    }
+
+    fn check_builtin(files: &[RenderedFile]) -> usize {
+        let mut typed = 0;
+        for f in files
+            .iter()
+            .filter(|f| f.path.extension() == Some("yaml".as_ref()))
+        {
+            let v = parse(f);
+            let p = f.path.as_path();
+            typed += 1;
+            match (
+                v["apiVersion"].as_str().unwrap(),
+                v["kind"].as_str().unwrap(),
+            ) {
+                ("v1", "Namespace") => round_trips::<core::Namespace>(&v, p),
+                ("v1", "Service") => round_trips::<core::Service>(&v, p),
+                ("v1", "Secret") => round_trips::<core::Secret>(&v, p),
+                ("apps/v1", "StatefulSet") => round_trips::<apps::StatefulSet>(&v, p),
+                ("apps/v1", "Deployment") => round_trips::<apps::Deployment>(&v, p),
+                ("networking.k8s.io/v1", "NetworkPolicy") => {
+                    round_trips::<net::NetworkPolicy>(&v, p)
+                }
+                // No k8s-openapi type: custom resources and kind's config.
+                ("networking.istio.io/v1", "Gateway" | "VirtualService" | "DestinationRule")
+                | ("install.istio.io/v1alpha1", "IstioOperator")
+                | ("metallb.io/v1beta1", "IPAddressPool" | "L2Advertisement")
+                | ("druid.gardener.cloud/v1alpha1", "Etcd")
+                | ("kind.x-k8s.io/v1alpha4", "Cluster") => typed -= 1,
+                other => panic!("{}: unexpected {other:?}", p.display()),
+            }
+        }
+        typed
+    }
+
+    #[test]
+    fn every_builtin_object_parses_as_its_k8s_openapi_type() {
+        for s in [
+            KindSettings::default(),
+            KindSettings {
+                nodes: 3,
+                exposure: PeerExposure::Address,
+                with_etcd_druid: false,
+            },
+            KindSettings {
+                with_etcd_druid: true,
+                ..Default::default()
+            },
+        ] {
+            let files = rendered(&s);
+            assert!(check_builtin(&files) > 10, "{s:?}");
+        }
+        let t = Topology::default();
+        let ca = crate::pki::Ca::generate("cpmlab").unwrap();
+        let secrets = secrets(
+            &t,
+            &KindSettings::default(),
+            "seed-a",
+            &ca,
+            "tok",
+            &("k".into(), "p".into()),
+        )
+        .unwrap();
+        assert!(secrets.iter().all(|f| f.secret));
+        assert_eq!(check_builtin(&secrets), secrets.len());
+    }
+
+    #[test]
+    fn each_member_is_routed_by_its_sni_name_on_a_port_of_its_own() {
+        let files = rendered(&KindSettings::default());
+        let gw = parse(file(
+            &files,
+            "seed-b/manifests/30-gateway-shoot-control-plane.yaml",
+        ));
+        let servers = gw["spec"]["servers"].as_array().unwrap();
+        assert!(servers
+            .iter()
+            .all(|s| s["tls"]["mode"] == "PASSTHROUGH" && s["port"]["protocol"] == "TLS"));
+        let peer: Vec<(u64, &str)> = servers
+            .iter()
+            .filter(|s| s["port"]["name"].as_str().unwrap().ends_with("-peer"))
+            .map(|s| {
+                (
+                    s["port"]["number"].as_u64().unwrap(),
+                    s["hosts"][0].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            peer,
+            [
+                (9100, "seed-b-etcd-0.local.cpmlab.test"),
+                (9101, "seed-b-etcd-1.local.cpmlab.test"),
+                (9102, "seed-b-etcd-2.local.cpmlab.test"),
+            ]
+        );
+        // The ingress Service opens exactly those ports.
+        let op = parse(file(&files, "seed-b/istio-operator.yaml"));
+        let ports: Vec<u64> = op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]
+            ["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["port"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ports, [443, 2379, 9100, 9101, 9102]);
+        // A member's peer URL names its port, and its VirtualService
+        // sends that port's SNI to the member's own Service.
+        let vs = parse(file(
+            &files,
+            "seed-b/manifests/31-virtualservice-seed-b-etcd-1.yaml",
+        ));
+        assert_eq!(vs["spec"]["tls"][0]["match"][0]["port"], 9101);
+        assert_eq!(
+            vs["spec"]["tls"][0]["route"][0]["destination"]["host"],
+            "seed-b-etcd-1.shoot--local--local.svc.cluster.local"
+        );
+    }
+
+    #[test]
+    fn the_destination_waits_for_the_migration() {
+        let files = rendered(&KindSettings::default());
+        let sts = parse(file(
+            &files,
+            "seed-b/manifests/11-statefulset-seed-b-etcd-0.yaml",
+        ));
+        assert_eq!(sts["spec"]["replicas"], 0);
+        let cmd: Vec<&str> = sts["spec"]["template"]["spec"]["containers"][0]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(cmd.contains(&"--initial-cluster-state=existing"), "{cmd:?}");
+        assert!(cmd.contains(&"--experimental-peer-skip-client-san-verification=true"));
+        assert!(cmd.contains(
+            &"--initial-advertise-peer-urls=https://seed-b-etcd-0.local.cpmlab.test:9100"
+        ));
+        let src = parse(file(
+            &files,
+            "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
+        ));
+        assert_eq!(src["spec"]["replicas"], 1);
+        let api = parse(file(
+            &files,
+            "seed-b/manifests/20-deployment-kube-apiserver.yaml",
+        ));
+        assert_eq!(api["spec"]["replicas"], 0);
+    }
+
+    #[test]
+    fn address_exposure_gives_each_member_a_load_balancer() {
+        let s = KindSettings {
+            exposure: PeerExposure::Address,
+            ..Default::default()
+        };
+        let files = rendered(&s);
+        let svc = parse(file(
+            &files,
+            "seed-a/manifests/35-service-seed-a-etcd-2-ingress.yaml",
+        ));
+        assert_eq!(svc["spec"]["type"], "LoadBalancer");
+        assert_eq!(svc["metadata"]["namespace"], INGRESS_NAMESPACE);
+        let op = parse(file(&files, "seed-a/istio-operator.yaml"));
+        let ports = &op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]["ports"];
+        assert_eq!(ports.as_array().unwrap().len(), 3, "{ports}");
+    }
+
+    #[test]
+    fn druid_names_members_by_seed_and_bootstraps_the_destination() {
+        let s = KindSettings {
+            with_etcd_druid: true,
+            ..Default::default()
+        };
+        let files = rendered(&s);
+        assert!(!files
+            .iter()
+            .any(|f| f.path.to_string_lossy().contains("statefulset")));
+        let dst = parse(file(&files, "seed-b/manifests/11-etcd-etcd-main.yaml"));
+        assert_eq!(dst["spec"]["etcd"]["memberNamePrefix"], "seed-b-etcd");
+        assert_eq!(
+            dst["spec"]["etcd"]["peerUrlTls"]["skipClientSANVerification"],
+            true
+        );
+        let boot = &dst["spec"]["etcd"]["bootstrapWithExistingCluster"]["members"];
+        assert_eq!(boot[0]["name"], "seed-a-etcd-0");
+        assert_eq!(
+            dst["spec"]["etcd"]["additionalAdvertisePeerUrls"][2]["urls"][0],
+            "https://seed-b-etcd-2.local.cpmlab.test:9102"
+        );
+        let src = parse(file(&files, "seed-a/manifests/11-etcd-etcd-main.yaml"));
+        assert!(src["spec"]["etcd"]
+            .get("bootstrapWithExistingCluster")
+            .is_none());
+    }
+
+    #[test]
+    fn secrets_are_written_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let t = Topology::default();
+        crate::provider::kind::up::render_all(
+            "cpmlab",
+            &t,
+            &KindSettings::default(),
+            &nets(),
+            d.path(),
+        )
+        .unwrap();
+        let mode = |p: &str| {
+            std::fs::metadata(d.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("seed-a/secrets/seed-a-etcd-0-tls.yaml"), 0o600);
+        assert_eq!(mode("seed-a/secrets"), 0o700);
+        assert_eq!(mode("kind/seed-a.yaml"), 0o644);
+        assert!(d.path().join("steps.txt").exists());
+        assert!(d.path().join("README.md").exists());
+    }
+
+    /// The repository's kind-configs/ are what the default lab renders.
+    #[test]
+    fn kind_configs_in_the_repository_are_rendered_ones() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kind-configs");
+        for (nodes, suffix) in [(1, ""), (3, "-ha")] {
+            let files = rendered(&KindSettings {
+                nodes,
+                ..Default::default()
+            });
+            for seed in ["seed-a", "seed-b"] {
+                let want = &file(&files, &format!("kind/{seed}.yaml")).contents;
+                let path = repo.join(format!("{seed}{suffix}.yaml"));
+                if std::env::var_os("CPMLAB_WRITE_KIND_CONFIGS").is_some() {
+                    std::fs::write(&path, want).unwrap();
+                }
+                let have = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                    panic!(
+                        "{}: {e} (CPMLAB_WRITE_KIND_CONFIGS=1 cargo test writes it)",
+                        path.display()
+                    )
+                });
+                assert_eq!(
+                    &have,
+                    want,
+                    "{} differs from the render (CPMLAB_WRITE_KIND_CONFIGS=1 cargo test rewrites it)",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn snapshots_of_kind_configs_and_istio_resources() {
+        let files = rendered(&KindSettings::default());
+        for path in [
+            "kind/seed-a.yaml",
+            "seed-b/istio-operator.yaml",
+            "seed-b/manifests/30-gateway-shoot-control-plane.yaml",
+            "seed-b/manifests/31-virtualservice-seed-b-etcd-0.yaml",
+            "seed-b/manifests/32-destinationrule-seed-b-etcd-0.yaml",
+            "seed-b/manifests/31-virtualservice-kube-apiserver.yaml",
+            "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
+            "seed-a/manifests/12-networkpolicy-allow-ingressgateway-to-etcd.yaml",
+            "seed-a/manifests/20-deployment-kube-apiserver.yaml",
+            "seed-a/metallb/00-ipaddresspool.yaml",
+        ] {
+            let name = path
+                .replace('/', "__")
+                .trim_end_matches(".yaml")
+                .to_string();
+            insta::assert_snapshot!(name, file(&files, path).contents);
+        }
+        let ha = rendered(&KindSettings {
+            nodes: 3,
+            ..Default::default()
+        });
+        insta::assert_snapshot!("kind__seed-b-ha", file(&ha, "kind/seed-b.yaml").contents);
+    }
+}

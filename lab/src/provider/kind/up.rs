@@ -1,0 +1,397 @@
+//! `cpmlab up --provider kind`: the steps that make the kind form, as data
+//! (each a command with its arguments and environment, never a shell line),
+//! so that they can be read (`--render` writes them to `DIR/steps.txt`),
+//! tested, and run one by one with progress.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::{cluster_name, namespace, KindSettings, INGRESS_NAMESPACE};
+use crate::addressing::Net24;
+use crate::topology::Topology;
+
+/// One step: a command run on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub what: String,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Step {
+    fn new(what: impl Into<String>, argv: &[&str]) -> Step {
+        Step {
+            what: what.into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: vec![],
+        }
+    }
+
+    fn env(mut self, k: &str, v: &str) -> Step {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// The step as one readable line (for `steps.txt`; never run as such).
+    pub fn line(&self) -> String {
+        let env: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        format!("{}{}", env.concat(), self.argv.join(" "))
+    }
+}
+
+/// The steps after the rendered files are in `dir`: per seed, its cluster
+/// on its own Docker network (made beforehand, `<lab>-<seed>`), MetalLB
+/// with the seed's address pool, Istio's ingress gateway, then the shoot's
+/// namespace, secrets and manifests, and the waits that make each ready.
+pub fn steps(lab: &str, t: &Topology, dir: &Path) -> Vec<Step> {
+    let d = |p: String| dir.join(p).display().to_string();
+    let ns = namespace(&t.shoot.name);
+    let mut v = Vec::new();
+    for seed in &t.seeds {
+        let seed = &seed.name;
+        let c = cluster_name(lab, seed);
+        let ctx = format!("kind-{c}");
+        let net = crate::plan::network_name(lab, seed);
+        v.push(
+            Step::new(
+                format!("{seed}: kind cluster {c}"),
+                &[
+                    "kind",
+                    "create",
+                    "cluster",
+                    "--config",
+                    &d(format!("kind/{seed}.yaml")),
+                    "--wait",
+                    "120s",
+                ],
+            )
+            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &net),
+        );
+        let metallb = format!(
+            "https://raw.githubusercontent.com/metallb/metallb/{}/config/manifests/metallb-native.yaml",
+            super::METALLB_VERSION
+        );
+        v.push(Step::new(
+            format!("{seed}: MetalLB"),
+            &["kubectl", "--context", &ctx, "apply", "-f", &metallb],
+        ));
+        v.push(Step::new(
+            format!("{seed}: MetalLB ready"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "-n",
+                "metallb-system",
+                "wait",
+                "--for=condition=Available",
+                "deployment/controller",
+                "--timeout=180s",
+            ],
+        ));
+        v.push(Step::new(
+            format!("{seed}: MetalLB address pool"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "apply",
+                "-f",
+                &d(format!("{seed}/metallb")),
+            ],
+        ));
+        v.push(Step::new(
+            format!("{seed}: Istio ingress gateway"),
+            &[
+                "istioctl",
+                "install",
+                "-y",
+                "--context",
+                &ctx,
+                "-f",
+                &d(format!("{seed}/istio-operator.yaml")),
+            ],
+        ));
+        v.push(Step::new(
+            format!("{seed}: shoot namespace"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "apply",
+                "-f",
+                &d(format!("{seed}/manifests/00-namespace-{ns}.yaml")),
+            ],
+        ));
+        v.push(Step::new(
+            format!("{seed}: secrets and manifests"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "apply",
+                "-f",
+                &d(format!("{seed}/secrets")),
+                "-f",
+                &d(format!("{seed}/manifests")),
+            ],
+        ));
+        if seed == &t.source().name {
+            v.push(Step::new(
+                format!("{seed}: etcd ready"),
+                &[
+                    "kubectl",
+                    "--context",
+                    &ctx,
+                    "-n",
+                    &ns,
+                    "wait",
+                    "--for=condition=Ready",
+                    "pod",
+                    "-l",
+                    "app.kubernetes.io/part-of=etcd-main",
+                    "--timeout=300s",
+                ],
+            ));
+            v.push(Step::new(
+                format!("{seed}: kube-apiserver ready"),
+                &[
+                    "kubectl",
+                    "--context",
+                    &ctx,
+                    "-n",
+                    &ns,
+                    "rollout",
+                    "status",
+                    "deployment/kube-apiserver",
+                    "--timeout=300s",
+                ],
+            ));
+        }
+        v.push(Step::new(
+            format!("{seed}: ingress address"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "-n",
+                INGRESS_NAMESPACE,
+                "wait",
+                "--for=jsonpath={.status.loadBalancer.ingress[0].ip}",
+                "service/istio-ingressgateway",
+                "--timeout=180s",
+            ],
+        ));
+    }
+    v
+}
+
+/// Runs one step; its output is kept in `log` (appended), and a failure
+/// names the step, its command and the log.
+pub async fn run_step(step: &Step, log: &Path, timeout: Duration) -> Result<()> {
+    use std::io::Write;
+    let mut cmd = tokio::process::Command::new(&step.argv[0]);
+    cmd.args(&step.argv[1..]).kill_on_drop(true);
+    for (k, v) in &step.env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(timeout, cmd.output())
+        .await
+        .with_context(|| format!("{}: `{}` took over {timeout:?}", step.what, step.line()))?
+        .with_context(|| format!("{}: run `{}`", step.what, step.line()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("open {}", log.display()))?;
+    writeln!(f, "=== {}: {}", step.what, step.line())?;
+    f.write_all(&out.stdout)?;
+    f.write_all(&out.stderr)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}: `{}` exited {}: {} (whole output in {})",
+        step.what,
+        step.line(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or(""),
+        log.display()
+    );
+    Ok(())
+}
+
+/// The networks of a kind lab: the seeds' (kind's nodes join them) and the
+/// clients', as the docker form allocates them.
+pub fn default_nets(t: &Topology) -> Result<Vec<Net24>, crate::errors::BadInput> {
+    let pool = crate::addressing::Pool::parse(&t.network.pool)
+        .map_err(|e| crate::errors::BadInput(format!("network.pool: {e}")))?;
+    pool.allocate(t.network_names().len(), &[])
+        .ok_or_else(|| crate::errors::BadInput("network.pool: too small for the lab".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_seed_gets_its_cluster_on_its_own_network_and_no_shell() {
+        let t = Topology::default();
+        let s = steps("lab", &t, Path::new("/r"));
+        let kind: Vec<&Step> = s.iter().filter(|s| s.argv[0] == "kind").collect();
+        assert_eq!(kind.len(), 2);
+        assert_eq!(
+            kind[1].env,
+            [(
+                "KIND_EXPERIMENTAL_DOCKER_NETWORK".to_string(),
+                "lab-seed-b".to_string()
+            )]
+        );
+        assert!(s
+            .iter()
+            .all(|s| !["sh", "bash"].contains(&s.argv[0].as_str())));
+        // Only the source waits for etcd: the destination's members are
+        // the migration's to start.
+        assert_eq!(
+            s.iter().filter(|s| s.what.ends_with("etcd ready")).count(),
+            1
+        );
+        let _ = KindSettings::default();
+    }
+}
+
+/// What `up` made of a kind lab, for `down`: `<lab dir>/kind.json`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct KindLab {
+    pub clusters: Vec<String>,
+    pub networks: Vec<String>,
+}
+
+pub const KIND_FILE: &str = "kind.json";
+/// The rendered files `up` applied, in the lab's directory.
+pub const RENDER_DIR: &str = "kind-form";
+
+/// Renders every file of the kind form, secrets included (from a new lab
+/// CA), into `dir`.
+pub fn render_all(
+    lab: &str,
+    t: &Topology,
+    s: &KindSettings,
+    nets: &[Net24],
+    dir: &Path,
+) -> Result<()> {
+    let mut files = super::render::render(lab, t, s, nets);
+    let ca = crate::pki::Ca::generate(lab)?;
+    let token = crate::provider::docker::up::random_token();
+    let sa_key = rcgen::KeyPair::generate()?;
+    let sa = (sa_key.serialize_pem(), sa_key.public_key_pem());
+    for seed in &t.seeds {
+        files.extend(super::render::secrets(t, s, &seed.name, &ca, &token, &sa)?);
+    }
+    files.push(super::render::RenderedFile {
+        path: "steps.txt".into(),
+        contents: steps(lab, t, dir)
+            .iter()
+            .map(|s| format!("# {}\n{}\n", s.what, s.line()))
+            .collect(),
+        secret: false,
+    });
+    super::render::write(dir, &files)
+}
+
+/// Makes the kind form of lab `lab`: refuses (exit 3) while a tool or an
+/// image is missing, naming each; on a failed step removes what it made.
+pub async fn create(
+    state_root: &Path,
+    lab: &str,
+    t: &Topology,
+    s: &KindSettings,
+    progress: &crate::progress::Progress,
+) -> Result<()> {
+    let engine = crate::provider::docker::engine::Engine::connect().await?;
+    let reqs = super::tools::check(Some(&engine)).await;
+    if let Some(missing) = super::tools::missing_line(&reqs) {
+        return Err(crate::errors::EnvNotReady::new(
+            format!("the kind form needs what this host lacks: {missing}"),
+            "`cpmlab doctor --provider kind` names each with how to get it; \
+             `cpmlab up --provider kind --render DIR` writes what would be applied"
+                .to_string(),
+        )
+        .into());
+    }
+    let dir = crate::state::LabDir::new(state_root, lab);
+    dir.create()?;
+    let pool = crate::addressing::Pool::parse(&t.network.pool)
+        .map_err(|e| crate::errors::BadInput(format!("network.pool: {e}")))?;
+    let names = t.network_names();
+    let nets = pool
+        .allocate(names.len(), &engine.taken_subnets().await?)
+        .context("no free /24s left in network.pool")?;
+    let made = KindLab {
+        clusters: t.seeds.iter().map(|s| cluster_name(lab, &s.name)).collect(),
+        networks: names
+            .iter()
+            .map(|n| crate::plan::network_name(lab, n))
+            .collect(),
+    };
+    crate::state::write_private(&dir.root.join(KIND_FILE), serde_json::to_vec_pretty(&made)?)?;
+    let result = async {
+        for ((name, logical), net) in made.networks.iter().zip(&names).zip(&nets) {
+            engine
+                .create_network(lab, name, logical, &net.cidr(), net.host(1))
+                .await
+                .with_context(|| format!("create network {name}"))?;
+        }
+        let render = dir.root.join(RENDER_DIR);
+        render_all(lab, t, s, &nets, &render)?;
+        let log = render.join("up.log");
+        for step in steps(lab, t, &render) {
+            let p = progress.step(step.what.clone());
+            run_step(&step, &log, Duration::from_secs(600)).await?;
+            p.done();
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        progress.note("the kind form could not be made: removing what was made");
+        if let Err(d) = down(&engine, state_root, lab).await {
+            tracing::warn!("removing the kind lab {lab}: {d:#}");
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Removes a kind lab's clusters and networks (as `kind.json` lists them).
+/// Nothing to do for a lab that has no `kind.json`.
+pub async fn down(
+    engine: &crate::provider::docker::engine::Engine,
+    state_root: &Path,
+    lab: &str,
+) -> Result<()> {
+    let file = crate::state::LabDir::new(state_root, lab)
+        .root
+        .join(KIND_FILE);
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return Ok(());
+    };
+    let made: KindLab =
+        serde_json::from_str(&text).with_context(|| format!("read {}", file.display()))?;
+    for c in &made.clusters {
+        let step = Step::new(
+            format!("delete kind cluster {c}"),
+            &["kind", "delete", "cluster", "--name", c],
+        );
+        let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
+        run_step(&step, &log, Duration::from_secs(300)).await?;
+    }
+    for n in &made.networks {
+        engine.remove_network(n).await?;
+    }
+    std::fs::remove_file(&file).with_context(|| format!("remove {}", file.display()))?;
+    Ok(())
+}
