@@ -13,11 +13,23 @@ pub struct Route {
     /// The SNI name (the member's DNS name).
     pub sni: String,
     pub ip: Ipv4Addr,
+    /// The gateway port its peer URL names: `ETCD_PEER_PORT`, shared and
+    /// told apart by SNI and address, or a port of its own
+    /// (`member_peer_port`); either way the member listens on
+    /// `ETCD_PEER_PORT` behind the gateway.
+    pub peer_port: u16,
 }
 
 /// Ports the gateway exposes, each routed by SNI to the same port behind it.
 pub const ETCD_CLIENT_PORT: u16 = 2379;
 pub const ETCD_PEER_PORT: u16 = 2380;
+
+/// Member `index`'s own peer port on its seed's gateway in `port`
+/// exposure (as gardener/gardener#15576 gives each member a port of its
+/// own on the seed's ingress); the kind form uses the same.
+pub fn member_peer_port(index: usize) -> u16 {
+    9100 + index as u16
+}
 
 fn backend_name(kind: &str, sni: &str) -> String {
     format!("{kind}_{}", sni.replace('.', "_"))
@@ -54,12 +66,37 @@ pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
          # Counters for the run directory (`cpmlab run` reads them), on loopback only.\n\
          frontend stats\n  mode http\n  bind 127.0.0.1:{STATS_PORT}\n  stats enable\n  stats uri /stats\n"
     );
-    for (kind, port) in [("client", ETCD_CLIENT_PORT), ("peer", ETCD_PEER_PORT)] {
+    // The client port is shared, routed by SNI; peers arrive on the shared
+    // peer port or, in `port` exposure, each on a port of its own (still
+    // checked by SNI, as upstream's ingress does).
+    let mut peer_ports: Vec<u16> = routes.iter().map(|r| r.peer_port).collect();
+    peer_ports.push(ETCD_PEER_PORT);
+    peer_ports.sort_unstable();
+    peer_ports.dedup();
+    let mut frontends: Vec<(&str, String, u16, Vec<&Route>)> = vec![(
+        "client",
+        "etcd_client".into(),
+        ETCD_CLIENT_PORT,
+        routes.iter().collect(),
+    )];
+    for port in peer_ports {
+        frontends.push((
+            "peer",
+            if port == ETCD_PEER_PORT {
+                "etcd_peer".into()
+            } else {
+                format!("etcd_peer_{port}")
+            },
+            port,
+            routes.iter().filter(|r| r.peer_port == port).collect(),
+        ));
+    }
+    for (kind, name, port, routed) in &frontends {
         let _ = write!(
             c,
-            "\nfrontend etcd_{kind}\n  bind :{port}\n  tcp-request inspect-delay 5s\n  tcp-request content accept if {{ req_ssl_hello_type 1 }}\n"
+            "\nfrontend {name}\n  bind :{port}\n  tcp-request inspect-delay 5s\n  tcp-request content accept if {{ req_ssl_hello_type 1 }}\n"
         );
-        for r in routes {
+        for r in routed {
             let _ = writeln!(
                 c,
                 "  use_backend {} if {{ req_ssl_sni -i {} }}",
@@ -67,6 +104,8 @@ pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
                 r.sni
             );
         }
+    }
+    for (kind, port) in [("client", ETCD_CLIENT_PORT), ("peer", ETCD_PEER_PORT)] {
         for r in routes {
             let _ = write!(
                 c,
@@ -135,10 +174,12 @@ mod tests {
                 Route {
                     sni: "seed-a-etcd-0.local.cpmlab.test".into(),
                     ip: "10.0.0.10".parse().unwrap(),
+                    peer_port: ETCD_PEER_PORT,
                 },
                 Route {
                     sni: "seed-a-etcd-1.local.cpmlab.test".into(),
                     ip: "10.0.0.11".parse().unwrap(),
+                    peer_port: ETCD_PEER_PORT,
                 },
             ],
             &no_api(),
@@ -154,6 +195,28 @@ mod tests {
             !cfg.contains("ssl crt"),
             "the gateway must not terminate TLS"
         );
+    }
+
+    #[test]
+    fn port_exposure_gives_each_member_a_peer_port_of_its_own() {
+        let route = |i: usize| Route {
+            sni: format!("seed-b-etcd-{i}.local.cpmlab.test"),
+            ip: format!("10.0.1.1{i}").parse().unwrap(),
+            peer_port: member_peer_port(i),
+        };
+        let cfg = haproxy_config("seed-b", &[route(0), route(1)], &no_api());
+        let peer_1 = cfg
+            .split("\nfrontend ")
+            .find(|f| f.starts_with("etcd_peer_9101"))
+            .and_then(|f| f.split("\nbackend ").next())
+            .unwrap_or_else(|| panic!("{cfg}"));
+        assert!(peer_1.contains("bind :9101"));
+        // Only its own member, by SNI; behind the gateway, the peer port.
+        assert!(peer_1.contains("req_ssl_sni -i seed-b-etcd-1.local.cpmlab.test"));
+        assert!(!peer_1.contains("seed-b-etcd-0"), "{peer_1}");
+        assert!(cfg.contains("server member 10.0.1.11:2380"));
+        // The shared peer port stays (with no member behind it).
+        assert!(cfg.contains("bind :2380") && cfg.contains("bind :9100"));
     }
 
     #[test]

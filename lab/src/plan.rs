@@ -6,7 +6,7 @@ use crate::state::{
     ApiServerState, ContainerRef, DnsState, LabState, MemberState, NetworkState, Phase, SeedState,
     STATE_VERSION,
 };
-use crate::topology::{Topology, CLIENTS};
+use crate::topology::{PeerExposure, Topology, CLIENTS};
 
 pub struct LabPlan<'a> {
     pub lab: &'a str,
@@ -141,7 +141,14 @@ impl<'a> LabPlan<'a> {
     }
 
     pub fn member(&self, seed: &str, index: usize, zone: &str) -> MemberState {
-        member(self.lab, seed, self.net(seed), index, zone)
+        member(
+            self.lab,
+            seed,
+            self.net(seed),
+            index,
+            zone,
+            self.topology.network.peer_exposure,
+        )
     }
 }
 
@@ -156,10 +163,23 @@ pub fn apiserver(lab: &str, seed: &str, net: Net24, index: usize) -> ApiServerSt
     }
 }
 
-/// Member `index` of `seed` (on `net`): its container, volume, address and DNS name.
-pub fn member(lab: &str, seed: &str, net: Net24, index: usize, zone: &str) -> MemberState {
+/// Member `index` of `seed` (on `net`): its container, volume, address,
+/// DNS name, and the gateway port of its peer URL (`exposure`: the docker
+/// form's default is an address per member).
+pub fn member(
+    lab: &str,
+    seed: &str,
+    net: Net24,
+    index: usize,
+    zone: &str,
+    exposure: Option<PeerExposure>,
+) -> MemberState {
     let name = member_name(seed, index);
     MemberState {
+        peer_port: match exposure {
+            Some(PeerExposure::Port) => crate::gateway::member_peer_port(index),
+            Some(PeerExposure::Address) | None => crate::gateway::ETCD_PEER_PORT,
+        },
         container: container_name(lab, &name),
         volume: container_name(lab, &format!("{name}-data")),
         ip: net.host(host::ETCD + index as u8),

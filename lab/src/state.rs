@@ -123,6 +123,21 @@ pub struct MemberState {
     pub ip: Ipv4Addr,
     /// DNS name in client and peer URLs; resolves to the seed's gateway.
     pub host: String,
+    /// The gateway port its peer URL names: 2380, shared (an address per
+    /// member), or a port of its own (`network.peer_exposure: port`).
+    #[serde(
+        default = "default_peer_port",
+        skip_serializing_if = "is_default_peer_port"
+    )]
+    pub peer_port: u16,
+}
+
+fn default_peer_port() -> u16 {
+    crate::gateway::ETCD_PEER_PORT
+}
+
+fn is_default_peer_port(p: &u16) -> bool {
+    *p == crate::gateway::ETCD_PEER_PORT
 }
 
 impl MemberState {
@@ -130,11 +145,16 @@ impl MemberState {
         format!("https://{}:2379", self.host)
     }
     pub fn peer_url(&self) -> String {
-        format!("https://{}:2380", self.host)
+        format!("https://{}:{}", self.host, self.peer_port)
     }
-    /// The member's address on its seed's gateway; its DNS name resolves here.
+    /// The member's address on its seed's gateway; its DNS name resolves
+    /// here: an address of its own, or with a peer port of its own the
+    /// gateway's one address.
     pub fn vip(&self) -> Ipv4Addr {
         let o = self.ip.octets();
+        if !is_default_peer_port(&self.peer_port) {
+            return Ipv4Addr::new(o[0], o[1], o[2], crate::addressing::host::GATEWAY);
+        }
         let i = o[3] - crate::addressing::host::ETCD;
         Ipv4Addr::new(o[0], o[1], o[2], crate::addressing::host::MEMBER_VIP + i)
     }

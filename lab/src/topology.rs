@@ -296,6 +296,27 @@ pub struct NetworkSpec {
     /// loss BBR carried 92 Mbit/s where CUBIC carried 1.3.
     #[serde(default = "default_congestion_control")]
     pub tcp_congestion_control: String,
+    /// How each etcd member's peer endpoint is exposed on its seed's
+    /// gateway: `address` (an address of its own on the shared peer port,
+    /// told apart by SNI) or `port` (the gateway's one address, a port of
+    /// its own per member, as gardener/gardener#15576 exposes peers).
+    /// Absent: the provider's way (docker: `address`, kind: `port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_exposure: Option<PeerExposure>,
+}
+
+/// How each etcd member's peer endpoint is exposed on its seed's ingress.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerExposure {
+    /// One ingress port per member, routed by SNI with TLS passthrough:
+    /// etcd never sees two members behind one address and port.
+    Port,
+    /// One shared peer port, each member on an address of its own (a
+    /// gateway address in the docker form, a LoadBalancer in kind).
+    Address,
 }
 
 impl Default for NetworkSpec {
@@ -303,6 +324,7 @@ impl Default for NetworkSpec {
         NetworkSpec {
             pool: default_pool(),
             tcp_congestion_control: default_congestion_control(),
+            peer_exposure: None,
         }
     }
 }

@@ -37,19 +37,23 @@ pub struct FormArgs {
     #[arg(long, default_value_t = 1)]
     pub nodes: u8,
     /// kind: each member's peer endpoint on its own ingress port (as
-    /// gardener/gardener#15576 does) or on an address of its own.
-    #[arg(long, value_enum, default_value = "port")]
-    pub peer_exposure: crate::provider::kind::PeerExposure,
+    /// gardener/gardener#15576 does; the kind form's default) or on an
+    /// address of its own; over the topology's `network.peer_exposure`.
+    #[arg(long, value_enum)]
+    pub peer_exposure: Option<crate::topology::PeerExposure>,
     /// kind: etcd through etcd-druid's Etcd resources.
     #[arg(long)]
     pub with_etcd_druid: bool,
 }
 
 impl FormArgs {
-    fn kind_settings(&self) -> Result<crate::provider::kind::KindSettings> {
+    fn kind_settings(&self, t: &Topology) -> Result<crate::provider::kind::KindSettings> {
         let s = crate::provider::kind::KindSettings {
             nodes: self.nodes,
-            exposure: self.peer_exposure,
+            exposure: self
+                .peer_exposure
+                .or(t.network.peer_exposure)
+                .unwrap_or(crate::topology::PeerExposure::Port),
             with_etcd_druid: self.with_etcd_druid,
         };
         s.check()?;
@@ -75,10 +79,14 @@ pub async fn run(
         topology.api.server = choice;
     }
     if form.provider == ProviderChoice::Docker
-        && (form.render.is_some() || form.with_etcd_druid || form.nodes != 1)
+        && (form.render.is_some()
+            || form.with_etcd_druid
+            || form.nodes != 1
+            || form.peer_exposure.is_some())
     {
         return Err(crate::errors::BadInput(
-            "--render, --nodes and --with-etcd-druid belong to the kind form: add --provider kind"
+            "--render, --nodes, --peer-exposure and --with-etcd-druid belong to the kind form: \
+             add --provider kind (the docker form reads `network.peer_exposure` from the topology)"
                 .into(),
         )
         .into());
@@ -179,7 +187,7 @@ async fn kind(
     form: &FormArgs,
 ) -> Result<u8> {
     use crate::provider::kind;
-    let settings = form.kind_settings()?;
+    let settings = form.kind_settings(topology)?;
     if let Some(dir) = &form.render {
         let nets = kind::up::default_nets(topology)?;
         kind::up::render_all(&lab.name, topology, &settings, &nets, dir)?;

@@ -84,7 +84,16 @@ fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationS
         rtt_ms: None,
         rtt_gate: None,
         destination_members: (0..n)
-            .map(|i| crate::plan::member(&state.name, to, net, i, &state.dns.zone))
+            .map(|i| {
+                crate::plan::member(
+                    &state.name,
+                    to,
+                    net,
+                    i,
+                    &state.dns.zone,
+                    state.topology.network.peer_exposure,
+                )
+            })
             .collect(),
         destination_apiservers: (0..replicas)
             .map(|i| crate::plan::apiserver(&state.name, to, net, i))
@@ -228,12 +237,13 @@ impl<'a> Flow<'a> {
     /// created. Refuses distant regions unless allowed.
     pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
         check_seeds(&self.state, &o.from, &o.to)?;
-        let host = self
+        let member = self
             .state
             .members_of(&o.from)
             .next()
-            .map(|m| m.host.clone())
+            .cloned()
             .expect("checked: the source has members");
+        let host = format!("{}:{}", member.host, member.peer_port);
         let vantage = self
             .state
             .seed(&o.to)
@@ -245,7 +255,7 @@ impl<'a> Flow<'a> {
             self.provider,
             &self.state,
             &vantage,
-            &host,
+            &member,
             RTT_GATE_CONNECTS,
         )
         .await?;
@@ -457,8 +467,7 @@ impl<'a> Flow<'a> {
         for m in &members {
             loop {
                 self.cancel.check()?;
-                let r = super::peer::peer_check(self.provider, &self.state, &vantage, &m.host, 2)
-                    .await?;
+                let r = super::peer::peer_check(self.provider, &self.state, &vantage, m, 2).await?;
                 if r.ok() {
                     line.detail(&format!("{} reachable", m.peer_url()));
                     break;
@@ -1133,7 +1142,7 @@ pub fn rtt_gate_words(
     sorted.sort_by(f64::total_cmp);
     let samples: Vec<String> = sorted.iter().map(|s| format!("{s:.1}")).collect();
     format!(
-        "RTT {rtt_ms:.1} ms: the median of {} TCP connects from `{to}`'s gateway to {host}:2380 through the `{from}` gateway (samples {} ms), measured at the start; {}",
+        "RTT {rtt_ms:.1} ms: the median of {} TCP connects from `{to}`'s gateway to {host} through the `{from}` gateway (samples {} ms), measured at the start; {}",
         sorted.len(),
         samples.join(", "),
         if rtt_ms <= max_rtt_ms {
@@ -1165,7 +1174,7 @@ mod tests {
             &[141.0, 1140.3, 139.8, 140.5, 142.2],
             "seed-b",
             "seed-a",
-            "seed-a-etcd-0.local.cpmlab.test",
+            "seed-a-etcd-0.local.cpmlab.test:2380",
             180.0,
             false,
         );

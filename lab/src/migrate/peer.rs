@@ -6,18 +6,21 @@ use anyhow::{Context, Result};
 
 use crate::agent::peer_check::PeerCheckReport;
 use crate::provider::{Provider, AGENT_BIN};
-use crate::state::LabState;
+use crate::state::{LabState, MemberState};
 
-/// Runs `agent peer-check` in `from` (a workload of the other seed).
+/// Runs `agent peer-check` in `from` (a workload of the other seed) against
+/// `member`'s peer URL (its name and its port on the gateway).
 pub async fn peer_check(
     provider: &dyn Provider,
     state: &LabState,
     from: &str,
-    host: &str,
+    member: &MemberState,
     count: u32,
 ) -> Result<PeerCheckReport> {
     let dns = state.dns.server.ip.to_string();
     let count = count.to_string();
+    let host = member.host.as_str();
+    let port = member.peer_port.to_string();
     let out = provider
         .exec(
             from,
@@ -27,6 +30,8 @@ pub async fn peer_check(
                 "peer-check",
                 "--host",
                 host,
+                "--port",
+                &port,
                 "--dns",
                 &dns,
                 "--count",

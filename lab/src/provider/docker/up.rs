@@ -89,10 +89,15 @@ pub fn net_plan(state: &LabState, own: &[&str], gateway_of: Option<&str>) -> Net
         }
     }
     if let Some(seed) = gateway_of {
+        // With a peer port per member, members share the gateway's own
+        // address: no address to add.
+        let own = state.seed(seed).map(|s| s.gateway.ip);
         plan.addresses = gateway_members(state, seed)
             .iter()
             .map(|m| m.vip())
+            .filter(|ip| Some(*ip) != own)
             .collect();
+        plan.addresses.dedup();
     }
     plan
 }
@@ -467,6 +472,7 @@ pub fn gateway_config(state: &LabState, seed: &str) -> String {
         .map(|m| Route {
             sni: m.host.clone(),
             ip: m.ip,
+            peer_port: m.peer_port,
         })
         .collect();
     let api = gateway::ApiRoute {
@@ -972,6 +978,41 @@ mod tests {
             find("seed-b-gateway.local.cpmlab.test").as_deref(),
             Some("10.213.1.3")
         );
+    }
+
+    /// `network.peer_exposure: port`: each member's peer URL names a port of
+    /// its own, its name resolves to the gateway's one address (which gets
+    /// no extra addresses), and the gateway listens on each port.
+    #[test]
+    fn port_exposure_puts_members_on_ports_of_the_gateway() {
+        let mut topo = Topology::default();
+        topo.network.peer_exposure = Some(crate::topology::PeerExposure::Port);
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+        assert_eq!(
+            s.members[2].peer_url(),
+            "https://seed-a-etcd-2.local.cpmlab.test:9102"
+        );
+        let r = zone_records(&s);
+        let find = |n: &str| r.iter().find(|a| a.name == n).map(|a| a.ip.to_string());
+        assert_eq!(
+            find("seed-a-etcd-2.local.cpmlab.test").as_deref(),
+            Some("10.213.0.3")
+        );
+        assert!(net_plan(&s, &["seed-a"], Some("seed-a"))
+            .addresses
+            .is_empty());
+        let cfg = gateway_config(&s, "seed-a");
+        for p in [9100, 9101, 9102] {
+            assert!(cfg.contains(&format!("bind :{p}\n")), "{cfg}");
+        }
+        // The state of a lab made before the setting reads as before.
+        let mut v = serde_json::to_value(crate::state::sample_state().members).unwrap();
+        v[0].as_object_mut().unwrap().remove("peer_port");
+        let old: Vec<MemberState> = serde_json::from_value(v).unwrap();
+        assert_eq!(old[0].peer_port, 2380);
     }
 
     #[test]

@@ -192,8 +192,7 @@ pub fn etcd_image(t: &Topology) -> &'static str {
     }
 }
 
-/// The member's etcd command line: the docker form's flags exactly, with
-/// the kind form's peer URLs.
+/// The member's etcd command line: the docker form's flags exactly.
 pub fn member_command(
     t: &Topology,
     m: &KindMember,
@@ -207,9 +206,10 @@ pub fn member_command(
         volume: String::new(),
         ip: std::net::Ipv4Addr::UNSPECIFIED,
         host: m.host.clone(),
+        peer_port: m.peer_port,
     };
     let version = t.etcd.etcd_version().unwrap_or_default();
-    let mut argv = crate::etcd::member_command(
+    let argv = crate::etcd::member_command(
         &as_state,
         cluster,
         state,
@@ -217,13 +217,10 @@ pub fn member_command(
         version,
         t.etcd.pre_vote,
     );
-    argv[0] = "etcd".into();
-    for a in argv.iter_mut() {
-        if a.starts_with("--initial-advertise-peer-urls=") {
-            *a = format!("--initial-advertise-peer-urls={}", m.peer_url());
-        }
-    }
-    argv
+    // The image's etcd, on its PATH.
+    std::iter::once("etcd".to_string())
+        .chain(argv.into_iter().skip(1))
+        .collect()
 }
 
 fn member_statefulset(

@@ -28,19 +28,7 @@ pub const KUBE_APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver:v1.33.4";
 pub const ETCD_IMAGE_3_4: &str = "quay.io/coreos/etcd:v3.4.34";
 pub const ETCD_IMAGE_3_5: &str = "quay.io/coreos/etcd:v3.5.21";
 
-/// How each etcd member's peer endpoint is exposed on its seed's ingress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum PeerExposure {
-    /// One ingress port per member, routed by SNI with TLS passthrough (as
-    /// gardener/gardener#15576 exposes etcd peers across seeds): etcd never
-    /// sees two members behind one address and port.
-    Port,
-    /// One shared peer port, members told apart by SNI only; each member
-    /// has its own LoadBalancer address, as the docker form's gateway gives
-    /// each member an address of its own.
-    Address,
-}
+pub use crate::topology::PeerExposure;
 
 /// The kind form's own settings, beside the topology.
 #[derive(Debug, Clone, Serialize)]
@@ -92,10 +80,7 @@ pub const INGRESS_NAMESPACE: &str = "istio-ingress";
 /// The label Istio's ingress gateway pods carry.
 pub const INGRESS_SELECTOR: (&str, &str) = ("istio", "ingressgateway");
 
-/// The ingress port of member `index` of a seed in `port` exposure.
-pub fn member_peer_port(index: usize) -> u16 {
-    9100 + index as u16
-}
+pub use crate::gateway::member_peer_port;
 
 /// The ingress port of the shoot API and of etcd's client endpoint.
 pub const API_PORT: u16 = 443;

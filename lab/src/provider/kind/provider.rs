@@ -94,6 +94,34 @@ pub fn state_of_pod(pod: &serde_json::Value) -> WorkloadState {
     }
 }
 
+/// The lab's pods in one cluster (`kubectl get pods -o json`), as workloads.
+pub fn workloads_of(context: &str, list: &str) -> Result<Vec<Workload>> {
+    let v: serde_json::Value = serde_json::from_str(list).context("kubectl get pods -o json")?;
+    let label =
+        |p: &serde_json::Value, k: &str| p["metadata"]["labels"][k].as_str().map(str::to_string);
+    Ok(v["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| {
+            Some(Workload {
+                name: format!(
+                    "{context}/{}/{}",
+                    p["metadata"]["namespace"].as_str()?,
+                    p["metadata"]["name"].as_str()?
+                ),
+                lab: label(p, crate::provider::docker::LABEL_LAB)?,
+                role: label(p, crate::provider::docker::LABEL_ROLE).unwrap_or_default(),
+                seed: label(p, crate::provider::docker::LABEL_SEED)
+                    .or_else(|| label(p, "cpmlab.seed")),
+                state: state_of_pod(p),
+                cpu_ns: None,
+            })
+        })
+        .collect())
+}
+
 fn unsupported(what: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "the kind provider cannot {what} yet: run this with the docker provider \
@@ -233,8 +261,36 @@ impl Provider for KindProvider {
         Ok(labs)
     }
 
-    async fn workloads(&self, _lab: Option<&str>) -> Result<Vec<Workload>> {
-        Err(unsupported("list a lab's pods"))
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
+        let clusters = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
+        let selector = match lab {
+            Some(l) => format!("{}={l}", crate::provider::docker::LABEL_LAB),
+            None => crate::provider::docker::LABEL_LAB.to_string(),
+        };
+        let mut out = Vec::new();
+        for c in
+            clusters.stdout.lines().map(str::trim).filter(|c| {
+                lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-')))
+            })
+        {
+            let context = format!("kind-{c}");
+            let list = kubectl_ok(vec![
+                "kubectl".into(),
+                "--context".into(),
+                context.clone(),
+                "get".into(),
+                "pods".into(),
+                "-A".into(),
+                "-l".into(),
+                selector.clone(),
+                "-o".into(),
+                "json".into(),
+            ])
+            .await?;
+            out.extend(workloads_of(&context, &list)?);
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
@@ -270,6 +326,27 @@ mod tests {
         );
         assert!(PodRef::parse("lab-seed-a-etcd-0").is_err());
         assert!(PodRef::parse("a//b").is_err());
+    }
+
+    #[test]
+    fn a_lab_s_pods_are_its_workloads() {
+        let list = serde_json::json!({"items": [
+            {"metadata": {"name": "seed-a-etcd-0-0", "namespace": "shoot--local--local",
+                "labels": {"cpmlab.lab": "l", "cpmlab.role": "etcd", "cpmlab.seed": "seed-a"}},
+             "status": {"phase": "Running"}},
+            {"metadata": {"name": "other", "namespace": "x", "labels": {}}, "status": {}},
+        ]});
+        let w = workloads_of("kind-l-seed-a", &list.to_string()).unwrap();
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            w[0].name,
+            "kind-l-seed-a/shoot--local--local/seed-a-etcd-0-0"
+        );
+        assert_eq!(
+            (w[0].role.as_str(), w[0].seed.as_deref()),
+            ("etcd", Some("seed-a"))
+        );
+        assert_eq!(w[0].state, WorkloadState::Running);
     }
 
     #[test]
