@@ -234,15 +234,55 @@ fn plan_at_25ms(tag: &str, file: &str, peak: &str) -> Option<(PathBuf, tempfile:
     Some((dir, keep))
 }
 
+/// The six-member plan on a shoot of real size (300 MiB written through
+/// the API first): the verdict holds, the database was that big, and each
+/// destination member took the whole database in over its peer streams
+/// (as a snapshot, or as the log when the leader still holds it: 300 MiB
+/// in 100 KiB objects is fewer entries than etcd's snapshot count). The
+/// plain six-member-25ms fixture runs nightly.
 #[test]
 fn scenario_six_member_25ms() {
-    plan_at_25ms("s6", "six-member-25ms.yaml", "6 voters");
+    let Some((dir, _keep)) = plan_at_25ms("s6", "six-member-25ms-300mib.yaml", "6 voters") else {
+        return;
+    };
+    let html = std::fs::read_to_string(dir.join("run/report.html")).unwrap();
+    assert!(
+        html.contains("etcd's database and snapshots"),
+        "the size section"
+    );
+    let samples = std::fs::read_to_string(dir.join("run/etcd.ndjson")).unwrap();
+    let mut biggest = 0.0f64;
+    let mut took_in: std::collections::BTreeMap<String, f64> = Default::default();
+    for l in samples.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let m = &v["metrics"];
+        biggest = biggest.max(
+            m["etcd_mvcc_db_total_size_in_bytes"]
+                .as_f64()
+                .unwrap_or(0.0),
+        );
+        if let Some(r) = m["peer_received_bytes"].as_f64() {
+            let e = took_in
+                .entry(v["member"].as_str().unwrap().to_string())
+                .or_default();
+            *e = e.max(r);
+        }
+    }
+    let mib = 1048576.0;
+    assert!(biggest >= 300.0 * mib, "dbSize {biggest}");
+    for i in 0..3 {
+        let m = format!("seed-b-etcd-{i}");
+        let got = took_in.get(&m).copied().unwrap_or(0.0);
+        assert!(got >= 300.0 * mib, "{m} took in {:.0} MiB", got / mib);
+    }
 }
 
 /// The six-member plan on etcd 3.5 (etcd-druid's `UpgradeEtcdVersion`):
 /// the same expectations hold, and every member's log, the destination's
-/// members' too, says it was etcd 3.5.
+/// members' too, says it was etcd 3.5. Nightly (scripts/nightly runs it):
+/// CI's minutes go to the six-member plan on a 300 MiB shoot.
 #[test]
+#[ignore = "nightly: scripts/nightly runs it; CI runs the six-member plan on a 300 MiB shoot"]
 fn scenario_six_member_25ms_etcd_3_5() {
     let Some((dir, _keep)) = plan_at_25ms("e5", "six-member-25ms-etcd-3.5.yaml", "6 voters") else {
         return;

@@ -128,6 +128,12 @@ pub struct MemberView {
     pub raft_index: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raft_term: Option<u64>,
+    /// The database file's size and the part of it in use (etcd's
+    /// `dbSize`, `dbSizeInUse`), in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_size_in_use: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -287,6 +293,12 @@ pub async fn cluster_view(state: &LabState, tls: &EtcdTls, timeout: Duration) ->
                     .map(|s| s.version().to_string()),
                 raft_index: st.and_then(|r| r.as_ref().ok()).map(|s| s.raft_index()),
                 raft_term: st.and_then(|r| r.as_ref().ok()).map(|s| s.raft_term()),
+                db_size: st
+                    .and_then(|r| r.as_ref().ok())
+                    .map(|s| s.db_size().max(0) as u64),
+                db_size_in_use: st
+                    .and_then(|r| r.as_ref().ok())
+                    .map(|s| s.raft_used_db_size().max(0) as u64),
                 error: match st {
                     Some(Err(e)) => Some(e.clone()),
                     Some(Ok(s)) if !s.errors().is_empty() => Some(s.errors().join("; ")),
@@ -462,6 +474,8 @@ mod tests {
             version: None,
             raft_index: None,
             raft_term: None,
+            db_size: None,
+            db_size_in_use: None,
             error: None,
         };
         let v = ClusterView {

@@ -5,6 +5,7 @@ mod agent;
 mod completion;
 mod doctor;
 mod down;
+mod fill;
 mod images;
 mod kubeconfig;
 mod link;
@@ -115,6 +116,9 @@ pub enum Command {
     /// Migrate the shoot's control plane to the other seed (Live CPM), or
     /// resume or abort a migration.
     Migrate(Box<MigrateArgs>),
+    /// Write objects through the shoot API until etcd holds a shoot of
+    /// real size (progress and rate; etcd's dbSize after).
+    Fill(fill::FillArgs),
     /// Write a kubeconfig for the shoot API and print its path.
     Kubeconfig {
         #[command(flatten)]
@@ -258,6 +262,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Migrate(args) => migrate::run(root, *args).await,
         Command::Probe { command } => probe::run(root, command).await,
         Command::Kubeconfig { lab } => kubeconfig::run(root, &lab).await,
+        Command::Fill(args) => fill::run(root, &args).await,
         Command::Run(args) => run::run(root, args).await,
         Command::Agent { .. }
         | Command::Scenario { .. }

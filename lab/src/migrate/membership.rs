@@ -202,6 +202,8 @@ mod tests {
                         version: None,
                         raft_index: None,
                         raft_term: None,
+                        db_size: None,
+                        db_size_in_use: None,
                         error: None,
                     },
                 )

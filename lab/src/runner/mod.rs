@@ -246,6 +246,25 @@ async fn drive(
     } else {
         cpm.run(&args(&["link", "clear"]), cancel).await?;
     }
+    if let Some(f) = &s.fill {
+        step.detail(&format!("fill {}", f.size));
+        let kinds = f.kinds().join(",");
+        let d = cpm
+            .run(
+                &args(&[
+                    "fill",
+                    "--size",
+                    &f.size,
+                    "--object-size",
+                    f.object_size(),
+                    "--kinds",
+                    &kinds,
+                ]),
+                cancel,
+            )
+            .await?;
+        ensure_ok(&d, "fill")?;
+    }
     step.detail("links");
     for (i, l) in s.links.iter().enumerate() {
         let a = actions::link_set_args(l, (i == 0).then_some(seed));

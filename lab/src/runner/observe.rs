@@ -45,6 +45,14 @@ const KEPT: &[&str] = &[
     "etcd_mvcc_db_total_size_in_bytes",
     "etcd_mvcc_db_total_size_in_use_in_bytes",
     "etcd_network_peer_sent_failures_total",
+    // A joining member's snapshot: received (the joiner's counters) and
+    // sent (the leader's), and how long each took.
+    "etcd_network_snapshot_receive_success",
+    "etcd_network_snapshot_receive_failures",
+    "etcd_network_snapshot_receive_total_duration_seconds_sum",
+    "etcd_network_snapshot_send_success",
+    "etcd_network_snapshot_send_failures",
+    "etcd_network_snapshot_send_total_duration_seconds_sum",
 ];
 
 /// Counters kept summed and per peer: (Prometheus name, short name, label

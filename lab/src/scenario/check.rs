@@ -154,6 +154,21 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
     s.topology
         .validate()
         .map_err(|(f, m)| p(format!("topology.{f}"), m))?;
+    if let Some(f) = &s.fill {
+        crate::fill::FillPlan::new(&f.size, f.object_size(), &f.kinds(), crate::fill::NAMESPACE)
+            .map_err(|e| {
+                let field = if e.0.starts_with("--object-size") {
+                    "fill.object_size"
+                } else if e.0.starts_with("--kinds") {
+                    "fill.kinds"
+                } else {
+                    "fill.size"
+                };
+                // "--size 9GiB: between ..." -> "between ...".
+                let msg = e.0.split_once(": ").map_or(e.0.as_str(), |(_, m)| m);
+                p(field, msg)
+            })?;
+    }
     let nets = s.topology.network_names();
     let seeds: Vec<String> = s.topology.seeds.iter().map(|x| x.name.clone()).collect();
     for (i, l) in s.links.iter().enumerate() {

@@ -36,6 +36,10 @@ pub struct Scenario {
     /// fixtures/topologies/default.yaml).
     #[serde(default)]
     pub topology: Topology,
+    /// A shoot of real size: objects written through the API after `up`,
+    /// before the links are shaped and the probes start (`cpmlab fill`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<FillSpec>,
     /// Link profiles put in force before the probes start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<LinkSpec>,
@@ -57,6 +61,35 @@ pub struct Scenario {
     /// What must hold at the end; every entry is a JUnit testcase.
     #[serde(default)]
     pub expect: Expect,
+}
+
+/// What `cpmlab fill` writes before the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FillSpec {
+    /// How much, e.g. 500MiB.
+    pub size: String,
+    /// Each ConfigMap's payload (default 10KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_size: Option<String>,
+    /// configmaps (default), leases: taking turns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<crate::fill::FillKind>,
+}
+
+impl FillSpec {
+    pub fn object_size(&self) -> &str {
+        self.object_size.as_deref().unwrap_or("10KiB")
+    }
+    pub fn kinds(&self) -> Vec<String> {
+        if self.kinds.is_empty() {
+            return vec!["configmaps".into()];
+        }
+        self.kinds
+            .iter()
+            .map(|k| format!("{k:?}").to_lowercase())
+            .collect()
+    }
 }
 
 /// One link profile, as `cpmlab link set` takes it.

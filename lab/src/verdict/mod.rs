@@ -28,6 +28,7 @@ pub mod ledger;
 pub mod load;
 pub mod reads;
 pub mod report;
+pub mod size;
 pub mod slo;
 pub mod validator;
 pub mod watch;
