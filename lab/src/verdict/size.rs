@@ -79,17 +79,17 @@ pub fn snapshots(samples: &[EtcdSample]) -> Vec<Snapshots> {
         last.insert(&s.member, s);
     }
     last.into_iter()
-        .filter_map(|(member, s)| {
+        .map(|(member, s)| {
             let m = |k: &str| s.metrics.get(k).copied().unwrap_or(0.0);
             let (received, sent) = (m(RECEIVED) as u64, m(SENT) as u64);
-            Some(Snapshots {
+            Snapshots {
                 member: member.to_string(),
                 received,
                 receive_s: m(RECEIVE_S),
                 sent,
                 send_s: m(SEND_S),
                 peer_received_bytes: m("peer_received_bytes") as u64,
-            })
+            }
         })
         .collect()
 }
