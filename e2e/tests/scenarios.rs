@@ -330,6 +330,7 @@ fn scenario_join_fails_then_abort() {
 /// words (the leader's stream to it stayed full while connected), how much
 /// the leader sent it, and that the source served throughout.
 #[test]
+#[ignore = "nightly: scripts/nightly runs it; CI keeps within 30 minutes"]
 fn scenario_learner_stalls_over_lossy_wan() {
     let file = "learner-stalls-over-lossy-wan.yaml";
     let Some((dir, _keep)) = fixture_passes("ls", file) else {
@@ -359,6 +360,7 @@ fn scenario_learner_stalls_over_lossy_wan() {
 /// migration completed, and what failed is what the named hazards explain
 /// (the write in flight at the kill, requests inside the election).
 #[test]
+#[ignore = "nightly: scripts/nightly runs it; CI keeps within 30 minutes"]
 fn scenario_leader_killed_during_etcd_migration_complete() {
     let file = "leader-killed-during-etcd-migration-complete.yaml";
     let Some((dir, _keep)) = fixture_passes("lk", file) else {

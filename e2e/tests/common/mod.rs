@@ -73,8 +73,51 @@ pub fn docker(args: &[&str]) -> Command {
     c
 }
 
-/// Names of labelled Docker objects of `lab`: containers, networks, volumes.
+/// What `cpmlab down` says when dockerd 20.10 keeps a network's endpoint
+/// count above zero with no endpoint left (its stale-endpoint bug: `docker
+/// network disconnect -f` finds no endpoint, only a dockerd restart clears
+/// the count).
+const STALE_ENDPOINT: &str = "Docker keeps a stale endpoint";
+
+/// Networks `down` left for dockerd's stale-endpoint bug: the rest of the
+/// test goes on without them, and scripts/test restarts dockerd after the
+/// suite and removes them (any other leftover still fails).
+static STALE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// True when `down` failed only for dockerd's stale-endpoint bug: exit 3
+/// saying so, and nothing of the lab left but networks no container uses.
+/// Said loudly: it is a fault of the machine's dockerd, not a pass.
+pub fn down_hit_stale_endpoint(lab: &str, code: Option<i32>, stderr: &str) -> bool {
+    if code != Some(3) || !stderr.contains(STALE_ENDPOINT) {
+        return false;
+    }
+    let left = raw_lab_objects(lab);
+    let only_empty_networks = !left.is_empty()
+        && left.iter().all(|o| {
+            let used = docker(&["network", "inspect", "-f", "{{len .Containers}}", o]).output();
+            matches!(used, Ok(u) if u.status.success() && String::from_utf8_lossy(&u.stdout).trim() == "0")
+        });
+    if only_empty_networks {
+        eprintln!(
+            "DOCKERD STALE ENDPOINT (dockerd 20.10's endpoint count, not a lab leak): \
+             `down` of {lab} could not remove {left:?}; scripts/test restarts dockerd after the suite and removes them"
+        );
+        STALE.lock().unwrap().extend(left);
+    }
+    only_empty_networks
+}
+
+/// Names of labelled Docker objects of `lab`: containers, networks, volumes
+/// (networks dockerd's stale-endpoint bug kept, see `STALE`, left out).
 pub fn lab_objects(lab: &str) -> Vec<String> {
+    let stale = STALE.lock().unwrap().clone();
+    raw_lab_objects(lab)
+        .into_iter()
+        .filter(|o| !stale.contains(o))
+        .collect()
+}
+
+fn raw_lab_objects(lab: &str) -> Vec<String> {
     let filter = format!("label=cpmlab.lab={lab}");
     let mut v = Vec::new();
     for args in [
@@ -134,9 +177,23 @@ impl Lab {
         self.cmd().args(args).assert()
     }
 
-    /// Runs, asserts exit 0, and returns stdout.
+    /// Runs, asserts exit 0, and returns stdout (a `down` that dockerd's
+    /// stale-endpoint bug stopped counts, said loudly: `down_hit_stale_endpoint`).
     pub fn ok(&self, args: &[&str]) -> String {
-        stdout(&self.cpmlab(args).success())
+        let a = self.cpmlab(args);
+        if args == ["down"] {
+            let o = a.get_output();
+            if down_hit_stale_endpoint(
+                &self.name,
+                o.status.code(),
+                &String::from_utf8_lossy(&o.stderr),
+            ) {
+                // What `down` does after removing the objects.
+                let _ = std::fs::remove_dir_all(self.dir());
+                return stdout(&a);
+            }
+        }
+        stdout(&a.success())
     }
 
     pub fn status(&self) -> Value {
@@ -179,6 +236,15 @@ impl Drop for Lab {
         let out = self.cmd().arg("down").output();
         let failed = match &out {
             Ok(o) if o.status.success() => return,
+            Ok(o)
+                if down_hit_stale_endpoint(
+                    &self.name,
+                    o.status.code(),
+                    &String::from_utf8_lossy(&o.stderr),
+                ) =>
+            {
+                return
+            }
             Ok(o) => format!(
                 "{}\n{}",
                 o.status,

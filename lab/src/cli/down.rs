@@ -19,18 +19,36 @@ pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     };
     let progress = Progress::new(Mode::detect(lab.output == Output::Json));
     let mut reports = Vec::new();
+    // Every lab is tried: one that cannot be removed does not keep the
+    // others; the first failure decides the exit.
+    let mut first_err: Option<anyhow::Error> = None;
     for l in labs {
         let step = progress.step(format!("remove lab {l}"));
         // A kind lab's clusters first (its state directory says which).
-        crate::provider::kind::up::down(&engine, state_root, &l).await?;
-        let r = down::down(&engine, &l, state_root).await?;
-        step.done_with(&format!(
-            "{} containers, {} networks, {} volumes",
-            r.removed.containers.len(),
-            r.removed.networks.len(),
-            r.removed.volumes.len()
-        ));
-        reports.push(r);
+        let r = match crate::provider::kind::up::down(&engine, state_root, &l).await {
+            Ok(()) => down::down(&engine, &l, state_root).await,
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(r) => {
+                step.done_with(&format!(
+                    "{} containers, {} networks, {} volumes",
+                    r.removed.containers.len(),
+                    r.removed.networks.len(),
+                    r.removed.volumes.len()
+                ));
+                reports.push(r);
+            }
+            Err(e) => {
+                step.fail("could not be removed (below)");
+                if first_err.is_none() {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
     }
     if lab.output == Output::Json {
         print_json_line(&serde_json::json!({"event": "down", "labs": reports}));
