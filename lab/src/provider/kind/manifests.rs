@@ -148,8 +148,16 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
         out.push(Manifest::new(31, member_virtual_service(lab, &ns, m)));
         out.push(Manifest::new(32, member_destination_rule(lab, &ns, m)));
     }
-    out.push(Manifest::new(31, api_virtual_service(lab, &ns, t, seed)));
-    out.push(Manifest::new(31, client_virtual_service(lab, &ns, t, seed)));
+    let api = t.shoot.api_name();
+    out.push(Manifest::new(
+        31,
+        sni_virtual_service(lab, &ns, seed, "kube-apiserver", &api, API_PORT),
+    ));
+    let client = client_host(t, seed);
+    out.push(Manifest::new(
+        31,
+        sni_virtual_service(lab, &ns, seed, "etcd-main-client", &client, CLIENT_PORT),
+    ));
     out.sort_by(|a, b| a.file.cmp(&b.file));
     out
 }
@@ -534,28 +542,22 @@ fn member_destination_rule(lab: &str, ns: &str, m: &KindMember) -> Value {
     })
 }
 
-fn api_virtual_service(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
-    let host = t.shoot.api_name();
+/// A VirtualService sending `host`'s SNI on `port` to `service`'s `port`.
+fn sni_virtual_service(
+    lab: &str,
+    ns: &str,
+    seed: &str,
+    name: &str,
+    host: &str,
+    port: u16,
+) -> Value {
     json!({
         "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": meta("kube-apiserver", ns, labels(lab, seed, "gateway")),
+        "metadata": meta(name, ns, labels(lab, seed, "gateway")),
         "spec": {
             "hosts": [host],
             "gateways": ["shoot-control-plane"],
-            "tls": [tls_route(API_PORT, &host, "kube-apiserver", ns, API_PORT)],
-        },
-    })
-}
-
-fn client_virtual_service(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
-    let host = client_host(t, seed);
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": meta("etcd-main-client", ns, labels(lab, seed, "gateway")),
-        "spec": {
-            "hosts": [host],
-            "gateways": ["shoot-control-plane"],
-            "tls": [tls_route(CLIENT_PORT, &host, "etcd-main-client", ns, CLIENT_PORT)],
+            "tls": [tls_route(port, host, name, ns, port)],
         },
     })
 }

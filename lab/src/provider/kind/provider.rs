@@ -122,6 +122,12 @@ pub fn workloads_of(context: &str, list: &str) -> Result<Vec<Workload>> {
         .collect())
 }
 
+/// The kind clusters on this machine (`kind get clusters`).
+async fn kind_clusters() -> Result<Vec<String>> {
+    let out = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
+    Ok(out.stdout.lines().map(|c| c.trim().to_string()).collect())
+}
+
 fn unsupported(what: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "the kind provider cannot {what} yet: run this with the docker provider \
@@ -250,10 +256,9 @@ impl Provider for KindProvider {
     }
 
     async fn labs(&self) -> Result<Vec<String>> {
-        let out = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
-        let mut labs: Vec<String> = out
-            .stdout
-            .lines()
+        let mut labs: Vec<String> = kind_clusters()
+            .await?
+            .iter()
             .filter_map(|c| c.rsplit_once("-seed-").map(|(lab, _)| lab.to_string()))
             .collect();
         labs.sort();
@@ -262,16 +267,15 @@ impl Provider for KindProvider {
     }
 
     async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
-        let clusters = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
+        let clusters = kind_clusters().await?;
         let selector = match lab {
             Some(l) => format!("{}={l}", crate::provider::docker::LABEL_LAB),
             None => crate::provider::docker::LABEL_LAB.to_string(),
         };
         let mut out = Vec::new();
-        for c in
-            clusters.stdout.lines().map(str::trim).filter(|c| {
-                lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-')))
-            })
+        for c in clusters
+            .iter()
+            .filter(|c| lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-'))))
         {
             let context = format!("kind-{c}");
             let list = kubectl_ok(vec![
