@@ -6,3 +6,4 @@ pub mod peer_check;
 pub mod router;
 pub mod rtt;
 pub mod tun;
+pub mod vnet_hdr;

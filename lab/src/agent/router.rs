@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::tun::{tight_timers, Tun};
+use super::vnet_hdr::{self, VnetHdr};
 use crate::link::profile::LinkProfile;
 use crate::link::schedule::{DelayQueue, LinkShaper, Verdict};
 use crate::link::{DelaylineConfig, LinkSeed, DELAYLINE_DEV, DELAYLINE_STATS};
@@ -55,8 +56,21 @@ impl Classifier {
 
 #[derive(Debug, Default, Clone, Serialize)]
 struct LinkStats {
+    /// Packets as they are on the wire (a superpacket counts its segments).
     passed: u64,
     dropped: u64,
+    /// IP bytes passed, as on the wire.
+    bytes: u64,
+}
+
+/// Superpackets seen, and the offloads in force.
+#[derive(Debug, Default, Clone, Serialize)]
+struct OffloadStats {
+    offloads: bool,
+    reads: u64,
+    superpackets: u64,
+    /// Why offloads are off, when they are.
+    off_because: Option<&'static str>,
 }
 
 struct Shapers {
@@ -171,6 +185,22 @@ fn load(path: &Path) -> Option<DelaylineConfig> {
     }
 }
 
+/// Whether the table lets the kernel hand over superpackets, and if not,
+/// why. Loss is drawn per packet on the wire, so a link with loss (now or
+/// in a replay) needs every packet cut to the MTU before the delay line sees
+/// it; delay, jitter, rate and partitions treat a superpacket as a burst of
+/// back-to-back segments, which is what it becomes on the wire.
+fn offloads_for(cfg: &DelaylineConfig) -> Result<(), &'static str> {
+    if cfg.offloads_off {
+        return Err("turned off in the link table");
+    }
+    let replayed = cfg.replay.iter().flat_map(|r| r.changes.iter().map(|c| &c.1));
+    if cfg.links.values().chain(replayed).any(|p| p.loss_pct > 0.0) {
+        return Err("a link has loss, drawn per packet");
+    }
+    Ok(())
+}
+
 pub fn run(config: &Path) -> Result<()> {
     tight_timers();
     let tun = Tun::open(DELAYLINE_DEV).context("create the delay line's TUN device")?;
@@ -199,8 +229,22 @@ pub fn run(config: &Path) -> Result<()> {
     let mut shapers = Shapers::new();
     shapers.update(&cfg);
     let mut stats: HashMap<(usize, usize), LinkStats> = HashMap::new();
+    let mut offload = OffloadStats::default();
+    let set_offloads = |cfg: &DelaylineConfig, o: &mut OffloadStats| {
+        let want = offloads_for(cfg);
+        if want.is_ok() != o.offloads {
+            match tun.set_offloads(want.is_ok()) {
+                Ok(()) => o.offloads = want.is_ok(),
+                Err(e) => tracing::warn!("offloads on {DELAYLINE_DEV}: {e}"),
+            }
+        }
+        o.off_because = want.err();
+    };
+    set_offloads(&cfg, &mut offload);
     let mut queue: DelayQueue<Vec<u8>> = DelayQueue::default();
-    let mut buf = vec![0u8; 65536];
+    // A superpacket is at most 64 KiB; room for more in case a kernel
+    // raises the device's GSO limit.
+    let mut buf = vec![0u8; 256 * 1024];
     let mut last_check = Instant::now();
     let mut last_stats = Instant::now();
     let mut send_errors = 0u64;
@@ -222,6 +266,7 @@ pub fn run(config: &Path) -> Result<()> {
                     classifier = Classifier::new(&cfg);
                     shapers.update(&cfg);
                     next_change = shapers.follow(&cfg);
+                    set_offloads(&cfg, &mut offload);
                 }
             }
         }
@@ -233,6 +278,7 @@ pub fn run(config: &Path) -> Result<()> {
                 (queue.len(), max_queued),
                 send_errors,
                 shapers.replay_at,
+                &offload,
             );
         }
         while let Some(pkt) = queue.pop_due(now) {
@@ -253,28 +299,37 @@ pub fn run(config: &Path) -> Result<()> {
         if !wait.is_zero() && !tun.wait(wait)? {
             continue;
         }
-        // Drain what arrived.
+        // Drain what arrived: each read is a virtio-net header and a packet
+        // or superpacket, written back as it came.
         while let Some(n) = tun.recv(&mut buf)? {
-            let pkt = &buf[..n];
+            let frame = &buf[..n];
+            let Some(hdr) = VnetHdr::parse(frame) else {
+                continue;
+            };
+            let ip = &frame[vnet_hdr::LEN..];
+            let (segments, wire_bytes) = vnet_hdr::wire_size(&hdr, ip);
+            offload.reads += 1;
+            offload.superpackets += u64::from(hdr.is_gso());
             let arrived = Instant::now();
-            let pair = classifier.classify(pkt);
+            let pair = classifier.classify(ip);
             let verdict = match pair.and_then(|p| shapers.by_pair.get_mut(&p)) {
-                Some(shaper) => shaper.admit(arrived, n),
+                Some(shaper) => shaper.admit(arrived, wire_bytes),
                 None => Verdict::Release(arrived),
             };
             let s = stats
                 .entry(pair.unwrap_or((usize::MAX, usize::MAX)))
                 .or_default();
             match verdict {
-                Verdict::Drop => s.dropped += 1,
+                Verdict::Drop => s.dropped += u64::from(segments),
                 Verdict::Release(at) => {
-                    s.passed += 1;
+                    s.passed += u64::from(segments);
+                    s.bytes += wire_bytes as u64;
                     if at <= arrived && queue.is_empty() {
-                        if tun.send(pkt).is_err() {
+                        if tun.send(frame).is_err() {
                             send_errors += 1;
                         }
                     } else {
-                        queue.push(at, pkt.to_vec());
+                        queue.push(at, frame.to_vec());
                         max_queued = max_queued.max(queue.len());
                     }
                 }
@@ -289,6 +344,7 @@ fn write_stats(
     (queued, max_queued): (usize, usize),
     send_errors: u64,
     replay_at: Option<usize>,
+    offload: &OffloadStats,
 ) {
     let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| "other".into());
     let links: std::collections::BTreeMap<String, &LinkStats> = stats
@@ -301,6 +357,7 @@ fn write_stats(
         "max_queued": max_queued,
         "send_errors": send_errors,
         "replay_change": replay_at,
+        "offload": offload,
         "links": links,
     });
     let tmp = format!("{DELAYLINE_STATS}.tmp");
@@ -344,7 +401,7 @@ mod tests {
             networks: two_nets(),
             links: [("seed-a>seed-b".to_string(), lossy)].into(),
             seed: Some(LinkSeed { seed, epoch }),
-            replay: None,
+            ..Default::default()
         };
         let mut s = Shapers::new();
         s.update(&cfg(7, 1));
@@ -378,6 +435,7 @@ mod tests {
                 links: vec!["seed-a>seed-b".into(), "seed-b>seed-a".into()],
                 changes: vec![(0, p(10)), (100_000, p(40)), (10_000_000, p(5))],
             }),
+            ..Default::default()
         };
         let mut s = Shapers::new();
         s.update(&cfg);
@@ -386,6 +444,33 @@ mod tests {
         assert_eq!(s.by_pair[&(0, 1)].profile.delay, Duration::from_millis(40));
         assert_eq!(s.by_pair[&(1, 0)].profile.delay, Duration::from_millis(40));
         assert!((next - (now - 150.0 + 10_000.0)).abs() < 1.0, "{next}");
+    }
+
+    #[test]
+    fn offloads_stay_on_unless_loss_is_drawn_per_packet() {
+        let p = |loss_pct: f64| LinkProfile {
+            delay: Duration::from_millis(10),
+            loss_pct,
+            ..Default::default()
+        };
+        let mut cfg = DelaylineConfig {
+            networks: two_nets(),
+            links: [("seed-a>seed-b".to_string(), p(0.0))].into(),
+            ..Default::default()
+        };
+        assert_eq!(offloads_for(&cfg), Ok(()));
+        cfg.replay = Some(Replay {
+            links: vec!["seed-b>seed-a".into()],
+            changes: vec![(0, p(0.0)), (1_000, p(2.0))],
+            ..Default::default()
+        });
+        assert!(offloads_for(&cfg).unwrap_err().contains("loss"));
+        cfg.replay = None;
+        cfg.links.insert("seed-b>seed-a".into(), p(0.5));
+        assert!(offloads_for(&cfg).is_err());
+        cfg.links.clear();
+        cfg.offloads_off = true;
+        assert!(offloads_for(&cfg).unwrap_err().contains("turned off"));
     }
 
     #[test]

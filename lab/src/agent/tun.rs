@@ -1,4 +1,6 @@
-//! A TUN device (IPv4 packets, no packet-info header), non-blocking.
+//! A TUN device (IPv4 packets, no packet-info header), non-blocking, with
+//! a virtio-net header before each packet so the kernel can hand over and
+//! take back segmentation offload packets (see `vnet_hdr`).
 
 use std::ffi::{c_int, c_short};
 use std::io;
@@ -15,6 +17,15 @@ use nix::sys::time::TimeSpec;
 const TUNSETIFF: ioctl_num_type = nix::request_code_write!(b'T', 202, size_of::<c_int>());
 const IFF_TUN: c_short = 0x0001;
 const IFF_NO_PI: c_short = 0x1000;
+const IFF_VNET_HDR: c_short = 0x4000;
+/// `_IOW('T', 208, unsigned int)`: the offloads this end takes; the value is
+/// passed as the argument itself.
+const TUNSETOFFLOAD: ioctl_num_type = nix::request_code_write!(b'T', 208, size_of::<c_int>());
+/// `TUN_F_*`: checksums left to the kernel, TCP segmentation (v4, v6, ECN).
+const TUN_F_CSUM: c_int = 0x01;
+const TUN_F_TSO4: c_int = 0x02;
+const TUN_F_TSO6: c_int = 0x04;
+const TUN_F_TSO_ECN: c_int = 0x08;
 const IFNAMSIZ: usize = 16;
 
 #[repr(C)]
@@ -27,6 +38,7 @@ struct IfReq {
 // The kernel reads a whole `struct ifreq`, though the request code encodes
 // the size of an int, so the "bad" variant takes the code as it is.
 nix::ioctl_write_ptr_bad!(tun_set_iff, TUNSETIFF, IfReq);
+nix::ioctl_write_int_bad!(tun_set_offload, TUNSETOFFLOAD);
 
 pub struct Tun {
     fd: OwnedFd,
@@ -34,8 +46,9 @@ pub struct Tun {
 }
 
 impl Tun {
-    /// Creates (or attaches to) TUN device `name`. Needs CAP_NET_ADMIN and
-    /// /dev/net/tun.
+    /// Creates (or attaches to) TUN device `name`, every packet read and
+    /// written behind a `vnet_hdr::LEN`-byte virtio-net header. Offloads
+    /// start off (`set_offloads`). Needs CAP_NET_ADMIN and /dev/net/tun.
     pub fn open(name: &str) -> io::Result<Tun> {
         if name.len() >= IFNAMSIZ {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "name too long"));
@@ -47,7 +60,7 @@ impl Tun {
         )?;
         let mut req = IfReq {
             name: [0; IFNAMSIZ],
-            flags: IFF_TUN | IFF_NO_PI,
+            flags: IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
             _pad: [0; 22],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());
@@ -60,7 +73,21 @@ impl Tun {
         })
     }
 
-    /// One packet, or `Ok(None)` when none is waiting.
+    /// Whether the kernel may hand this device superpackets (TCP
+    /// segmentation offload, checksums left partial) instead of cutting
+    /// them to the MTU first. Takes effect for packets routed from now on.
+    pub fn set_offloads(&self, on: bool) -> io::Result<()> {
+        let flags = if on {
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN
+        } else {
+            0
+        };
+        // SAFETY: `fd` is an open TUN device; the request takes an integer.
+        unsafe { tun_set_offload(self.fd.as_raw_fd(), flags) }?;
+        Ok(())
+    }
+
+    /// One packet (virtio-net header first), or `Ok(None)` when none is waiting.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         match nix::unistd::read(&self.fd, buf) {
             Ok(n) => Ok(Some(n)),
@@ -95,8 +122,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tunsetiff_is_the_kernels_request_code() {
+    fn the_request_codes_are_the_kernels() {
         assert_eq!(TUNSETIFF, 0x4004_54ca);
+        assert_eq!(TUNSETOFFLOAD, 0x4004_54d0);
     }
 
     #[test]

@@ -63,6 +63,8 @@ impl Backend {
 pub const DELAYLINE_CONFIG: &str = "/etc/cpmlab/links.json";
 /// Counters the delay line writes every second.
 pub const DELAYLINE_STATS: &str = "/run/cpmlab/delayline.json";
+/// `off` keeps the delay line's TUN offloads off (see `DelaylineConfig`).
+pub const OFFLOADS_ENV: &str = "CPMLAB_DELAYLINE_OFFLOADS";
 /// The TUN device forwarded packets are diverted into.
 pub const DELAYLINE_DEV: &str = "dl0";
 
@@ -147,6 +149,11 @@ pub struct DelaylineConfig {
     pub seed: Option<LinkSeed>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<Replay>,
+    /// Keeps the kernel from handing the delay line superpackets (TUN
+    /// offloads), for comparison: `CPMLAB_DELAYLINE_OFFLOADS=off` when the
+    /// table is written.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offloads_off: bool,
 }
 
 impl DelaylineConfig {
@@ -163,6 +170,7 @@ impl DelaylineConfig {
             links: links.clone(),
             seed: state.link_seed,
             replay: state.link_replay.clone(),
+            offloads_off: std::env::var(OFFLOADS_ENV).is_ok_and(|v| v == "off"),
         }
     }
 }
