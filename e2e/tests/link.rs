@@ -421,3 +421,156 @@ fn seeded_loss_replays_and_a_trace_is_followed() {
     lab.ok(&["link", "clear"]);
     lab.ok(&["down"]);
 }
+
+/// The delay line's counters in the router (written every second).
+fn delayline_stats(lab: &Lab) -> Value {
+    std::thread::sleep(Duration::from_millis(1100));
+    let o = lab
+        .exec("router", "cat /run/cpmlab/delayline.json")
+        .assert();
+    serde_json::from_slice(&o.get_output().stdout).unwrap_or_else(|e| panic!("{e}:\n{o}"))
+}
+
+/// iperf3 from seed-b's gateway to a seed-a member (`-R`: the member
+/// receives and reports), as JSON.
+fn iperf_to_seed_a(lab: &Lab, gw: &str, args: &str) -> Value {
+    let o = lab
+        .exec(
+            "seed-a-etcd-0",
+            &format!("iperf3 -c {gw} -p 5201 -R -J {args}"),
+        )
+        .assert()
+        .success();
+    serde_json::from_slice(&o.get_output().stdout).unwrap_or_else(|e| panic!("{e}:\n{o}"))
+}
+
+/// With the delay line's TUN offloads on (the default): the kernel hands
+/// it superpackets and bulk TCP passes as they are; a small packet's round
+/// trip stays exact beside them; packets larger than the MTU (fragmented
+/// ICMP) and ICMP itself pass; `--rate` holds within 2 % at two rates, as
+/// iperf3 measures it at the receiver; loss turns the offloads off, since
+/// it is drawn per packet on the wire.
+#[test]
+fn delay_line_offloads_keep_rtt_rate_mtu_and_icmp() {
+    if !docker_or_skip("delay_line_offloads_keep_rtt_rate_mtu_and_icmp") {
+        return;
+    }
+    let lab = Lab::new("offload");
+    lab.ok(&["up"]);
+    let gw = gw_b(&lab);
+    start_echo(&lab);
+    docker(&[
+        "exec",
+        "-d",
+        &lab.container("seed-b-gateway"),
+        "iperf3",
+        "-s",
+        "-p",
+        "5201",
+    ])
+    .assert()
+    .success();
+
+    // Bulk TCP through a 10 ms link: superpackets, and the small packets'
+    // round trip stays within 0.5 ms (p50) and 2 ms (p99) of 20 ms. The
+    // delay line on every host, netem or not; later changes keep it.
+    lab.ok(&[
+        "link",
+        "set",
+        "seed-a:seed-b",
+        "--delay",
+        "10ms",
+        "--backend",
+        "delayline",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let bulk = iperf_to_seed_a(&lab, &gw, "-t 3");
+    let st = delayline_stats(&lab);
+    assert_eq!(st["offload"]["offloads"], true, "{st}");
+    let (reads, supers) = (
+        st["offload"]["reads"].as_f64().unwrap(),
+        st["offload"]["superpackets"].as_f64().unwrap(),
+    );
+    assert!(
+        supers > 0.1 * reads,
+        "bulk TCP came as superpackets ({supers} of {reads} reads): {st}"
+    );
+    let mbit = bulk["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        / 1e6;
+    eprintln!(
+        "bulk TCP at 10 ms one-way: {mbit:.0} Mbit/s, {supers} superpackets of {reads} reads"
+    );
+    let r = rtt(&lab, &gw, "--proto udp --count 2000 --interval-us 1000");
+    assert!(
+        f(&r, "p50_ms") - 20.0 <= 0.5 && f(&r, "p99_ms") - 20.0 <= 2.0 && f(&r, "min_ms") >= 20.0,
+        "UDP RTT at 1000/s over 10 ms one-way: {r}"
+    );
+
+    // Larger than the MTU: 4000-byte ICMP echoes go as IP fragments.
+    let o = lab
+        .exec("seed-a-etcd-0", &format!("ping -c 5 -s 4000 -W 3 {gw}"))
+        .assert()
+        .success();
+    let out = stdout(&o);
+    assert!(
+        out.contains("5 packets received"),
+        "ICMP larger than the MTU: {out}"
+    );
+
+    // The rate, at the receiver: TCP payload over the intervals after slow
+    // start, against the rate times the payload's share of each packet.
+    for (rate, mbit) in [("20mbit", 20.0), ("200mbit", 200.0)] {
+        lab.ok(&[
+            "link",
+            "set",
+            "seed-a:seed-b",
+            "--delay",
+            "10ms",
+            "--rate",
+            rate,
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        let v = iperf_to_seed_a(&lab, &gw, "-t 6");
+        let mss = v["start"]["tcp_mss_default"].as_f64().unwrap_or(1448.0);
+        let steady: Vec<f64> = v["intervals"].as_array().unwrap()[2..]
+            .iter()
+            .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap() / 1e6)
+            .collect();
+        let got = steady.iter().sum::<f64>() / steady.len() as f64;
+        // Each 1500-byte packet carries `mss` bytes of payload.
+        let want = mbit * mss / (mss + 52.0);
+        eprintln!("--rate {rate}: {got:.2} Mbit/s of payload, {want:.2} expected");
+        assert!(
+            (got / want - 1.0).abs() <= 0.02,
+            "--rate {rate}: {got:.2} Mbit/s of payload at the receiver, {want:.2} expected \
+             (intervals {steady:?})"
+        );
+    }
+
+    // Loss is drawn per packet: offloads go off, and come back with it gone.
+    let offloads_at_loss = |loss: &str| {
+        lab.ok(&[
+            "link",
+            "set",
+            "seed-a:seed-b",
+            "--delay",
+            "10ms",
+            "--loss",
+            loss,
+        ]);
+        delayline_stats(&lab)["offload"].clone()
+    };
+    let o = offloads_at_loss("1%");
+    assert_eq!(o["offloads"], false, "{o}");
+    assert!(
+        o["off_because"]
+            .as_str()
+            .is_some_and(|s| s.contains("loss")),
+        "{o}"
+    );
+    let o = offloads_at_loss("0");
+    assert_eq!(o["offloads"], true, "{o}");
+    lab.ok(&["down"]);
+}

@@ -194,7 +194,10 @@ fn offloads_for(cfg: &DelaylineConfig) -> Result<(), &'static str> {
     if cfg.offloads_off {
         return Err("turned off in the link table");
     }
-    let replayed = cfg.replay.iter().flat_map(|r| r.changes.iter().map(|c| &c.1));
+    let replayed = cfg
+        .replay
+        .iter()
+        .flat_map(|r| r.changes.iter().map(|c| &c.1));
     if cfg.links.values().chain(replayed).any(|p| p.loss_pct > 0.0) {
         return Err("a link has loss, drawn per packet");
     }

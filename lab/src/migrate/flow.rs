@@ -859,15 +859,16 @@ impl<'a> Flow<'a> {
             if t0.elapsed() > deadline {
                 anyhow::bail!("the source members did not leave within {deadline:?}: {last}");
             }
-            self.heal(line).await?;
             let view = self.view().await;
             if let Some(e) = &view.error {
                 last = e.clone();
+                self.heal(line).await?;
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
             // Members the state still lists but etcd no longer has (a run
-            // killed right after a removal) have departed.
+            // killed right after a removal, or a removal whose member
+            // exited before it was recorded) have departed.
             let gone: Vec<MemberState> = self
                 .state
                 .members_of(&mig.from)
@@ -877,6 +878,9 @@ impl<'a> Flow<'a> {
             if !gone.is_empty() {
                 self.depart(&gone).await?;
             }
+            // Only now: a removed member exits on its own, and is not
+            // started again as if it had crashed.
+            self.heal(line).await?;
             let leaving: Vec<String> = self
                 .state
                 .members_of(&mig.from)

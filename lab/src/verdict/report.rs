@@ -1019,7 +1019,7 @@ tr.bad td{{background:#fff0f0}}
         SVG_W,
     ));
     h.push_str(&super::context::said_section(said, cpu, t0));
-    h.push_str(&super::size::section(events, etcd));
+    h.push_str(&super::size::section(events, etcd, t0, &|t| sc.x(t), SVG_W));
 
     // Lab events.
     if !events.is_empty() {

@@ -251,7 +251,18 @@ fn member_statefulset(
     } else {
         ClusterState::Existing
     };
-    json!({
+    // A joiner's initial cluster is only known when it joins (whoever is in
+    // the cluster then): etcd reads it from the environment, out of the
+    // ConfigMap the migration writes before it scales the StatefulSet up.
+    let command: Vec<String> = member_command(t, m, cluster, state)
+        .into_iter()
+        .filter(|a| {
+            source
+                || !(a.starts_with("--initial-cluster=")
+                    || a.starts_with("--initial-cluster-state="))
+        })
+        .collect();
+    let mut sts = json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": meta(&m.name, ns, labels(lab, &m.seed, "etcd")),
         "spec": {
@@ -266,7 +277,7 @@ fn member_statefulset(
                     "containers": [{
                         "name": "etcd",
                         "image": etcd_image(t),
-                        "command": member_command(t, m, cluster, state),
+                        "command": command,
                         "ports": [
                             {"name": "client", "containerPort": CLIENT_PORT},
                             {"name": "peer", "containerPort": PEER_PORT},
@@ -295,6 +306,37 @@ fn member_statefulset(
                     "resources": {"requests": {"storage": "10Gi"}},
                 },
             }],
+        },
+    });
+    if !source {
+        sts["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+            json!([{"configMapRef": {"name": join_config_map_name(&m.name)}}]);
+    }
+    sts
+}
+
+/// The ConfigMap a joining member's StatefulSet reads its initial cluster from.
+pub fn join_config_map_name(member: &str) -> String {
+    format!("{member}-join")
+}
+
+/// What a joiner needs to know when it joins: the cluster as it is then
+/// (every member's name and peer URL, the joiner's own included), in
+/// etcd's environment variables.
+pub fn join_config_map(
+    lab: &str,
+    ns: &str,
+    seed: &str,
+    member: &str,
+    cluster: &[(String, String)],
+) -> Value {
+    let initial: Vec<String> = cluster.iter().map(|(n, u)| format!("{n}={u}")).collect();
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": meta(&join_config_map_name(member), ns, labels(lab, seed, "etcd")),
+        "data": {
+            "ETCD_INITIAL_CLUSTER": initial.join(","),
+            "ETCD_INITIAL_CLUSTER_STATE": "existing",
         },
     })
 }

@@ -3,16 +3,20 @@
 //!
 //! What differs from the docker provider (README, "Providers"): a member is
 //! stopped and started by scaling its StatefulSet (its data is a
-//! PersistentVolumeClaim and stays), a pod cannot be frozen (Kubernetes has
-//! no pause: `freeze` is refused, kill it instead), and what the docker
-//! provider does to its own gateway and DNS containers is not wired to
-//! Istio and the lab's DNS yet: those methods say so.
+//! PersistentVolumeClaim and stays); a joining member gets the cluster as
+//! it is when it joins in a ConfigMap its StatefulSet reads, then one
+//! replica; the destination's API replicas are the seed's kube-apiserver
+//! Deployment scaled up; a pod cannot be frozen (Kubernetes has no pause:
+//! `freeze` is refused, kill it instead); and what the docker provider does
+//! to its own DNS and probe containers is not wired to the kind form yet:
+//! those methods say so.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::manifests::join_config_map;
 use crate::pki::Ca;
 use crate::provider::{ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState};
 use crate::state::{ApiServerState, LabState, MemberState};
@@ -63,10 +67,29 @@ impl PodRef {
 }
 
 async fn kubectl(argv: &[String]) -> Result<Output> {
-    let run = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
+    kubectl_with_input(argv, None).await
+}
+
+/// Runs kubectl (or kind) with `input` on its standard input, if any.
+async fn kubectl_with_input(argv: &[String], input: Option<&[u8]>) -> Result<Output> {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
         .kill_on_drop(true)
-        .output();
+        .stdin(if input.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let run = async {
+        let mut child = cmd.spawn()?;
+        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin.write_all(data).await?;
+        }
+        child.wait_with_output().await
+    };
     let out = tokio::time::timeout(Duration::from_secs(60), run)
         .await
         .with_context(|| format!("`{}` took over 60 s", argv.join(" ")))?
@@ -126,6 +149,20 @@ pub fn workloads_of(context: &str, list: &str) -> Result<Vec<Workload>> {
 async fn kind_clusters() -> Result<Vec<String>> {
     let out = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
     Ok(out.stdout.lines().map(|c| c.trim().to_string()).collect())
+}
+
+/// The seed's kube-apiserver Deployment (manifests.rs).
+const APISERVER_DEPLOYMENT: &str = "kube-apiserver";
+
+/// How many replicas the seed's Deployment has once `a` runs: `a` and the
+/// seed's replicas before it in the lab's order.
+pub fn apiserver_replicas(state: &LabState, a: &ApiServerState) -> usize {
+    state
+        .apiservers
+        .iter()
+        .filter(|x| x.seed == a.seed)
+        .position(|x| x.name == a.name)
+        .map_or(1, |i| i + 1)
 }
 
 fn unsupported(what: &str) -> anyhow::Error {
@@ -206,27 +243,49 @@ impl Provider for KindProvider {
 
     async fn start_member(
         &self,
-        _state: &LabState,
+        state: &LabState,
         _ca: &Ca,
-        _m: &MemberState,
-        _cluster: &[(String, String)],
+        m: &MemberState,
+        cluster: &[(String, String)],
     ) -> Result<()> {
-        Err(unsupported(
-            "start a joining member (scale its StatefulSet with the join's initial cluster)",
-        ))
+        // The member's certificates are the Secret rendered at `up`.
+        let p = PodRef::parse(&m.container)?;
+        let sts = p
+            .statefulset()
+            .with_context(|| format!("{} is not a member's pod", m.container))?;
+        let cm = join_config_map(&state.name, &p.namespace, &m.seed, &m.name, cluster);
+        let argv = p.kubectl(&["apply", "-f", "-"]);
+        let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+        kubectl_with_input(&argv, Some(&serde_json::to_vec(&cm)?))
+            .await?
+            .stdout_if_ok("kubectl", &refs)
+            .with_context(|| format!("hand {} its initial cluster", m.name))?;
+        kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
+            .await
+            .map(|_| ())
     }
 
     async fn start_apiserver(
         &self,
-        _state: &LabState,
+        state: &LabState,
         _ca: &Ca,
-        _a: &ApiServerState,
+        a: &ApiServerState,
         _etcd_servers: &[String],
         _sa: &(String, String),
     ) -> Result<()> {
-        Err(unsupported(
-            "start an API server replica (scale the seed's kube-apiserver Deployment)",
-        ))
+        // Its flags (the seed's own etcd, the shutdown delay) are rendered
+        // into the Deployment at `up`; starting a replica is scaling it.
+        let p = PodRef::parse(&a.container)?;
+        let replicas = format!("--replicas={}", apiserver_replicas(state, a));
+        kubectl_ok(p.kubectl(&["scale", "deployment", APISERVER_DEPLOYMENT, &replicas])).await?;
+        kubectl_ok(p.kubectl(&[
+            "rollout",
+            "status",
+            &format!("deployment/{APISERVER_DEPLOYMENT}"),
+            "--timeout=55s",
+        ]))
+        .await
+        .map(|_| ())
     }
 
     async fn remove(&self, _state: &LabState, workload: &str, _data: Option<&str>) -> Result<()> {
@@ -351,6 +410,76 @@ mod tests {
             ("etcd", Some("seed-a"))
         );
         assert_eq!(w[0].state, WorkloadState::Running);
+    }
+
+    #[test]
+    fn a_joiner_s_config_map_holds_the_cluster_as_it_is_when_it_joins() {
+        let cluster = vec![
+            (
+                "seed-a-etcd-0".to_string(),
+                "https://seed-a-etcd-0.local.cpmlab.test:9100".to_string(),
+            ),
+            (
+                "seed-b-etcd-0".to_string(),
+                "https://seed-b-etcd-0.local.cpmlab.test:9100".to_string(),
+            ),
+        ];
+        let cm = join_config_map(
+            "lab",
+            "shoot--local--local",
+            "seed-b",
+            "seed-b-etcd-0",
+            &cluster,
+        );
+        let parsed: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(cm.clone()).expect("a ConfigMap");
+        assert_eq!(parsed.metadata.name.as_deref(), Some("seed-b-etcd-0-join"));
+        assert_eq!(
+            cm["data"]["ETCD_INITIAL_CLUSTER"],
+            "seed-a-etcd-0=https://seed-a-etcd-0.local.cpmlab.test:9100,\
+             seed-b-etcd-0=https://seed-b-etcd-0.local.cpmlab.test:9100"
+        );
+        assert_eq!(cm["data"]["ETCD_INITIAL_CLUSTER_STATE"], "existing");
+        assert_eq!(
+            cm["metadata"]["labels"][crate::provider::docker::LABEL_LAB],
+            "lab"
+        );
+    }
+
+    #[test]
+    fn an_api_replica_scales_its_seed_s_deployment_to_its_place() {
+        let t = crate::topology::Topology::default();
+        let nets = super::super::up::default_nets(&t).expect("networks");
+        let mut state =
+            crate::plan::LabPlan::new("lab", &t, &nets, "img").initial_state(String::new());
+        let net = nets[0];
+        let api = |seed: &str, i: usize| crate::plan::apiserver("lab", seed, net, i);
+        state.apiservers = vec![
+            api("seed-a", 0),
+            api("seed-a", 1),
+            api("seed-b", 0),
+            api("seed-b", 1),
+        ];
+        let b = [api("seed-b", 0), api("seed-b", 1)];
+        assert_eq!(apiserver_replicas(&state, &b[0]), 1);
+        assert_eq!(apiserver_replicas(&state, &b[1]), 2);
+        state.apiservers.retain(|a| a.seed != "seed-a");
+        assert_eq!(apiserver_replicas(&state, &b[1]), 2);
+    }
+
+    #[tokio::test]
+    async fn a_manifest_reaches_kubectl_on_its_standard_input() {
+        // `cat` stands in for kubectl: what it prints is what it was given.
+        let argv = vec!["cat".to_string()];
+        let out = kubectl_with_input(&argv, Some(b"{\"kind\":\"ConfigMap\"}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.code, out.stdout.as_str()),
+            (0, "{\"kind\":\"ConfigMap\"}")
+        );
+        let out = kubectl(&argv).await.unwrap();
+        assert_eq!(out.stdout, "", "no input: stdin is empty, not inherited");
     }
 
     #[test]

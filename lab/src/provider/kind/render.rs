@@ -520,7 +520,17 @@ mod tests {
             .iter()
             .map(|a| a.as_str().unwrap())
             .collect();
-        assert!(cmd.contains(&"--initial-cluster-state=existing"), "{cmd:?}");
+        // The initial cluster comes from the ConfigMap the migration writes
+        // when the member joins, not from flags (which would shadow it).
+        assert!(
+            !cmd.iter().any(|a| a.starts_with("--initial-cluster=")
+                || a.starts_with("--initial-cluster-state=")),
+            "{cmd:?}"
+        );
+        assert_eq!(
+            sts["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"],
+            "seed-b-etcd-0-join"
+        );
         assert!(cmd.contains(&"--experimental-peer-skip-client-san-verification=true"));
         assert!(cmd.contains(
             &"--initial-advertise-peer-urls=https://seed-b-etcd-0.local.cpmlab.test:9100"
@@ -530,6 +540,9 @@ mod tests {
             "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
         ));
         assert_eq!(src["spec"]["replicas"], 1);
+        let src_cmd = src["spec"]["template"]["spec"]["containers"][0]["command"].to_string();
+        assert!(src_cmd.contains("--initial-cluster-state=new"), "{src_cmd}");
+        assert!(src["spec"]["template"]["spec"]["containers"][0]["envFrom"].is_null());
         let api = parse(file(
             &files,
             "seed-b/manifests/20-deployment-kube-apiserver.yaml",
