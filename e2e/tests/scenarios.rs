@@ -143,11 +143,8 @@ fn run(
     let out = stdout(&o);
     let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
     eprintln!("{err}\n{out}");
-    assert!(
-        lab_objects(&name).is_empty(),
-        "the run left objects behind: {:?}",
-        lab_objects(&name)
-    );
+    let left = left_after_teardown(&name);
+    assert!(left.is_empty(), "the run left objects behind: {left:?}");
     (o.get_output().status.code(), out, state, report)
 }
 
@@ -514,5 +511,6 @@ fn ctrl_c_writes_an_incomplete_report_and_tears_down() {
     let records =
         std::fs::read_to_string(report.path().join("long-baseline/run/records.ndjson")).unwrap();
     assert!(records.lines().count() > 50, "the records were flushed");
-    assert!(lab_objects(&name).is_empty(), "{:?}", lab_objects(&name));
+    let left = left_after_teardown(&name);
+    assert!(left.is_empty(), "{left:?}");
 }
