@@ -241,7 +241,12 @@ pub fn run(config: &Path) -> Result<()> {
                 Err(e) => tracing::warn!("offloads on {DELAYLINE_DEV}: {e}"),
             }
         }
-        o.off_because = want.err();
+        // Off because the table says so, or because the kernel refused.
+        o.off_because = match (o.offloads, want) {
+            (true, _) => None,
+            (false, Err(why)) => Some(why),
+            (false, Ok(())) => Some("the kernel refused TUNSETOFFLOAD"),
+        };
     };
     set_offloads(&cfg, &mut offload);
     let mut queue: DelayQueue<Vec<u8>> = DelayQueue::default();
