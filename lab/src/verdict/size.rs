@@ -165,9 +165,13 @@ pub fn leader_series(samples: &[EtcdSample]) -> Vec<(f64, Option<f64>, f64)> {
 
 /// The lanes: snapshots received per joiner, then the leader's round trip
 /// and proposals pending as lines, on the report's time axis.
-fn lanes(samples: &[EtcdSample], t0: f64, x: &dyn Fn(f64) -> f64, svg_w: usize) -> String {
-    let wins = windows(samples);
-    let series = leader_series(samples);
+fn lanes(
+    wins: &[SnapshotWindow],
+    series: &[(f64, Option<f64>, f64)],
+    t0: f64,
+    x: &dyn Fn(f64) -> f64,
+    svg_w: usize,
+) -> String {
     if wins.is_empty() {
         return String::new();
     }
@@ -292,8 +296,8 @@ pub fn section(
     let wins = windows(samples);
     if !wins.is_empty() {
         h.push_str("<p>When each joiner received its snapshot (its end is the sample where etcd counted it, its start the time etcd spent on it before), and meanwhile the leader's round trip to its slowest peer (etcd probes each peer every few seconds over the peer connections and records the smoothed round trip every 30 s: what its heartbeats met) and its proposals pending, sampled every second:</p>\n");
-        h.push_str(&lanes(samples, t0, x, svg_w));
         let series = leader_series(samples);
+        h.push_str(&lanes(&wins, &series, t0, x, svg_w));
         h.push_str("<table><tr><th class=\"l\">snapshot to</th><th>from</th><th>to</th><th>took</th><th>leader's slowest peer round trip, highest recorded</th><th>leader's proposals pending, highest</th></tr>\n");
         for w in &wins {
             let within: Vec<&(f64, Option<f64>, f64)> = series
