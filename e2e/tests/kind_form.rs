@@ -105,10 +105,12 @@ fn kind_form_names_what_is_missing() {
     assert!(lab_objects("kindmissing").is_empty());
 }
 
-/// The live kind form: two clusters, Istio, etcd and kube-apiserver, the
-/// source's etcd healthy through the ingress, and a clean `down`. Compiled
-/// as ignored where kind, kubectl or istioctl is missing (the build says
-/// so); where they exist, missing images fail it in CI.
+/// The live kind form: two clusters, Istio, etcd and kube-apiserver; the
+/// source's etcd healthy through the ingress; a six-member migration under
+/// the probes with a passing verdict; a clean `down` (no kind cluster, no
+/// lab object left). Compiled as ignored where kind, kubectl or istioctl is
+/// missing (the build says so); where they exist, missing images fail it
+/// in CI.
 #[test]
 #[cfg_attr(
     not(cpmlab_kind_tools),
@@ -156,5 +158,33 @@ fn kind_live_form() {
         "{}",
         String::from_utf8_lossy(&health.stderr)
     );
+    // The lab's state says kind, and the lab's commands take it from there.
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.dir().join("state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["provider"], "kind", "{state}");
+    lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "10ms"]);
+    let run = std::path::PathBuf::from(lab.ok(&["probe", "start"]).trim());
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    lab.ok(&["migrate", "--plan", "six-member"]);
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let stop = lab.cpmlab(&["probe", "stop"]);
+    let verdict = std::fs::read_to_string(run.join("verdict.json"))
+        .unwrap_or_else(|e| panic!("verdict.json: {e}\n{stop}"));
+    assert_eq!(
+        stop.get_output().status.code(),
+        Some(0),
+        "the kind form's migration did not pass: {verdict}"
+    );
     lab.ok(&["down"]);
+    assert!(lab_objects(&lab.name).is_empty());
+    let clusters = std::process::Command::new("kind")
+        .args(["get", "clusters"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&clusters.stdout).contains(&lab.name),
+        "kind clusters left: {}",
+        String::from_utf8_lossy(&clusters.stdout)
+    );
 }

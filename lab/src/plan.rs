@@ -94,6 +94,7 @@ impl<'a> LabPlan<'a> {
             version: STATE_VERSION,
             name: lab.to_string(),
             phase: Phase::Creating,
+            provider: Default::default(),
             created_unix: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())

@@ -26,11 +26,32 @@ pub enum Phase {
     Ready,
 }
 
+/// The machinery a lab runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Containers on Docker networks, HAProxy gateways.
+    #[default]
+    Docker,
+    /// kind clusters with Istio; the lab's router, DNS and probe agent are
+    /// containers beside them.
+    Kind,
+}
+
+impl ProviderKind {
+    pub fn is_docker(&self) -> bool {
+        *self == ProviderKind::Docker
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabState {
     pub version: u32,
     pub name: String,
     pub phase: Phase,
+    /// Which provider made the lab (and does what the lab's commands ask).
+    #[serde(default, skip_serializing_if = "ProviderKind::is_docker")]
+    pub provider: ProviderKind,
     pub created_unix: u64,
     pub image: String,
     pub topology: Topology,

@@ -30,14 +30,17 @@ fn everything_above_the_provider_uses_its_interface_only() {
         // Unit tests may look at what a provider renders.
         let code = text.split("#[cfg(test)]").next().unwrap();
         for (i, line) in code.lines().enumerate() {
-            if line.contains("provider::docker") || line.contains("bollard") {
+            if ["provider::docker", "provider::kind", "bollard"]
+                .iter()
+                .any(|p| line.contains(p))
+            {
                 found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
             }
         }
     }
     assert!(
         found.is_empty(),
-        "Docker named outside the provider:\n{}",
+        "a provider's machinery named outside the provider:\n{}",
         found.join("\n")
     );
 }

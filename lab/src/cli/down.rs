@@ -25,7 +25,7 @@ pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     for l in labs {
         let step = progress.step(format!("remove lab {l}"));
         // A kind lab's clusters first (its state directory says which).
-        let r = match crate::provider::kind::up::down(&engine, state_root, &l).await {
+        let r = match crate::provider::kind::up::down(state_root, &l).await {
             Ok(()) => down::down(&engine, &l, state_root).await,
             Err(e) => Err(e),
         };

@@ -227,7 +227,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         (choice, _) => Backend::choose(choice),
     };
     if !matches!(command, LinkCommand::Show { .. }) {
-        let provider = crate::provider::connect().await?;
+        let provider = crate::provider::for_lab(&state).await?;
         let renew = link_seed != state.link_seed || replay != state.link_replay;
         let mut next = state.clone();
         next.link_seed = link_seed;

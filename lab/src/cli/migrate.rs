@@ -99,7 +99,7 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
             .map(|s| s.name.clone())
             .unwrap_or_default()
     });
-    let provider = crate::provider::connect().await?;
+    let provider = crate::provider::for_lab(&state).await?;
     let progress = Progress::new(Mode::detect(a.lab.output == Output::Json));
     let cancel = Cancel::default();
     // An external driver's run leaves a record, never a migration to resume.

@@ -59,7 +59,7 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
         return Ok(code);
     }
     let (dir, mut state) = crate::status::load_lab(state_root, &lab.name)?;
-    let provider = crate::provider::connect().await?;
+    let provider = crate::provider::for_lab(&state).await?;
     match command {
         ProbeCommand::Start { settings, .. } => {
             let dir_run = run::start(&*provider, &dir, &mut state, &settings).await?;

@@ -20,9 +20,10 @@ pub async fn run(state_root: &Path, args: &StatusArgs) -> Result<u8> {
     if let Some(name) = &args.name {
         check_name(name)?;
     }
-    let provider = crate::provider::connect().await?;
     match &args.name {
         Some(name) => {
+            let (_, state) = crate::status::load_lab(state_root, name)?;
+            let provider = crate::provider::for_lab(&state).await?;
             let report = crate::status::status(&*provider, state_root, name).await?;
             match args.output {
                 Output::Json => print_json(&report),
@@ -30,6 +31,7 @@ pub async fn run(state_root: &Path, args: &StatusArgs) -> Result<u8> {
             }
         }
         None => {
+            let provider = crate::provider::connect().await?;
             let labs = crate::status::list(&*provider, state_root).await?;
             match args.output {
                 Output::Json => print_json(&serde_json::json!({

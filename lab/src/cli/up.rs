@@ -190,7 +190,8 @@ async fn kind(
     let settings = form.kind_settings(topology)?;
     if let Some(dir) = &form.render {
         let nets = kind::up::default_nets(topology)?;
-        kind::up::render_all(&lab.name, topology, &settings, &nets, dir)?;
+        let keys = kind::up::RenderKeys::generate(&lab.name)?;
+        kind::up::render_all(&lab.name, topology, &settings, &nets, &keys, dir)?;
         match lab.output {
             Output::Json => print_json_line(&serde_json::json!({
                 "event": "render", "lab": lab.name, "dir": dir,
@@ -204,6 +205,27 @@ async fn kind(
         return Ok(0);
     }
     let progress = Progress::new(Mode::detect(lab.output == Output::Json));
-    kind::up::create(state_root, &lab.name, topology, &settings, &progress).await?;
+    // On Ctrl-C the step in flight is dropped (its command killed), then
+    // the clusters and the lab's containers are removed.
+    tokio::select! {
+        r = kind::up::create(state_root, &lab.name, topology, &settings, &progress) => r?,
+        _ = interrupted() => {
+            progress.note("interrupted: removing what `up` made of the kind form");
+            kind::up::down(state_root, &lab.name).await?;
+            let engine = Engine::connect().await?;
+            down::down(&engine, &lab.name, state_root)
+                .await
+                .context("cleaning up after an interrupted up")?;
+            return Ok(EXIT_INTERRUPTED);
+        }
+    }
+    if lab.output == Output::Json {
+        print_json_line(&serde_json::json!({"event": "up", "lab": lab.name, "result": "created"}));
+    } else {
+        progress.note(&format!(
+            "lab `{}` is up (kind form); see `cpmlab status --name {}`",
+            lab.name, lab.name
+        ));
+    }
     Ok(0)
 }

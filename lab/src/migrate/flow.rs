@@ -85,18 +85,25 @@ fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationS
         rtt_gate: None,
         destination_members: (0..n)
             .map(|i| {
-                crate::plan::member(
+                let m = crate::plan::member(
                     &state.name,
                     to,
                     net,
                     i,
                     &state.dns.zone,
                     state.topology.network.peer_exposure,
-                )
+                );
+                crate::provider::planned_member(state, m)
             })
             .collect(),
         destination_apiservers: (0..replicas)
-            .map(|i| crate::plan::apiserver(&state.name, to, net, i))
+            .map(|i| {
+                crate::provider::planned_apiserver(
+                    state,
+                    crate::plan::apiserver(&state.name, to, net, i),
+                    i,
+                )
+            })
             .collect(),
         departed_members: vec![],
         dns_switched_unix_ms: None,

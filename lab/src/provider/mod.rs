@@ -1,7 +1,7 @@
 //! Providers materialise a lab's topology and do to it what the lab's
 //! commands ask. `docker` builds the fast Docker-only form (one Docker
-//! network per seed); a kind provider (kind clusters with Istio) is to
-//! implement the same interface.
+//! network per seed); `kind` two kind clusters with Istio, with the docker
+//! form's router, DNS server and probe agent beside them.
 //!
 //! The interface is what the migration, the scenario runner and the probes
 //! need from the machinery under the lab, and no more (kind's
@@ -23,6 +23,17 @@ pub mod kind;
 /// Where every workload finds the host's cpmlab binary (its in-lab roles:
 /// router, probe agent, stand-in API server, peer check).
 pub const AGENT_BIN: &str = "/usr/local/bin/cpmlab";
+
+/// The cpmlab binary the lab's containers run (mounted at `AGENT_BIN`):
+/// this process's own, unless `CPMLAB_AGENT_EXE` names another (a program
+/// that uses the library and is not cpmlab itself, such as an integration
+/// test, points it at cpmlab).
+pub fn agent_exe() -> std::io::Result<std::path::PathBuf> {
+    match std::env::var_os("CPMLAB_AGENT_EXE") {
+        Some(p) => Ok(p.into()),
+        None => std::env::current_exe(),
+    }
+}
 
 /// What a workload is doing now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,8 +236,43 @@ pub fn probe_client(state: &LabState) -> String {
     crate::plan::container_name(&state.name, "probe")
 }
 
-/// The provider that runs labs on this machine: the docker provider (the
-/// only one so far; the lab's state is to say which once there are two).
+/// A member a migration plans (`plan::member` names its workload as a
+/// container), named as the lab's provider has it.
+pub fn planned_member(state: &LabState, m: MemberState) -> MemberState {
+    match state.provider {
+        crate::state::ProviderKind::Docker => m,
+        crate::state::ProviderKind::Kind => kind::lab_state::kind_member(state, m),
+    }
+}
+
+/// API replica `index` a migration plans in a seed, named as the lab's
+/// provider has it.
+pub fn planned_apiserver(state: &LabState, a: ApiServerState, index: usize) -> ApiServerState {
+    match state.provider {
+        crate::state::ProviderKind::Docker => a,
+        crate::state::ProviderKind::Kind => kind::lab_state::kind_apiserver(state, a, index),
+    }
+}
+
+/// The provider of labs made by `kind` (a lab's state says which made it).
+/// Both stand on the Docker engine: the kind form's clusters are Docker
+/// containers, and its router, DNS server and probe agent are the docker
+/// form's own.
+pub async fn connect_for(kind: crate::state::ProviderKind) -> Result<Box<dyn Provider>> {
+    let docker = docker::DockerProvider::connect().await?;
+    Ok(match kind {
+        crate::state::ProviderKind::Docker => Box::new(docker),
+        crate::state::ProviderKind::Kind => Box::new(kind::provider::KindProvider::new(docker)),
+    })
+}
+
+/// The provider that does what the lab's commands ask of `state`'s lab.
+pub async fn for_lab(state: &LabState) -> Result<Box<dyn Provider>> {
+    connect_for(state.provider).await
+}
+
+/// The docker provider, for what is not one lab's (the scenario runner
+/// makes docker labs; the lab list).
 pub async fn connect() -> Result<Box<dyn Provider>> {
-    Ok(Box::new(docker::DockerProvider::connect().await?))
+    connect_for(crate::state::ProviderKind::Docker).await
 }

@@ -149,6 +149,7 @@ impl Engine {
         logical: &str,
         subnet: &str,
         bridge_ip: Ipv4Addr,
+        dynamic_range: Option<&str>,
     ) -> Result<(), bollard::errors::Error> {
         self.api
             .create_network(NetworkCreateRequest {
@@ -159,6 +160,9 @@ impl Engine {
                     config: Some(vec![IpamConfig {
                         subnet: Some(subnet.to_string()),
                         gateway: Some(bridge_ip.to_string()),
+                        // Where Docker picks addresses for containers that
+                        // ask for none (kind's nodes).
+                        ip_range: dynamic_range.map(str::to_string),
                         ..Default::default()
                     }]),
                     ..Default::default()

@@ -282,7 +282,7 @@ impl RootFs {
         }
         // cpmlab itself is mounted from the host at run time (so a rebuild
         // needs no new image); the libraries it loads must be in the image.
-        let me = std::env::current_exe().context("locate the cpmlab binary")?;
+        let me = crate::provider::agent_exe().context("locate the cpmlab binary")?;
         for lib in ldd(&me)? {
             fs.add(&lib)?;
         }

@@ -174,7 +174,7 @@ impl Provider for DockerProvider {
             sysctls: up::lab_sysctls(state),
             volumes: vec![
                 (
-                    std::env::current_exe()?.display().to_string(),
+                    crate::provider::agent_exe()?.display().to_string(),
                     format!("{AGENT_BIN}:ro"),
                 ),
                 (client.out.display().to_string(), CLIENT_OUT.into()),

@@ -112,7 +112,7 @@ fn random_bytes() -> [u8; 32] {
 }
 
 /// A TSIG secret (base64).
-fn random_secret() -> String {
+pub fn random_secret() -> String {
     base64::engine::general_purpose::STANDARD.encode(random_bytes())
 }
 
@@ -219,23 +219,11 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     state.api_token = random_token();
     dir.create()?;
     dir.save(&state)?;
-    let ca = Ca::generate(&req.lab)?;
-    let client = ca.issue_client("cpmlab")?;
-    let pki = dir.pki();
-    write_pem(&pki.join("ca.crt"), &ca.cert_pem)?;
-    write_pem(&pki.join("ca.key"), &ca.key_pem())?;
-    write_pem(&pki.join("client.crt"), &client.cert_pem)?;
-    write_pem(&pki.join("client.key"), &client.key_pem)?;
-    crate::state::write_private(&pki.join("token"), &state.api_token)
-        .context("write the API token")?;
+    let LabKeys { ca, client, sa_key } = LabKeys::generate(&dir, &state)?;
     step.done();
 
     req.cancel.check()?;
     let step = p.step("containers: router, dns, toolbox, gateways, etcd");
-    // The service-account signing key pair kube-apiserver insists on; kept
-    // for the replicas a migration starts in the destination seed.
-    let sa_key = rcgen::KeyPair::generate()?;
-    write_pem(&pki.join("sa.key"), &sa_key.serialize_pem())?;
     let specs = container_specs(&state, &ca, &client, &api_server, &sa_key)?;
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
@@ -300,6 +288,38 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
 /// Does the lab image hold the etcd the topology asks for? Checked before
 /// anything of the lab exists.
+/// The lab's keys, written to its `pki` directory: the CA, the client
+/// certificate the lab's commands use, the API token (the state's) and the
+/// service-account signing key pair kube-apiserver insists on (kept for
+/// the replicas a migration starts in the destination seed).
+pub struct LabKeys {
+    pub ca: Ca,
+    pub client: crate::pki::CertKey,
+    pub sa_key: rcgen::KeyPair,
+}
+
+impl LabKeys {
+    pub fn generate(dir: &LabDir, state: &LabState) -> Result<LabKeys> {
+        let ca = Ca::generate(&state.name)?;
+        let client = ca.issue_client("cpmlab")?;
+        let sa_key = rcgen::KeyPair::generate()?;
+        let pki = dir.pki();
+        write_pem(&pki.join("ca.crt"), &ca.cert_pem)?;
+        write_pem(&pki.join("ca.key"), &ca.key_pem())?;
+        write_pem(&pki.join("client.crt"), &client.cert_pem)?;
+        write_pem(&pki.join("client.key"), &client.key_pem)?;
+        write_pem(&pki.join("sa.key"), &sa_key.serialize_pem())?;
+        crate::state::write_private(&pki.join("token"), &state.api_token)
+            .context("write the API token")?;
+        Ok(LabKeys { ca, client, sa_key })
+    }
+
+    /// The service-account key pair as (private, public) PEM.
+    pub fn sa(&self) -> (String, String) {
+        (self.sa_key.serialize_pem(), self.sa_key.public_key_pem())
+    }
+}
+
 pub fn check_etcd_version(topo: &Topology, image: &images::LabImage) -> Result<()> {
     let want = topo.etcd.etcd_version().map_err(BadInput)?;
     if image.has_etcd(want) {
@@ -393,7 +413,7 @@ async fn create_networks(engine: &Engine, lab: &str, topo: &Topology) -> Result<
             futures_util::future::join_all(names.iter().zip(&nets).map(|(n, net)| async move {
                 let docker_name = crate::plan::network_name(lab, n);
                 engine
-                    .create_network(lab, &docker_name, n, &net.cidr(), net.host(1))
+                    .create_network(lab, &docker_name, n, &net.cidr(), net.host(1), None)
                     .await
             }))
             .await;
@@ -496,7 +516,7 @@ fn docker_network(state: &LabState, n: &str) -> String {
 /// host's cpmlab binary for the in-container roles. No capabilities beyond
 /// Docker's defaults: the lab sets routes from the host (`netns`).
 fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> ContainerSpec {
-    let self_exe = std::env::current_exe()
+    let self_exe = crate::provider::agent_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "/proc/self/exe".into());
     ContainerSpec {
@@ -633,17 +653,12 @@ pub fn apiserver_spec(
     Ok(c)
 }
 
-fn container_specs(
-    state: &LabState,
-    ca: &Ca,
-    client: &crate::pki::CertKey,
-    api_server: &ApiServerBinary,
-    sa_key: &rcgen::KeyPair,
-) -> Result<Vec<ContainerSpec>> {
+/// The lab's own containers, in both forms: the wan router on every
+/// network, the DNS server and the toolbox on the clients network.
+pub fn infra_specs(state: &LabState, ca: &Ca, client: &crate::pki::CertKey) -> Vec<ContainerSpec> {
     let docker_net = |n: &str| docker_network(state, n);
     let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
     let mut specs = Vec::new();
-
     let mut router = base(&state.router.container, "router", None);
     router.networks = state
         .networks
@@ -717,6 +732,20 @@ fn container_specs(
     ];
     specs.push(tb);
 
+    specs
+}
+
+fn container_specs(
+    state: &LabState,
+    ca: &Ca,
+    client: &crate::pki::CertKey,
+    api_server: &ApiServerBinary,
+    sa_key: &rcgen::KeyPair,
+) -> Result<Vec<ContainerSpec>> {
+    let docker_net = |n: &str| docker_network(state, n);
+    let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
+    let mut specs = infra_specs(state, ca, client);
+
     for s in &state.seeds {
         let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
         g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
@@ -779,7 +808,7 @@ pub async fn start_released(engine: &Engine, state: &LabState, container: &str) 
 
 /// Sets each container's routes from the host (its networks as Docker has
 /// them), then releases its barrier.
-async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Result<()> {
+pub async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Result<()> {
     try_join_all(which.iter().map(|c| async move {
         let r = engine.running_container(c).await?;
         let own: Vec<&str> = state
@@ -816,7 +845,8 @@ pub async fn set_routes(pid: u32, plan: NetPlan) -> Result<()> {
     }
 }
 
-async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
+/// Waits until the lab's DNS server answers the shoot API's name.
+pub async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
     let server = SocketAddr::from((state.dns.server.ip, 53));
     let want: Ipv4Addr = state
         .seed_by_role(crate::topology::SeedRole::Source)

@@ -52,6 +52,19 @@ pub fn cluster_config(lab: &str, seed: &str, index: usize, s: &KindSettings) -> 
     })
 }
 
+/// The node containers kind makes for `seed`'s cluster (kind names them
+/// `<cluster>-control-plane`, `<cluster>-worker`, `<cluster>-worker2`).
+pub fn node_names(lab: &str, seed: &str, s: &KindSettings) -> Vec<String> {
+    let c = cluster_name(lab, seed);
+    (0..s.nodes as usize)
+        .map(|i| match i {
+            0 => format!("{c}-control-plane"),
+            1 => format!("{c}-worker"),
+            n => format!("{c}-worker{n}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +95,13 @@ mod tests {
             "seed-b-zone-2"
         );
         assert_eq!(c["name"], "lab-seed-b");
+        assert_eq!(
+            node_names("lab", "seed-b", &s),
+            [
+                "lab-seed-b-control-plane",
+                "lab-seed-b-worker",
+                "lab-seed-b-worker2"
+            ]
+        );
     }
 }

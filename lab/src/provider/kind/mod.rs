@@ -10,6 +10,7 @@
 //! (`up`) and the workloads behind the provider interface (`provider`).
 
 pub mod config;
+pub mod lab_state;
 pub mod manifests;
 pub mod provider;
 pub mod render;

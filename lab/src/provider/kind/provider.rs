@@ -1,15 +1,19 @@
-//! The kind provider behind the `Provider` interface: a workload is a pod,
-//! named `<kubectl context>/<namespace>/<pod>`, reached with kubectl.
+//! The kind provider behind the `Provider` interface. A member's workload
+//! is its pod, `<kubectl context>/<namespace>/<pod>`; an API replica's is
+//! `<context>/<namespace>/kube-apiserver@<i>`, the seed's Deployment's
+//! `i`-th pod by age; the lab's router, DNS server, toolbox and probe agent
+//! are containers, as in the docker form, and go to the docker provider.
 //!
 //! What differs from the docker provider (README, "Providers"): a member is
 //! stopped and started by scaling its StatefulSet (its data is a
 //! PersistentVolumeClaim and stays); a joining member gets the cluster as
 //! it is when it joins in a ConfigMap its StatefulSet reads, then one
-//! replica; the destination's API replicas are the seed's kube-apiserver
-//! Deployment scaled up; a pod cannot be frozen (Kubernetes has no pause:
-//! `freeze` is refused, kill it instead); and what the docker provider does
-//! to its own DNS and probe containers is not wired to the kind form yet:
-//! those methods say so.
+//! replica; API replicas are the seed's kube-apiserver Deployment scaled:
+//! stopping or signalling replica `i` scales it to `i` (the kubelet sends
+//! SIGTERM, waits the grace, then SIGKILL, as when Gardener scales it), and
+//! starting it scales it back to its place; a pod cannot be frozen
+//! (Kubernetes has no pause: `freeze` is refused, kill it instead); files
+//! reach pods as Secrets rendered at `up`, never by upload.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -21,7 +25,215 @@ use crate::pki::Ca;
 use crate::provider::{ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState};
 use crate::state::{ApiServerState, LabState, MemberState};
 
-pub struct KindProvider;
+pub struct KindProvider {
+    /// The lab's own containers (router, DNS, toolbox, probe agent).
+    docker: crate::provider::docker::DockerProvider,
+}
+
+impl KindProvider {
+    pub fn new(docker: crate::provider::docker::DockerProvider) -> KindProvider {
+        KindProvider { docker }
+    }
+}
+
+/// What a workload name names in the kind form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One of the lab's containers (no `/` in its name).
+    Container(String),
+    /// A member's pod.
+    Pod(PodRef),
+    /// API replica `index` of a seed's Deployment.
+    Replica(ReplicaRef),
+}
+
+impl Target {
+    pub fn parse(workload: &str) -> Result<Target> {
+        if !workload.contains('/') {
+            return Ok(Target::Container(workload.to_string()));
+        }
+        let p = PodRef::parse(workload)?;
+        Ok(match p.pod.split_once('@') {
+            Some((deployment, i)) => Target::Replica(ReplicaRef {
+                index: i.parse().with_context(|| {
+                    format!("`{workload}`: the replica after `@` is not a number")
+                })?,
+                deployment: deployment.to_string(),
+                at: PodRef {
+                    pod: deployment.to_string(),
+                    ..p
+                },
+            }),
+            None => Target::Pod(p),
+        })
+    }
+}
+
+/// An API replica: the `index`-th pod, oldest first, of `deployment`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaRef {
+    /// The Deployment's context and namespace (`pod` is its name).
+    pub at: PodRef,
+    pub deployment: String,
+    pub index: usize,
+}
+
+/// An API replica's workload name.
+pub fn replica_workload(context: &str, namespace: &str, index: usize) -> String {
+    format!("{context}/{namespace}/{APISERVER_DEPLOYMENT}@{index}")
+}
+
+/// A pod of an API replica's Deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaPod {
+    pub name: String,
+    pub state: WorkloadState,
+    /// Being deleted (draining: it runs until its grace is over).
+    pub terminating: bool,
+}
+
+/// The Deployment's pods (`kubectl get pods -o json`), oldest first (by
+/// creation, then name): a replica's place picks one.
+pub fn pods_by_age(list: &serde_json::Value) -> Vec<ReplicaPod> {
+    let mut pods: Vec<(String, ReplicaPod)> = list["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| {
+            let meta = &p["metadata"];
+            Some((
+                meta["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                ReplicaPod {
+                    name: meta["name"].as_str()?.to_string(),
+                    state: state_of_pod(p),
+                    terminating: meta["deletionTimestamp"].is_string(),
+                },
+            ))
+        })
+        .collect();
+    pods.sort_by(|a, b| (&a.0, &a.1.name).cmp(&(&b.0, &b.1.name)));
+    pods.into_iter().map(|(_, p)| p).collect()
+}
+
+/// A Deployment's pod selector (`matchLabels`, as kubectl prints it) as a
+/// label selector argument.
+pub fn selector_of(match_labels: &str) -> Result<String> {
+    let m: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(match_labels).context("the Deployment's matchLabels")?;
+    anyhow::ensure!(!m.is_empty(), "the Deployment selects no labels");
+    Ok(m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+impl ReplicaRef {
+    async fn pods(&self) -> Result<Vec<ReplicaPod>> {
+        let labels = kubectl_ok(self.at.kubectl(&[
+            "get",
+            "deployment",
+            &self.deployment,
+            "-o",
+            "jsonpath={.spec.selector.matchLabels}",
+        ]))
+        .await?;
+        let out = kubectl_ok(self.at.kubectl(&[
+            "get",
+            "pods",
+            "-l",
+            &selector_of(&labels)?,
+            "-o",
+            "json",
+        ]))
+        .await?;
+        Ok(pods_by_age(
+            &serde_json::from_str(&out).context("kubectl get pods -o json")?,
+        ))
+    }
+
+    /// The replica's pod, if the Deployment has that many.
+    async fn pod(&self) -> Result<Option<ReplicaPod>> {
+        Ok(self.pods().await?.into_iter().nth(self.index))
+    }
+
+    async fn replicas(&self) -> Result<usize> {
+        let out = kubectl_ok(self.at.kubectl(&[
+            "get",
+            "deployment",
+            &self.deployment,
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]))
+        .await?;
+        out.trim()
+            .parse()
+            .with_context(|| format!("deployment {}: replicas `{}`", self.deployment, out.trim()))
+    }
+
+    async fn scale(&self, replicas: usize) -> Result<()> {
+        kubectl_ok(self.at.kubectl(&[
+            "scale",
+            "deployment",
+            &self.deployment,
+            &format!("--replicas={replicas}"),
+        ]))
+        .await
+        .map(|_| ())
+    }
+
+    /// Takes this replica and those after it away: the kubelet drains them
+    /// (SIGTERM, the grace, SIGKILL); `now` deletes them at once.
+    async fn take_away(&self, now: bool) -> Result<()> {
+        let n = self.replicas().await?;
+        if n > self.index {
+            self.scale(self.index).await?;
+        }
+        if now {
+            for p in self.pods().await?.iter().filter(|p| p.terminating) {
+                kubectl_ok(self.at.kubectl(&[
+                    "delete",
+                    "pod",
+                    &p.name,
+                    "--grace-period=0",
+                    "--force",
+                    "--wait=false",
+                ]))
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scales the Deployment so that this replica runs.
+    async fn bring_back(&self) -> Result<()> {
+        let n = self.replicas().await?;
+        if n <= self.index {
+            self.scale(self.index + 1).await?;
+        }
+        kubectl_ok(self.at.kubectl(&[
+            "rollout",
+            "status",
+            &format!("deployment/{}", self.deployment),
+            "--timeout=55s",
+        ]))
+        .await
+        .map(|_| ())
+    }
+
+    /// Its pod's name, to exec in or read logs of.
+    async fn pod_name(&self) -> Result<String> {
+        self.pod().await?.map(|p| p.name).with_context(|| {
+            format!(
+                "deployment {} has no replica {} now",
+                self.deployment, self.index
+            )
+        })
+    }
+}
 
 /// A pod's address in the kind form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,20 +366,9 @@ async fn kind_clusters() -> Result<Vec<String>> {
 /// The seed's kube-apiserver Deployment (manifests.rs).
 const APISERVER_DEPLOYMENT: &str = "kube-apiserver";
 
-/// How many replicas the seed's Deployment has once `a` runs: `a` and the
-/// seed's replicas before it in the lab's order.
-pub fn apiserver_replicas(state: &LabState, a: &ApiServerState) -> usize {
-    state
-        .apiservers
-        .iter()
-        .filter(|x| x.seed == a.seed)
-        .position(|x| x.name == a.name)
-        .map_or(1, |i| i + 1)
-}
-
 fn unsupported(what: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "the kind provider cannot {what} yet: run this with the docker provider \
+        "the kind provider cannot {what}: run this with the docker provider \
          (README, \"Providers\", says what each provider does)"
     )
 }
@@ -179,66 +380,112 @@ impl Provider for KindProvider {
     }
 
     async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {
-        let p = PodRef::parse(workload)?;
-        let out = kubectl(&p.kubectl(&["get", "pod", &p.pod, "-o", "json"])).await?;
-        if !out.ok() {
-            return Ok(WorkloadState::Missing);
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.workload_state(&c).await,
+            Target::Pod(p) => {
+                let out = kubectl(&p.kubectl(&["get", "pod", &p.pod, "-o", "json"])).await?;
+                if !out.ok() {
+                    return Ok(WorkloadState::Missing);
+                }
+                let v: serde_json::Value =
+                    serde_json::from_str(&out.stdout).context("kubectl get pod")?;
+                Ok(state_of_pod(&v))
+            }
+            Target::Replica(r) => Ok(r.pod().await?.map_or(WorkloadState::Missing, |p| p.state)),
         }
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).context("kubectl get pod")?;
-        Ok(state_of_pod(&v))
     }
 
     async fn signal(&self, workload: &str, signal: Signal) -> Result<()> {
-        let p = PodRef::parse(workload)?;
-        match signal {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.signal(&c, signal).await,
             // As the kubelet stops a pod: SIGTERM, the grace period, SIGKILL.
-            Signal::Term => kubectl_ok(p.kubectl(&["delete", "pod", &p.pod, "--wait=false"])).await,
-            Signal::Kill => {
-                kubectl_ok(p.kubectl(&[
-                    "delete",
-                    "pod",
-                    &p.pod,
-                    "--grace-period=0",
-                    "--force",
-                    "--wait=false",
-                ]))
-                .await
+            Target::Pod(p) => match signal {
+                Signal::Term => {
+                    kubectl_ok(p.kubectl(&["delete", "pod", &p.pod, "--wait=false"])).await
+                }
+                Signal::Kill => {
+                    kubectl_ok(p.kubectl(&[
+                        "delete",
+                        "pod",
+                        &p.pod,
+                        "--grace-period=0",
+                        "--force",
+                        "--wait=false",
+                    ]))
+                    .await
+                }
             }
+            .map(|_| ()),
+            // A Deployment replaces a deleted pod: the replica goes by
+            // scaling, as Gardener takes API servers away.
+            Target::Replica(r) => r.take_away(signal == Signal::Kill).await,
         }
-        .map(|_| ())
     }
 
-    async fn freeze(&self, _workload: &str, _frozen: bool) -> Result<()> {
-        Err(unsupported(
-            "freeze a pod (Kubernetes has no pause; kill it instead)",
-        ))
+    async fn freeze(&self, workload: &str, frozen: bool) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.freeze(&c, frozen).await,
+            _ => Err(unsupported(
+                "freeze a pod (Kubernetes has no pause; kill it instead)",
+            )),
+        }
     }
 
     async fn stop(&self, workload: &str, grace: Duration) -> Result<()> {
-        let p = PodRef::parse(workload)?;
-        let sts = p
-            .statefulset()
-            .with_context(|| format!("{workload} is not a member's pod"))?;
-        kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=0"])).await?;
-        let timeout = format!("--timeout={}s", grace.as_secs() + 30);
-        kubectl_ok(p.kubectl(&["wait", "--for=delete", &format!("pod/{}", p.pod), &timeout]))
-            .await
-            .map(|_| ())
+        let timeout = grace + Duration::from_secs(30);
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.stop(&c, grace).await,
+            Target::Pod(p) => {
+                let sts = p
+                    .statefulset()
+                    .with_context(|| format!("{workload} is not a member's pod"))?;
+                kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=0"])).await?;
+                kubectl_ok(p.kubectl(&[
+                    "wait",
+                    "--for=delete",
+                    &format!("pod/{}", p.pod),
+                    &format!("--timeout={}s", timeout.as_secs()),
+                ]))
+                .await
+                .map(|_| ())
+            }
+            Target::Replica(r) => {
+                r.take_away(false).await?;
+                let t0 = std::time::Instant::now();
+                while r.pods().await?.len() > r.index {
+                    anyhow::ensure!(
+                        t0.elapsed() < timeout,
+                        "{workload}: still running {} s after it was scaled away",
+                        timeout.as_secs()
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Ok(())
+            }
+        }
     }
 
-    async fn start(&self, _state: &LabState, workload: &str) -> Result<()> {
-        let p = PodRef::parse(workload)?;
-        let sts = p
-            .statefulset()
-            .with_context(|| format!("{workload} is not a member's pod"))?;
-        kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
-            .await
-            .map(|_| ())
+    async fn start(&self, state: &LabState, workload: &str) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.start(state, &c).await,
+            Target::Pod(p) => {
+                let sts = p
+                    .statefulset()
+                    .with_context(|| format!("{workload} is not a member's pod"))?;
+                kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
+                    .await
+                    .map(|_| ())
+            }
+            Target::Replica(r) => r.bring_back().await,
+        }
     }
 
-    async fn release(&self, _state: &LabState, _workload: &str) -> Result<()> {
-        // A pod starts with its routes and resolver: nothing waits.
-        Ok(())
+    async fn release(&self, state: &LabState, workload: &str) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.release(state, &c).await,
+            // A pod starts with its routes and resolver: nothing waits.
+            _ => Ok(()),
+        }
     }
 
     async fn start_member(
@@ -267,7 +514,7 @@ impl Provider for KindProvider {
 
     async fn start_apiserver(
         &self,
-        state: &LabState,
+        _state: &LabState,
         _ca: &Ca,
         a: &ApiServerState,
         _etcd_servers: &[String],
@@ -275,21 +522,22 @@ impl Provider for KindProvider {
     ) -> Result<()> {
         // Its flags (the seed's own etcd, the shutdown delay) are rendered
         // into the Deployment at `up`; starting a replica is scaling it.
-        let p = PodRef::parse(&a.container)?;
-        let replicas = format!("--replicas={}", apiserver_replicas(state, a));
-        kubectl_ok(p.kubectl(&["scale", "deployment", APISERVER_DEPLOYMENT, &replicas])).await?;
-        kubectl_ok(p.kubectl(&[
-            "rollout",
-            "status",
-            &format!("deployment/{APISERVER_DEPLOYMENT}"),
-            "--timeout=55s",
-        ]))
-        .await
-        .map(|_| ())
+        match Target::parse(&a.container)? {
+            Target::Replica(r) => r.bring_back().await,
+            _ => anyhow::bail!(
+                "{} is not an API replica of the kind form (`<context>/<namespace>/{APISERVER_DEPLOYMENT}@<i>`)",
+                a.container
+            ),
+        }
     }
 
-    async fn remove(&self, _state: &LabState, workload: &str, _data: Option<&str>) -> Result<()> {
-        self.stop(workload, Duration::from_secs(30)).await
+    async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.remove(state, &c, data).await,
+            // A member's claim stays with its StatefulSet: a member that
+            // joins again starts from an empty directory (etcd's own check).
+            _ => self.stop(workload, Duration::from_secs(30)).await,
+        }
     }
 
     async fn sync_gateway(&self, _state: &LabState, _seed: &str) -> Result<()> {
@@ -297,21 +545,36 @@ impl Provider for KindProvider {
         Ok(())
     }
 
-    async fn set_dns(&self, _state: &LabState, _records: &[(&str, &[Ipv4Addr])]) -> Result<()> {
-        Err(unsupported("update the lab's DNS"))
+    async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()> {
+        // The lab's own DNS server, which each cluster's CoreDNS forwards
+        // the shoot's zone to.
+        self.docker.set_dns(state, records).await
     }
 
     async fn exec(&self, workload: &str, argv: &[&str]) -> Result<Output> {
-        let p = PodRef::parse(workload)?;
-        let mut args = vec!["exec", p.pod.as_str(), "--"];
+        let (p, pod) = match Target::parse(workload)? {
+            Target::Container(c) => return self.docker.exec(&c, argv).await,
+            Target::Pod(p) => {
+                let pod = p.pod.clone();
+                (p, pod)
+            }
+            Target::Replica(r) => {
+                let pod = r.pod_name().await?;
+                (r.at, pod)
+            }
+        };
+        let mut args = vec!["exec", pod.as_str(), "--"];
         args.extend_from_slice(argv);
         kubectl(&p.kubectl(&args)).await
     }
 
-    async fn upload(&self, _workload: &str, _files: &[FileSpec]) -> Result<()> {
-        Err(unsupported(
-            "write files into a pod (the kind form mounts Secrets)",
-        ))
+    async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.upload(&c, files).await,
+            _ => Err(unsupported(
+                "write files into a pod (the kind form mounts Secrets rendered at `up`)",
+            )),
+        }
     }
 
     async fn labs(&self) -> Result<Vec<String>> {
@@ -320,6 +583,7 @@ impl Provider for KindProvider {
             .iter()
             .filter_map(|c| c.rsplit_once("-seed-").map(|(lab, _)| lab.to_string()))
             .collect();
+        labs.extend(self.docker.labs().await?);
         labs.sort();
         labs.dedup();
         Ok(labs)
@@ -331,7 +595,7 @@ impl Provider for KindProvider {
             Some(l) => format!("{}={l}", crate::provider::docker::LABEL_LAB),
             None => crate::provider::docker::LABEL_LAB.to_string(),
         };
-        let mut out = Vec::new();
+        let mut out = self.docker.workloads(lab).await?;
         for c in clusters
             .iter()
             .filter(|c| lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-'))))
@@ -357,14 +621,27 @@ impl Provider for KindProvider {
     }
 
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
-        let p = PodRef::parse(workload)?;
-        Ok(kubectl_ok(p.kubectl(&["logs", &p.pod, "--timestamps"]))
+        let (p, pod) = match Target::parse(workload)? {
+            Target::Container(c) => return self.docker.logs(&c).await,
+            Target::Pod(p) => {
+                let pod = p.pod.clone();
+                (p, pod)
+            }
+            Target::Replica(r) => {
+                let pod = r.pod_name().await?;
+                (r.at, pod)
+            }
+        };
+        Ok(kubectl_ok(p.kubectl(&["logs", &pod, "--timestamps"]))
             .await?
             .into_bytes())
     }
 
-    async fn start_client(&self, _state: &LabState, _client: &ClientSpec) -> Result<()> {
-        Err(unsupported("start the probe agent"))
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
+        // On the clients network, as in the docker form: the shoot API and
+        // the members are reached through the router and the seeds'
+        // ingress addresses.
+        self.docker.start_client(state, client).await
     }
 }
 
@@ -447,24 +724,61 @@ mod tests {
     }
 
     #[test]
-    fn an_api_replica_scales_its_seed_s_deployment_to_its_place() {
-        let t = crate::topology::Topology::default();
-        let nets = super::super::up::default_nets(&t).expect("networks");
-        let mut state =
-            crate::plan::LabPlan::new("lab", &t, &nets, "img").initial_state(String::new());
-        let net = nets[0];
-        let api = |seed: &str, i: usize| crate::plan::apiserver("lab", seed, net, i);
-        state.apiservers = vec![
-            api("seed-a", 0),
-            api("seed-a", 1),
-            api("seed-b", 0),
-            api("seed-b", 1),
-        ];
-        let b = [api("seed-b", 0), api("seed-b", 1)];
-        assert_eq!(apiserver_replicas(&state, &b[0]), 1);
-        assert_eq!(apiserver_replicas(&state, &b[1]), 2);
-        state.apiservers.retain(|a| a.seed != "seed-a");
-        assert_eq!(apiserver_replicas(&state, &b[1]), 2);
+    fn workload_names_say_container_pod_or_replica() {
+        assert_eq!(
+            Target::parse("lab-router").unwrap(),
+            Target::Container("lab-router".into())
+        );
+        assert!(matches!(
+            Target::parse("kind-lab-seed-b/ns/seed-b-etcd-1-0").unwrap(),
+            Target::Pod(p) if p.statefulset() == Some("seed-b-etcd-1")
+        ));
+        match Target::parse("kind-lab-seed-b/ns/kube-apiserver@2").unwrap() {
+            Target::Replica(r) => {
+                assert_eq!((r.deployment.as_str(), r.index), ("kube-apiserver", 2));
+                assert_eq!(r.at.kubectl(&[])[2], "kind-lab-seed-b");
+            }
+            t => panic!("{t:?}"),
+        }
+        let e = Target::parse("kind-lab-seed-b/ns/kube-apiserver@x").unwrap_err();
+        assert!(format!("{e:#}").contains("not a number"), "{e:#}");
+    }
+
+    #[test]
+    fn a_deployment_s_selector_becomes_a_label_selector() {
+        assert_eq!(
+            selector_of(r#"{"role":"apiserver","app":"kubernetes"}"#).unwrap(),
+            "app=kubernetes,role=apiserver"
+        );
+        assert!(selector_of("{}").is_err());
+        assert!(selector_of("").is_err());
+    }
+
+    #[test]
+    fn a_replica_is_its_deployment_s_pod_by_age() {
+        let pod = |name: &str, created: &str, deleting: bool| {
+            let mut p = serde_json::json!({
+                "metadata": {"name": name, "creationTimestamp": created},
+                "status": {"phase": "Running"},
+            });
+            if deleting {
+                p["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z".into();
+            }
+            p
+        };
+        let list = serde_json::json!({"items": [
+            pod("kube-apiserver-b", "2026-11-23T09:00:05Z", false),
+            pod("kube-apiserver-c", "2026-11-23T09:00:01Z", true),
+            pod("kube-apiserver-a", "2026-11-23T09:00:05Z", false),
+        ]});
+        let pods = pods_by_age(&list);
+        let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["kube-apiserver-c", "kube-apiserver-a", "kube-apiserver-b"]
+        );
+        assert!(pods[0].terminating && !pods[1].terminating);
+        assert_eq!(pods[2].state, WorkloadState::Running);
     }
 
     #[tokio::test]

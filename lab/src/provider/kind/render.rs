@@ -7,6 +7,7 @@
 //! DIR/kind/<seed>.yaml               kind's cluster config
 //! DIR/<seed>/istio-operator.yaml     `istioctl install -f`: the ingress gateway and its ports
 //! DIR/<seed>/metallb/*.yaml          LoadBalancer addresses on the seed's Docker network
+//! DIR/<seed>/coredns.yaml            the shoot's zone forwarded to the lab's DNS server
 //! DIR/<seed>/manifests/*.yaml        namespace, etcd, kube-apiserver, Istio routes, policy
 //! DIR/<seed>/secrets/*.yaml          TLS and tokens from the lab CA (0600; `up` only)
 //! ```
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
+use super::lab_state::{ingress_ip, lb_addresses, member_ingress_ip};
 use super::manifests::{self, KindMember, Manifest};
 use super::{
     cluster_name, namespace, KindSettings, PeerExposure, CLIENT_PORT, INGRESS_NAMESPACE,
@@ -38,10 +40,8 @@ pub fn yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).expect("a JSON value is always YAML")
 }
 
-/// The LoadBalancer addresses MetalLB hands out on a seed's network.
-pub fn lb_range(net: Net24) -> (std::net::Ipv4Addr, std::net::Ipv4Addr) {
-    (net.host(200), net.host(239))
-}
+/// MetalLB's annotation that pins a LoadBalancer Service's address.
+pub const LB_IPS_ANNOTATION: &str = "metallb.universe.tf/loadBalancerIPs";
 
 /// Every file but the secrets, for lab `lab` whose seeds sit on `nets`
 /// (in topology order). Pure: the snapshot tests read it.
@@ -62,18 +62,23 @@ pub fn render(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24]) -> Vec<
             format!("kind/{seed}.yaml"),
             yaml(&super::config::cluster_config(lab, seed, i, s)),
         ));
+        let net = nets[i];
         out.push(file(
             format!("{seed}/istio-operator.yaml"),
-            yaml(&istio_operator(t, s, seed)),
+            yaml(&istio_operator(t, s, seed, net)),
         ));
-        if let Some(net) = nets.get(i) {
-            for m in metallb(lab, seed, *net) {
-                out.push(file(format!("{seed}/metallb/{}", m.file), yaml(&m.object)));
-            }
+        for m in metallb(lab, t, s, seed, net) {
+            out.push(file(format!("{seed}/metallb/{}", m.file), yaml(&m.object)));
+        }
+        if let Some(clients) = nets.get(t.seeds.len()) {
+            out.push(file(
+                format!("{seed}/coredns.yaml"),
+                yaml(&coredns(t, clients.host(crate::addressing::host::DNS))),
+            ));
         }
         if s.exposure == PeerExposure::Address {
             for m in manifests::members(t, s, seed) {
-                let svc = member_ingress_service(lab, &m);
+                let svc = member_ingress_service(lab, &m, net);
                 out.push(file(
                     format!("{seed}/manifests/35-service-{}-ingress.yaml", m.name),
                     yaml(&svc),
@@ -143,7 +148,7 @@ fn readme(lab: &str, t: &Topology) -> String {
 /// Istio's install for a seed: the ingress gateway alone (no sidecars are
 /// needed: the gateway passes TLS through), its Service a LoadBalancer
 /// with every port the seed's Gateway serves.
-pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str) -> Value {
+pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str, net: Net24) -> Value {
     let ports: Vec<Value> = manifests::ingress_ports(t, s, seed)
         .into_iter()
         .map(|(name, port)| json!({"name": name, "port": port, "targetPort": port, "protocol": "TCP"}))
@@ -162,6 +167,10 @@ pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str) -> Value {
                     "enabled": true,
                     "label": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1},
                     "k8s": {
+                        // The lab's DNS names point at this one address.
+                        "serviceAnnotations": {
+                            LB_IPS_ANNOTATION: ingress_ip(net).to_string(),
+                        },
                         "service": {
                             "type": "LoadBalancer",
                             // Connections keep their client's address to the pod.
@@ -176,8 +185,14 @@ pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str) -> Value {
     })
 }
 
-fn metallb(lab: &str, seed: &str, net: Net24) -> Vec<Manifest> {
-    let (from, to) = lb_range(net);
+/// MetalLB's pool on a seed's network: exactly the addresses the lab pins
+/// (the ingress gateway's, and with an address per member theirs), none
+/// in the range Docker hands kind's nodes.
+fn metallb(lab: &str, t: &Topology, s: &KindSettings, seed: &str, net: Net24) -> Vec<Manifest> {
+    let addresses: Vec<String> = lb_addresses(t, s, net)
+        .iter()
+        .map(|ip| format!("{ip}/32"))
+        .collect();
     let labels =
         json!({crate::provider::docker::LABEL_LAB: lab, crate::provider::docker::LABEL_SEED: seed});
     vec![
@@ -186,7 +201,7 @@ fn metallb(lab: &str, seed: &str, net: Net24) -> Vec<Manifest> {
             object: json!({
                 "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
                 "metadata": {"name": seed, "namespace": "metallb-system", "labels": labels},
-                "spec": {"addresses": [format!("{from}-{to}")]},
+                "spec": {"addresses": addresses, "autoAssign": false},
             }),
         },
         Manifest {
@@ -202,12 +217,13 @@ fn metallb(lab: &str, seed: &str, net: Net24) -> Vec<Manifest> {
 
 /// In `address` exposure, each member's own LoadBalancer address in front
 /// of the ingress gateway (its DNS name resolves there).
-fn member_ingress_service(lab: &str, m: &KindMember) -> Value {
+fn member_ingress_service(lab: &str, m: &KindMember, net: Net24) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {
             "name": format!("{}-ingress", m.name),
             "namespace": INGRESS_NAMESPACE,
+            "annotations": {LB_IPS_ANNOTATION: member_ingress_ip(net, m.index).to_string()},
             "labels": {
                 crate::provider::docker::LABEL_LAB: lab,
                 crate::provider::docker::LABEL_SEED: m.seed,
@@ -223,6 +239,26 @@ fn member_ingress_service(lab: &str, m: &KindMember) -> Value {
                 {"name": "tls-client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"},
             ],
         },
+    })
+}
+
+/// CoreDNS's configuration for a seed's cluster: kind's own, and the
+/// shoot's zone forwarded to the lab's DNS server (`dns`), uncached, so
+/// that a pod sees a record the migration changes once its TTL is over.
+pub fn coredns(t: &Topology, dns: std::net::Ipv4Addr) -> Value {
+    let zone = t.shoot.zone();
+    let corefile = format!(
+        ".:53 {{\n    errors\n    health {{\n       lameduck 5s\n    }}\n    ready\n    \
+         kubernetes cluster.local in-addr.arpa ip6.arpa {{\n       pods insecure\n       \
+         fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }}\n    prometheus :9153\n    \
+         forward . /etc/resolv.conf {{\n       max_concurrent 1000\n    }}\n    cache 30\n    \
+         loop\n    reload\n    loadbalance\n}}\n\
+         {zone}:53 {{\n    errors\n    forward . {dns}\n}}\n"
+    );
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "coredns", "namespace": "kube-system"},
+        "data": {"Corefile": corefile},
     })
 }
 
@@ -405,6 +441,7 @@ mod tests {
                 ("v1", "Namespace") => round_trips::<core::Namespace>(&v, p),
                 ("v1", "Service") => round_trips::<core::Service>(&v, p),
                 ("v1", "Secret") => round_trips::<core::Secret>(&v, p),
+                ("v1", "ConfigMap") => round_trips::<core::ConfigMap>(&v, p),
                 ("apps/v1", "StatefulSet") => round_trips::<apps::StatefulSet>(&v, p),
                 ("apps/v1", "Deployment") => round_trips::<apps::Deployment>(&v, p),
                 ("networking.k8s.io/v1", "NetworkPolicy") => {
@@ -563,9 +600,50 @@ mod tests {
         ));
         assert_eq!(svc["spec"]["type"], "LoadBalancer");
         assert_eq!(svc["metadata"]["namespace"], INGRESS_NAMESPACE);
+        // Member 2's own address, the one the docker form gives it.
+        assert_eq!(
+            svc["metadata"]["annotations"][LB_IPS_ANNOTATION],
+            "10.213.0.32"
+        );
         let op = parse(file(&files, "seed-a/istio-operator.yaml"));
         let ports = &op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]["ports"];
         assert_eq!(ports.as_array().unwrap().len(), 3, "{ports}");
+        let pool = parse(file(&files, "seed-a/metallb/00-ipaddresspool.yaml"));
+        assert_eq!(
+            pool["spec"]["addresses"],
+            json!([
+                "10.213.0.3/32",
+                "10.213.0.30/32",
+                "10.213.0.31/32",
+                "10.213.0.32/32"
+            ])
+        );
+    }
+
+    #[test]
+    fn the_ingress_sits_where_the_lab_s_dns_points_and_coredns_asks_the_lab() {
+        let files = rendered(&KindSettings::default());
+        let op = parse(file(&files, "seed-b/istio-operator.yaml"));
+        assert_eq!(
+            op["spec"]["components"]["ingressGateways"][0]["k8s"]["serviceAnnotations"]
+                [LB_IPS_ANNOTATION],
+            "10.213.1.3"
+        );
+        // Port exposure: MetalLB holds the ingress address alone, and
+        // hands out nothing it was not asked for.
+        let pool = parse(file(&files, "seed-b/metallb/00-ipaddresspool.yaml"));
+        assert_eq!(pool["spec"]["addresses"], json!(["10.213.1.3/32"]));
+        assert_eq!(pool["spec"]["autoAssign"], false);
+        let cm = parse(file(&files, "seed-b/coredns.yaml"));
+        let _: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(cm.clone()).expect("a ConfigMap");
+        let corefile = cm["data"]["Corefile"].as_str().unwrap();
+        // The lab's DNS server is host 3 of the clients network.
+        assert!(
+            corefile.contains("local.cpmlab.test:53 {\n    errors\n    forward . 10.213.2.3\n}"),
+            "{corefile}"
+        );
+        assert!(corefile.contains("kubernetes cluster.local"), "{corefile}");
     }
 
     #[test]
@@ -606,6 +684,7 @@ mod tests {
             &t,
             &KindSettings::default(),
             &nets(),
+            &crate::provider::kind::up::RenderKeys::generate("cpmlab").unwrap(),
             d.path(),
         )
         .unwrap();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::lab_state::{kind_state, node_range};
 use super::{cluster_name, namespace, KindSettings, INGRESS_NAMESPACE};
 use crate::addressing::Net24;
 use crate::topology::Topology;
@@ -42,14 +43,16 @@ impl Step {
 }
 
 /// The steps after the rendered files are in `dir`: per seed, its cluster
-/// on its own Docker network (made beforehand, `<lab>-<seed>`), MetalLB
-/// with the seed's address pool, Istio's ingress gateway, then the shoot's
-/// namespace, secrets and manifests, and the waits that make each ready.
-pub fn steps(lab: &str, t: &Topology, dir: &Path) -> Vec<Step> {
+/// on its own Docker network (made beforehand, `<lab>-<seed>`), its nodes'
+/// routes to the other networks through the wan router, CoreDNS asking the
+/// lab's DNS server for the shoot's zone, MetalLB with the seed's
+/// addresses, Istio's ingress gateway, then the shoot's namespace, secrets
+/// and manifests, and the waits that make each ready.
+pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Path) -> Vec<Step> {
     let d = |p: String| dir.join(p).display().to_string();
     let ns = namespace(&t.shoot.name);
     let mut v = Vec::new();
-    for seed in &t.seeds {
+    for (i, seed) in t.seeds.iter().enumerate() {
         let seed = &seed.name;
         let c = cluster_name(lab, seed);
         let ctx = format!("kind-{c}");
@@ -69,6 +72,68 @@ pub fn steps(lab: &str, t: &Topology, dir: &Path) -> Vec<Step> {
             )
             .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &net),
         );
+        // The same paths as the docker form's: every other network through
+        // the router, where `cpmlab link` shapes them.
+        let via = nets[i].host(crate::addressing::host::ROUTER).to_string();
+        for node in super::config::node_names(lab, seed, s) {
+            for (j, other) in nets.iter().enumerate().filter(|(j, _)| *j != i) {
+                v.push(Step::new(
+                    format!(
+                        "{seed}: node {node} reaches {} via the router",
+                        t.network_names()[j]
+                    ),
+                    &[
+                        "docker",
+                        "exec",
+                        &node,
+                        "ip",
+                        "route",
+                        "replace",
+                        &other.cidr(),
+                        "via",
+                        &via,
+                    ],
+                ));
+            }
+        }
+        v.push(Step::new(
+            format!("{seed}: CoreDNS asks the lab's DNS server for the shoot's zone"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "apply",
+                "-f",
+                &d(format!("{seed}/coredns.yaml")),
+            ],
+        ));
+        v.push(Step::new(
+            format!("{seed}: CoreDNS restarted"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "-n",
+                "kube-system",
+                "rollout",
+                "restart",
+                "deployment/coredns",
+            ],
+        ));
+        v.push(Step::new(
+            format!("{seed}: CoreDNS ready"),
+            &[
+                "kubectl",
+                "--context",
+                &ctx,
+                "-n",
+                "kube-system",
+                "rollout",
+                "status",
+                "deployment/coredns",
+                "--timeout=120s",
+            ],
+        ));
         let metallb = format!(
             "https://raw.githubusercontent.com/metallb/metallb/{}/config/manifests/metallb-native.yaml",
             super::METALLB_VERSION
@@ -240,7 +305,8 @@ mod tests {
     #[test]
     fn each_seed_gets_its_cluster_on_its_own_network_and_no_shell() {
         let t = Topology::default();
-        let s = steps("lab", &t, Path::new("/r"));
+        let nets = default_nets(&t).unwrap();
+        let s = steps("lab", &t, &KindSettings::default(), &nets, Path::new("/r"));
         let kind: Vec<&Step> = s.iter().filter(|s| s.argv[0] == "kind").collect();
         assert_eq!(kind.len(), 2);
         assert_eq!(
@@ -259,7 +325,25 @@ mod tests {
             s.iter().filter(|s| s.what.ends_with("etcd ready")).count(),
             1
         );
-        let _ = KindSettings::default();
+        // seed-a's node reaches seed-b's network and the clients' through
+        // the router's address on seed-a's network.
+        let routes: Vec<String> = s
+            .iter()
+            .filter(|s| s.argv.get(3).is_some_and(|a| a == "ip"))
+            .map(|s| s.line())
+            .collect();
+        assert_eq!(routes.len(), 4, "{routes:#?}");
+        assert_eq!(
+            routes[0],
+            format!(
+                "docker exec lab-seed-a-control-plane ip route replace {} via {}",
+                nets[1].cidr(),
+                nets[0].host(2)
+            )
+        );
+        // CoreDNS is configured before the shoot's pods need names.
+        let pos = |what: &str| s.iter().position(|x| x.what.contains(what)).unwrap();
+        assert!(pos("seed-a: CoreDNS ready") < pos("seed-a: secrets and manifests"));
     }
 }
 
@@ -274,26 +358,49 @@ pub const KIND_FILE: &str = "kind.json";
 /// The rendered files `up` applied, in the lab's directory.
 pub const RENDER_DIR: &str = "kind-form";
 
-/// Renders every file of the kind form, secrets included (from a new lab
-/// CA), into `dir`.
+/// The keys the rendered Secrets carry: the lab CA, the API token and the
+/// service-account key pair (private, public PEM).
+pub struct RenderKeys {
+    pub ca: crate::pki::Ca,
+    pub token: String,
+    pub sa: (String, String),
+}
+
+impl RenderKeys {
+    /// New keys, for `--render` (nothing is kept).
+    pub fn generate(lab: &str) -> Result<RenderKeys> {
+        let sa_key = rcgen::KeyPair::generate()?;
+        Ok(RenderKeys {
+            ca: crate::pki::Ca::generate(lab)?,
+            token: crate::provider::docker::up::random_token(),
+            sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
+        })
+    }
+}
+
+/// Renders every file of the kind form, secrets included, into `dir`.
 pub fn render_all(
     lab: &str,
     t: &Topology,
     s: &KindSettings,
     nets: &[Net24],
+    keys: &RenderKeys,
     dir: &Path,
 ) -> Result<()> {
     let mut files = super::render::render(lab, t, s, nets);
-    let ca = crate::pki::Ca::generate(lab)?;
-    let token = crate::provider::docker::up::random_token();
-    let sa_key = rcgen::KeyPair::generate()?;
-    let sa = (sa_key.serialize_pem(), sa_key.public_key_pem());
     for seed in &t.seeds {
-        files.extend(super::render::secrets(t, s, &seed.name, &ca, &token, &sa)?);
+        files.extend(super::render::secrets(
+            t,
+            s,
+            &seed.name,
+            &keys.ca,
+            &keys.token,
+            &keys.sa,
+        )?);
     }
     files.push(super::render::RenderedFile {
         path: "steps.txt".into(),
-        contents: steps(lab, t, dir)
+        contents: steps(lab, t, s, nets, dir)
             .iter()
             .map(|s| format!("# {}\n{}\n", s.what, s.line()))
             .collect(),
@@ -304,6 +411,9 @@ pub fn render_all(
 
 /// Makes the kind form of lab `lab`: refuses (exit 3) while a tool or an
 /// image is missing, naming each; on a failed step removes what it made.
+/// The lab's router, DNS server and toolbox are the docker form's
+/// containers; the lab state it saves is what `migrate`, `link` and
+/// `probe` read.
 pub async fn create(
     state_root: &Path,
     lab: &str,
@@ -322,7 +432,29 @@ pub async fn create(
         )
         .into());
     }
+    make(&engine, state_root, lab, t, s, progress).await
+}
+
+/// What `create` does once the host has every tool and image: the lab's
+/// networks, containers, keys and state, then the steps (run with the
+/// `kind`, `kubectl` and `istioctl` on PATH).
+pub async fn make(
+    engine: &crate::provider::docker::engine::Engine,
+    state_root: &Path,
+    lab: &str,
+    t: &Topology,
+    s: &KindSettings,
+    progress: &crate::progress::Progress,
+) -> Result<()> {
+    use crate::provider::docker::{images, up as docker_up};
     let dir = crate::state::LabDir::new(state_root, lab);
+    if dir.exists() {
+        return Err(crate::errors::EnvNotReady::new(
+            format!("lab `{lab}` exists already ({})", dir.root.display()),
+            format!("remove it with `cpmlab down --name {lab}`, or choose another --name"),
+        )
+        .into());
+    }
     dir.create()?;
     let pool = crate::addressing::Pool::parse(&t.network.pool)
         .map_err(|e| crate::errors::BadInput(format!("network.pool: {e}")))?;
@@ -339,40 +471,83 @@ pub async fn create(
     };
     crate::state::write_private(&dir.root.join(KIND_FILE), serde_json::to_vec_pretty(&made)?)?;
     let result = async {
+        let step = progress.step("lab image (router, DNS, toolbox)");
+        let image = images::ensure(engine).await?.tag;
+        step.done_with(&image);
+        let step = progress.step("networks seed + clients");
         for ((name, logical), net) in made.networks.iter().zip(&names).zip(&nets) {
+            // kind's nodes take addresses from the upper half: the lab's
+            // fixed ones stay free.
+            let nodes = (logical != crate::topology::CLIENTS).then(|| node_range(*net));
             engine
-                .create_network(lab, name, logical, &net.cidr(), net.host(1))
+                .create_network(
+                    lab,
+                    name,
+                    logical,
+                    &net.cidr(),
+                    net.host(1),
+                    nodes.as_deref(),
+                )
                 .await
                 .with_context(|| format!("create network {name}"))?;
         }
+        step.done_with(&nets.iter().map(|n| n.cidr()).collect::<Vec<_>>().join(", "));
+
+        let step = progress.step("certificates and state");
+        let mut state = kind_state(lab, t, s, &nets, &image, docker_up::random_secret());
+        state.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
+        state.api_token = crate::provider::docker::up::random_token();
+        dir.save(&state)?;
+        let keys = docker_up::LabKeys::generate(&dir, &state)?;
+        step.done();
+
+        let step = progress.step("containers: router, dns, toolbox");
+        let specs = docker_up::infra_specs(&state, &keys.ca, &keys.client);
+        for spec in &specs {
+            engine.create_container(spec).await?;
+            engine.start(&spec.name).await?;
+        }
+        let infra: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        docker_up::release(engine, &state, &infra).await?;
+        // CoreDNS will forward the shoot's zone here.
+        docker_up::wait_dns(&state, &crate::errors::Cancel::default()).await?;
+        step.done();
+
         let render = dir.root.join(RENDER_DIR);
-        render_all(lab, t, s, &nets, &render)?;
+        let render_keys = RenderKeys {
+            sa: keys.sa(),
+            token: state.api_token.clone(),
+            ca: keys.ca,
+        };
+        render_all(lab, t, s, &nets, &render_keys, &render)?;
         let log = render.join("up.log");
-        for step in steps(lab, t, &render) {
+        for step in steps(lab, t, s, &nets, &render) {
             let p = progress.step(step.what.clone());
             run_step(&step, &log, Duration::from_secs(600)).await?;
             p.done();
         }
+        state.phase = crate::state::Phase::Ready;
+        dir.save(&state)?;
         anyhow::Ok(())
     }
     .await;
     if let Err(e) = result {
         progress.note("the kind form could not be made: removing what was made");
-        if let Err(d) = down(&engine, state_root, lab).await {
+        if let Err(d) = down(state_root, lab).await {
             tracing::warn!("removing the kind lab {lab}: {d:#}");
+        }
+        if let Err(d) = crate::provider::docker::down::down(engine, lab, state_root).await {
+            tracing::warn!("removing the kind lab {lab}'s containers: {d:#}");
         }
         return Err(e);
     }
     Ok(())
 }
 
-/// Removes a kind lab's clusters and networks (as `kind.json` lists them).
+/// Removes a kind lab's clusters (as `kind.json` lists them); the docker
+/// provider's `down` removes its containers and networks after it.
 /// Nothing to do for a lab that has no `kind.json`.
-pub async fn down(
-    engine: &crate::provider::docker::engine::Engine,
-    state_root: &Path,
-    lab: &str,
-) -> Result<()> {
+pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
     let file = crate::state::LabDir::new(state_root, lab)
         .root
         .join(KIND_FILE);
@@ -389,9 +564,8 @@ pub async fn down(
         let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
         run_step(&step, &log, Duration::from_secs(300)).await?;
     }
-    for n in &made.networks {
-        engine.remove_network(n).await?;
-    }
+    // The networks carry the lab's labels: the docker provider's `down`
+    // removes them with the router, DNS server and probe agent on them.
     std::fs::remove_file(&file).with_context(|| format!("remove {}", file.display()))?;
     Ok(())
 }
