@@ -103,6 +103,24 @@ fn kind_form_names_what_is_missing() {
             "the kind form needs what this host lacks",
         ));
     assert!(lab_objects("kindmissing").is_empty());
+    // A scenario run on the kind form: the same refusal, exit 3, per
+    // scenario in its report.
+    let report = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/scenarios/six-member-25ms.yaml");
+    assert_cmd::Command::new(bin())
+        .env("CPMLAB_STATE_DIR", state.path())
+        .env("CPMLAB_NAME", "kindmissing")
+        .env_remove("RUST_LOG")
+        .args(["run", "--provider", "kind", "--report-dir"])
+        .arg(report.path())
+        .arg(&fixture)
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains(
+            "the kind form needs what this host lacks",
+        ));
+    assert!(lab_objects("kindmissing").is_empty());
 }
 
 /// The live kind form: two clusters, Istio, etcd and kube-apiserver; the

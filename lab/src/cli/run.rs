@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// The lab's name (with --jobs N: NAME-1 .. NAME-N).
     #[arg(long, env = "CPMLAB_NAME", default_value = "run")]
     pub name: String,
+    /// The form each scenario's lab takes: docker, or kind (two kind
+    /// clusters with Istio; `cpmlab doctor --provider kind` says what it
+    /// needs).
+    #[arg(long, value_enum, default_value = "docker")]
+    pub provider: super::up::ProviderChoice,
 }
 
 pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
@@ -64,7 +69,11 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
             .into());
         }
     }
-    let provider = crate::provider::connect().await?;
+    let kind = match a.provider {
+        super::up::ProviderChoice::Docker => crate::state::ProviderKind::Docker,
+        super::up::ProviderChoice::Kind => crate::state::ProviderKind::Kind,
+    };
+    let provider = crate::provider::connect_for(kind).await?;
     let report_dir = match a.report_dir {
         Some(d) => d,
         None => crate::state::runs_dir(state_root).join(format!(
@@ -81,6 +90,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         report_dir: report_dir.clone(),
         keep: a.keep,
         lab: a.name.clone(),
+        provider: kind,
     };
     let progress = Progress::new(Mode::detect(false));
     let cancel = Cancel::default();

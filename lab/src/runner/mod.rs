@@ -42,6 +42,8 @@ pub struct Options {
     pub keep: bool,
     /// The lab's name (with --jobs > 1, `<name>-<job>`).
     pub lab: String,
+    /// The form of each scenario's lab (`up --provider`).
+    pub provider: crate::state::ProviderKind,
 }
 
 /// One scenario's outcome: `result.json` in its directory.
@@ -204,6 +206,7 @@ fn reusable(opts: &Options, sf: &ScenarioFile) -> bool {
     match dir.load() {
         Ok(s) => {
             opts.keep
+                && s.provider == opts.provider
                 && s.topology == sf.scenario.topology
                 && s.migration.is_none()
                 && s.probe_run.is_none()
@@ -236,9 +239,19 @@ async fn drive(
         step.detail("up");
         let topo = sdir.join("topology.json");
         std::fs::write(&topo, serde_json::to_string_pretty(&s.topology)?)?;
+        let provider = match opts.provider {
+            crate::state::ProviderKind::Docker => "docker",
+            crate::state::ProviderKind::Kind => "kind",
+        };
         let d = cpm
             .run(
-                &args(&["up", "--topology", &topo.to_string_lossy()]),
+                &args(&[
+                    "up",
+                    "--topology",
+                    &topo.to_string_lossy(),
+                    "--provider",
+                    provider,
+                ]),
                 cancel,
             )
             .await?;
