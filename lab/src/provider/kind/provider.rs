@@ -69,6 +69,24 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The pod it is now (where to run kubectl, and the pod's name), or
+    /// the container's name.
+    async fn pod_now(self) -> Result<std::result::Result<(PodRef, String), String>> {
+        Ok(match self {
+            Target::Container(c) => Err(c),
+            Target::Pod(p) => {
+                let pod = p.pod.clone();
+                Ok((p, pod))
+            }
+            Target::Replica(r) => {
+                let pod = r.pod_name().await?;
+                Ok((r.at, pod))
+            }
+        })
+    }
+}
+
 /// An API replica: the `index`-th pod, oldest first, of `deployment`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaRef {
@@ -552,16 +570,9 @@ impl Provider for KindProvider {
     }
 
     async fn exec(&self, workload: &str, argv: &[&str]) -> Result<Output> {
-        let (p, pod) = match Target::parse(workload)? {
-            Target::Container(c) => return self.docker.exec(&c, argv).await,
-            Target::Pod(p) => {
-                let pod = p.pod.clone();
-                (p, pod)
-            }
-            Target::Replica(r) => {
-                let pod = r.pod_name().await?;
-                (r.at, pod)
-            }
+        let (p, pod) = match Target::parse(workload)?.pod_now().await? {
+            Err(c) => return self.docker.exec(&c, argv).await,
+            Ok(at) => at,
         };
         let mut args = vec!["exec", pod.as_str(), "--"];
         args.extend_from_slice(argv);
@@ -621,16 +632,9 @@ impl Provider for KindProvider {
     }
 
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
-        let (p, pod) = match Target::parse(workload)? {
-            Target::Container(c) => return self.docker.logs(&c).await,
-            Target::Pod(p) => {
-                let pod = p.pod.clone();
-                (p, pod)
-            }
-            Target::Replica(r) => {
-                let pod = r.pod_name().await?;
-                (r.at, pod)
-            }
+        let (p, pod) = match Target::parse(workload)?.pod_now().await? {
+            Err(c) => return self.docker.logs(&c).await,
+            Ok(at) => at,
         };
         Ok(kubectl_ok(p.kubectl(&["logs", &pod, "--timestamps"]))
             .await?

@@ -56,6 +56,11 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
         let seed = &seed.name;
         let c = cluster_name(lab, seed);
         let ctx = format!("kind-{c}");
+        let kubectl = |what: String, args: &[&str]| {
+            let mut argv = vec!["kubectl", "--context", ctx.as_str()];
+            argv.extend_from_slice(args);
+            Step::new(what, &argv)
+        };
         let net = crate::plan::network_name(lab, seed);
         v.push(
             Step::new(
@@ -96,23 +101,13 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 ));
             }
         }
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: CoreDNS asks the lab's DNS server for the shoot's zone"),
-            &[
-                "kubectl",
-                "--context",
-                &ctx,
-                "apply",
-                "-f",
-                &d(format!("{seed}/coredns.yaml")),
-            ],
+            &["apply", "-f", &d(format!("{seed}/coredns.yaml"))],
         ));
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: CoreDNS restarted"),
             &[
-                "kubectl",
-                "--context",
-                &ctx,
                 "-n",
                 "kube-system",
                 "rollout",
@@ -120,12 +115,9 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 "deployment/coredns",
             ],
         ));
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: CoreDNS ready"),
             &[
-                "kubectl",
-                "--context",
-                &ctx,
                 "-n",
                 "kube-system",
                 "rollout",
@@ -138,16 +130,13 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             "https://raw.githubusercontent.com/metallb/metallb/{}/config/manifests/metallb-native.yaml",
             super::METALLB_VERSION
         );
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: MetalLB"),
-            &["kubectl", "--context", &ctx, "apply", "-f", &metallb],
+            &["apply", "-f", &metallb],
         ));
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: MetalLB ready"),
             &[
-                "kubectl",
-                "--context",
-                &ctx,
                 "-n",
                 "metallb-system",
                 "wait",
@@ -156,16 +145,9 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 "--timeout=180s",
             ],
         ));
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: MetalLB address pool"),
-            &[
-                "kubectl",
-                "--context",
-                &ctx,
-                "apply",
-                "-f",
-                &d(format!("{seed}/metallb")),
-            ],
+            &["apply", "-f", &d(format!("{seed}/metallb"))],
         ));
         v.push(Step::new(
             format!("{seed}: Istio ingress gateway"),
@@ -179,23 +161,17 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 &d(format!("{seed}/istio-operator.yaml")),
             ],
         ));
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: shoot namespace"),
             &[
-                "kubectl",
-                "--context",
-                &ctx,
                 "apply",
                 "-f",
                 &d(format!("{seed}/manifests/00-namespace-{ns}.yaml")),
             ],
         ));
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: secrets and manifests"),
             &[
-                "kubectl",
-                "--context",
-                &ctx,
                 "apply",
                 "-f",
                 &d(format!("{seed}/secrets")),
@@ -204,12 +180,9 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             ],
         ));
         if seed == &t.source().name {
-            v.push(Step::new(
+            v.push(kubectl(
                 format!("{seed}: etcd ready"),
                 &[
-                    "kubectl",
-                    "--context",
-                    &ctx,
                     "-n",
                     &ns,
                     "wait",
@@ -220,12 +193,9 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                     "--timeout=300s",
                 ],
             ));
-            v.push(Step::new(
+            v.push(kubectl(
                 format!("{seed}: kube-apiserver ready"),
                 &[
-                    "kubectl",
-                    "--context",
-                    &ctx,
                     "-n",
                     &ns,
                     "rollout",
@@ -235,12 +205,9 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 ],
             ));
         }
-        v.push(Step::new(
+        v.push(kubectl(
             format!("{seed}: ingress address"),
             &[
-                "kubectl",
-                "--context",
-                &ctx,
                 "-n",
                 INGRESS_NAMESPACE,
                 "wait",
