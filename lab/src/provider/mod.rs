@@ -226,6 +226,10 @@ pub trait Provider: Send + Sync {
     /// What a workload has logged so far (stdout and stderr).
     async fn logs(&self, workload: &str) -> Result<Vec<u8>>;
 
+    /// etcd's `/metrics` of member `m` (its metrics listener, port 2381),
+    /// within `timeout`.
+    async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String>;
+
     /// Creates and starts the probe agent's workload (`probe_client`'s
     /// name) on the clients network.
     async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()>;

@@ -117,31 +117,6 @@ pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
     out
 }
 
-async fn http_get(addr: &str, path: &str, timeout: Duration) -> Result<String, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let work = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect {addr}: {e}"))?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        match text.split_once("\r\n\r\n") {
-            Some((head, body)) if head.starts_with("HTTP/1.") && head.contains(" 200 ") => {
-                Ok(body.to_string())
-            }
-            Some((head, _)) => Err(head.lines().next().unwrap_or("").to_string()),
-            None => Err("no HTTP answer".into()),
-        }
-    };
-    tokio::time::timeout(timeout, work)
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
-}
-
 fn append(path: &Path, lines: &[serde_json::Value]) {
     if lines.is_empty() {
         return;
@@ -226,9 +201,11 @@ pub async fn observe(
             Some(t) => Some(crate::etcd::cluster_view(&state, t, Duration::from_millis(800)).await),
             None => None,
         };
-        let scrapes = futures_util::future::join_all(state.members.iter().map(|m| {
-            let addr = format!("{}:2381", m.ip);
-            async move { http_get(&addr, "/metrics", Duration::from_millis(800)).await }
+        let scrapes = futures_util::future::join_all(state.members.iter().map(|m| async move {
+            provider
+                .member_metrics(m, Duration::from_millis(800))
+                .await
+                .map_err(|e| format!("{e:#}"))
         }))
         .await;
         let mut lines = Vec::new();

@@ -155,6 +155,13 @@ impl Provider for DockerProvider {
         self.engine.logs(workload).await
     }
 
+    async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String> {
+        // The host reaches every container on the lab's networks.
+        http_get(&format!("{}:2381", m.ip), "/metrics", timeout)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+
     async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
         let name = probe_client(state);
         let clients = state
@@ -185,6 +192,32 @@ impl Provider for DockerProvider {
         self.engine.create_container(&spec).await?;
         up::start_released(&self.engine, state, &name).await
     }
+}
+
+/// A plain HTTP GET (etcd's metrics listener speaks no TLS).
+async fn http_get(addr: &str, path: &str, timeout: Duration) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let work = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        match text.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.") && head.contains(" 200 ") => {
+                Ok(body.to_string())
+            }
+            Some((head, _)) => Err(head.lines().next().unwrap_or("").to_string()),
+            None => Err("no HTTP answer".into()),
+        }
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
 }
 
 /// Docker's container states as the interface's.

@@ -337,6 +337,14 @@ async fn kubectl_ok(argv: Vec<String>) -> Result<String> {
     out.stdout_if_ok("kubectl", &refs)
 }
 
+/// The API server's proxy path to a member pod's etcd metrics.
+pub fn metrics_path(p: &PodRef) -> String {
+    format!(
+        "/api/v1/namespaces/{}/pods/{}:2381/proxy/metrics",
+        p.namespace, p.pod
+    )
+}
+
 /// A pod's phase as the interface's state.
 pub fn state_of_pod(pod: &serde_json::Value) -> WorkloadState {
     match pod["status"]["phase"].as_str() {
@@ -641,6 +649,16 @@ impl Provider for KindProvider {
             .into_bytes())
     }
 
+    async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String> {
+        // No pod address is the host's to reach: through the seed's
+        // Kubernetes API, its proxy to the pod's metrics port.
+        let p = PodRef::parse(&m.container)?;
+        let argv = p.kubectl(&["get", "--raw", &metrics_path(&p)]);
+        tokio::time::timeout(timeout + Duration::from_secs(2), kubectl_ok(argv))
+            .await
+            .with_context(|| format!("{}: no metrics within {timeout:?}", m.name))?
+    }
+
     async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
         // On the clients network, as in the docker form: the shoot API and
         // the members are reached through the router and the seeds'
@@ -746,6 +764,16 @@ mod tests {
         }
         let e = Target::parse("kind-lab-seed-b/ns/kube-apiserver@x").unwrap_err();
         assert!(format!("{e:#}").contains("not a number"), "{e:#}");
+    }
+
+    #[test]
+    fn a_member_s_metrics_come_through_its_seed_s_api_proxy() {
+        let p = PodRef::parse("kind-lab-seed-a/shoot--local--local/seed-a-etcd-1-0").unwrap();
+        assert_eq!(
+            p.kubectl(&["get", "--raw", &metrics_path(&p)]).join(" "),
+            "kubectl --context kind-lab-seed-a -n shoot--local--local get --raw \
+             /api/v1/namespaces/shoot--local--local/pods/seed-a-etcd-1-0:2381/proxy/metrics"
+        );
     }
 
     #[test]
