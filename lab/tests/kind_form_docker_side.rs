@@ -266,6 +266,22 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         "{before} ms, then {shaped} ms"
     );
 
+    // `status` goes through the kind provider: the lab's containers are
+    // listed beside the clusters' pods (none: kubectl is a stub).
+    let status: serde_json::Value =
+        serde_json::from_str(&cli(&["status", "--name", &lab, "-o", "json"])).unwrap();
+    assert_eq!(status["provider"], "kind", "{status}");
+    let roles: Vec<&str> = status["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["state"] == "running")
+        .filter_map(|c| c["role"].as_str())
+        .collect();
+    for role in ["router", "dns", "toolbox"] {
+        assert!(roles.contains(&role), "{role} not running: {status}");
+    }
+
     // The stubs saw the steps in order: the clusters, then Istio, then the
     // manifests.
     let calls = std::fs::read_to_string(&log).unwrap();
