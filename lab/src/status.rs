@@ -238,8 +238,8 @@ pub async fn status(provider: &dyn Provider, state_root: &Path, lab: &str) -> Re
     })
 }
 
-/// Each replica asked directly (its /readyz; on kind, its seed's ingress),
-/// and the version it reports.
+/// Each replica asked at its address (its /readyz; a kind replica's is its
+/// seed's ingress), and the version it reports.
 async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
     use crate::apiserver::client;
     let tls = std::fs::read_to_string(dir.pki().join("ca.crt"))
@@ -248,12 +248,7 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
     let mut replicas = Vec::new();
     let mut version = None;
     for a in &state.apiservers {
-        // A kind seed's replicas are pods behind its ingress: asked there.
-        let ip = match state.provider {
-            crate::state::ProviderKind::Docker => a.ip,
-            crate::state::ProviderKind::Kind => state.seed(&a.seed).map_or(a.ip, |s| s.gateway.ip),
-        };
-        let addr = SocketAddr::from((ip, crate::gateway::API_PORT));
+        let addr = SocketAddr::from((a.ip, crate::gateway::API_PORT));
         let (ready, error) = match &tls {
             Some(tls) => {
                 let t = Duration::from_secs(2);

@@ -5,7 +5,7 @@
 //! `link` and `probe` read it as they read a docker lab's.
 //!
 //! Addresses: each seed's Docker network hands kind's nodes addresses from
-//! its upper half only (`NODE_RANGE`), so the lab's fixed addresses stay
+//! its upper half only (`node_range`), so the lab's fixed addresses stay
 //! free: the router (.2), the seed's ingress gateway (.3, MetalLB pins
 //! the Istio ingress Service there) and, with an address per member, the
 //! members' own ingress addresses (.30 + index), as the docker form has
@@ -64,28 +64,33 @@ pub fn kind_state(
     let plan = crate::plan::LabPlan::new(lab, &t, nets, image);
     let mut state = plan.initial_state(tsig_secret);
     state.provider = ProviderKind::Kind;
-    let ns = namespace(&t.shoot.name);
     for seed in &mut state.seeds {
         seed.gateway.container = format!(
             "{}/{INGRESS_NAMESPACE}/istio-ingressgateway@0",
             context(lab, &seed.name)
         );
     }
-    for m in &mut state.members {
-        m.container = format!("{}/{ns}/{}-0", context(lab, &m.seed), m.name);
-        m.volume = format!("data-{}-0", m.name);
-    }
+    let members = std::mem::take(&mut state.members);
+    state.members = members
+        .into_iter()
+        .map(|m| kind_member(&state, m))
+        .collect();
+    let apiservers = std::mem::take(&mut state.apiservers);
     let mut per_seed: std::collections::HashMap<String, usize> = Default::default();
-    for a in &mut state.apiservers {
-        let i = per_seed.entry(a.seed.clone()).or_default();
-        a.container = super::provider::replica_workload(&context(lab, &a.seed), &ns, *i);
-        *i += 1;
-    }
+    state.apiservers = apiservers
+        .into_iter()
+        .map(|a| {
+            let i = per_seed.entry(a.seed.clone()).or_default();
+            *i += 1;
+            kind_apiserver(&state, a, *i - 1)
+        })
+        .collect();
     state
 }
 
-/// A destination API replica the migration plans (`plan::apiserver` names
-/// it as a container): its workload in the kind form.
+/// API replica `index` of a seed as the docker form plans it
+/// (`plan::apiserver`), in the kind form: the Deployment's pod, reached
+/// from outside at its seed's ingress (a pod has no address of the lab's).
 pub fn kind_apiserver(
     state: &LabState,
     mut a: crate::state::ApiServerState,
@@ -96,10 +101,14 @@ pub fn kind_apiserver(
         &namespace(&state.topology.shoot.name),
         index,
     );
+    if let Some(seed) = state.seed(&a.seed) {
+        a.ip = seed.gateway.ip;
+    }
     a
 }
 
-/// A destination member the migration plans: its pod and claim.
+/// A member as the docker form plans it (`plan::member`), in the kind
+/// form: its pod and claim.
 pub fn kind_member(
     state: &LabState,
     mut m: crate::state::MemberState,
