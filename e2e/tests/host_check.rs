@@ -50,32 +50,60 @@ fn the_prepared_host_passes() {
         .stderr(predicate::str::contains("check-host: ok"));
 }
 
-/// scripts/setup built the generic API server before the tests: building
-/// it again is a cache hit (package versions and sources unchanged) that
-/// installs the same binary, in seconds.
+/// scripts/setup built the Go parts before the tests: building them again
+/// is a cache hit per part (go.mod, go.sum and sources unchanged) that
+/// installs the same binaries with their manifests, in seconds, and each
+/// binary says the version its manifest names.
 #[test]
-fn a_second_apiserver_build_is_a_cache_hit() {
-    if std::env::var("CI").map(|v| v != "true").unwrap_or(true)
-        && cpmlab::apiserver::launch::find_generic_apiserver().is_none()
-    {
-        eprintln!(
-            "SKIPPED a_second_apiserver_build_is_a_cache_hit: not built here (run scripts/setup)"
-        );
+fn a_second_go_build_is_a_cache_hit() {
+    use cpmlab::go_parts::{KUBE_APISERVER, PARTS};
+    if std::env::var("CI").map(|v| v != "true").unwrap_or(true) && KUBE_APISERVER.find().is_none() {
+        eprintln!("SKIPPED a_second_go_build_is_a_cache_hit: not built here (run scripts/setup)");
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let started = std::time::Instant::now();
-    Command::new(root.join("scripts/build-apiserver"))
+    let out = Command::new(root.join("scripts/build-go"))
         .current_dir(&root)
         .assert()
-        .success()
-        .stderr(predicate::str::contains("cache hit"))
-        .stderr(predicate::str::contains("installed"));
-    eprintln!("cache hit in {:.1} s", started.elapsed().as_secs_f64());
-    let bin = cpmlab::apiserver::launch::find_generic_apiserver().expect("installed");
-    Command::new(bin)
-        .arg("--version")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("+cpmlab.generic"));
+        .success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    eprintln!("{err}cache hit in {:.1} s", started.elapsed().as_secs_f64());
+    for part in PARTS {
+        assert!(
+            err.contains(&format!("{}: cache hit", part.name)),
+            "{} was rebuilt:\n{err}",
+            part.name
+        );
+        let m = part
+            .manifest()
+            .unwrap_or_else(|| panic!("{}: no manifest", part.name));
+        let bin = part.find().expect("installed");
+        let version = Command::new(bin.path()).arg("--version").output().unwrap();
+        let said = String::from_utf8_lossy(&version.stdout);
+        // kube-apiserver: "Kubernetes v1.36.3"; the generic server:
+        // "v1.36.3+cpmlab.generic"; etcd: "etcd Version: 3.5.27".
+        assert!(
+            said.contains(m.version.trim_start_matches('v')),
+            "{} says {said:?}, its manifest {}",
+            part.name,
+            m.version
+        );
+    }
+}
+
+/// The parts scripts/build-go builds are the parts the lab looks for (and
+/// doctor names).
+#[test]
+fn build_go_builds_every_part_the_lab_finds() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = std::fs::read_to_string(root.join("scripts/build-go")).unwrap();
+    let built: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('"'))
+        .filter(|l| l.matches('|').count() == 3)
+        .filter_map(|l| l.split('|').next())
+        .collect();
+    let found: Vec<&str> = cpmlab::go_parts::PARTS.iter().map(|p| p.name).collect();
+    assert_eq!(built, found);
 }

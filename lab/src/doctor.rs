@@ -274,11 +274,6 @@ pub async fn doctor() -> DoctorReport {
             "install istioctl from Istio's release page",
         ),
         (
-            "kube-apiserver",
-            "the real API server (else the stand-in is used)",
-            "set KUBEBUILDER_ASSETS or put kube-apiserver on PATH",
-        ),
-        (
             "kubectl",
             "talking to the shoot API by hand",
             "apt-get install -y kubectl (or your distribution's package)",
@@ -304,9 +299,41 @@ pub async fn doctor() -> DoctorReport {
             },
         });
     }
+    checks.extend(go_parts());
     DoctorReport {
         checks,
         link_backend,
         provider: "docker",
     }
+}
+
+/// Each Go-built part (`scripts/build-go`): where its binary is, its
+/// version and where it came from. A missing kube-apiserver is a warning
+/// (`api.server: auto` falls back to the generic server, and says so); the
+/// others are information.
+pub fn go_parts() -> Vec<Check> {
+    crate::go_parts::PARTS
+        .iter()
+        .map(|part| match part.describe() {
+            Some(detail) => Check {
+                name: part.name,
+                level: Level::Ok,
+                detail,
+                fix: None,
+            },
+            None => Check {
+                name: part.name,
+                level: if part.required {
+                    Level::Warn
+                } else {
+                    Level::Info
+                },
+                detail: format!("not built; {}", part.what),
+                fix: Some(format!(
+                    "scripts/build-go {} (scripts/setup runs it), or set {}",
+                    part.name, part.env
+                )),
+            },
+        })
+        .collect()
 }

@@ -31,7 +31,7 @@ pub enum ClusterState {
 }
 
 /// The etcd binary of `version` in the lab image: 3.4 is the host's
-/// `/usr/bin/etcd` (on the PATH), 3.5 the one scripts/fetch-etcd fetched.
+/// `/usr/bin/etcd` (on the PATH), 3.5 the one scripts/build-go built.
 pub fn binary(version: EtcdVersion) -> &'static str {
     match version {
         EtcdVersion::V3_4 => "etcd",

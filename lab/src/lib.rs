@@ -13,6 +13,7 @@ pub mod errors;
 pub mod etcd;
 pub mod fill;
 pub mod gateway;
+pub mod go_parts;
 pub mod kernel;
 pub mod kubeconfig;
 pub mod link;

@@ -168,7 +168,7 @@ pub struct EtcdSpec {
     pub placement: Option<Vec<String>>,
     /// The etcd every member runs, `"3.4"` or `"3.5"`: what etcd-wrapper
     /// runs by default (3.4, the host's etcd) or behind etcd-druid's
-    /// `UpgradeEtcdVersion` feature gate (3.5, fetched by scripts/fetch-etcd).
+    /// `UpgradeEtcdVersion` feature gate (3.5, built by scripts/build-go).
     /// Members a migration starts run the same.
     #[serde(default = "default_etcd_version")]
     pub version: String,

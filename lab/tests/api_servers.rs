@@ -78,9 +78,9 @@ fn generic_or_skip(test: &str) -> Option<PathBuf> {
     let found = cpmlab::apiserver::launch::find_generic_apiserver();
     if found.is_none() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: cpmlab-apiserver was not built and CI=true: run scripts/setup (scripts/build-apiserver)");
+            panic!("{test}: cpmlab-apiserver was not built and CI=true: run scripts/setup (scripts/build-go)");
         }
-        eprintln!("SKIPPED {test}: cpmlab-apiserver not built (run scripts/build-apiserver)");
+        eprintln!("SKIPPED {test}: cpmlab-apiserver not built (run scripts/build-go)");
     }
     found
 }

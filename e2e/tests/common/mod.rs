@@ -55,9 +55,9 @@ pub fn generic_or_skip(test: &str) -> bool {
         return true;
     }
     if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("{test}: cpmlab-apiserver is not built and CI=true: run scripts/setup (scripts/build-apiserver)");
+        panic!("{test}: cpmlab-apiserver is not built and CI=true: run scripts/setup (scripts/build-go)");
     }
-    eprintln!("SKIPPED {test}: cpmlab-apiserver is not built (run scripts/build-apiserver)");
+    eprintln!("SKIPPED {test}: cpmlab-apiserver is not built (run scripts/build-go)");
     false
 }
 

@@ -1,7 +1,7 @@
 //! How an API server replica is started: the real kube-apiserver where a
-//! binary can be had (`KUBEBUILDER_ASSETS` or `PATH`), else the generic
-//! server built on k8s.io/apiserver (`scripts/build-apiserver`), else the
-//! Rust stand-in. All get the same files (server certificate for the API name, the lab
+//! binary can be had (`scripts/build-go` builds it from k8s.io/kubernetes),
+//! else the generic server built on k8s.io/apiserver (also
+//! `scripts/build-go`), else the Rust stand-in. All get the same files (server certificate for the API name, the lab
 //! CA, etcd client certificate, the token) and talk only to their own
 //! seed's etcd members.
 
@@ -44,42 +44,23 @@ impl ApiServerKind {
 pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
 /// Where cpmlab-apiserver is mounted in a replica container.
 pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
-/// The generic server's name on PATH and in the user's cache.
-const GENERIC_NAME: &str = "cpmlab-apiserver";
 /// The files of a replica.
 pub const DIR: &str = "/etc/cpmlab/api";
 
-/// kube-apiserver on this host: `$KUBEBUILDER_ASSETS/kube-apiserver`, else on PATH.
+/// kube-apiserver on this host: `$CPMLAB_KUBE_APISERVER`, else
+/// `$KUBEBUILDER_ASSETS` or PATH, else where `scripts/build-go` installs it.
 pub fn find_kube_apiserver() -> Option<PathBuf> {
-    let from_assets = std::env::var_os("KUBEBUILDER_ASSETS")
-        .map(|d| PathBuf::from(d).join("kube-apiserver"))
-        .filter(|p| p.is_file());
-    from_assets.or_else(|| {
-        std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|d| d.join("kube-apiserver"))
-            .find(|p| p.is_file())
-    })
+    crate::go_parts::KUBE_APISERVER
+        .find()
+        .map(|f| f.path().clone())
 }
 
 /// cpmlab-apiserver on this host: `$CPMLAB_APISERVER`, else on PATH, else
-/// where `scripts/build-apiserver` installs it
-/// (`${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin`).
+/// where `scripts/build-go` installs it (`${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin`).
 pub fn find_generic_apiserver() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CPMLAB_APISERVER") {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join(GENERIC_NAME))
-            .find(|p| p.is_file())
-    });
-    on_path.or_else(|| {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(cache.join("cpmlab").join("bin").join(GENERIC_NAME)).filter(|p| p.is_file())
-    })
+    crate::go_parts::GENERIC_APISERVER
+        .find()
+        .map(|f| f.path().clone())
 }
 
 pub struct Replica<'a> {

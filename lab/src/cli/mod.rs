@@ -81,7 +81,7 @@ pub enum Command {
         retain: bool,
         /// The API server, over the topology's `api.server`: `auto`
         /// (kube-apiserver, else generic, else standin), `generic`
-        /// (k8s.io/apiserver, built by scripts/build-apiserver), `standin`
+        /// (k8s.io/apiserver, built by scripts/build-go), `standin`
         /// (the lab's Rust imitation, with failpoints), `kube-apiserver`.
         #[arg(long, value_enum)]
         api_server: Option<crate::topology::ApiServerChoice>,

@@ -5,7 +5,7 @@
 //! size and modification time, so an unchanged host rebuilds nothing.
 //!
 //! etcd 3.4 is the host's (`/usr/bin/etcd`); etcd 3.5, when
-//! scripts/fetch-etcd fetched it (or `CPMLAB_ETCD_35` names one), is placed
+//! scripts/build-go built it (or `CPMLAB_ETCD_35` names one), is placed
 //! at `/usr/local/bin/etcd-3.5`. Which versions an image holds follows from
 //! its tag (the digest covers the placed file) and is also its label
 //! `cpmlab.etcd-versions`.
@@ -29,9 +29,7 @@ pub const REPO: &str = "cpmlab/lab";
 /// Where etcd 3.5 is in the image (3.4 is `/usr/bin/etcd`, on the PATH as `etcd`).
 pub const ETCD_35_IN_IMAGE: &str = "/usr/local/bin/etcd-3.5";
 /// The host binary of etcd 3.5 when not at its usual place.
-pub const ETCD_35_ENV: &str = "CPMLAB_ETCD_35";
-/// File name of etcd 3.5 under `~/.cache/cpmlab/bin` (scripts/fetch-etcd).
-const ETCD_35_NAME: &str = "etcd-3.5";
+pub const ETCD_35_ENV: &str = crate::go_parts::ETCD_35.env;
 /// Image label listing the etcd versions the image holds, e.g. `3.4,3.5`.
 pub const LABEL_ETCD_VERSIONS: &str = "cpmlab.etcd-versions";
 
@@ -126,8 +124,8 @@ pub struct RootFs {
     placed: BTreeMap<PathBuf, PathBuf>,
 }
 
-/// The host's etcd 3.5 binary: `$CPMLAB_ETCD_35` when set, else
-/// `${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin/etcd-3.5` when it exists. A
+/// The host's etcd 3.5 binary: `$CPMLAB_ETCD_35` when set, else on PATH as
+/// `etcd-3.5`, else the one `scripts/build-go` built (Gardener's 3.5). A
 /// `CPMLAB_ETCD_35` that names no file is an error, not silence.
 pub fn etcd_35_source() -> Result<Option<PathBuf>, EnvNotReady> {
     if let Some(p) = std::env::var_os(ETCD_35_ENV).filter(|p| !p.is_empty()) {
@@ -135,18 +133,12 @@ pub fn etcd_35_source() -> Result<Option<PathBuf>, EnvNotReady> {
         if !p.is_file() {
             return Err(EnvNotReady::new(
                 format!("{ETCD_35_ENV} is {}, which is not a file", p.display()),
-                format!("point {ETCD_35_ENV} at an etcd 3.5 binary, or unset it and run scripts/fetch-etcd"),
+                format!("point {ETCD_35_ENV} at an etcd 3.5 binary, or unset it and run scripts/build-go etcd-3.5"),
             ));
         }
         return Ok(Some(p));
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    Ok(cache
-        .map(|c| c.join("cpmlab").join("bin").join(ETCD_35_NAME))
-        .filter(|p| p.is_file()))
+    Ok(crate::go_parts::ETCD_35.find().map(|f| f.path().clone()))
 }
 
 /// What `version` prints first (`etcd Version: 3.5.30`), or why not.
@@ -515,13 +507,13 @@ pub async fn ensure(engine: &Engine) -> Result<LabImage> {
         let v = etcd_version_of(host).map_err(|e| {
             EnvNotReady::new(
                 format!("etcd 3.5 ({}) does not run here: {e:#}", host.display()),
-                "run scripts/fetch-etcd again (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+                "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
             )
         })?;
         if !v.starts_with("3.5.") {
             return Err(EnvNotReady::new(
                 format!("{} is etcd {v}, not 3.5", host.display()),
-                "run scripts/fetch-etcd again (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+                "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
             )
             .into());
         }

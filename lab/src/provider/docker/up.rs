@@ -331,7 +331,7 @@ pub fn check_etcd_version(topo: &Topology, image: &images::LabImage) -> Result<(
             image.tag,
             image.etcd_versions_label()
         ),
-        "run scripts/setup (scripts/fetch-etcd fetches etcd 3.5 from Debian unstable), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+        "run scripts/setup (scripts/build-go builds etcd 3.5 from the Go module proxy), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
     )
     .into())
 }
@@ -367,7 +367,7 @@ pub fn resolve_api_server(choice: crate::topology::ApiServerChoice) -> Result<Ap
             Some(k) => with(ApiServerKind::KubeApiserver, k),
             None => return Err(EnvNotReady::new(
                 "the topology asks for kube-apiserver (api.server), and no binary was found",
-                "set KUBEBUILDER_ASSETS to a directory holding kube-apiserver (e.g. from setup-envtest), put it on PATH, or use api.server: generic or standin",
+                "run scripts/build-go kube-apiserver (scripts/setup does), set CPMLAB_KUBE_APISERVER or KUBEBUILDER_ASSETS, or use api.server: generic or standin",
             )
             .into()),
         },
@@ -375,7 +375,7 @@ pub fn resolve_api_server(choice: crate::topology::ApiServerChoice) -> Result<Ap
             Some(g) => with(ApiServerKind::Generic, g),
             None => return Err(EnvNotReady::new(
                 "the topology asks for the generic API server (api.server: generic), and cpmlab-apiserver was not found",
-                "run scripts/build-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
+                "run scripts/build-go cpmlab-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
             )
             .into()),
         },
@@ -933,7 +933,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("etcd 3.5 (etcd.version)"), "{msg}");
         assert!(
-            msg.contains("fix: run scripts/setup (scripts/fetch-etcd"),
+            msg.contains("fix: run scripts/setup (scripts/build-go"),
             "{msg}"
         );
         check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4, EtcdVersion::V3_5])).unwrap();

@@ -1,0 +1,159 @@
+//! The lab's Go-built parts (`scripts/build-go`): where they are installed,
+//! and what each one's manifest says of it (version, module, where it came
+//! from). `cpmlab doctor` names them; the API server and the lab image find
+//! their binaries here.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// One part `scripts/build-go` builds: its binary's name, what it is, the
+/// environment variable that names another binary instead, and whether the
+/// lab can run without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub env: &'static str,
+    /// What the default lab runs (a missing one is a warning in `doctor`).
+    pub required: bool,
+}
+
+pub const KUBE_APISERVER: Part = Part {
+    name: "kube-apiserver",
+    what: "the shoot's API server (api.server: auto, kube-apiserver)",
+    env: "CPMLAB_KUBE_APISERVER",
+    required: true,
+};
+pub const GENERIC_APISERVER: Part = Part {
+    name: "cpmlab-apiserver",
+    what: "the generic API server on k8s.io/apiserver (api.server: generic)",
+    env: "CPMLAB_APISERVER",
+    required: false,
+};
+pub const ETCD_35: Part = Part {
+    name: "etcd-3.5",
+    what: "etcd 3.5 (etcd.version: \"3.5\")",
+    env: "CPMLAB_ETCD_35",
+    required: false,
+};
+
+/// Every part, in the order `doctor` lists them.
+pub const PARTS: &[Part] = &[KUBE_APISERVER, GENERIC_APISERVER, ETCD_35];
+
+/// What `scripts/build-go` wrote beside a binary (`<name>.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub part: String,
+    pub version: String,
+    /// The Go module and its version, e.g. `k8s.io/kubernetes v1.36.3`.
+    pub module: String,
+    /// Which go.mod pinned it, and through what it was fetched.
+    pub source: String,
+    /// The Go toolchain that built it.
+    pub go: String,
+}
+
+/// `${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin`, where `scripts/build-go`
+/// installs the parts.
+pub fn install_dir() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("cpmlab").join("bin"))
+}
+
+/// Where a part's binary is found, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The part's environment variable names it.
+    Env(PathBuf),
+    /// On PATH (or, for kube-apiserver, `$KUBEBUILDER_ASSETS`).
+    Path(PathBuf),
+    /// Where `scripts/build-go` installed it.
+    Built(PathBuf),
+}
+
+impl Found {
+    pub fn path(&self) -> &PathBuf {
+        match self {
+            Found::Env(p) | Found::Path(p) | Found::Built(p) => p,
+        }
+    }
+}
+
+impl Part {
+    /// The part's binary: its environment variable's, else on PATH (and
+    /// kube-apiserver in `$KUBEBUILDER_ASSETS`, as envtest keeps it), else
+    /// the one `scripts/build-go` installed.
+    pub fn find(&self) -> Option<Found> {
+        if let Some(p) = std::env::var_os(self.env) {
+            return Some(PathBuf::from(p))
+                .filter(|p| p.is_file())
+                .map(Found::Env);
+        }
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        if *self == KUBE_APISERVER {
+            dirs.extend(std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from));
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            dirs.extend(std::env::split_paths(&path));
+        }
+        if let Some(p) = dirs.iter().map(|d| d.join(self.name)).find(|p| p.is_file()) {
+            return Some(Found::Path(p));
+        }
+        install_dir()
+            .map(|d| d.join(self.name))
+            .filter(|p| p.is_file())
+            .map(Found::Built)
+    }
+
+    /// The manifest `scripts/build-go` wrote for the installed binary
+    /// (none for a binary found elsewhere).
+    pub fn manifest(&self) -> Option<Manifest> {
+        let path = install_dir()?.join(format!("{}.json", self.name));
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+
+    /// One line for `doctor`: where the binary is, its version and where it
+    /// came from.
+    pub fn describe(&self) -> Option<String> {
+        let found = self.find()?;
+        Some(match (&found, self.manifest()) {
+            (Found::Built(p), Some(m)) => format!(
+                "{} {} ({}, built by scripts/build-go from {} with {})",
+                p.display(),
+                m.version,
+                m.module,
+                m.source,
+                m.go
+            ),
+            (Found::Built(p), None) => format!("{} (no manifest beside it)", p.display()),
+            (Found::Env(p), _) => format!("{} (from {})", p.display(), self.env),
+            (Found::Path(p), _) => format!("{} (found on PATH)", p.display()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_reads_as_build_go_writes_it() {
+        let line = r#"{"part":"kube-apiserver","what":"kube-apiserver (k8s.io/kubernetes)","version":"v1.36.3","module":"k8s.io/kubernetes v1.36.3","source":"go/go.mod via the Go module proxy","go":"go1.26.8","key":"3969c53ef2f92a87"}"#;
+        let m: Manifest = serde_json::from_str(line).unwrap();
+        assert_eq!(m.version, "v1.36.3");
+        assert_eq!(m.module, "k8s.io/kubernetes v1.36.3");
+        assert_eq!(m.go, "go1.26.8");
+    }
+
+    #[test]
+    fn every_part_has_its_own_binary_and_variable() {
+        let names: std::collections::BTreeSet<_> = PARTS.iter().map(|p| p.name).collect();
+        let envs: std::collections::BTreeSet<_> = PARTS.iter().map(|p| p.env).collect();
+        assert_eq!(names.len(), PARTS.len());
+        assert_eq!(envs.len(), PARTS.len());
+    }
+}
