@@ -40,6 +40,10 @@ fn backend_name(kind: &str, sni: &str) -> String {
 pub struct ApiRoute {
     pub sni: String,
     pub servers: Vec<(String, Ipv4Addr)>,
+    /// The bearer token the readiness check sends: kube-apiserver runs with
+    /// `--anonymous-auth=false` as Gardener runs it, and Gardener's probes
+    /// carry a token (`pkg/component/kubernetes/apiserver/deployment.go`).
+    pub health_token: String,
 }
 
 pub const API_PORT: u16 = 443;
@@ -123,8 +127,8 @@ pub fn haproxy_config(seed: &str, routes: &[Route], api: &ApiRoute) -> String {
         let _ = write!(
             c,
             "  use_backend shoot_api if {{ req_ssl_sni -i {} }}\n\n\
-             backend shoot_api\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz\n  http-check expect status 200\n  timeout check {READYZ_CHECK_TIMEOUT_MS}ms\n",
-            api.sni
+             backend shoot_api\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz hdr Authorization \"Bearer {}\"\n  http-check expect status 200\n  timeout check {READYZ_CHECK_TIMEOUT_MS}ms\n",
+            api.sni, api.health_token
         );
         for (name, ip) in &api.servers {
             let _ = writeln!(
@@ -144,6 +148,7 @@ mod tests {
         ApiRoute {
             sni: "api.local.cpmlab.test".into(),
             servers: vec![],
+            health_token: "t".into(),
         }
     }
 
@@ -155,11 +160,14 @@ mod tests {
                 ("seed-a-apiserver-0".into(), "10.0.0.20".parse().unwrap()),
                 ("seed-a-apiserver-1".into(), "10.0.0.21".parse().unwrap()),
             ],
+            health_token: "t0k".into(),
         };
         let cfg = haproxy_config("seed-a", &[], &api);
         assert!(cfg.contains("bind :443"));
         assert!(cfg.contains("use_backend shoot_api if { req_ssl_sni -i api.local.cpmlab.test }"));
-        assert!(cfg.contains("http-check send meth GET uri /readyz"));
+        assert!(
+            cfg.contains("http-check send meth GET uri /readyz hdr Authorization \"Bearer t0k\"")
+        );
         assert!(cfg.contains("timeout check 2500ms"), "{cfg}");
         assert!(cfg.contains("server seed-a-apiserver-1 10.0.0.21:443 check check-ssl verify none"));
         let none = haproxy_config("seed-b", &[], &no_api());

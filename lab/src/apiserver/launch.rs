@@ -126,18 +126,37 @@ fn kube_flags(bin: &str, r: &Replica) -> Vec<String> {
 }
 
 /// kube-apiserver's command line, as Gardener runs it where it matters to
-/// the lab (see [`kube_flags`]), plus what kube-apiserver alone requires.
-/// Authorization is AlwaysAllow (the probes are the only clients).
+/// the lab (see [`kube_flags`]), plus Gardener's flags of its own:
+/// `pkg/component/apiserver/deployment.go` (shared by Gardener's API
+/// servers: `--http2-max-streams-per-connection=1000`,
+/// `--livez-grace-period=1m`, `--profiling=false`) and
+/// `pkg/component/kubernetes/apiserver/` (deployment.go: audiences,
+/// bootstrap tokens, `--allow-privileged`; authentication.go:
+/// `--anonymous-auth=false`; authorization.go: Node and RBAC;
+/// `pkg/component/shared/kubeapiserver.go`: NodeRestriction on top of
+/// Kubernetes' default admission plugins). API Priority and Fairness stays
+/// on, as Kubernetes and Gardener leave it. The probes' token is in
+/// system:masters, so RBAC allows it everything.
 pub fn kube_apiserver_command(r: &Replica) -> Vec<String> {
     let mut c = kube_flags(KUBE_APISERVER_BIN, r);
     c.extend([
-        "--authorization-mode=AlwaysAllow".into(),
+        "--anonymous-auth=false".into(),
+        "--authorization-mode=Node,RBAC".into(),
+        "--enable-admission-plugins=NodeRestriction".into(),
+        "--enable-bootstrap-token-auth=true".into(),
+        "--allow-privileged=true".into(),
+        "--api-audiences=kubernetes,gardener".into(),
+        "--http2-max-streams-per-connection=1000".into(),
+        "--livez-grace-period=1m".into(),
+        "--profiling=false".into(),
+        format!("--external-hostname={}", r.api_name),
         format!("--service-account-issuer=https://{}", r.api_name),
         format!("--service-account-key-file={DIR}/sa.pub"),
         format!("--service-account-signing-key-file={DIR}/sa.key"),
+        // One shoot, one service range in every seed (the shoot's
+        // spec.networking.services).
         "--service-cluster-ip-range=10.0.0.0/24".into(),
         "--storage-backend=etcd3".into(),
-        "--enable-priority-and-fairness=false".into(),
     ]);
     c.extend(extra_args());
     c
@@ -209,6 +228,15 @@ mod tests {
             "--service-account-signing-key-file=/etc/cpmlab/api/sa.key"
         ));
         assert!(has("--advertise-address=10.213.0.20"));
+        // Gardener's: no anonymous requests (its probes carry a token),
+        // Node and RBAC, the API servers' shared flags.
+        assert!(has("--anonymous-auth=false"));
+        assert!(has("--authorization-mode=Node,RBAC"));
+        assert!(has("--http2-max-streams-per-connection=1000"));
+        assert!(has("--livez-grace-period=1m"));
+        assert!(!cmd
+            .iter()
+            .any(|a| a.starts_with("--enable-priority-and-fairness")));
         assert_eq!(
             tokens_csv("t"),
             "t,cpmlab-probe,cpmlab-probe,\"system:masters\"\n"

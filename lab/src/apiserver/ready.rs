@@ -70,7 +70,8 @@ async fn wait_ready(
             &state.dns.api_name,
             tls.clone(),
             "/readyz",
-            None,
+            // As Gardener's probes: kube-apiserver refuses anonymous requests.
+            Some(&state.api_token),
             Duration::from_secs(2),
         )
         .await

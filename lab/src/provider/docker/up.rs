@@ -501,6 +501,7 @@ pub fn gateway_config(state: &LabState, seed: &str) -> String {
             .apiservers_of(seed)
             .map(|a| (a.name.clone(), a.ip))
             .collect(),
+        health_token: state.api_token.clone(),
     };
     gateway::haproxy_config(seed, &routes, &api)
 }
