@@ -33,17 +33,14 @@ fn quick_topology() -> String {
         .to_string()
 }
 
-/// A quick lab on Kubernetes' own server code (k8s.io/apiserver), which
-/// CI=true requires to be built: the suite's default.
+/// A quick lab on the real kube-apiserver (built from k8s.io/kubernetes by
+/// scripts/build-go), which CI=true requires: the suite's default.
 fn up(lab: &Lab) {
-    up_with(lab, Api::Generic)
+    up_with(lab, Api::Kube)
 }
 
 fn up_with(lab: &Lab, api: Api) {
-    let name = match api {
-        Api::Generic => "generic",
-        Api::Standin => "standin",
-    };
+    let name = api.name();
     lab.ok(&["up", "--topology", &quick_topology(), "--api-server", name]);
     let s = lab.status();
     assert_eq!(s["api"]["server"], name, "{s:#}");
@@ -338,21 +335,23 @@ fn assert_zero_downtime(lab: &Lab, v: &Value, run: &Path, what: &str) -> usize {
 /// Which API server a migration test runs.
 #[derive(Clone, Copy, PartialEq)]
 enum Api {
-    Generic,
+    Kube,
     Standin,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Kube => "kube-apiserver",
+            Api::Standin => "standin",
+        }
+    }
 }
 
 /// A full migration under probes: zero downtime, nothing lost, nothing missed.
 fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) {
-    let test = format!(
-        "{plan} at {one_way_ms} ms ({})",
-        if api == Api::Generic {
-            "generic"
-        } else {
-            "standin"
-        }
-    );
-    if !docker_or_skip(&test) || (api == Api::Generic && !generic_or_skip(&test)) {
+    let test = format!("{plan} at {one_way_ms} ms ({})", api.name());
+    if !docker_or_skip(&test) || (api == Api::Kube && !kube_apiserver_or_skip(&test)) {
         return;
     }
     let lab = Lab::new(tag);
@@ -390,10 +389,10 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
     assert_ledger_in_history(&lab, &run);
 }
 
-// Both plans across the WAN on Kubernetes' own server code are scenario
+// Both plans across the WAN on the real kube-apiserver are scenario
 // fixtures (e2e/tests/scenarios.rs; every fixture runs nightly); the
 // stand-in keeps its own smaller suite in CI: the six-member plan at 0 ms
-// here, resume and the external driver below, its failpoints in probes.rs.
+// here, its failpoints in probes.rs.
 
 #[test]
 fn six_member_at_0ms_standin() {

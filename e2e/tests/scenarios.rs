@@ -161,7 +161,7 @@ fn result(report: &Path, name: &str) -> Value {
 /// directory holds what explains it. Returns the scenario's directory
 /// (kept until the returned guard drops).
 fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)> {
-    if !docker_or_skip(file) || !generic_or_skip(file) {
+    if !docker_or_skip(file) || !kube_apiserver_or_skip(file) {
         return None;
     }
     let (code, out, _state, report) = run(tag, &[fixture(file)]);

@@ -48,6 +48,19 @@ pub fn docker_or_skip(test: &str) -> bool {
     ok
 }
 
+/// Is kube-apiserver built (scripts/build-go)? The lab's default server:
+/// when CI=true a missing one fails the test.
+pub fn kube_apiserver_or_skip(test: &str) -> bool {
+    if cpmlab::apiserver::launch::find_kube_apiserver().is_some() {
+        return true;
+    }
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{test}: kube-apiserver is not built and CI=true: run scripts/setup (scripts/build-go)");
+    }
+    eprintln!("SKIPPED {test}: kube-apiserver is not built (run scripts/build-go)");
+    false
+}
+
 /// Is the generic API server (cpmlab-apiserver) built? When CI=true it must
 /// be (scripts/setup builds it): a missing one fails the test.
 pub fn generic_or_skip(test: &str) -> bool {
