@@ -38,8 +38,16 @@ pub const ETCD_35: Part = Part {
     required: false,
 };
 
-/// Every part, in the order `doctor` lists them.
-pub const PARTS: &[Part] = &[KUBE_APISERVER, GENERIC_APISERVER, ETCD_35];
+pub const ACTIONLINT: Part = Part {
+    name: "actionlint",
+    what: "checks .github/workflows (scripts/test); not a part of the lab",
+    env: "CPMLAB_ACTIONLINT",
+    required: false,
+};
+
+/// Every part, in the order `doctor` lists them (and scripts/build-go
+/// builds them).
+pub const PARTS: &[Part] = &[KUBE_APISERVER, GENERIC_APISERVER, ETCD_35, ACTIONLINT];
 
 /// What `scripts/build-go` wrote beside a binary (`<name>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,6 +11,7 @@ mod kubeconfig;
 mod link;
 mod migrate;
 mod probe;
+mod report;
 mod run;
 mod scenario;
 mod status;
@@ -143,6 +144,13 @@ pub enum Command {
     /// Judge a kept run again (verdict.json, junit.xml, report.html): exit 0
     /// passed, 1 failed, 2 bad input.
     Verdict(verdict::VerdictArgs),
+    /// Reports over many runs: `report merge DIR... --out DIR` (shards of
+    /// one nightly run, or several nights): exit 0 when every scenario
+    /// passed, 1 when one did not, 2 bad input.
+    Report {
+        #[command(subcommand)]
+        command: report::ReportCommand,
+    },
     /// Run scenario files end to end (up, links, probes, timeline,
     /// migration, verdict, expectations, down): exit 0 when every
     /// expectation holds, 1 when one does not, 2 bad input, 3 environment.
@@ -238,6 +246,7 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Completion { shell } => return completion::run(shell),
         Command::Verdict(args) => return verdict::run(&args),
+        Command::Report { command } => return report::run(command),
         Command::Images { command } => return images::run(command).await,
         Command::Scenario { command } => return scenario::run(command),
         c => c,
@@ -269,6 +278,7 @@ async fn run(cli: Cli) -> Result<u8> {
         | Command::Doctor { .. }
         | Command::Completion { .. }
         | Command::Verdict(_)
+        | Command::Report { .. }
         | Command::Images { .. } => unreachable!("dispatched above"),
     }
 }

@@ -19,7 +19,7 @@ pub struct EndObserved {
 }
 
 /// What happened to one timeline entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct EntryResult {
     pub index: usize,
     pub action: String,
@@ -42,7 +42,7 @@ pub struct Observed<'a> {
     pub etcd_said: &'a [crate::verdict::etcd_said::Finding],
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ExpectResult {
     pub name: String,
     pub passed: bool,

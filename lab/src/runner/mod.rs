@@ -11,6 +11,7 @@ pub mod child;
 pub mod expect;
 pub mod hazards;
 pub mod observe;
+pub mod shard;
 pub mod summary;
 pub mod watch;
 
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::errors::Cancel;
 use crate::migrate::conditions::Status;
@@ -46,8 +47,9 @@ pub struct Options {
     pub provider: crate::state::ProviderKind,
 }
 
-/// One scenario's outcome: `result.json` in its directory.
-#[derive(Debug, Clone, Serialize)]
+/// One scenario's outcome: `result.json` in its directory (read back by
+/// `cpmlab report merge`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioResult {
     pub name: String,
     pub file: PathBuf,
@@ -72,7 +74,7 @@ pub struct ScenarioResult {
     pub report: Option<String>,
     /// When it failed: the worst warnings in the etcd members' logs, in
     /// plain words (see `verdict::etcd_said`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub etcd_said: Vec<String>,
 }
 

@@ -1,10 +1,54 @@
 //! What a run of many scenarios leaves: one table on the terminal, an
 //! aggregate `junit.xml` (a testsuite per scenario, a testcase per
-//! expectation) and an `index.html` linking each scenario's report.
+//! expectation) and an `index.html` linking each scenario's report, failures
+//! first. `cpmlab report merge` builds the same three from many run
+//! directories (shards, or nights) by reading their `result.json` files back.
 
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 use super::ScenarioResult;
+
+/// Every scenario result under `dir`: `dir/*/result.json` (a run's report
+/// directory), in name order. Files that do not parse are skipped with a
+/// warning: a merge reports what it can read.
+pub fn load_results(dir: &Path) -> Vec<ScenarioResult> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path().join("result.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let parsed = std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<ScenarioResult>(&b).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), error = %e, "not a scenario result; left out");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// The order every summary lists scenarios in: failures first (errors and
+/// incomplete runs, then failed verdicts), then passes, each by name.
+pub fn ordered(results: &[ScenarioResult]) -> Vec<&ScenarioResult> {
+    let rank = |r: &ScenarioResult| match status(r) {
+        "ERROR" | "INCOMPLETE" => 0,
+        "FAIL" => 1,
+        _ => 2,
+    };
+    let mut v: Vec<&ScenarioResult> = results.iter().collect();
+    v.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.name.cmp(&b.name)));
+    v
+}
 
 fn status(r: &ScenarioResult) -> &'static str {
     if r.incomplete {
@@ -41,7 +85,7 @@ pub fn table(results: &[ScenarioResult]) -> String {
         "{:<w$}  {:<10}  {:>7}  {:<10}  {:>10}  WHY\n",
         "SCENARIO", "RESULT", "WALL", "MIGRATION", "SEED"
     );
-    for r in results {
+    for r in ordered(results) {
         let _ = writeln!(
             out,
             "{:<w$}  {:<10}  {:>6.0}s  {:<10}  {:>10}  {}",
@@ -92,7 +136,7 @@ pub fn junit(results: &[ScenarioResult]) -> String {
         out,
         "<testsuites name=\"cpmlab scenarios\" tests=\"{tests}\" failures=\"{failures}\">"
     );
-    for r in results {
+    for r in ordered(results) {
         let f = r.failed_expectations().len();
         let extra = usize::from(r.error.is_some() || r.incomplete);
         let _ = writeln!(
@@ -147,29 +191,40 @@ pub fn junit(results: &[ScenarioResult]) -> String {
 
 /// `index.html`: every scenario, its result, and a link to its report.
 pub fn index(results: &[ScenarioResult], title: &str) -> String {
+    index_linked(results, title, |_| String::new())
+}
+
+/// `index.html` whose links to each scenario's files start with
+/// `base(result)` (a merged index links into each run directory).
+pub fn index_linked(
+    results: &[ScenarioResult],
+    title: &str,
+    base: impl Fn(&ScenarioResult) -> String,
+) -> String {
     let mut rows = String::new();
-    for r in results {
+    for r in ordered(results) {
         let colour = match status(r) {
             "PASS" => "#2a7",
             "FAIL" => "#c33",
             _ => "#c80",
         };
+        let b = base(r);
         let link = match &r.report {
-            Some(p) => format!("<a href=\"{}\">report</a>", xml(p)),
+            Some(p) => format!("<a href=\"{}{}\">report</a>", xml(&b), xml(p)),
             None => "-".into(),
         };
         let _ = writeln!(
             rows,
-            "<tr><td><b>{}</b><br><small>{}</small></td><td style=\"color:{colour};font-weight:bold\">{}</td><td>{:.0} s</td><td>{}</td><td>{}</td><td>{link} · <a href=\"{}/run.log\">run.log</a> · <a href=\"{}/result.json\">result.json</a></td><td><small>{}</small></td></tr>",
+            "<tr><td><b>{}</b><br><small>{}</small></td><td style=\"color:{colour};font-weight:bold\">{}</td><td>{:.0} s</td><td>{}</td><td>{}</td><td>{link} · <a href=\"{b}{n}/run.log\">run.log</a> · <a href=\"{b}{n}/result.json\">result.json</a></td><td><small>{}</small></td></tr>",
             xml(&r.name),
             xml(&r.description),
             status(r),
             r.wall_s,
             xml(r.migration.as_deref().unwrap_or("-")),
             r.seed,
-            xml(&r.name),
-            xml(&r.name),
-            xml(&why(r))
+            xml(&why(r)),
+            b = xml(&b),
+            n = xml(&r.name),
         );
     }
     format!(
@@ -181,4 +236,72 @@ pub fn index(results: &[ScenarioResult], title: &str) -> String {
         results.len(),
         t = xml(title)
     )
+}
+
+/// One scenario as the machine-readable summary lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SummaryRow {
+    pub name: String,
+    pub result: String,
+    pub wall_s: f64,
+    pub migration: Option<String>,
+    pub seed: u64,
+    pub why: String,
+}
+
+/// `summary.json`: every scenario in the summaries' order, what it gave
+/// and why; the same for one run and for a merge of many.
+pub fn summary_rows(results: &[ScenarioResult]) -> Vec<SummaryRow> {
+    ordered(results)
+        .into_iter()
+        .map(|r| SummaryRow {
+            name: r.name.clone(),
+            result: status(r).to_string(),
+            wall_s: r.wall_s,
+            migration: r.migration.clone(),
+            seed: r.seed,
+            why: why(r),
+        })
+        .collect()
+}
+
+/// A markdown summary (for a pull request or a job summary): the counts,
+/// then one line per scenario that did not pass.
+pub fn markdown(results: &[ScenarioResult], title: &str) -> String {
+    let passed = results.iter().filter(|r| r.passed).count();
+    let mut out = format!(
+        "### {title}\n\n{passed} of {} scenarios passed.\n",
+        results.len()
+    );
+    let failed: Vec<&ScenarioResult> = ordered(results).into_iter().filter(|r| !r.passed).collect();
+    if !failed.is_empty() {
+        out.push_str("\n| scenario | result | why |\n| --- | --- | --- |\n");
+        for r in failed {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                r.name,
+                status(r),
+                why(r).replace('|', "\\|")
+            );
+        }
+    }
+    out
+}
+
+/// Writes what a run of many scenarios leaves in `dir`: junit.xml,
+/// index.html, summary.json and summary.md.
+pub fn write_all(
+    dir: &Path,
+    results: &[ScenarioResult],
+    title: &str,
+    base: impl Fn(&ScenarioResult) -> String,
+) -> std::io::Result<()> {
+    std::fs::write(dir.join("junit.xml"), junit(results))?;
+    std::fs::write(dir.join("index.html"), index_linked(results, title, base))?;
+    let rows =
+        serde_json::to_string_pretty(&summary_rows(results)).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("summary.json"), rows + "\n")?;
+    std::fs::write(dir.join("summary.md"), markdown(results, title))?;
+    Ok(())
 }

@@ -16,6 +16,8 @@ use crate::migrate::record::Driver;
 
 /// The longest time a scenario may name.
 const MAX_TIME: Duration = Duration::from_secs(3600);
+/// The longest a whole scenario may be expected to take.
+const MAX_EXPECTED_DURATION: Duration = Duration::from_secs(6 * 3600);
 
 type Problem = (String, String);
 
@@ -32,6 +34,8 @@ pub struct Checked {
     pub downtime: BTreeMap<String, Duration>,
     /// (step, kind) to the largest p99 allowed.
     pub p99: BTreeMap<(String, String), Duration>,
+    /// `expected_duration`, parsed.
+    pub expected_duration: Option<Duration>,
 }
 
 /// A timeline entry, typed.
@@ -198,6 +202,13 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         None if s.migration.is_none() => Duration::from_secs(20),
         None => Duration::ZERO,
     };
+    let expected_duration = match &s.expected_duration {
+        Some(d) => Some(
+            parse_duration_max("expected_duration", d, MAX_EXPECTED_DURATION)
+                .map_err(|e| p("expected_duration", strip_flag(&e.0, "expected_duration")))?,
+        ),
+        None => None,
+    };
     if let Some(m) = &s.migration {
         for (f, v) in [("max_rtt", &m.max_rtt), ("join_timeout", &m.join_timeout)] {
             if let Some(v) = v {
@@ -260,6 +271,7 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         trace,
         downtime,
         p99,
+        expected_duration,
     })
 }
 

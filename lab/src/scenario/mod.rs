@@ -55,6 +55,12 @@ pub struct Scenario {
     /// without a migration; with one, the migration's end is waited for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<String>,
+    /// How long the whole scenario takes on this project's machines (up to
+    /// down), e.g. 4m: what `cpmlab run --shard K/N` balances shards by
+    /// when no earlier run's wall time is given (`--durations`); absent, it
+    /// is estimated from the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_duration: Option<String>,
     /// Actions at a time or at a migration step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<TimelineEntry>,
