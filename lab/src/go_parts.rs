@@ -31,6 +31,12 @@ pub const GENERIC_APISERVER: Part = Part {
     env: "CPMLAB_APISERVER",
     required: false,
 };
+pub const CLIENTGO: Part = Part {
+    name: "cpmlab-clientgo",
+    what: "the controller stand-in: client-go's informer and leader election (probe lanes)",
+    env: "CPMLAB_CLIENTGO",
+    required: false,
+};
 pub const ETCD_35: Part = Part {
     name: "etcd-3.5",
     what: "etcd 3.5 (etcd.version: \"3.5\")",
@@ -47,7 +53,13 @@ pub const ACTIONLINT: Part = Part {
 
 /// Every part, in the order `doctor` lists them (and scripts/build-go
 /// builds them).
-pub const PARTS: &[Part] = &[KUBE_APISERVER, GENERIC_APISERVER, ETCD_35, ACTIONLINT];
+pub const PARTS: &[Part] = &[
+    KUBE_APISERVER,
+    GENERIC_APISERVER,
+    CLIENTGO,
+    ETCD_35,
+    ACTIONLINT,
+];
 
 /// What `scripts/build-go` wrote beside a binary (`<name>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
