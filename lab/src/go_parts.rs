@@ -37,6 +37,12 @@ pub const CLIENTGO: Part = Part {
     env: "CPMLAB_CLIENTGO",
     required: false,
 };
+pub const ETCD_34: Part = Part {
+    name: "etcd-3.4",
+    what: "etcd 3.4.34, the lab's default etcd (else Debian's 3.4.23, which kube-apiserver runs without watch progress requests)",
+    env: "CPMLAB_ETCD_34",
+    required: true,
+};
 pub const ETCD_35: Part = Part {
     name: "etcd-3.5",
     what: "etcd 3.5 (etcd.version: \"3.5\")",
@@ -57,6 +63,7 @@ pub const PARTS: &[Part] = &[
     KUBE_APISERVER,
     GENERIC_APISERVER,
     CLIENTGO,
+    ETCD_34,
     ETCD_35,
     ACTIONLINT,
 ];

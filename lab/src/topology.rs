@@ -194,7 +194,8 @@ impl Default for EtcdSpec {
 /// The etcd minor versions a lab can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EtcdVersion {
-    /// Debian 12's etcd-server, the host's `/usr/bin/etcd`.
+    /// 3.4.34 as scripts/build-go builds it (else Debian 12's etcd-server,
+    /// the host's `/usr/bin/etcd`).
     #[default]
     V3_4,
     /// Debian unstable's etcd-server, `/usr/local/bin/etcd-3.5` in the image.
