@@ -6,6 +6,7 @@ pub mod addressing;
 pub mod agent;
 pub mod apiserver;
 pub mod cli;
+pub mod compare;
 pub mod cpu;
 pub mod dns;
 pub mod doctor;
