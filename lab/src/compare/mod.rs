@@ -3,3 +3,4 @@
 //! uncertainty.
 
 pub mod stats;
+pub mod variants;
