@@ -121,15 +121,17 @@ fn normal_sf(z: f64) -> f64 {
 fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-        .exp();
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
     if x >= 0.0 {
         r
     } else {
@@ -161,7 +163,6 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<f64> {
             start: usize,
             n: usize,
             k: usize,
-            r: &[f64],
             chosen: &mut Vec<usize>,
             f: &mut dyn FnMut(&[usize]),
         ) {
@@ -174,11 +175,11 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<f64> {
                     break;
                 }
                 chosen.push(i);
-                walk(i + 1, n, k, r, chosen, f);
+                walk(i + 1, n, k, chosen, f);
                 chosen.pop();
             }
         }
-        walk(0, n, n1, &r, &mut chosen, &mut |c: &[usize]| {
+        walk(0, n, n1, &mut chosen, &mut |c: &[usize]| {
             let s: f64 = c.iter().map(|&i| r[i]).sum();
             let u = s - (n1 * (n1 + 1)) as f64 / 2.0;
             total += 1;
@@ -226,7 +227,10 @@ mod tests {
         let (lo, hi) = wilson(0, 10);
         assert!(close(lo, 0.0, 1e-9) && close(hi, 0.2775, 1e-3), "{lo} {hi}");
         let (lo, hi) = wilson(7, 10);
-        assert!(close(lo, 0.3968, 1e-3) && close(hi, 0.8922, 1e-3), "{lo} {hi}");
+        assert!(
+            close(lo, 0.3968, 1e-3) && close(hi, 0.8922, 1e-3),
+            "{lo} {hi}"
+        );
         let (lo, hi) = wilson(10, 10);
         assert!(close(lo, 0.7225, 1e-3) && close(hi, 1.0, 1e-9), "{lo} {hi}");
         assert_eq!(wilson(0, 0), (0.0, 1.0));
@@ -263,7 +267,10 @@ mod tests {
     #[test]
     fn spread_gives_quartiles_by_interpolation() {
         let s = spread(&[4.0, 1.0, 3.0, 2.0, 5.0]).unwrap();
-        assert_eq!((s.min, s.q1, s.median, s.q3, s.max), (1.0, 2.0, 3.0, 4.0, 5.0));
+        assert_eq!(
+            (s.min, s.q1, s.median, s.q3, s.max),
+            (1.0, 2.0, 3.0, 4.0, 5.0)
+        );
         assert!(spread(&[]).is_none());
     }
 }

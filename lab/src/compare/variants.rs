@@ -27,7 +27,11 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ),
     ("pre_vote", "topology.etcd.pre_vote", "etcd --pre-vote"),
     ("etcd", "topology.etcd.version", "etcd minor (3.4, 3.5)"),
-    ("dns_ttl", "topology.dns.ttl", "the API record's TTL, seconds"),
+    (
+        "dns_ttl",
+        "topology.dns.ttl",
+        "the API record's TTL, seconds",
+    ),
     (
         "shutdown_delay",
         "topology.api.shutdown_delay",
@@ -38,9 +42,17 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
         "topology.api.exposure",
         "the API's exposure: termination (Gardener's default) or passthrough",
     ),
-    ("delay", "links.0.delay", "one-way delay of the first link profile"),
+    (
+        "delay",
+        "links.0.delay",
+        "one-way delay of the first link profile",
+    ),
     ("loss", "links.0.loss", "loss of the first link profile"),
-    ("jitter", "links.0.jitter", "jitter of the first link profile"),
+    (
+        "jitter",
+        "links.0.jitter",
+        "jitter of the first link profile",
+    ),
     ("rate", "links.0.rate", "rate of the first link profile"),
 ];
 
@@ -71,7 +83,13 @@ impl Variant {
             .collect::<Vec<_>>()
             .join("_")
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     }
 }
@@ -120,7 +138,11 @@ pub fn parse_axis(spec: &str) -> Result<Axis, BadInput> {
 }
 
 fn knob_names() -> String {
-    KNOBS.iter().map(|(k, _, _)| *k).collect::<Vec<_>>().join(", ")
+    KNOBS
+        .iter()
+        .map(|(k, _, _)| *k)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every combination of the axes' values, the first axis slowest.
@@ -177,7 +199,11 @@ fn set(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
                 return Err(format!("{path}: no entry {idx} to set"));
             }
             if idx == arr.len() {
-                arr.push(if last { Value::Null } else { Value::Object(Default::default()) });
+                arr.push(if last {
+                    Value::Null
+                } else {
+                    Value::Object(Default::default())
+                });
             }
             if last {
                 arr[idx] = value;
@@ -203,7 +229,12 @@ fn set(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
 
 /// The scenario with the variant's fields set and `seed` as its seed, as
 /// YAML. A field a scenario does not have is bad input naming the knob.
-pub fn render(base: &Scenario, variant: &Variant, axes: &[Axis], seed: u64) -> Result<String, BadInput> {
+pub fn render(
+    base: &Scenario,
+    variant: &Variant,
+    axes: &[Axis],
+    seed: u64,
+) -> Result<String, BadInput> {
     let mut doc = serde_json::to_value(base).map_err(|e| BadInput(e.to_string()))?;
     for (knob, value) in &variant.settings {
         let axis = axes
@@ -252,7 +283,10 @@ mod tests {
         let a = parse_axis("plan=six-member,rolling").unwrap();
         assert_eq!(a.path, "migration.plan");
         assert_eq!(a.values, ["six-member", "rolling"]);
-        assert_eq!(parse_axis("topology.dns.ttl=5,120").unwrap().path, "topology.dns.ttl");
+        assert_eq!(
+            parse_axis("topology.dns.ttl=5,120").unwrap().path,
+            "topology.dns.ttl"
+        );
         for bad in ["plan", "colour=red", "plan=", "plan=a,a"] {
             assert!(parse_axis(bad).is_err(), "{bad}");
         }
@@ -260,9 +294,20 @@ mod tests {
 
     #[test]
     fn the_cross_product_names_every_setting() {
-        let v = cross(&[parse_axis("plan=a,b").unwrap(), parse_axis("cc=cubic,bbr").unwrap()]);
+        let v = cross(&[
+            parse_axis("plan=a,b").unwrap(),
+            parse_axis("cc=cubic,bbr").unwrap(),
+        ]);
         let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["plan=a,cc=cubic", "plan=a,cc=bbr", "plan=b,cc=cubic", "plan=b,cc=bbr"]);
+        assert_eq!(
+            names,
+            [
+                "plan=a,cc=cubic",
+                "plan=a,cc=bbr",
+                "plan=b,cc=cubic",
+                "plan=b,cc=bbr"
+            ]
+        );
         assert_eq!(v[1].slug(), "plan-a_cc-bbr");
     }
 
