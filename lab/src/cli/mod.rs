@@ -2,6 +2,7 @@
 //! and one module per command.
 
 mod agent;
+mod compare;
 mod completion;
 mod doctor;
 mod down;
@@ -144,6 +145,12 @@ pub enum Command {
     /// Judge a kept run again (verdict.json, junit.xml, report.html): exit 0
     /// passed, 1 failed, 2 bad input.
     Verdict(verdict::VerdictArgs),
+    /// One scenario under several variants (a plan or a knob), repeated:
+    /// compare.json, compare.html and compare.md with each variant's pass
+    /// rate (95 % interval) and measures, and the differences with their
+    /// p-values. Exit 0 when every run got to its verdict, 1 when one did
+    /// not, 2 bad input, 3 environment.
+    Compare(compare::CompareArgs),
     /// Reports over many runs: `report merge DIR... --out DIR` (shards of
     /// one nightly run, or several nights): exit 0 when every scenario
     /// passed, 1 when one did not, 2 bad input.
@@ -273,6 +280,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Kubeconfig { lab } => kubeconfig::run(root, &lab).await,
         Command::Fill(args) => fill::run(root, &args).await,
         Command::Run(args) => run::run(root, args).await,
+        Command::Compare(args) => compare::run(root, args).await,
         Command::Agent { .. }
         | Command::Scenario { .. }
         | Command::Doctor { .. }
