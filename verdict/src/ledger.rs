@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::{fmt_list, mode_name, push_capped, record_end, Rule, RuleStatus, MAX_LISTED_ANOMALIES};
-use crate::probe::record::{FinalRead, Outcome, ProbeKind, Record};
+use crate::record::{FinalRead, Outcome, ProbeKind, Record};
 
 /// What the write ledger shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use super::availability::{merge_intervals, retried, unavailable_intervals};
 use super::{escape_xml as esc, lane_key, outcome_name, Interval, Latency, RuleStatus, Verdict};
-use crate::probe::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
+use crate::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
 
 /// SVG width and the plot area in it (one bucket per pixel).
 const SVG_W: usize = 1360;
@@ -342,7 +342,7 @@ pub fn html(
             .or_insert_with(|| Lane::new(r.probe));
         lane.watch_events += 1;
         let relist = r.probe == ProbeKind::Informer
-            && r.event.as_deref() == Some(crate::probe::informer::event::INIT)
+            && r.event.as_deref() == Some(crate::record::informer_event::INIT)
             && {
                 informer_inits += 1;
                 informer_inits > 1

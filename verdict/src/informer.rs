@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{latency_of, phase_bands, Latency, Rule, RuleStatus, MAX_LISTED_ANOMALIES};
-use crate::probe::informer::event;
-use crate::probe::record::{LabEvent, Outcome, ProbeKind, Record};
+use crate::record::informer_event as event;
+use crate::record::{LabEvent, Outcome, ProbeKind, Record};
 
 /// One anomaly of the informer's view of the counter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -345,8 +345,8 @@ pub fn rule(c: &InformerCheck) -> Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::record::ConnMode;
-    use crate::verdict::testutil::{phase, rec, write};
+    use crate::record::ConnMode;
+    use crate::testutil::{phase, rec, write};
 
     fn inf(t: f64, ev: &str, value: Option<u64>) -> Record {
         let mut r = rec(ProbeKind::Informer, ConnMode::Reused, t, 1.0, Outcome::Ok);

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::acked_writes;
 use super::{fmt_list, mode_name, push_capped, record_end, Rule, RuleStatus, Thresholds, Window};
-use crate::probe::record::{ConnMode, Outcome, ProbeKind, Record};
+use crate::record::{ConnMode, Outcome, ProbeKind, Record};
 
 /// A watch anomaly: a duplicated or out-of-order event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

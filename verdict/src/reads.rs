@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::acked_writes;
 use super::{fmt_list, lane_key, push_capped, record_end, Rule, RuleStatus};
-use crate::probe::record::{Outcome, ProbeKind, Record};
+use crate::record::{Outcome, ProbeKind, Record};
 
 /// A read that returned less than a write acknowledged before it started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

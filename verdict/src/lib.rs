@@ -1,4 +1,4 @@
-//! The verdict: from the probe records, the lab events and what was read
+//! cpmlab-verdict, the verdict: from the probe records, the lab events and what was read
 //! back after the run, decide whether the API had zero downtime, lost no
 //! acknowledged write, served no stale read and missed no watch event, and
 //! say why not. [`compute`] is pure; one module per rule
@@ -21,18 +21,21 @@
 
 pub mod availability;
 pub mod context;
+pub mod error;
 pub mod etcd_said;
 pub mod informer;
 pub mod junit;
 pub mod ledger;
 pub mod load;
 pub mod reads;
+pub mod record;
 pub mod report;
 pub mod size;
 pub mod slo;
 pub mod validator;
 pub mod watch;
 
+pub use error::{Error, Result};
 pub use junit::junit;
 pub use ledger::{Ledger, LedgerConflict, RvRegression};
 pub use load::{read_events, read_final, read_records};
@@ -46,7 +49,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::record::{ConnMode, FinalRead, LabEvent, Outcome, ProbeKind, Record};
+use crate::record::{ConnMode, FinalRead, LabEvent, Outcome, ProbeKind, Record};
 
 /// Gardener's zero-downtime validator curls /healthz at this interval ...
 pub const VALIDATOR_INTERVAL_MS: f64 = 10_000.0;
@@ -268,7 +271,7 @@ pub fn is_request(r: &Record) -> bool {
             Some("ERROR") => r.http_status != Some(410),
             Some(_) => false,
         },
-        ProbeKind::Informer => crate::probe::informer::event::is_request(r.event.as_deref()),
+        ProbeKind::Informer => crate::record::informer_event::is_request(r.event.as_deref()),
         _ => true,
     }
 }
@@ -550,13 +553,13 @@ pub(crate) mod testutil {
     /// A clean read-back after `recs`: the counter at `counter` (when
     /// given), its history every acknowledged write.
     pub fn read_back(recs: &[Record], counter: Option<u64>) -> FinalRead {
-        let mut history: Vec<crate::probe::record::HistoryEntry> = recs
+        let mut history: Vec<crate::record::HistoryEntry> = recs
             .iter()
             .filter(|r| {
                 r.probe == ProbeKind::Write && r.outcome == Outcome::Ok && r.event.is_none()
             })
             .filter_map(|r| {
-                Some(crate::probe::record::HistoryEntry {
+                Some(crate::record::HistoryEntry {
                     value: r.value?,
                     rev: r.rv?,
                 })

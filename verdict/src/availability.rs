@@ -16,7 +16,7 @@ use super::{
     fmt_ms, lane_key, latency_of, outcome_name, record_end, Interval, ProbeStats, Rule, RuleStatus,
     MAX_LISTED_INTERVALS,
 };
-use crate::probe::record::{ConnMode, Outcome, ProbeKind, Record};
+use crate::record::{ConnMode, Outcome, ProbeKind, Record};
 
 /// A failed request, as `verdict.json` lists the first of them: enough to
 /// find it in the records and see what the client got.
