@@ -97,7 +97,32 @@ pub struct Record {
     /// one unprocessed, with GOAWAY): a client sees only the retry's outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<u64>,
+    /// write: the resourceVersion the update was conditional on (the
+    /// counter's version it replaces). Absent in records made before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_rv: Option<u64>,
 }
+
+/// What the probes were told to do, kept as `probes.json` in the run
+/// directory: which lanes ran, so that a lane without a record is blind,
+/// not absent. Runs made before it was kept have none: then the lanes are
+/// those the records show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbePlan {
+    pub probes: Vec<ProbeKind>,
+    pub modes: Vec<ConnMode>,
+    /// Requests per second per probe and mode.
+    pub rate: f64,
+    /// The per-request timeout, ms.
+    pub timeout_ms: f64,
+    /// The write load's creates per second (0: none).
+    #[serde(default)]
+    pub write_rate: f64,
+}
+
+/// The file `ProbePlan` is kept in.
+pub const PROBES_FILE: &str = "probes.json";
 
 /// What was read back after a run, kept as `final.json` in the run
 /// directory so the run can be judged again: the counter through the API,
@@ -206,6 +231,7 @@ mod tests {
             rv: Some(42),
             event: None,
             retry_of: None,
+            base_rv: None,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(r#""probe":"write""#) && line.contains(r#""mode":"reused""#));
