@@ -1507,4 +1507,275 @@ mod tests {
             "a&lt;b&gt;&amp;&quot;c&#39;\u{FFFD}"
         );
     }
+
+    fn judged(recs: &[Record], events: &[LabEvent], c: &Criteria) -> Verdict {
+        judge(
+            &Inputs {
+                records: recs,
+                events,
+                final_read: &read_back(recs, Some(100)),
+                elections: &[],
+                plan: None,
+            },
+            c,
+        )
+    }
+
+    #[test]
+    fn verdict_a_stall_is_unavailability_not_only_latency() {
+        // A get that succeeded after 9.9 s: within the probe timeout, a
+        // stall past the 5 s bound.
+        let mut recs = clean_run();
+        let mut slow = rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_010.0,
+            9_900.0,
+            Outcome::Ok,
+        );
+        slow.seq = 90_000;
+        recs.push(slow);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        let s = &v.probes["get/reused"];
+        assert_eq!(s.failures["stall"], 1, "{s:?}");
+        assert_eq!(s.stalled, 1);
+        assert!(s.downtime_ms > 0.0, "{s:?}");
+        assert!(!v.zero_downtime);
+        assert_eq!(v.status, Status::Failed);
+        assert_eq!(v.failed_requests[0].outcome, "stall");
+        // A scenario that allows slower answers.
+        let c = Criteria {
+            stall_ms: 10_000.0,
+            ..Criteria::default()
+        };
+        assert_eq!(judged(&recs, &[], &c).status, Status::Passed);
+    }
+
+    #[test]
+    fn verdict_a_write_another_write_superseded_is_no_failure() {
+        // Write 51 (rv 1050, on base 1049) won; another write on the same
+        // base was answered 409 Conflict.
+        let mut recs = clean_run();
+        for r in recs.iter_mut().filter(|r| r.probe == ProbeKind::Write) {
+            r.base_rv = r.rv.map(|rv| rv - 1);
+        }
+        let mut lost_race = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_005.0,
+            30.0,
+            Outcome::Http,
+        );
+        lost_race.seq = 90_000;
+        lost_race.http_status = Some(409);
+        lost_race.value = Some(51);
+        lost_race.base_rv = Some(1049);
+        recs.push(lost_race.clone());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.overall.superseded, 1, "{:?}", v.overall);
+        assert_eq!(v.overall.failed(), 0);
+        assert!(v.passed, "{:?}", v.reasons);
+        assert!(v
+            .rule("zero-downtime")
+            .unwrap()
+            .message
+            .contains("superseded"));
+        // A 409 on the counter's last version: nothing superseded it.
+        let mut recs = clean_run();
+        lost_race.base_rv = Some(1099);
+        lost_race.start_unix_ms = T0 + 9_999.0;
+        recs.push(lost_race);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.overall.superseded, 0);
+        assert_eq!(v.overall.failed(), 1);
+    }
+
+    #[test]
+    fn verdict_a_lane_silent_for_a_phase_is_not_covered() {
+        let events = vec![phase("DestinationEtcdPeersJoined", 2_000.0, 8_000.0)];
+        let c = Criteria::default();
+        let v = judged(&clean_run(), &events, &c);
+        assert_eq!(v.status, Status::Passed, "{:?}", v.reasons);
+        assert_eq!(v.coverage.writes_after_last_step, Some(20));
+        // get/reused sends nothing in the phase: nothing failed, yet FAILED.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| {
+                !(r.probe == ProbeKind::Get && (2_000.0..8_000.0).contains(&(r.start_unix_ms - T0)))
+            })
+            .collect();
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.overall.failed(), 0);
+        assert_eq!(v.status, Status::Failed);
+        let r = v.rule("coverage").unwrap();
+        assert_eq!(r.status, RuleStatus::NotCovered);
+        assert!(
+            r.message
+                .contains("get/reused started 0 request(s) in DestinationEtcdPeersJoined"),
+            "{}",
+            r.message
+        );
+        assert_eq!(
+            v.coverage.gaps[0].key,
+            "get/reused@DestinationEtcdPeersJoined"
+        );
+        // A lane the plan names but no record shows is as blind.
+        let plan = ProbePlan {
+            probes: vec![
+                ProbeKind::Readyz,
+                ProbeKind::Get,
+                ProbeKind::List,
+                ProbeKind::Write,
+            ],
+            modes: vec![ConnMode::New, ConnMode::Reused],
+            rate: 20.0,
+            timeout_ms: 2_000.0,
+            write_rate: 0.0,
+        };
+        let recs = clean_run();
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &events,
+                final_read: &read_back(&recs, Some(100)),
+                elections: &[],
+                plan: Some(&plan),
+            },
+            &c,
+        );
+        assert!(v
+            .coverage
+            .gaps
+            .iter()
+            .any(|g| g.key == "list/new@DestinationEtcdPeersJoined"));
+        // No write acknowledged after the last step.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Write && r.start_unix_ms >= T0 + 8_000.0))
+            .collect();
+        let v = judged(&recs, &events, &c);
+        assert!(v
+            .coverage
+            .gaps
+            .iter()
+            .any(|g| g.key == "writes-after-last-step"));
+        assert_eq!(v.status, Status::Failed);
+    }
+
+    #[test]
+    fn verdict_excused_within_budget_is_amber_over_budget_fails() {
+        let events = vec![
+            LabEvent {
+                at_unix_ms: T0 + 5_000.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "moving leadership from a to b".into(),
+                detail: String::new(),
+            },
+            LabEvent {
+                at_unix_ms: T0 + 5_300.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "leadership moved from a to b".into(),
+                detail: String::new(),
+            },
+        ];
+        let mut recs = clean_run();
+        // Dropped: value 52, the next acknowledged write's value.
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            7_020.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        dropped.error = Some("etcdserver: request timed out".into());
+        recs.push(dropped.clone());
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+        assert!(v.passed);
+        assert!(!v.zero_downtime, "raw: a request failed");
+        assert_eq!(v.overall.failed(), 1);
+        assert_eq!(v.overall.excused, 1);
+        assert_eq!(v.probes["write/new"].excused, 1);
+        assert_eq!(v.rule("zero-downtime").unwrap().status, RuleStatus::Excused);
+        let x = junit::junit(&v, "cpmlab");
+        assert_eq!(x.matches("name=\"zero-downtime\"").count(), 2, "{x}");
+        assert!(x.contains("observed 1 failed request(s), excused 1"), "{x}");
+        // Over budget: a second one.
+        dropped.seq = 90_001;
+        dropped.start_unix_ms += 100.0;
+        recs.push(dropped);
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.status, Status::Failed);
+        assert!(v.reasons[0].contains("OVER BUDGET"), "{:?}", v.reasons);
+        // Not accepted at all: failed, nothing excused.
+        let v = judged(&recs, &events, &Criteria::default());
+        assert_eq!(v.status, Status::Failed);
+        assert_eq!(v.excuses.excused_count, 0);
+    }
+
+    #[test]
+    fn verdict_report_shows_the_outcome_and_the_excused() {
+        let events = vec![
+            LabEvent {
+                at_unix_ms: T0 + 5_000.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "moving leadership from a to b".into(),
+                detail: String::new(),
+            },
+            LabEvent {
+                at_unix_ms: T0 + 5_300.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "leadership moved from a to b".into(),
+                detail: String::new(),
+            },
+        ];
+        let mut recs = clean_run();
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            4_000.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        recs.push(dropped);
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        let v = judged(&recs, &events, &c);
+        let html = report::html(&v, &recs, &events, &[], &[], &[], "t");
+        assert!(html.contains("PASSED WITH KNOWN HAZARDS"));
+        assert!(html.contains("Excused requests (1)"));
+        assert!(html.contains("acknowledged revision (final.json)"));
+        assert!(
+            html.contains(report::EXCUSED_COLOR),
+            "drawn in its own colour"
+        );
+        assert!(
+            html.contains(">move-leader</text>"),
+            "the hazard's window is a band"
+        );
+    }
 }

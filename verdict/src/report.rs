@@ -55,7 +55,7 @@ fn severity(o: Outcome) -> u8 {
 
 /// A failed request a known hazard excused.
 const EXCUSED_SEV: u8 = 1;
-const EXCUSED_COLOR: &str = "#9b59b6";
+pub const EXCUSED_COLOR: &str = "#9b59b6";
 const HAZARD_BAND_COLOR: &str = "#d89000";
 
 /// The colour and name of a severity.

@@ -38,7 +38,7 @@ pub const INFORMER_CATCH_UP: Duration = Duration::from_secs(10);
 pub const WRITE_HOLD: Duration = Duration::from_secs(1);
 /// The most writes in flight at once; a tick that finds this many out is
 /// not sent (the lanes' coverage shows the gap).
-pub const WRITES_IN_FLIGHT: usize = 8;
+pub const WRITES_IN_FLIGHT: usize = 32;
 
 /// The first certificate of a PEM bundle, DER-encoded.
 fn first_cert_der(pem: &str) -> Result<Vec<u8>> {
