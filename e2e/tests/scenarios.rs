@@ -226,9 +226,10 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
 /// from the scenario file here, not from what the run says it used): each
 /// excused request is of a hazard the fixture accepts, on a lane its budget
 /// names, no longer than its `max_ms`, and no more of them than its `max`;
-/// the verdict says PASSED exactly when nothing was excused, and PASSED WITH
-/// KNOWN HAZARDS otherwise; the run kept the fixture's budgets as its
-/// criteria. Returns whether anything was excused.
+/// where the fixture wants a passing verdict it says PASSED exactly when
+/// nothing was excused, and PASSED WITH KNOWN HAZARDS otherwise (FAILED
+/// where the fixture wants it to fail); the run kept the fixture's budgets
+/// as its criteria. Returns whether anything was excused.
 fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
     let sf = cpmlab::scenario::load(&fixture(file)).unwrap();
     let budgets = &sf.checked.excuse;
@@ -266,13 +267,21 @@ fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
         let max = budgets[&serde_json::from_value(Value::String(h.clone())).unwrap()].max;
         assert!(*k <= max, "{file}: {k} excused by {h}, budget {max}");
     }
-    let want = if n == 0 {
-        "passed"
-    } else {
-        "passed-with-known-hazards"
-    };
-    assert_eq!(v["status"], want, "{file}: {:#}", v["rules"]);
-    assert_eq!(r["verdict"], want, "{file}");
+    use cpmlab::scenario::VerdictExpect;
+    match sf.scenario.expect.verdict.unwrap_or(VerdictExpect::Pass) {
+        VerdictExpect::Pass => {
+            let want = if n == 0 {
+                "passed"
+            } else {
+                "passed-with-known-hazards"
+            };
+            assert_eq!(v["status"], want, "{file}: {:#}", v["rules"]);
+        }
+        VerdictExpect::Fail => assert_eq!(v["status"], "failed", "{file}"),
+        // Availability is reported, not asserted.
+        VerdictExpect::Safe => {}
+    }
+    assert_eq!(r["verdict"], v["status"], "{file}");
     // The raw figures keep the excused requests.
     assert!(r["failed_requests"].as_u64().unwrap() >= n, "{r:#}");
     n > 0

@@ -536,13 +536,33 @@ pub fn html(
         (sc.x(v.window.end_unix_ms.max(t0)) - LEFT as f64).max(1.0),
         outcome_color(Outcome::Ok)
     );
+    // An interval whose every failed request was excused is drawn in the
+    // excused colour; one with any other failure in the failure colour.
+    let unexcused: Vec<(f64, f64)> = per_lane
+        .values()
+        .flatten()
+        .filter(|r| classify.failed(r) && !excused.contains_key(&r.seq))
+        .map(|r| (r.start_unix_ms, r.start_unix_ms + r.duration_ms.max(0.0)))
+        .collect();
     for iv in &overall {
         let x0 = sc.x(iv.start_unix_ms);
         let w = (sc.x(iv.end_unix_ms) - x0).max(1.0);
+        let all_excused = !unexcused
+            .iter()
+            .any(|(a, b)| *a <= iv.end_unix_ms && *b >= iv.start_unix_ms);
         let _ = writeln!(
             s,
-            r#"<rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{OUTCOME_H}" fill="{}"><title>unavailable {} – {} ({} ms)</title></rect>"#,
-            outcome_color(Outcome::Timeout),
+            r#"<rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{OUTCOME_H}" fill="{}"><title>unavailable{} {} – {} ({} ms)</title></rect>"#,
+            if all_excused {
+                EXCUSED_COLOR
+            } else {
+                outcome_color(Outcome::Timeout)
+            },
+            if all_excused {
+                " (every failure in it excused as a known hazard)"
+            } else {
+                ""
+            },
             rel(iv.start_unix_ms, t0),
             rel(iv.end_unix_ms, t0),
             ms(iv.duration_ms())
