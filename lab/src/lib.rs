@@ -29,5 +29,7 @@ pub mod scenario;
 pub mod state;
 pub mod status;
 pub mod topology;
-pub mod verdict;
+/// The verdict is its own crate (records in, judgement out); re-exported
+/// under its old path.
+pub use cpmlab_verdict as verdict;
 pub mod yaml_file;

@@ -42,7 +42,7 @@ pub fn load_results(dir: &Path) -> Vec<ScenarioResult> {
 pub fn ordered(results: &[ScenarioResult]) -> Vec<&ScenarioResult> {
     let rank = |r: &ScenarioResult| match status(r) {
         "ERROR" | "INCOMPLETE" => 0,
-        "FAIL" => 1,
+        "FAILED" => 1,
         _ => 2,
     };
     let mut v: Vec<&ScenarioResult> = results.iter().collect();
@@ -50,27 +50,60 @@ pub fn ordered(results: &[ScenarioResult]) -> Vec<&ScenarioResult> {
     v
 }
 
+/// A scenario's result: every expectation held (PASSED, or PASSED WITH
+/// KNOWN HAZARDS when its verdict passed only by what it declared), or
+/// not (FAILED), or it could not get there.
 fn status(r: &ScenarioResult) -> &'static str {
+    use crate::verdict::Status;
     if r.incomplete {
         "INCOMPLETE"
     } else if r.error.is_some() {
         "ERROR"
+    } else if r.passed && r.verdict == Some(Status::PassedWithKnownHazards) {
+        Status::PassedWithKnownHazards.headline()
     } else if r.passed {
-        "PASS"
+        "PASSED"
     } else {
-        "FAIL"
+        "FAILED"
     }
+}
+
+/// Raw figures and what was excused, in a few words.
+fn figures(r: &ScenarioResult) -> String {
+    if r.verdict.is_none() {
+        return String::new();
+    }
+    let mut s = format!("{} requests, {} failed", r.requests, r.failed_requests);
+    if r.excused > 0 {
+        let per: Vec<String> = r
+            .excused_by_hazard
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(h, n)| format!("{h} {n}"))
+            .collect();
+        s.push_str(&format!(" ({} excused: {})", r.excused, per.join(", ")));
+    }
+    if let Some(n) = r.writes_after_last_step {
+        s.push_str(&format!("; {n} writes acked after the last step"));
+    }
+    s
 }
 
 fn why(r: &ScenarioResult) -> String {
     if let Some(e) = &r.error {
         return e.lines().next().unwrap_or("").to_string();
     }
-    r.failed_expectations()
+    let failed: Vec<String> = r
+        .failed_expectations()
         .iter()
         .map(|e| format!("{}: {}", e.name, e.message))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .collect();
+    let fig = figures(r);
+    match (failed.is_empty(), fig.is_empty()) {
+        (true, _) => fig,
+        (false, true) => failed.join("; "),
+        (false, false) => format!("{}; {fig}", failed.join("; ")),
+    }
 }
 
 /// The terminal table.
@@ -81,14 +114,20 @@ pub fn table(results: &[ScenarioResult]) -> String {
         .max()
         .unwrap_or(8)
         .max(8);
+    let rw = results
+        .iter()
+        .map(|r| status(r).len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
     let mut out = format!(
-        "{:<w$}  {:<10}  {:>7}  {:<10}  {:>10}  WHY\n",
+        "{:<w$}  {:<rw$}  {:>7}  {:<10}  {:>10}  WHY\n",
         "SCENARIO", "RESULT", "WALL", "MIGRATION", "SEED"
     );
     for r in ordered(results) {
         let _ = writeln!(
             out,
-            "{:<w$}  {:<10}  {:>6.0}s  {:<10}  {:>10}  {}",
+            "{:<w$}  {:<rw$}  {:>6.0}s  {:<10}  {:>10}  {}",
             r.name,
             status(r),
             r.wall_s,
@@ -117,19 +156,34 @@ fn xml(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The name of the flake a scenario with excused disruption reports.
+pub const EXCUSED_CASE: &str = "disruption excused as known hazards";
+
+/// Whether a scenario reports excused disruption as a flake: a failing
+/// and a passing case of [`EXCUSED_CASE`], as OpenShift's disruption tests
+/// report disruption within its allowance.
+fn flakes(r: &ScenarioResult) -> usize {
+    usize::from(r.excused_summary.is_some())
+}
+
 /// One `<testsuites>`: a suite per scenario, a case per expectation (a
-/// scenario that did not get to its expectations is one failed case).
+/// scenario that did not get to its expectations is one failed case), and
+/// a flake for disruption excused as known hazards.
 pub fn junit(results: &[ScenarioResult]) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let tests: usize = results.iter().map(|r| r.expectations.len().max(1)).sum();
+    let tests: usize = results
+        .iter()
+        .map(|r| r.expectations.len().max(1) + 2 * flakes(r))
+        .sum();
     let failures: usize = results
         .iter()
         .map(|r| {
-            if r.error.is_some() || r.incomplete {
-                r.failed_expectations().len().max(1)
-            } else {
-                r.failed_expectations().len()
-            }
+            flakes(r)
+                + if r.error.is_some() || r.incomplete {
+                    r.failed_expectations().len().max(1)
+                } else {
+                    r.failed_expectations().len()
+                }
         })
         .sum();
     let _ = writeln!(
@@ -143,8 +197,8 @@ pub fn junit(results: &[ScenarioResult]) -> String {
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1}\">",
             xml(&r.name),
-            r.expectations.len() + extra,
-            f + extra,
+            r.expectations.len() + extra + 2 * flakes(r),
+            f + extra + flakes(r),
             r.wall_s
         );
         let _ = writeln!(
@@ -163,6 +217,14 @@ pub fn junit(results: &[ScenarioResult]) -> String {
                 "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"run\"><failure message=\"{m}\">{m}</failure></testcase>",
                 n = xml(&r.name),
                 m = xml(&msg)
+            );
+        }
+        if let Some(m) = &r.excused_summary {
+            let n = xml(&r.name);
+            let m = xml(m);
+            let _ = writeln!(
+                out,
+                "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"{EXCUSED_CASE}\"><failure message=\"{m}\">{m}</failure></testcase>\n    <testcase classname=\"cpmlab.scenario.{n}\" name=\"{EXCUSED_CASE}\"><system-out>{m}: within budget</system-out></testcase>"
             );
         }
         for e in &r.expectations {
@@ -204,8 +266,11 @@ pub fn index_linked(
     let mut rows = String::new();
     for r in ordered(results) {
         let colour = match status(r) {
-            "PASS" => "#2a7",
-            "FAIL" => "#c33",
+            "PASSED" => crate::verdict::Status::Passed.colour(),
+            "FAILED" => crate::verdict::Status::Failed.colour(),
+            s if s == crate::verdict::Status::PassedWithKnownHazards.headline() => {
+                crate::verdict::Status::PassedWithKnownHazards.colour()
+            }
             _ => "#c80",
         };
         let b = base(r);
@@ -230,10 +295,14 @@ pub fn index_linked(
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}</style>\
-</head><body><h1>{t}</h1><p>{} of {} scenarios passed.</p>\
+</head><body><h1>{t}</h1><p>{} of {} scenarios passed ({} of them with known hazards).</p>\
 <table><tr><th>scenario</th><th>result</th><th>wall</th><th>migration</th><th>seed</th><th>files</th><th>why</th></tr>\n{rows}</table></body></html>\n",
         results.iter().filter(|r| r.passed).count(),
         results.len(),
+        results
+            .iter()
+            .filter(|r| r.passed && r.verdict == Some(crate::verdict::Status::PassedWithKnownHazards))
+            .count(),
         t = xml(title)
     )
 }
@@ -269,8 +338,12 @@ pub fn summary_rows(results: &[ScenarioResult]) -> Vec<SummaryRow> {
 /// then one line per scenario that did not pass.
 pub fn markdown(results: &[ScenarioResult], title: &str) -> String {
     let passed = results.iter().filter(|r| r.passed).count();
+    let hazards = results
+        .iter()
+        .filter(|r| r.passed && r.verdict == Some(crate::verdict::Status::PassedWithKnownHazards))
+        .count();
     let mut out = format!(
-        "### {title}\n\n{passed} of {} scenarios passed.\n",
+        "### {title}\n\n{passed} of {} scenarios passed ({hazards} of them with known hazards).\n",
         results.len()
     );
     let failed: Vec<&ScenarioResult> = ordered(results).into_iter().filter(|r| !r.passed).collect();

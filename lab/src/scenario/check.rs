@@ -36,6 +36,10 @@ pub struct Checked {
     pub p99: BTreeMap<(String, String), Duration>,
     /// `expected_duration`, parsed.
     pub expected_duration: Option<Duration>,
+    /// The hazards accepted, with their budgets.
+    pub excuse: BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>,
+    /// The stall bound, when the scenario sets one.
+    pub stall: Option<Duration>,
 }
 
 /// A timeline entry, typed.
@@ -262,7 +266,7 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         .map(|(i, e)| planned(s, i, e, &nets, &seeds))
         .collect::<Result<Vec<_>, _>>()?;
     reachable(s, &timeline)?;
-    let (downtime, p99) = expectations(&s.expect, s, &seeds)?;
+    let (downtime, p99, excuse, stall) = expectations(&s.expect, s, &seeds)?;
     Ok(Checked {
         duration,
         warmup,
@@ -272,6 +276,8 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         downtime,
         p99,
         expected_duration,
+        excuse,
+        stall,
     })
 }
 
@@ -606,7 +612,85 @@ fn known_probe(key: &str) -> bool {
 type Limits = (
     BTreeMap<String, Duration>,
     BTreeMap<(String, String), Duration>,
+    BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>,
+    Option<Duration>,
 );
+
+/// `expect.excuse`: a budget per known hazard.
+fn excuses(
+    v: Option<&serde_json::Value>,
+) -> Result<BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>, Problem> {
+    use crate::verdict::{Budget, Criteria, Hazard};
+    let example = "e.g. `excuse: {move-leader: {max: 1, max_ms: 7500}}`";
+    let mut out = BTreeMap::new();
+    let Some(v) = v else { return Ok(out) };
+    let map = match v {
+        serde_json::Value::Object(m) => m,
+        serde_json::Value::Array(_) => {
+            return Err(p(
+                "expect.excuse",
+                format!(
+                "each known hazard needs a budget (how many requests, how long each): {example}"
+            ),
+            ))
+        }
+        _ => {
+            return Err(p(
+                "expect.excuse",
+                format!("a budget per hazard, {example}"),
+            ))
+        }
+    };
+    for (k, b) in map {
+        let f = format!("expect.excuse.{k}");
+        let h: Hazard =
+            serde_json::from_value(serde_json::Value::String(k.clone())).map_err(|_| {
+                p(
+                    f.clone(),
+                    "not a known hazard: move-leader, killed-member, leader-election",
+                )
+            })?;
+        let budget: Budget = serde_json::from_value(b.clone()).map_err(|e| {
+            p(
+                f.clone(),
+                format!(
+                    "{e}: a budget is {{max: <requests>, max_ms: <milliseconds>, lanes: [..]}}"
+                ),
+            )
+        })?;
+        out.insert(h, budget);
+    }
+    let c = Criteria {
+        excuse: out.clone(),
+        ..Criteria::default()
+    };
+    c.check().map_err(|(f, m)| p(format!("expect.{f}"), m))?;
+    Ok(out)
+}
+
+/// The rule names and coverage keys `expect.uncovered` may name.
+fn known_uncovered(k: &str) -> bool {
+    if [
+        "lost-writes",
+        "stale-reads",
+        "watch-continuity",
+        "informer",
+        "writes-after-last-step",
+        "writes-after-last-hazard",
+    ]
+    .contains(&k)
+    {
+        return true;
+    }
+    match k.split_once('@') {
+        Some((lane, step)) => {
+            crate::verdict::criteria::is_lane_pattern(lane)
+                && lane.contains('/')
+                && known_step("-", step).is_ok()
+        }
+        None => false,
+    }
+}
 
 fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Problem> {
     let mut downtime = BTreeMap::new();
@@ -660,6 +744,29 @@ fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Pr
         }
         time(&f, v)?;
     }
+    let excuse = excuses(e.excuse.as_ref())?;
+    let stall = match &e.stall {
+        Some(v) => {
+            let d = time("expect.stall", v)?;
+            if d.is_zero() {
+                return Err(p("expect.stall", "a duration above zero"));
+            }
+            Some(d)
+        }
+        None => None,
+    };
+    for (k, why) in &e.uncovered {
+        let f = format!("expect.uncovered.{k}");
+        if !known_uncovered(k) {
+            return Err(p(
+                f,
+                "a lane in a step (`write/new@MigrateDNSRecords`), writes-after-last-step, writes-after-last-hazard, or a rule: lost-writes, stale-reads, watch-continuity, informer",
+            ));
+        }
+        if why.trim().is_empty() {
+            return Err(p(f, "say why it is not covered"));
+        }
+    }
     if let (Some(o), None) = (e.migration, &s.migration) {
         if o != MigrationOutcome::Refused {
             return Err(p(
@@ -695,5 +802,5 @@ fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Pr
             }
         }
     }
-    Ok((downtime, p99))
+    Ok((downtime, p99, excuse, stall))
 }

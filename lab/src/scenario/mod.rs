@@ -362,7 +362,8 @@ pub enum MigrateAction {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    /// `pass` or `fail`: the verdict (after `excuse`); `safe`: only the
+    /// `pass` or `fail`: the verdict (`pass` holds for PASSED and for
+    /// PASSED WITH KNOWN HAZARDS within `excuse`'s budgets); `safe`: only the
     /// safety rules must pass (no lost write, no ledger conflict, no missed
     /// watch event, no stale read, resource versions monotonic), while
     /// availability and latency are measured and reported, not asserted:
@@ -387,11 +388,28 @@ pub struct Expect {
     /// The lab at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndState>,
-    /// Known etcd hazards whose failed requests are excused, each as
-    /// narrowly as the records allow: `move-leader`, `killed-member`,
-    /// `leader-election`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub excuse: Vec<Hazard>,
+    /// Known etcd hazards this run may meet, each with a budget, e.g.
+    /// `{move-leader: {max: 1, max_ms: 7500}}`: `max` requests excused at
+    /// most, none longer than `max_ms`, on `lanes` (`move-leader` and
+    /// `killed-member`: `[write]` unless named; `leader-election` must name
+    /// them). A failed request is excused only with evidence from outside
+    /// the probes (etcd's history, the lab's events, etcd's logs); over
+    /// budget the verdict fails; excused, it passes with known hazards.
+    /// `downtime` and `failed_requests` count excused requests too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<BTreeMap<Hazard, crate::verdict::Budget>>")]
+    pub excuse: Option<serde_json::Value>,
+    /// A successful request slower than this counts as unavailable, not
+    /// only as latency (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<String>,
+    /// Checks this scenario accepts as not covered (or degraded), each with
+    /// why: a lane in a step (`write/new@MigrateDNSRecords`),
+    /// `writes-after-last-step`, `writes-after-last-hazard`, or a rule
+    /// (`lost-writes`, `stale-reads`, `watch-continuity`, `informer`).
+    /// Without it, a blind lane fails `verdict: pass`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub uncovered: BTreeMap<String, String>,
     /// The lab's diagnosis, for scenarios whose expected outcome is an etcd
     /// behaviour: warnings the members' logs must show (`peer-buffer-full`
     /// while the peer was connected, `member-add-refused`, `heartbeat-late`,
@@ -445,13 +463,7 @@ impl MigrationOutcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Hazard {
-    MoveLeader,
-    KilledMember,
-    LeaderElection,
-}
+pub use crate::verdict::Hazard;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -545,7 +557,7 @@ mod tests {
     #[test]
     fn a_full_scenario_is_typed() {
         let f = parse_str(
-            "description: leader killed in step 6\nseed: 7\nlinks:\n  - between: seed-a:seed-b\n    delay: 25ms\nmigration:\n  plan: five-member\n  hold: {EtcdMigrationComplete: 4s}\ntimeline:\n  - when: {step: EtcdMigrationComplete, after: 1s}\n    kill: {member: leader, seed: seed-a}\n  - at: 30s\n    heal: seed-a:seed-b\nexpect:\n  downtime: {write: 2s}\n  p99: {MigrateDNSRecords: {write: 1s}}\n  excuse: [leader-election]\n",
+            "description: leader killed in step 6\nseed: 7\nlinks:\n  - between: seed-a:seed-b\n    delay: 25ms\nmigration:\n  plan: five-member\n  hold: {EtcdMigrationComplete: 4s}\ntimeline:\n  - when: {step: EtcdMigrationComplete, after: 1s}\n    kill: {member: leader, seed: seed-a}\n  - at: 30s\n    heal: seed-a:seed-b\nexpect:\n  downtime: {write: 2s}\n  p99: {MigrateDNSRecords: {write: 1s}}\n  excuse: {leader-election: {max: 2, max_ms: 8000, lanes: [write]}}\n",
         )
         .unwrap();
         assert_eq!(f.name(), "s");

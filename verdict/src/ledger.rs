@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::{fmt_list, mode_name, push_capped, record_end, Rule, RuleStatus, MAX_LISTED_ANOMALIES};
-use crate::probe::record::{FinalRead, Outcome, ProbeKind, Record};
+use crate::record::{FinalRead, Outcome, ProbeKind, Record};
 
 /// What the write ledger shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -129,22 +129,33 @@ pub fn ledger(all: &[&Record], fin: &FinalRead) -> Ledger {
 }
 
 /// `lost-writes`: failed when an acknowledged write is not in the history
-/// or above the counter read back, and when neither could be read.
-pub fn lost_writes_rule(l: &Ledger) -> Rule {
+/// or above the counter read back, and when neither could be read; not
+/// covered when the writer ran and no write was acknowledged; *degraded*
+/// when it passed on the counter alone (the history could not be read: a
+/// write lost below the last one would not show).
+pub fn lost_writes_rule(l: &Ledger, writes_ran: bool) -> Rule {
     let name = "lost-writes".to_string();
     let failed = |message: String| Rule {
         name: name.clone(),
         status: RuleStatus::Failed,
         message,
     };
+    if l.acknowledged == 0 {
+        return Rule {
+            name,
+            status: if writes_ran {
+                RuleStatus::NotCovered
+            } else {
+                RuleStatus::Skipped
+            },
+            message: if writes_ran {
+                "no write was acknowledged: nothing shows writes were kept".into()
+            } else {
+                "the write probe did not run".into()
+            },
+        };
+    }
     if l.final_counter.is_none() && l.history_versions.is_none() {
-        if l.acknowledged == 0 {
-            return Rule {
-                name,
-                status: RuleStatus::Skipped,
-                message: "no write was acknowledged and nothing was read back".into(),
-            };
-        }
         return failed(format!(
             "{} acknowledged write(s), but neither the counter ({}) nor its history ({}) could be read back: nothing shows they were kept",
             l.acknowledged,
@@ -176,24 +187,32 @@ pub fn lost_writes_rule(l: &Ledger) -> Rule {
             fmt_list(&v, v.len() as u64)
         ));
     }
-    let how = match (l.history_versions, l.final_counter) {
-        (Some(n), Some(fc)) => format!(
-            "each in the counter's history ({n} versions) at its acknowledged revision; counter read back {fc}"
-        ),
-        (Some(n), None) => format!(
-            "each in the counter's history ({n} versions) at its acknowledged revision (the counter itself could not be read back: {})",
-            l.final_counter_error.as_deref().unwrap_or("-")
-        ),
-        (None, Some(fc)) => format!(
-            "none above the counter read back, {fc} (the history could not be read: {}; so only the tail was checked)",
-            l.history_error.as_deref().unwrap_or("-")
-        ),
+    match (l.history_versions, l.final_counter) {
+        (Some(n), fc) => Rule {
+            name,
+            status: RuleStatus::Passed,
+            message: format!(
+                "{} acknowledged write(s), each in the counter's history ({n} versions) at its acknowledged revision; {}",
+                l.acknowledged,
+                match fc {
+                    Some(fc) => format!("counter read back {fc}"),
+                    None => format!(
+                        "the counter itself could not be read back: {}",
+                        l.final_counter_error.as_deref().unwrap_or("-")
+                    ),
+                }
+            ),
+        },
+        (None, Some(fc)) => Rule {
+            name,
+            status: RuleStatus::Degraded,
+            message: format!(
+                "degraded: {} acknowledged write(s), none above the counter read back, {fc}; the history could not be read ({}), so only the tail was checked: a write lost below the last would not show",
+                l.acknowledged,
+                l.history_error.as_deref().unwrap_or("-")
+            ),
+        },
         (None, None) => unreachable!("handled above"),
-    };
-    Rule {
-        name,
-        status: RuleStatus::Passed,
-        message: format!("{} acknowledged write(s), {how}", l.acknowledged),
     }
 }
 

@@ -15,7 +15,7 @@ use super::watch::is_data_event;
 use super::{
     fmt_ms, latency_of, phase_bands, record_end, slug, Latency, Rule, RuleStatus, Thresholds,
 };
-use crate::probe::record::{LabEvent, Outcome, ProbeKind, Record};
+use crate::record::{LabEvent, Outcome, ProbeKind, Record};
 
 /// The latency rules' names: `slo-<step>-<kind>`.
 pub const RULE_PREFIX: &str = "slo-";

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::acked_writes;
 use super::{fmt_list, lane_key, push_capped, record_end, Rule, RuleStatus};
-use crate::probe::record::{Outcome, ProbeKind, Record};
+use crate::record::{Outcome, ProbeKind, Record};
 
 /// A read that returned less than a write acknowledged before it started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,13 +98,22 @@ pub fn check(all: &[&Record]) -> StaleReads {
     out
 }
 
-pub fn rule(s: &StaleReads) -> Rule {
+/// `ran`: the writer and a read probe were told to run.
+pub fn rule(s: &StaleReads, ran: bool) -> Rule {
     let name = "stale-reads".to_string();
     if s.checked == 0 {
         return Rule {
             name,
-            status: RuleStatus::Skipped,
-            message: "no read followed an acknowledged write: linearizability not checked".into(),
+            status: if ran {
+                RuleStatus::NotCovered
+            } else {
+                RuleStatus::Skipped
+            },
+            message: if ran {
+                "no read followed an acknowledged write: linearizability not checked".into()
+            } else {
+                "the write probe or the read probes (get, list) did not run".into()
+            },
         };
     }
     if s.count == 0 {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::etcd_said::{around, Finding};
 use super::{escape_xml as esc, Verdict};
-use crate::probe::record::LabEvent;
+use crate::record::LabEvent;
 
 pub const ETCD_FILE: &str = "etcd.ndjson";
 /// The machine's and each container's CPU use, every 2 s (`runner::observe`).

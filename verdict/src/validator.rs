@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Window, VALIDATOR_FAILURES_TO_FAIL, VALIDATOR_INTERVAL_MS};
-use crate::probe::record::{Outcome, ProbeKind, Record};
+use crate::record::{Outcome, ProbeKind, Record};
 
 /// What Gardener's zero-downtime validator would have concluded: it curls
 /// /healthz every 10 s and fails after 3 consecutive failures. Simulated from

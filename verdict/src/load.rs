@@ -5,11 +5,10 @@
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 
-use crate::errors::BadInput;
-use crate::probe::record::{FinalRead, LabEvent, Record};
+use crate::error::{Error, Result};
+use crate::record::{FinalRead, LabEvent, Record};
 
 /// All records of `records.ndjson`.
 pub fn read_records(path: &Path) -> Result<Vec<Record>> {
@@ -26,9 +25,9 @@ pub fn read_events(path: &Path) -> Result<Vec<LabEvent>> {
 pub fn read_final(path: &Path) -> Result<FinalRead> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
-            .map_err(|e| BadInput(format!("{}: not a final read: {e}", path.display())).into()),
+            .map_err(|e| Error::BadInput(format!("{}: not a final read: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FinalRead::default()),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
     }
 }
 
@@ -63,25 +62,23 @@ pub fn parse_ndjson_from<T: DeserializeOwned>(
         let got = (&mut reader)
             .take(MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .with_context(|| format!("reading {name}"))?;
+            .map_err(|e| Error::io(format!("reading {name}"), e))?;
         if got == 0 {
             break;
         }
         n += 1;
         let terminated = buf.last() == Some(&b'\n');
         if !terminated && buf.len() > MAX_LINE_BYTES {
-            return Err(BadInput(format!(
+            return Err(Error::BadInput(format!(
                 "{name}:{n}: a line of over {} KiB: not a probe record or lab event",
                 MAX_LINE_BYTES >> 10
-            ))
-            .into());
+            )));
         }
         if n > max_lines {
-            return Err(BadInput(format!(
+            return Err(Error::BadInput(format!(
                 "{name}: over {max_lines} lines; the verdict holds every record in memory \
                  and judges at most that many: judge a shorter run"
-            ))
-            .into());
+            )));
         }
         let line = String::from_utf8_lossy(&buf);
         let line = line.trim_end_matches(['\n', '\r']);
@@ -89,7 +86,7 @@ pub fn parse_ndjson_from<T: DeserializeOwned>(
             continue;
         }
         if let Some((i, e, _)) = failed.take() {
-            return Err(BadInput(format!("{name}:{i}: malformed line: {e}")).into());
+            return Err(Error::BadInput(format!("{name}:{i}: malformed line: {e}")));
         }
         match serde_json::from_str::<T>(line) {
             Ok(v) => out.push(v),
@@ -100,14 +97,15 @@ pub fn parse_ndjson_from<T: DeserializeOwned>(
         if !terminated || e.is_eof() {
             tracing::warn!("{name}:{i}: dropping a truncated last line ({e})");
         } else {
-            return Err(BadInput(format!("{name}:{i}: malformed line: {e}")).into());
+            return Err(Error::BadInput(format!("{name}:{i}: malformed line: {e}")));
         }
     }
     Ok(out)
 }
 
 fn read_ndjson<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let f = std::fs::File::open(path)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     parse_ndjson_from(
         std::io::BufReader::with_capacity(1 << 20, f),
         &path.display().to_string(),
@@ -118,7 +116,7 @@ fn read_ndjson<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::testutil::clean_run;
+    use crate::testutil::clean_run;
 
     fn ndjson(recs: &[Record]) -> String {
         recs.iter()

@@ -142,13 +142,13 @@ impl Finding {
 }
 
 /// Docker's timestamp (`2026-11-22T16:39:10.356366045Z`) in unix ms.
-fn docker_time(s: &str) -> Option<f64> {
+pub(crate) fn docker_time(s: &str) -> Option<f64> {
     let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
     Some(t.unix_timestamp_nanos() as f64 / 1e6)
 }
 
 /// A string field of a zap JSON line, without parsing the whole line.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let pat = format!("\"{key}\":\"");
     let i = line.find(&pat)? + pat.len();
     let rest = &line[i..];
@@ -158,6 +158,12 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// Every member's findings in a run directory's `logs/`, episodes of one
 /// (kind, member, peer) merged, most frequent first.
 pub fn read(run: &Path) -> Vec<Finding> {
+    from_logs(&read_logs(run))
+}
+
+/// The etcd members' logs of a run directory: (file stem, text), in name
+/// order; none when the run kept no logs.
+pub fn read_logs(run: &Path) -> Vec<(String, String)> {
     let Ok(dir) = std::fs::read_dir(run.join("logs")) else {
         return Vec::new();
     };
@@ -170,13 +176,12 @@ pub fn read(run: &Path) -> Vec<Finding> {
         })
         .collect();
     logs.sort();
-    from_logs(&logs)
+    logs
 }
 
-/// Findings from (file stem, text) pairs: the member's name comes from its
-/// "starting an etcd server" line (else the file stem), peer IDs become
-/// names through each log's own member ID.
-pub fn from_logs(logs: &[(String, String)]) -> Vec<Finding> {
+/// Member IDs to names, and each log's member name: from its "starting an
+/// etcd server" line (else the file stem) and its `local-member-id`.
+pub(crate) fn member_names(logs: &[(String, String)]) -> (BTreeMap<String, String>, Vec<String>) {
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     let mut member_of: Vec<String> = Vec::new();
     for (stem, text) in logs {
@@ -191,6 +196,14 @@ pub fn from_logs(logs: &[(String, String)]) -> Vec<Finding> {
         }
         member_of.push(name);
     }
+    (names, member_of)
+}
+
+/// Findings from (file stem, text) pairs: the member's name comes from its
+/// "starting an etcd server" line (else the file stem), peer IDs become
+/// names through each log's own member ID.
+pub fn from_logs(logs: &[(String, String)]) -> Vec<Finding> {
+    let (names, member_of) = member_names(logs);
     let name_of = |id: &str| names.get(id).cloned().unwrap_or_else(|| id.to_string());
     let mut out: Vec<Finding> = Vec::new();
     // (kind, member, peer) -> index of its open episode in `out`.

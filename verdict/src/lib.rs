@@ -1,10 +1,12 @@
-//! The verdict: from the probe records, the lab events and what was read
-//! back after the run, decide whether the API had zero downtime, lost no
-//! acknowledged write, served no stale read and missed no watch event, and
-//! say why not. [`compute`] is pure; one module per rule
-//! ([`availability`], [`ledger`], [`watch`], [`informer`], [`reads`],
-//! [`slo`]); [`junit`] and [`report`] render a [`Verdict`] for CI and for
-//! people.
+//! cpmlab-verdict: the verdict of a Live CPM run. Probe records, lab
+//! events, what was read back from etcd after the run and the etcd
+//! members' logs in; a judgement, `verdict.json`, `junit.xml` and
+//! `report.html` out. No Docker, no lab state, no network: anyone with
+//! records from a real landscape can judge them. [`judge`] is pure; one
+//! module per rule ([`availability`], [`ledger`], [`watch`], [`informer`],
+//! [`reads`], [`slo`], [`coverage`]), the known hazards in [`excuse`];
+//! [`junit`] and [`report`] render a [`Verdict`] for CI and for people;
+//! [`run_dir`] reads and writes a run directory.
 //!
 //! Definitions (the numbers in `verdict.json` mean exactly this):
 //! - A *request* is every record [`is_request`] names: all records of
@@ -12,27 +14,60 @@
 //!   `connect` and `read` records, its broken streams and the ERROR events
 //!   it received (but a 410 Gone, which is how a watch is told to start
 //!   afresh); of the informer its list and watch requests and its broken
-//!   or failed watches. A request failed unless its outcome is `ok`. An
-//!   attempt the server refused unprocessed and the client retried at once
-//!   counts as the retry. Zero downtime means zero failed requests.
+//!   or failed watches. Attempts refused unprocessed and retried, and
+//!   superseded writes, are judged otherwise: see [`availability`]. A
+//!   request failed when its outcome is not `ok` or it was a stall (slower
+//!   than the stall bound). Zero downtime means zero failed requests.
 //! - The *window* runs from the first to the last record start.
 //! - Unavailable intervals and downtime: see [`availability`].
 //! - Quantiles are nearest-rank over the durations of successful requests.
+//! - Every figure is raw: the records are never rewritten. A failed request
+//!   a known hazard explains is *excused* (see [`excuse`]) and listed, with
+//!   its hazard and evidence, beside the raw figures.
+//!
+//! Each rule ends in one status ([`RuleStatus`]): `passed`; `excused` (it
+//! holds only because failed requests were excused within their budgets);
+//! `failed`; `not-covered` (it had too little to judge: see [`coverage`]);
+//! `degraded` (it could judge only part: the lost-writes check with the
+//! counter but not its history); `skipped` (it does not apply: the probe it
+//! reads did not run, or a phase too short to hold a sample). The scenario
+//! may accept a not-covered or degraded rule by naming it with why
+//! (`Criteria::uncovered`); the rule then carries that reason.
+//!
+//! The verdict has three outcomes ([`Status`]):
+//! - **FAILED** when a rule failed, or is not covered or degraded without
+//!   the scenario accepting it;
+//! - **PASSED WITH KNOWN HAZARDS** when no rule failed but one holds only
+//!   by what the scenario declared: failed requests excused within the
+//!   hazards' budgets, or a check accepted as not covered or degraded;
+//! - **PASSED** otherwise: every rule passed or does not apply.
+//!
+//! Both passes exit 0; FAILED exits 1.
 
 pub mod availability;
 pub mod context;
+pub mod coverage;
+pub mod criteria;
+pub mod election;
+pub mod error;
 pub mod etcd_said;
+pub mod excuse;
 pub mod informer;
 pub mod junit;
 pub mod ledger;
 pub mod load;
 pub mod reads;
+pub mod record;
 pub mod report;
+pub mod run_dir;
 pub mod size;
 pub mod slo;
 pub mod validator;
 pub mod watch;
 
+pub use criteria::{Budget, Criteria, Hazard};
+pub use error::{Error, Result};
+pub use excuse::{Excused, Excuses, HazardSummary, HazardWindow};
 pub use junit::junit;
 pub use ledger::{Ledger, LedgerConflict, RvRegression};
 pub use load::{read_events, read_final, read_records};
@@ -46,7 +81,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::record::{ConnMode, FinalRead, LabEvent, Outcome, ProbeKind, Record};
+use record::{ConnMode, FinalRead, LabEvent, Outcome, ProbeKind, ProbePlan, Record};
 
 /// Gardener's zero-downtime validator curls /healthz at this interval ...
 pub const VALIDATOR_INTERVAL_MS: f64 = 10_000.0;
@@ -130,13 +165,27 @@ pub struct Latency {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeStats {
     pub requests: u64,
+    /// Requests that did not fail (neither a failed outcome nor a stall).
     pub ok: u64,
-    /// Failed requests by outcome class (`timeout`, `refused`, ...).
+    /// Failed requests by class (`timeout`, `refused`, `stall`, ...).
     pub failures: BTreeMap<String, u64>,
-    /// Attempts the server refused unprocessed and the client retried at
-    /// once (judged by the retry, not counted in `requests`).
+    /// Attempts the server refused unprocessed that the client retried
+    /// (judged by the retry, not counted in `requests`).
     #[serde(default)]
     pub retried: u64,
+    /// Of `retried`: after the Retry-After wait the server asked for.
+    #[serde(default)]
+    pub retried_after_wait: u64,
+    /// Writes another of the writer's writes superseded (409 Conflict; not
+    /// counted in `requests`).
+    #[serde(default)]
+    pub superseded: u64,
+    /// Of the failed: successful requests slower than the stall bound.
+    #[serde(default)]
+    pub stalled: u64,
+    /// Of the failed: excused by a known hazard (still counted as failed).
+    #[serde(default)]
+    pub excused: u64,
     /// ok / requests × 100 (100 when there were no requests).
     pub availability_pct: f64,
     /// Sum of unavailable intervals (overall: of their union).
@@ -157,17 +206,38 @@ impl ProbeStats {
     }
 }
 
+/// How a rule ended (see the crate's doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum RuleStatus {
     Passed,
+    /// Holds only because failed requests were excused within budget.
+    Excused,
     Failed,
-    /// Not run: nothing to check (no watch records, no phase traffic, ...).
+    /// Too little to judge (a blind lane, nothing acknowledged, ...).
+    NotCovered,
+    /// Judged in part only (lost writes: the counter, not its history).
+    Degraded,
+    /// Does not apply: the probe it reads did not run, or the phase is too
+    /// short to hold a sample.
     Skipped,
 }
 
+impl RuleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleStatus::Passed => "passed",
+            RuleStatus::Excused => "excused",
+            RuleStatus::Failed => "failed",
+            RuleStatus::NotCovered => "not covered",
+            RuleStatus::Degraded => "degraded",
+            RuleStatus::Skipped => "skipped",
+        }
+    }
+}
+
 /// One verdict rule and its outcome. `message` is the failing reason, or
-/// why the rule was skipped, or a one-line summary when it passed.
+/// why the rule was skipped or not covered, or a one-line summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
     pub name: String,
@@ -175,23 +245,102 @@ pub struct Rule {
     pub message: String,
 }
 
+impl Rule {
+    /// Whether this rule makes the verdict fail, given the not-covered or
+    /// degraded rules the scenario accepts (rule name to why).
+    pub fn fails(&self, accepted: &BTreeMap<String, String>) -> bool {
+        match self.status {
+            RuleStatus::Failed => true,
+            RuleStatus::NotCovered | RuleStatus::Degraded => !accepted.contains_key(&self.name),
+            _ => false,
+        }
+    }
+
+    /// Whether it holds only by what the scenario declared.
+    pub fn by_declaration(&self, accepted: &BTreeMap<String, String>) -> bool {
+        match self.status {
+            RuleStatus::Excused => true,
+            RuleStatus::NotCovered | RuleStatus::Degraded => accepted.contains_key(&self.name),
+            _ => false,
+        }
+    }
+}
+
+/// The verdict's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Passed,
+    PassedWithKnownHazards,
+    Failed,
+}
+
+impl Status {
+    /// As the report and the CLI say it.
+    pub fn headline(self) -> &'static str {
+        match self {
+            Status::Passed => "PASSED",
+            Status::PassedWithKnownHazards => "PASSED WITH KNOWN HAZARDS",
+            Status::Failed => "FAILED",
+        }
+    }
+
+    pub fn passed(self) -> bool {
+        self != Status::Failed
+    }
+
+    /// Green, amber, red.
+    pub fn colour(self) -> &'static str {
+        match self {
+            Status::Passed => "#2a7",
+            Status::PassedWithKnownHazards => "#d89000",
+            Status::Failed => "#c33",
+        }
+    }
+
+    /// The outcome of rules.
+    pub fn of(rules: &[Rule], accepted: &BTreeMap<String, String>) -> Status {
+        if rules.iter().any(|r| r.fails(accepted)) {
+            Status::Failed
+        } else if rules.iter().any(|r| r.by_declaration(accepted)) {
+            Status::PassedWithKnownHazards
+        } else {
+            Status::Passed
+        }
+    }
+}
+
 /// Everything `verdict.json` says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// PASSED, PASSED WITH KNOWN HAZARDS or FAILED.
+    pub status: Status,
     pub window: Window,
+    /// `status` is not FAILED.
     pub passed: bool,
-    /// Why it failed: the messages of the failed rules.
+    /// Why it failed: the rules that fail it, with their messages.
     pub reasons: Vec<String>,
+    /// Raw: no request failed at all.
     pub zero_downtime: bool,
     pub thresholds: Thresholds,
+    /// What it was judged against.
+    pub criteria: Criteria,
     /// Every rule, in a fixed order; the JUnit testcases.
     pub rules: Vec<Rule>,
+    /// Rules not covered or degraded that the scenario accepts, with why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accepted: BTreeMap<String, String>,
     pub overall: ProbeStats,
     /// Keyed `probe/mode`, e.g. `get/new`.
     pub probes: BTreeMap<String, ProbeStats>,
-    /// The first failed requests (at most 100), in start order.
+    /// The first failed requests (at most 100), in start order, excused or
+    /// not.
     #[serde(default)]
     pub failed_requests: Vec<availability::FailedRequest>,
+    /// What the accepted hazards excused, with evidence; their budgets;
+    /// every hazard window of the run.
+    pub excuses: Excuses,
+    pub coverage: coverage::CoverageCheck,
     pub ledger: Ledger,
     pub watch: WatchCheck,
     /// The informer lane: what a controller's list+watch saw.
@@ -268,7 +417,7 @@ pub fn is_request(r: &Record) -> bool {
             Some("ERROR") => r.http_status != Some(410),
             Some(_) => false,
         },
-        ProbeKind::Informer => crate::probe::informer::event::is_request(r.event.as_deref()),
+        ProbeKind::Informer => crate::record::informer_event::is_request(r.event.as_deref()),
         _ => true,
     }
 }
@@ -361,58 +510,162 @@ pub fn phase_bands(events: &[LabEvent]) -> Vec<&LabEvent> {
     v
 }
 
+/// What a run left, as the verdict reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub records: &'a [Record],
+    pub events: &'a [LabEvent],
+    pub final_read: &'a FinalRead,
+    /// Elections from the etcd members' logs.
+    pub elections: &'a [election::Election],
+    /// What the probes were told to do (`probes.json`), when kept.
+    pub plan: Option<&'a ProbePlan>,
+}
+
 /// Compute the verdict from the records and lab events of one run and what
-/// was read back after it.
+/// was read back after it, with the default criteria (nothing excused, no
+/// etcd logs): as `cpmlab verdict` judges a bare directory of records.
 pub fn compute(
     records: &[Record],
     events: &[LabEvent],
     final_read: &FinalRead,
     thresholds: &Thresholds,
 ) -> Verdict {
-    let mut all: Vec<&Record> = records.iter().collect();
+    judge(
+        &Inputs {
+            records,
+            events,
+            final_read,
+            elections: &[],
+            plan: None,
+        },
+        &Criteria {
+            thresholds: thresholds.clone(),
+            ..Criteria::default()
+        },
+    )
+}
+
+/// Whether the probes ran `kind`: the plan says so, or a record shows it.
+fn ran(inputs: &Inputs, all: &[&Record], kind: ProbeKind) -> bool {
+    inputs.plan.is_some_and(|p| p.probes.contains(&kind)) || all.iter().any(|r| r.probe == kind)
+}
+
+/// The not-covered or degraded rules the scenario accepts, with why: by
+/// the rule's name in `uncovered`, or (coverage) every gap's key there.
+fn accepted(
+    rules: &[Rule],
+    cov: &coverage::CoverageCheck,
+    criteria: &Criteria,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for r in rules {
+        if !matches!(r.status, RuleStatus::NotCovered | RuleStatus::Degraded) {
+            continue;
+        }
+        if let Some(why) = criteria.uncovered.get(&r.name) {
+            out.insert(r.name.clone(), why.clone());
+        } else if r.name == coverage::RULE && cov.gaps.iter().all(|g| g.accepted.is_some()) {
+            let why: Vec<String> = cov
+                .gaps
+                .iter()
+                .map(|g| format!("{}: {}", g.key, g.accepted.as_deref().unwrap_or("")))
+                .collect();
+            out.insert(r.name.clone(), why.join("; "));
+        }
+    }
+    out
+}
+
+/// Judge one run against its criteria.
+pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
+    let thresholds = &criteria.thresholds;
+    let mut all: Vec<&Record> = inputs.records.iter().collect();
     all.sort_by(by_start);
     let window = Window {
         start_unix_ms: all.first().map_or(0.0, |r| r.start_unix_ms),
         end_unix_ms: all.last().map_or(0.0, |r| r.start_unix_ms),
     };
-    let avail = availability::availability(&all);
+    let classify = availability::Classify::new(&all, criteria.stall_ms);
+    let mut avail = availability::availability(&all, &classify);
+    let excuses = excuse::excuse(
+        &avail.failed,
+        &all,
+        inputs.events,
+        inputs.elections,
+        inputs.final_read,
+        criteria,
+    );
+    let excused = excuse::excused_seqs(&excuses);
+    for r in &avail.failed {
+        if excused.contains_key(&r.seq) {
+            avail.overall.excused += 1;
+            if let Some(s) = avail.probes.get_mut(&lane_key(r.probe, r.mode)) {
+                s.excused += 1;
+            }
+        }
+    }
     let zero_downtime = !avail.requests.is_empty() && avail.overall.failed() == 0;
-    let ledger = ledger::ledger(&all, final_read);
+    let ledger = ledger::ledger(&all, inputs.final_read);
     let watch = watch::check(&all, &window, thresholds);
-    let informer = informer::check(&all, events);
+    let informer = informer::check(&all, inputs.events);
     let stale_reads = reads::check(&all);
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
-    let phases = slo::phases(&avail.requests, &all, events, thresholds);
+    let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
     let validator = validator::validator_sim(&avail.requests, &window);
+    let coverage = coverage::check(
+        &all,
+        inputs.events,
+        inputs.plan,
+        &excuses.windows,
+        &window,
+        criteria,
+    );
+    let writes = ran(inputs, &all, ProbeKind::Write);
+    let reads = ran(inputs, &all, ProbeKind::Get) || ran(inputs, &all, ProbeKind::List);
 
     // Rules, in a fixed order.
     let mut rules = vec![
-        availability::rule(&avail),
-        ledger::lost_writes_rule(&ledger),
+        availability::rule(&avail, &excuses),
+        coverage::rule(&coverage),
+        ledger::lost_writes_rule(&ledger, writes),
         ledger::ledger_conflicts_rule(&ledger),
-        watch::rule(&watch),
-        informer::rule(&informer),
+        watch::rule(&watch, ran(inputs, &all, ProbeKind::Watch)),
+        informer::rule(&informer, ran(inputs, &all, ProbeKind::Informer)),
         ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
-        reads::rule(&stale_reads),
+        reads::rule(&stale_reads, writes && reads),
     ];
     for ph in &phases {
         rules.extend(slo::rules(ph, thresholds));
     }
+    let accepted = accepted(&rules, &coverage, criteria);
+    let status = Status::of(&rules, &accepted);
     let reasons: Vec<String> = rules
         .iter()
-        .filter(|r| r.status == RuleStatus::Failed)
-        .map(|r| format!("{}: {}", r.name, r.message))
+        .filter(|r| r.fails(&accepted))
+        .map(|r| {
+            if r.status == RuleStatus::Failed {
+                format!("{}: {}", r.name, r.message)
+            } else {
+                format!("{} ({}): {}", r.name, r.status.as_str(), r.message)
+            }
+        })
         .collect();
     Verdict {
+        status,
         window,
-        passed: reasons.is_empty(),
+        passed: status.passed(),
         reasons,
         zero_downtime,
         thresholds: thresholds.clone(),
+        criteria: criteria.clone(),
         rules,
-        failed_requests: availability::first_failures(&avail.requests),
+        accepted,
+        failed_requests: availability::first_failures(&avail.requests, &classify),
         overall: avail.overall,
         probes: avail.probes,
+        excuses,
+        coverage,
         ledger,
         watch,
         informer,
@@ -469,6 +722,7 @@ pub(crate) mod testutil {
             rv: None,
             event: None,
             retry_of: None,
+            base_rv: None,
         }
     }
 
@@ -550,13 +804,13 @@ pub(crate) mod testutil {
     /// A clean read-back after `recs`: the counter at `counter` (when
     /// given), its history every acknowledged write.
     pub fn read_back(recs: &[Record], counter: Option<u64>) -> FinalRead {
-        let mut history: Vec<crate::probe::record::HistoryEntry> = recs
+        let mut history: Vec<crate::record::HistoryEntry> = recs
             .iter()
             .filter(|r| {
                 r.probe == ProbeKind::Write && r.outcome == Outcome::Ok && r.event.is_none()
             })
             .filter_map(|r| {
-                Some(crate::probe::record::HistoryEntry {
+                Some(crate::record::HistoryEntry {
                     value: r.value?,
                     rev: r.rv?,
                 })
@@ -778,16 +1032,37 @@ mod tests {
         let mut fin = read_back(&recs, Some(100));
         fin.history = None;
         fin.history_error = Some("compacted".into());
-        let r = compute(&recs, &[], &fin, &th())
-            .rule("lost-writes")
-            .unwrap()
-            .clone();
-        assert_eq!(r.status, RuleStatus::Passed);
+        let v = compute(&recs, &[], &fin, &th());
+        let r = v.rule("lost-writes").unwrap().clone();
+        assert_eq!(r.status, RuleStatus::Degraded);
         assert!(
             r.message.contains("only the tail was checked"),
             "{}",
             r.message
         );
+        // Degraded fails the verdict ...
+        assert_eq!(v.status, Status::Failed, "{:?}", v.reasons);
+        assert!(
+            v.reasons[0].starts_with("lost-writes (degraded)"),
+            "{:?}",
+            v.reasons
+        );
+        // ... unless the scenario accepts it, with why: then amber.
+        let mut c = Criteria::default();
+        c.uncovered
+            .insert("lost-writes".into(), "etcd out of reach".into());
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &[],
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+            },
+            &c,
+        );
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+        assert_eq!(v.accepted["lost-writes"], "etcd out of reach");
     }
 
     #[test]
@@ -1075,7 +1350,7 @@ mod tests {
             .rule("zero-downtime")
             .unwrap()
             .message
-            .contains("retried at once"));
+            .contains("1 at once after a GOAWAY"));
         // A retry that failed too is one failed request, not two.
         let mut recs = clean_run();
         retry.outcome = Outcome::Timeout;
@@ -1230,6 +1505,277 @@ mod tests {
         assert_eq!(
             escape_xml("a<b>&\"c'\u{1}"),
             "a&lt;b&gt;&amp;&quot;c&#39;\u{FFFD}"
+        );
+    }
+
+    fn judged(recs: &[Record], events: &[LabEvent], c: &Criteria) -> Verdict {
+        judge(
+            &Inputs {
+                records: recs,
+                events,
+                final_read: &read_back(recs, Some(100)),
+                elections: &[],
+                plan: None,
+            },
+            c,
+        )
+    }
+
+    #[test]
+    fn verdict_a_stall_is_unavailability_not_only_latency() {
+        // A get that succeeded after 9.9 s: within the probe timeout, a
+        // stall past the 5 s bound.
+        let mut recs = clean_run();
+        let mut slow = rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_010.0,
+            9_900.0,
+            Outcome::Ok,
+        );
+        slow.seq = 90_000;
+        recs.push(slow);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        let s = &v.probes["get/reused"];
+        assert_eq!(s.failures["stall"], 1, "{s:?}");
+        assert_eq!(s.stalled, 1);
+        assert!(s.downtime_ms > 0.0, "{s:?}");
+        assert!(!v.zero_downtime);
+        assert_eq!(v.status, Status::Failed);
+        assert_eq!(v.failed_requests[0].outcome, "stall");
+        // A scenario that allows slower answers.
+        let c = Criteria {
+            stall_ms: 10_000.0,
+            ..Criteria::default()
+        };
+        assert_eq!(judged(&recs, &[], &c).status, Status::Passed);
+    }
+
+    #[test]
+    fn verdict_a_write_another_write_superseded_is_no_failure() {
+        // Write 51 (rv 1050, on base 1049) won; another write on the same
+        // base was answered 409 Conflict.
+        let mut recs = clean_run();
+        for r in recs.iter_mut().filter(|r| r.probe == ProbeKind::Write) {
+            r.base_rv = r.rv.map(|rv| rv - 1);
+        }
+        let mut lost_race = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_005.0,
+            30.0,
+            Outcome::Http,
+        );
+        lost_race.seq = 90_000;
+        lost_race.http_status = Some(409);
+        lost_race.value = Some(51);
+        lost_race.base_rv = Some(1049);
+        recs.push(lost_race.clone());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.overall.superseded, 1, "{:?}", v.overall);
+        assert_eq!(v.overall.failed(), 0);
+        assert!(v.passed, "{:?}", v.reasons);
+        assert!(v
+            .rule("zero-downtime")
+            .unwrap()
+            .message
+            .contains("superseded"));
+        // A 409 on the counter's last version: nothing superseded it.
+        let mut recs = clean_run();
+        lost_race.base_rv = Some(1099);
+        lost_race.start_unix_ms = T0 + 9_999.0;
+        recs.push(lost_race);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.overall.superseded, 0);
+        assert_eq!(v.overall.failed(), 1);
+    }
+
+    #[test]
+    fn verdict_a_lane_silent_for_a_phase_is_not_covered() {
+        let events = vec![phase("DestinationEtcdPeersJoined", 2_000.0, 8_000.0)];
+        let c = Criteria::default();
+        let v = judged(&clean_run(), &events, &c);
+        assert_eq!(v.status, Status::Passed, "{:?}", v.reasons);
+        assert_eq!(v.coverage.writes_after_last_step, Some(20));
+        // get/reused sends nothing in the phase: nothing failed, yet FAILED.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| {
+                !(r.probe == ProbeKind::Get && (2_000.0..8_000.0).contains(&(r.start_unix_ms - T0)))
+            })
+            .collect();
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.overall.failed(), 0);
+        assert_eq!(v.status, Status::Failed);
+        let r = v.rule("coverage").unwrap();
+        assert_eq!(r.status, RuleStatus::NotCovered);
+        assert!(
+            r.message
+                .contains("get/reused started 0 request(s) in DestinationEtcdPeersJoined"),
+            "{}",
+            r.message
+        );
+        assert_eq!(
+            v.coverage.gaps[0].key,
+            "get/reused@DestinationEtcdPeersJoined"
+        );
+        // A lane the plan names but no record shows is as blind.
+        let plan = ProbePlan {
+            probes: vec![
+                ProbeKind::Readyz,
+                ProbeKind::Get,
+                ProbeKind::List,
+                ProbeKind::Write,
+            ],
+            modes: vec![ConnMode::New, ConnMode::Reused],
+            rate: 20.0,
+            timeout_ms: 2_000.0,
+            write_rate: 0.0,
+        };
+        let recs = clean_run();
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &events,
+                final_read: &read_back(&recs, Some(100)),
+                elections: &[],
+                plan: Some(&plan),
+            },
+            &c,
+        );
+        assert!(v
+            .coverage
+            .gaps
+            .iter()
+            .any(|g| g.key == "list/new@DestinationEtcdPeersJoined"));
+        // No write acknowledged after the last step.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Write && r.start_unix_ms >= T0 + 8_000.0))
+            .collect();
+        let v = judged(&recs, &events, &c);
+        assert!(v
+            .coverage
+            .gaps
+            .iter()
+            .any(|g| g.key == "writes-after-last-step"));
+        assert_eq!(v.status, Status::Failed);
+    }
+
+    #[test]
+    fn verdict_excused_within_budget_is_amber_over_budget_fails() {
+        let events = vec![
+            LabEvent {
+                at_unix_ms: T0 + 5_000.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "moving leadership from a to b".into(),
+                detail: String::new(),
+            },
+            LabEvent {
+                at_unix_ms: T0 + 5_300.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "leadership moved from a to b".into(),
+                detail: String::new(),
+            },
+        ];
+        let mut recs = clean_run();
+        // Dropped: value 52, the next acknowledged write's value.
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            7_020.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        dropped.error = Some("etcdserver: request timed out".into());
+        recs.push(dropped.clone());
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+        assert!(v.passed);
+        assert!(!v.zero_downtime, "raw: a request failed");
+        assert_eq!(v.overall.failed(), 1);
+        assert_eq!(v.overall.excused, 1);
+        assert_eq!(v.probes["write/new"].excused, 1);
+        assert_eq!(v.rule("zero-downtime").unwrap().status, RuleStatus::Excused);
+        let x = junit::junit(&v, "cpmlab");
+        assert_eq!(x.matches("name=\"zero-downtime\"").count(), 2, "{x}");
+        assert!(x.contains("observed 1 failed request(s), excused 1"), "{x}");
+        // Over budget: a second one.
+        dropped.seq = 90_001;
+        dropped.start_unix_ms += 100.0;
+        recs.push(dropped);
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.status, Status::Failed);
+        assert!(v.reasons[0].contains("OVER BUDGET"), "{:?}", v.reasons);
+        // Not accepted at all: failed, nothing excused.
+        let v = judged(&recs, &events, &Criteria::default());
+        assert_eq!(v.status, Status::Failed);
+        assert_eq!(v.excuses.excused_count, 0);
+    }
+
+    #[test]
+    fn verdict_report_shows_the_outcome_and_the_excused() {
+        let events = vec![
+            LabEvent {
+                at_unix_ms: T0 + 5_000.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "moving leadership from a to b".into(),
+                detail: String::new(),
+            },
+            LabEvent {
+                at_unix_ms: T0 + 5_300.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "leadership moved from a to b".into(),
+                detail: String::new(),
+            },
+        ];
+        let mut recs = clean_run();
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            4_000.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        recs.push(dropped);
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        let v = judged(&recs, &events, &c);
+        let html = report::html(&v, &recs, &events, &[], &[], &[], "t");
+        assert!(html.contains("PASSED WITH KNOWN HAZARDS"));
+        assert!(html.contains("Excused requests (1)"));
+        assert!(html.contains("acknowledged revision (final.json)"));
+        assert!(
+            html.contains(report::EXCUSED_COLOR),
+            "drawn in its own colour"
+        );
+        assert!(
+            html.contains(">move-leader</text>"),
+            "the hazard's window is a band"
         );
     }
 }

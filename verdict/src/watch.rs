@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::acked_writes;
 use super::{fmt_list, mode_name, push_capped, record_end, Rule, RuleStatus, Thresholds, Window};
-use crate::probe::record::{ConnMode, Outcome, ProbeKind, Record};
+use crate::record::{ConnMode, Outcome, ProbeKind, Record};
 
 /// A watch anomaly: a duplicated or out-of-order event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,13 +224,22 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
     w
 }
 
-pub fn rule(watch: &WatchCheck) -> Rule {
+/// `ran`: the watch probe was told to run.
+pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
     let name = "watch-continuity".to_string();
     if !watch.run {
         return Rule {
             name,
-            status: RuleStatus::Skipped,
-            message: "no watch records: watch continuity not checked".into(),
+            status: if ran {
+                RuleStatus::NotCovered
+            } else {
+                RuleStatus::Skipped
+            },
+            message: if ran {
+                "the watch probe ran but left no record: watch continuity not checked".into()
+            } else {
+                "the watch probe did not run".into()
+            },
         };
     }
     if watch.missed_count + watch.duplicated_count + watch.out_of_order_count == 0 {

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{latency_of, phase_bands, Latency, Rule, RuleStatus, MAX_LISTED_ANOMALIES};
-use crate::probe::informer::event;
-use crate::probe::record::{LabEvent, Outcome, ProbeKind, Record};
+use crate::record::informer_event as event;
+use crate::record::{LabEvent, Outcome, ProbeKind, Record};
 
 /// One anomaly of the informer's view of the counter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -256,13 +256,22 @@ fn ms(v: f64) -> String {
 }
 
 /// The `informer` rule.
-pub fn rule(c: &InformerCheck) -> Rule {
+/// `ran`: the informer was told to run.
+pub fn rule(c: &InformerCheck, ran: bool) -> Rule {
     let name = "informer".to_string();
     if !c.run {
         return Rule {
             name,
-            status: RuleStatus::Skipped,
-            message: "no informer records: the controllers' view was not checked".into(),
+            status: if ran {
+                RuleStatus::NotCovered
+            } else {
+                RuleStatus::Skipped
+            },
+            message: if ran {
+                "the informer ran but left no record: the controllers' view was not checked".into()
+            } else {
+                "the informer did not run".into()
+            },
         };
     }
     if c.initial_value.is_none() {
@@ -345,8 +354,8 @@ pub fn rule(c: &InformerCheck) -> Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::record::ConnMode;
-    use crate::verdict::testutil::{phase, rec, write};
+    use crate::record::ConnMode;
+    use crate::testutil::{phase, rec, write};
 
     fn inf(t: f64, ev: &str, value: Option<u64>) -> Record {
         let mut r = rec(ProbeKind::Informer, ConnMode::Reused, t, 1.0, Outcome::Ok);
@@ -397,7 +406,7 @@ mod tests {
             "{:?}",
             c.delay
         );
-        let r = rule(&c);
+        let r = rule(&c, true);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
         says(
             &r,
@@ -413,7 +422,7 @@ mod tests {
             .collect();
         let c = run(&recs, &[]);
         assert_eq!(c.missed, vec![4]);
-        let r = rule(&c);
+        let r = rule(&c, true);
         assert_eq!(r.status, RuleStatus::Failed);
         says(&r, "1 counter value(s) never seen by the informer: 4");
     }
@@ -447,7 +456,7 @@ mod tests {
             .find(|p| p.name == "MigrateDNSRecords")
             .unwrap();
         assert_eq!((p.relists, p.errors), (1, 1));
-        let r = rule(&c);
+        let r = rule(&c, true);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
         says(&r, "MigrateDNSRecords: 1 relist(s), 1 error(s)");
     }
@@ -460,7 +469,7 @@ mod tests {
         recs.push(inf(602.0, event::INIT_APPLY, Some(3)));
         let c = run(&recs, &[]);
         assert_eq!((c.duplicated_count, c.out_of_order_count), (1, 1), "{c:?}");
-        let r = rule(&c);
+        let r = rule(&c, true);
         assert_eq!(r.status, RuleStatus::Failed);
         says(&r, "1 value(s) delivered twice: 5 after 5 (apply)");
         says(&r, "1 value(s) out of order: 3 after 5 (init-apply)");
@@ -472,7 +481,7 @@ mod tests {
         recs.push(write(400.0, 4, 104));
         let c = run(&recs, &[]);
         assert_eq!(c.missed, vec![4]);
-        assert_eq!(rule(&c).status, RuleStatus::Failed);
+        assert_eq!(rule(&c, true).status, RuleStatus::Failed);
     }
 
     #[test]
@@ -481,7 +490,7 @@ mod tests {
         l.outcome = Outcome::Refused;
         let c = run(&[l], &[]);
         assert_eq!(c.errors, 1);
-        assert_eq!(rule(&c).status, RuleStatus::Failed);
-        assert_eq!(rule(&run(&[], &[])).status, RuleStatus::Skipped);
+        assert_eq!(rule(&c, true).status, RuleStatus::Failed);
+        assert_eq!(rule(&run(&[], &[]), false).status, RuleStatus::Skipped);
     }
 }

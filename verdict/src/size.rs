@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::context::EtcdSample;
-use crate::probe::record::LabEvent;
+use crate::record::LabEvent;
 
 const DB: &str = "etcd_mvcc_db_total_size_in_bytes";
 const DB_IN_USE: &str = "etcd_mvcc_db_total_size_in_use_in_bytes";

@@ -1,20 +1,57 @@
 //! The verdict as JUnit XML: one testcase per rule, so CI shows which rule
-//! failed and why.
+//! failed and why. As OpenShift's disruption tests report disruption, a
+//! rule that holds only because known hazards excused failed requests
+//! within their budgets is a *flake*: a failing and a passing testcase of
+//! the same name, the failure saying "observed X, excused Y, budget Z".
 
 use std::fmt::Write as _;
 
 use super::{escape_xml, RuleStatus, Verdict};
 
-/// JUnit XML for the verdict. Failed rules carry their reason both in the
-/// `message` attribute and as the failure text; rules that were not run are
-/// `<skipped/>`. Gardener's validator simulation goes to `<system-out>`.
+/// "observed 3 failed request(s), excused 1 (move-leader 1 of budget 1
+/// request(s) of at most 7500 ms)": the excused rule's flake message.
+pub fn observed_excused_budget(v: &Verdict) -> String {
+    let per: Vec<String> = v
+        .excuses
+        .hazards
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {}, longest {:.0} ms; {}{}",
+                h.hazard,
+                h.excused,
+                h.longest_ms,
+                h.budget_text(),
+                if h.within_budget { "" } else { " (OVER)" }
+            )
+        })
+        .collect();
+    format!(
+        "observed {} failed request(s), excused {}, budget: {}",
+        v.overall.failed(),
+        v.excuses.excused_count,
+        if per.is_empty() {
+            "none accepted".to_string()
+        } else {
+            per.join("; ")
+        }
+    )
+}
+
+/// JUnit XML for the verdict. Failed rules, and rules not covered or
+/// degraded that the scenario does not accept, carry their reason both in
+/// the `message` attribute and as the failure text; an excused rule is a
+/// flake (see the module doc); an accepted one passes and says why; rules
+/// that do not apply are `<skipped/>`. Gardener's validator simulation
+/// goes to `<system-out>`.
 pub fn junit(v: &Verdict, suite: &str) -> String {
-    let tests = v.rules.len();
-    let failures = v
+    let flakes = v
         .rules
         .iter()
-        .filter(|r| r.status == RuleStatus::Failed)
+        .filter(|r| r.status == RuleStatus::Excused)
         .count();
+    let tests = v.rules.len() + flakes;
+    let failures = v.rules.iter().filter(|r| r.fails(&v.accepted)).count() + flakes;
     let skipped = v
         .rules
         .iter()
@@ -35,6 +72,8 @@ pub fn junit(v: &Verdict, suite: &str) -> String {
     x.push_str("    <properties>\n");
     for (k, val) in [
         ("passed", v.passed.to_string()),
+        ("status", v.status.headline().to_string()),
+        ("excused_requests", v.excuses.excused_count.to_string()),
         (
             "window_start_unix_ms",
             format!("{}", v.window.start_unix_ms),
@@ -59,26 +98,42 @@ pub fn junit(v: &Verdict, suite: &str) -> String {
     for r in &v.rules {
         let name = escape_xml(&r.name);
         let msg = escape_xml(&r.message);
-        match r.status {
-            RuleStatus::Passed => {
-                let _ = writeln!(
-                    x,
-                    "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      <system-out>{msg}</system-out>\n    </testcase>"
-                );
+        let case = |body: &str| {
+            format!(
+                "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      {body}\n    </testcase>\n"
+            )
+        };
+        let failure = |m: &str| {
+            let m = escape_xml(m);
+            case(&format!(
+                "<failure message=\"{m}\" type=\"{name}\">{m}</failure>"
+            ))
+        };
+        let out = match r.status {
+            RuleStatus::Passed => case(&format!("<system-out>{msg}</system-out>")),
+            RuleStatus::Excused => {
+                let flake = observed_excused_budget(v);
+                failure(&flake)
+                    + &case(&format!(
+                        "<system-out>{}</system-out>",
+                        escape_xml(&format!("{flake}: within budget. {}", r.message))
+                    ))
             }
-            RuleStatus::Failed => {
-                let _ = writeln!(
-                    x,
-                    "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      <failure message=\"{msg}\" type=\"{name}\">{msg}</failure>\n    </testcase>"
-                );
-            }
-            RuleStatus::Skipped => {
-                let _ = writeln!(
-                    x,
-                    "    <testcase classname=\"{suite_e}\" name=\"{name}\" time=\"0\">\n      <skipped message=\"{msg}\"/>\n    </testcase>"
-                );
-            }
-        }
+            RuleStatus::Failed => failure(&r.message),
+            RuleStatus::NotCovered | RuleStatus::Degraded => match v.accepted.get(&r.name) {
+                Some(why) => case(&format!(
+                    "<system-out>{}</system-out>",
+                    escape_xml(&format!(
+                        "{}, accepted by the scenario: {why}. {}",
+                        r.status.as_str(),
+                        r.message
+                    ))
+                )),
+                None => failure(&format!("{}: {}", r.status.as_str(), r.message)),
+            },
+            RuleStatus::Skipped => case(&format!("<skipped message=\"{msg}\"/>")),
+        };
+        x.push_str(&out);
     }
     let s = &v.validator;
     let _ = writeln!(

@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::availability::{merge_intervals, retried, unavailable_intervals};
+use super::availability::{merge_intervals, retried, unavailable_intervals, Classify};
 use super::{escape_xml as esc, lane_key, outcome_name, Interval, Latency, RuleStatus, Verdict};
-use crate::probe::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
+use crate::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
 
 /// SVG width and the plot area in it (one bucket per pixel).
 const SVG_W: usize = 1360;
@@ -44,9 +44,30 @@ const OUTCOMES: [Outcome; 9] = [
     Outcome::Timeout,
 ];
 
-/// Higher is worse; a pixel shows its worst outcome.
+/// Higher is worse; a pixel shows its worst: 0 ok, 1 excused, then the
+/// failed outcomes in `OUTCOMES` order (a stall as a timeout).
 fn severity(o: Outcome) -> u8 {
-    OUTCOMES.iter().position(|x| *x == o).unwrap() as u8
+    match o {
+        Outcome::Ok => 0,
+        o => OUTCOMES.iter().position(|x| *x == o).unwrap() as u8 + 1,
+    }
+}
+
+/// A failed request a known hazard excused.
+const EXCUSED_SEV: u8 = 1;
+pub const EXCUSED_COLOR: &str = "#9b59b6";
+const HAZARD_BAND_COLOR: &str = "#d89000";
+
+/// The colour and name of a severity.
+fn sev_look(sev: u8) -> (&'static str, &'static str) {
+    match sev {
+        0 => (outcome_color(Outcome::Ok), "ok"),
+        EXCUSED_SEV => (EXCUSED_COLOR, "excused"),
+        k => {
+            let o = OUTCOMES[(k - 1) as usize];
+            (outcome_color(o), outcome_name(o))
+        }
+    }
 }
 
 fn outcome_color(o: Outcome) -> &'static str {
@@ -78,6 +99,7 @@ fn band_color(kind: &str, i: usize) -> (&'static str, f64) {
         "phase" => (["#4e79a7", "#59a14f", "#b07aa1", "#76b7b2"][i % 4], 0.12),
         "fault" => ("#e15759", 0.20),
         "link" => ("#f28e2b", 0.18),
+        "hazard" => (HAZARD_BAND_COLOR, 0.16),
         _ => ("#999999", 0.15),
     }
 }
@@ -255,13 +277,14 @@ pub fn html(
 
     // Requests per lane, in start order.
     let mut per_lane: BTreeMap<(ProbeKind, ConnMode), Vec<&Record>> = BTreeMap::new();
-    // As the verdict judges them: a refused attempt retried at once is not
-    // a request of its own.
+    // As the verdict judges them: a refused attempt that was retried is not
+    // a request of its own, nor is a superseded write; a stall failed.
     let retried = retried(&sorted);
-    for r in sorted
-        .iter()
-        .filter(|r| super::is_request(r) && !retried.contains(&r.seq))
-    {
+    let classify = Classify::new(&sorted, v.criteria.stall_ms);
+    let excused = super::excuse::excused_seqs(&v.excuses);
+    for r in sorted.iter().filter(|r| {
+        super::is_request(r) && !retried.contains(&r.seq) && !classify.superseded.contains(&r.seq)
+    }) {
         per_lane.entry((r.probe, r.mode)).or_default().push(r);
     }
 
@@ -306,7 +329,15 @@ pub fn html(
             }
             .max(b0);
             let b1 = b_dur.max(b_state);
-            let sev = severity(r.outcome);
+            let sev = if !classify.failed(r) {
+                0
+            } else if excused.contains_key(&r.seq) {
+                EXCUSED_SEV
+            } else if classify.stalled(r) {
+                severity(Outcome::Timeout)
+            } else {
+                severity(r.outcome)
+            };
             for w in &mut lane.worst[b0..=b1] {
                 *w = Some(w.map_or(sev, |x| x.max(sev)));
             }
@@ -342,7 +373,7 @@ pub fn html(
             .or_insert_with(|| Lane::new(r.probe));
         lane.watch_events += 1;
         let relist = r.probe == ProbeKind::Informer
-            && r.event.as_deref() == Some(crate::probe::informer::event::INIT)
+            && r.event.as_deref() == Some(crate::record::informer_event::INIT)
             && {
                 informer_inits += 1;
                 informer_inits > 1
@@ -364,16 +395,35 @@ pub fn html(
     let overall: Vec<Interval> = merge_intervals(
         per_lane
             .values()
-            .flat_map(|rs| unavailable_intervals(rs))
+            .flat_map(|rs| unavailable_intervals(rs, &classify))
             .collect(),
     );
 
-    // Label rows above the lanes for bands and instant events.
+    // Label rows above the lanes for bands and instant events; the known
+    // hazards' windows are bands of their own.
+    let hazard_bands: Vec<LabEvent> = v
+        .excuses
+        .windows
+        .iter()
+        .map(|w| LabEvent {
+            at_unix_ms: w.start_unix_ms,
+            end_unix_ms: Some(w.end_unix_ms.max(w.start_unix_ms + 1.0)),
+            kind: "hazard".into(),
+            name: w.hazard.name().into(),
+            detail: w.what.clone(),
+        })
+        .collect();
     let mut shown_events: Vec<&LabEvent> = events.iter().collect();
     shown_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
+    let mut timeline_events: Vec<&LabEvent> = shown_events
+        .iter()
+        .copied()
+        .chain(hazard_bands.iter())
+        .collect();
+    timeline_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
     let mut row_end: Vec<f64> = Vec::new();
     let mut placed: Vec<(usize, &LabEvent)> = Vec::new();
-    for e in &shown_events {
+    for e in &timeline_events {
         let end = e.end_unix_ms.unwrap_or(e.at_unix_ms);
         if end < t0 || e.at_unix_ms > t1 {
             continue;
@@ -486,13 +536,33 @@ pub fn html(
         (sc.x(v.window.end_unix_ms.max(t0)) - LEFT as f64).max(1.0),
         outcome_color(Outcome::Ok)
     );
+    // An interval whose every failed request was excused is drawn in the
+    // excused colour; one with any other failure in the failure colour.
+    let unexcused: Vec<(f64, f64)> = per_lane
+        .values()
+        .flatten()
+        .filter(|r| classify.failed(r) && !excused.contains_key(&r.seq))
+        .map(|r| (r.start_unix_ms, r.start_unix_ms + r.duration_ms.max(0.0)))
+        .collect();
     for iv in &overall {
         let x0 = sc.x(iv.start_unix_ms);
         let w = (sc.x(iv.end_unix_ms) - x0).max(1.0);
+        let all_excused = !unexcused
+            .iter()
+            .any(|(a, b)| *a <= iv.end_unix_ms && *b >= iv.start_unix_ms);
         let _ = writeln!(
             s,
-            r#"<rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{OUTCOME_H}" fill="{}"><title>unavailable {} – {} ({} ms)</title></rect>"#,
-            outcome_color(Outcome::Timeout),
+            r#"<rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{OUTCOME_H}" fill="{}"><title>unavailable{} {} – {} ({} ms)</title></rect>"#,
+            if all_excused {
+                EXCUSED_COLOR
+            } else {
+                outcome_color(Outcome::Timeout)
+            },
+            if all_excused {
+                " (every failure in it excused as a known hazard)"
+            } else {
+                ""
+            },
             rel(iv.start_unix_ms, t0),
             rel(iv.end_unix_ms, t0),
             ms(iv.duration_ms())
@@ -542,22 +612,22 @@ pub fn html(
         let failure_runs = runs.iter().filter(|r| r.2.is_some_and(|x| x > 0)).count();
         for (a, b, w) in &runs {
             let Some(w) = w else { continue };
-            let o = OUTCOMES[*w as usize];
+            let (color, what) = sev_look(*w);
             let _ = write!(
                 s,
                 r#"<rect x="{}" y="{y0}" width="{}" height="{OUTCOME_H}" fill="{}""#,
                 LEFT + a,
                 b - a,
-                outcome_color(o)
+                color
             );
-            if o != Outcome::Ok && failure_runs <= MAX_TITLED_RUNS {
+            if *w > 0 && failure_runs <= MAX_TITLED_RUNS {
                 let ta = t0 + *a as f64 / PLOT_W as f64 * (t1 - t0);
                 let tb = t0 + *b as f64 / PLOT_W as f64 * (t1 - t0);
                 let _ = writeln!(
                     s,
                     "><title>{}: {} (worst) {} – {}</title></rect>",
                     esc(&name),
-                    outcome_name(o),
+                    what,
                     rel(ta, t0),
                     rel(tb, t0)
                 );
@@ -743,7 +813,7 @@ pub fn html(
 
     // The page.
     let mut h = String::new();
-    let status = if v.passed { "PASSED" } else { "FAILED" };
+    let status = v.status.headline();
     let _ = write!(
         h,
         r#"<!DOCTYPE html>
@@ -753,27 +823,41 @@ body{{font-family:sans-serif;font-size:13px;margin:10px 14px;color:#222}}
 h1{{font-size:19px;margin:0 0 4px}} h2{{font-size:15px;margin:18px 0 6px}}
 .badge{{display:inline-block;padding:1px 9px;border-radius:4px;color:#fff;font-size:15px;vertical-align:2px}}
 .passed{{background:#2a8a2a}} .failed{{background:#c8102e}} .skipped{{background:#888}}
+.hazards{{background:#d89000}} .excused{{background:#9b59b6}} .uncovered{{background:#8a5a00}}
 .meta{{color:#444;margin:2px 0}} ul.reasons{{margin:4px 0;padding-left:20px;color:#a00}}
 .legend{{display:flex;flex-wrap:wrap;gap:4px 14px;margin:6px 0 4px;font-size:12px}}
 .sw{{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:-1px;border:1px solid #0002}}
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ddd;padding:2px 7px;text-align:right}}
 th{{background:#f3f3f3}} td.l,th.l{{text-align:left}} td.msg{{text-align:left;max-width:900px}}
-tr.bad td{{background:#fff0f0}}
+tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
 </style></head><body>
 <h1>{} <span class="badge {}">{status}</span></h1>
 "#,
         esc(title),
         esc(title),
-        status.to_ascii_lowercase()
+        match v.status {
+            super::Status::Passed => "passed",
+            super::Status::PassedWithKnownHazards => "hazards",
+            super::Status::Failed => "failed",
+        }
     );
     let _ = writeln!(
         h,
-        r#"<div class="meta">window {} → {} ({:.1} s) · {} requests, {} failed · downtime {} ms (longest {} ms) · watch: {}</div>"#,
+        r#"<div class="meta">window {} → {} ({:.1} s) · {} requests, {} failed{} · downtime {} ms (longest {} ms), raw · watch: {}</div>"#,
         esc(&fmt_utc(v.window.start_unix_ms)),
         esc(&fmt_utc(v.window.end_unix_ms)),
         v.window.duration_ms() / 1000.0,
         v.overall.requests,
         v.overall.failed(),
+        if v.excuses.excused_count > 0 {
+            format!(
+                " ({} excused as known hazards, {} not)",
+                v.excuses.excused_count,
+                v.overall.failed().saturating_sub(v.excuses.excused_count)
+            )
+        } else {
+            String::new()
+        },
         ms(v.overall.downtime_ms),
         ms(v.overall.longest_unavailable_ms),
         if v.watch.run { "checked" } else { "not run" }
@@ -797,6 +881,7 @@ tr.bad td{{background:#fff0f0}}
     for o in OUTCOMES {
         h.push_str(&sw(outcome_color(o), outcome_name(o)));
     }
+    h.push_str(&sw(EXCUSED_COLOR, "failed, excused as a known hazard"));
     for (seed, id) in &seed_ids {
         h.push_str(&sw(seed_color(*id), &format!("seed {seed}")));
     }
@@ -821,7 +906,7 @@ tr.bad td{{background:#fff0f0}}
         h,
         r#"<span><svg width="22" height="10"><line x1="0" y1="5" x2="22" y2="5" stroke="{SLO_COLOR}" stroke-dasharray="4,3"/></svg> p99 SLO</span>"#
     );
-    let kinds: BTreeSet<&str> = events
+    let kinds: BTreeSet<&str> = timeline_events
         .iter()
         .filter(|e| e.end_unix_ms.is_some())
         .map(|e| e.kind.as_str())
@@ -830,7 +915,7 @@ tr.bad td{{background:#fff0f0}}
         let (c, _) = band_color(k, 0);
         h.push_str(&sw(c, &format!("{k} (band)")));
     }
-    if events.iter().any(|e| e.end_unix_ms.is_none()) {
+    if timeline_events.iter().any(|e| e.end_unix_ms.is_none()) {
         h.push_str(r##"<span><svg width="22" height="10"><line x1="11" y1="0" x2="11" y2="10" stroke="#444" stroke-dasharray="3,2"/></svg> instant event</span>"##);
     }
     h.push_str("</div>\n<div class=\"meta\" style=\"font-size:11px\">Lanes: outcome (worst per pixel) · answering seed · ");
@@ -838,7 +923,7 @@ tr.bad td{{background:#fff0f0}}
     h.push_str(&s);
 
     // Summary per probe.
-    h.push_str("<h2>Availability per probe</h2>\n<table><tr><th class=\"l\">probe/mode</th><th>requests</th><th>ok</th><th class=\"l\">failures</th><th>availability %</th><th>downtime ms</th><th>longest ms</th><th>intervals</th><th>ok n</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th></tr>\n");
+    h.push_str("<h2>Availability per probe</h2>\n<table><tr><th class=\"l\">probe/mode</th><th>requests</th><th>ok</th><th class=\"l\">failures</th><th>excused</th><th>availability %</th><th>downtime ms</th><th>longest ms</th><th>intervals</th><th>ok n</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th></tr>\n");
     let mut rows: Vec<(&String, &super::ProbeStats)> = v.probes.iter().collect();
     rows.sort_by_key(|(k, _)| {
         let (p, m) = k.split_once('/').unwrap_or((k.as_str(), ""));
@@ -863,16 +948,30 @@ tr.bad td{{background:#fff0f0}}
             .collect();
         let _ = writeln!(
             h,
-            r#"<tr{}><td class="l">{}</td><td>{}</td><td>{}</td><td class="l">{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>"#,
-            if st.failed() > 0 {
+            r#"<tr{}><td class="l">{}</td><td>{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>"#,
+            if st.failed() > st.excused {
                 " class=\"bad\""
+            } else if st.failed() > 0 {
+                " class=\"amber\""
             } else {
                 ""
             },
             esc(k),
             st.requests,
             st.ok,
-            esc(&fails.join(", ")),
+            esc(&{
+                let mut f = fails.join(", ");
+                for (n, what) in [(st.retried, "retried"), (st.superseded, "superseded")] {
+                    if n > 0 {
+                        f.push_str(&format!(
+                            "{}{what} {n}",
+                            if f.is_empty() { "" } else { "; " }
+                        ));
+                    }
+                }
+                f
+            }),
+            st.excused,
             st.availability_pct,
             ms(st.downtime_ms),
             ms(st.longest_unavailable_ms),
@@ -889,24 +988,37 @@ tr.bad td{{background:#fff0f0}}
     // Rules.
     h.push_str("<h2>Rules</h2>\n<table><tr><th class=\"l\">rule</th><th class=\"l\">result</th><th class=\"l\">detail</th></tr>\n");
     for r in &v.rules {
+        let accepted = v.accepted.get(&r.name);
         let (cls, label) = match r.status {
             RuleStatus::Passed => ("passed", "passed"),
+            RuleStatus::Excused => ("excused", "EXCUSED"),
             RuleStatus::Failed => ("failed", "FAILED"),
-            RuleStatus::Skipped => ("skipped", "not run"),
+            RuleStatus::NotCovered if accepted.is_some() => ("uncovered", "not covered, accepted"),
+            RuleStatus::NotCovered => ("failed", "NOT COVERED"),
+            RuleStatus::Degraded if accepted.is_some() => ("uncovered", "degraded, accepted"),
+            RuleStatus::Degraded => ("failed", "DEGRADED"),
+            RuleStatus::Skipped => ("skipped", "does not apply"),
         };
         let _ = writeln!(
             h,
-            r#"<tr{}><td class="l">{}</td><td class="l"><span class="badge {cls}" style="font-size:11px">{label}</span></td><td class="msg">{}</td></tr>"#,
-            if r.status == RuleStatus::Failed {
+            r#"<tr{}><td class="l">{}</td><td class="l"><span class="badge {cls}" style="font-size:11px">{label}</span></td><td class="msg">{}{}</td></tr>"#,
+            if r.fails(&v.accepted) {
                 " class=\"bad\""
+            } else if r.by_declaration(&v.accepted) {
+                " class=\"amber\""
             } else {
                 ""
             },
             esc(&r.name),
-            esc(&r.message)
+            esc(&r.message),
+            accepted
+                .map(|w| format!("<br><i>accepted by the scenario: {}</i>", esc(w)))
+                .unwrap_or_default()
         );
     }
     h.push_str("</table>\n");
+    h.push_str(&excused_section(v, t0));
+    h.push_str(&coverage_section(v, t0));
 
     // Phases.
     h.push_str("<h2>Latency per phase (successful requests, ms)</h2>\n<table><tr><th class=\"l\">phase</th><th class=\"l\">band</th><th>requests</th><th>failed</th><th>get n</th><th>p50</th><th>p99</th><th>max</th><th>list n</th><th>p50</th><th>p99</th><th>max</th><th>write n</th><th>p50</th><th>p99</th><th>max</th><th class=\"l\">SLO</th></tr>\n");
@@ -1045,6 +1157,148 @@ tr.bad td{{background:#fff0f0}}
         h.push_str("</table>\n");
     }
     h.push_str("</body></html>\n");
+    h
+}
+
+/// The known hazards: each accepted hazard's budget and what it excused,
+/// every excused request with its evidence, and the run's hazard windows.
+fn excused_section(v: &Verdict, t0: f64) -> String {
+    let x = &v.excuses;
+    if x.hazards.is_empty() && x.windows.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2>Known hazards</h2>\n");
+    if x.hazards.is_empty() {
+        h.push_str("<p class=\"meta\">The scenario accepts no hazard: nothing is excused.</p>\n");
+    } else {
+        h.push_str("<table><tr><th class=\"l\">hazard</th><th>happened</th><th>excused</th><th>longest ms</th><th class=\"l\">budget</th><th class=\"l\">within</th></tr>\n");
+        for s in &x.hazards {
+            let _ = writeln!(
+                h,
+                r#"<tr{}><td class="l">{}</td><td>{}</td><td>{}</td><td>{}</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
+                if !s.within_budget {
+                    " class=\"bad\""
+                } else if s.excused > 0 {
+                    " class=\"amber\""
+                } else {
+                    ""
+                },
+                s.hazard,
+                s.happened,
+                s.excused,
+                ms(s.longest_ms),
+                esc(&s.budget_text()),
+                if s.within_budget {
+                    "yes"
+                } else {
+                    "OVER BUDGET"
+                }
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !x.excused.is_empty() {
+        let _ = writeln!(
+            h,
+            "<h2>Excused requests ({})</h2>\n<table><tr><th class=\"l\">lane</th><th class=\"l\">hazard</th><th>start</th><th>ms</th><th class=\"l\">outcome</th><th class=\"l\">error</th><th class=\"l\">evidence</th></tr>",
+            x.excused_count
+        );
+        for e in &x.excused {
+            let _ = writeln!(
+                h,
+                r#"<tr class="amber"><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{}</td><td class="l">{}</td><td class="msg">{}</td><td class="msg">{}</td></tr>"#,
+                esc(&e.lane),
+                e.hazard,
+                rel(e.start_unix_ms, t0),
+                ms(e.duration_ms),
+                esc(&e.outcome),
+                esc(e.error.as_deref().unwrap_or("")),
+                esc(&e.evidence)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !x.windows.is_empty() {
+        h.push_str("<p class=\"meta\">Hazard windows of this run (drawn as bands):</p><table><tr><th class=\"l\">hazard</th><th>from</th><th>to</th><th class=\"l\">what</th></tr>\n");
+        for w in &x.windows {
+            let _ = writeln!(
+                h,
+                r#"<tr><td class="l">{}</td><td>{}</td><td>{}</td><td class="msg">{}</td></tr>"#,
+                w.hazard,
+                rel(w.start_unix_ms, t0),
+                rel(w.end_unix_ms, t0),
+                esc(&w.what)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h
+}
+
+/// Samples per lane in each phase long enough to be judged, and what was
+/// not covered.
+fn coverage_section(v: &Verdict, t0: f64) -> String {
+    let c = &v.coverage;
+    if c.phases.is_empty() && c.gaps.is_empty() {
+        return String::new();
+    }
+    let mut h = format!(
+        "<h2>Coverage</h2>\n<p class=\"meta\">Requests each lane started in each phase of {:.0} s or more (at least {} needed){}{}.</p>\n",
+        c.min_phase_ms / 1e3,
+        c.min_samples,
+        c.writes_after_last_step
+            .map(|n| format!("; writes acknowledged after the last step: {n}"))
+            .unwrap_or_default(),
+        c.writes_after_last_hazard
+            .map(|n| format!("; after the last hazard: {n}"))
+            .unwrap_or_default()
+    );
+    if !c.phases.is_empty() {
+        h.push_str("<table><tr><th class=\"l\">phase</th><th class=\"l\">band</th>");
+        for l in &c.lanes {
+            let _ = write!(h, "<th>{}</th>", esc(l));
+        }
+        h.push_str("</tr>\n");
+        for p in &c.phases {
+            let _ = write!(
+                h,
+                r#"<tr><td class="l">{}</td><td class="l">{} – {}</td>"#,
+                esc(&p.name),
+                rel(p.start_unix_ms, t0),
+                rel(p.end_unix_ms, t0)
+            );
+            for l in &c.lanes {
+                let n = p.samples.get(l).copied().unwrap_or(0);
+                let bad = n < c.min_samples;
+                let _ = write!(
+                    h,
+                    "<td{}>{n}</td>",
+                    if bad {
+                        " style=\"background:#fdd\""
+                    } else {
+                        ""
+                    }
+                );
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
+    if !c.gaps.is_empty() {
+        h.push_str("<ul class=\"reasons\">\n");
+        for g in &c.gaps {
+            let _ = writeln!(
+                h,
+                "<li>not covered: {}{}</li>",
+                esc(&g.what),
+                g.accepted
+                    .as_ref()
+                    .map(|w| format!(" (accepted by the scenario: {})", esc(w)))
+                    .unwrap_or_default()
+            );
+        }
+        h.push_str("</ul>\n");
+    }
     h
 }
 
