@@ -70,6 +70,11 @@ pub struct LabState {
     /// Bearer token the API servers accept.
     #[serde(default)]
     pub api_token: String,
+    /// The front-proxy CA's certificate (PEM): the API servers trust the
+    /// identity headers of a client certificate it signed (the gateway's,
+    /// when TLS ends there). Its key is in the lab's `pki` directory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub front_proxy_ca: String,
     /// Link profiles in force, by directed pair `src>dst`; absent is clear.
     #[serde(default)]
     pub links: std::collections::BTreeMap<String, crate::link::profile::LinkProfile>,
@@ -132,6 +137,10 @@ pub struct ApiServerState {
     pub seed: String,
     pub container: String,
     pub ip: Ipv4Addr,
+    /// Its pod is being deleted (the migration drains it): its endpoint
+    /// leaves the gateway at once, whatever its probe says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminating: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +177,13 @@ impl MemberState {
     pub fn peer_url(&self) -> String {
         format!("https://{}:{}", self.host, self.peer_port)
     }
+    /// The name of the member's pod (its own address, as a headless
+    /// Service's record): what the gateway resolves to reach it.
+    pub fn pod_host(&self) -> String {
+        let zone = self.host.split_once('.').map(|(_, z)| z).unwrap_or("");
+        format!("{}.pods.{zone}", self.name)
+    }
+
     /// The member's address on its seed's gateway; its DNS name resolves
     /// here: an address of its own, or with a peer port of its own the
     /// gateway's one address.

@@ -70,7 +70,9 @@ async fn wait_ready(
             &state.dns.api_name,
             tls.clone(),
             "/readyz",
-            None,
+            // kube-apiserver answers anonymous requests 401 when
+            // authorization is AlwaysAllow; Gardener's probes carry a token.
+            Some(&state.api_token),
             Duration::from_secs(2),
         )
         .await

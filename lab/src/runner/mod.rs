@@ -584,6 +584,7 @@ fn migrate_args(m: &crate::scenario::MigrationSpec, resume: bool) -> Vec<String>
         if m.allow_distant_regions {
             a.push("--allow-distant-regions".into());
         }
+        a.extend(args(&["--leader-handover", m.leader_handover.as_str()]));
         if let Some(v) = &m.max_rtt {
             a.extend(args(&["--max-rtt", v]));
         }

@@ -229,6 +229,10 @@ pub struct MigrationSpec {
     pub command: Option<String>,
     #[serde(default)]
     pub force_shrink: bool,
+    /// How the source leader leaves: `remove` (upstream's way, the default)
+    /// or `move-leader` (MoveLeader to a destination voter first).
+    #[serde(default)]
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
     #[serde(default)]
     pub allow_distant_regions: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -674,6 +674,38 @@ impl Engine {
             Err(e) => Err(e).with_context(|| format!("inspect container {name}")),
         }
     }
+
+    /// Whether a container runs (paused counts: its process exists) and
+    /// when it last started (ms since the epoch); a missing one does not run.
+    pub async fn run_state(&self, name: &str) -> Result<(bool, Option<f64>)> {
+        match self
+            .api
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => {
+                let st = c.state.unwrap_or_default();
+                let running = st.running.unwrap_or(false);
+                let started = st
+                    .started_at
+                    .as_deref()
+                    .and_then(|t| {
+                        time::OffsetDateTime::parse(
+                            t,
+                            &time::format_description::well_known::Rfc3339,
+                        )
+                        .ok()
+                    })
+                    .map(|t| t.unix_timestamp_nanos() as f64 / 1e6);
+                Ok((running, started))
+            }
+            Err(e) if is_not_found(&e) => Ok((false, None)),
+            Err(e) => Err(e).with_context(|| format!("inspect container {name}")),
+        }
+    }
 }
 
 /// What `Engine::running_container` tells.

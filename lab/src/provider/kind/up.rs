@@ -464,8 +464,8 @@ pub async fn make(
         let mut state = kind_state(lab, t, s, &nets, &image, docker_up::random_secret());
         state.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
         state.api_token = crate::provider::docker::up::random_token();
+        let keys = docker_up::LabKeys::generate(&dir, &mut state)?;
         dir.save(&state)?;
-        let keys = docker_up::LabKeys::generate(&dir, &state)?;
         step.done();
 
         let step = progress.step("containers: router, dns, toolbox");
