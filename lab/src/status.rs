@@ -252,7 +252,8 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
         let (ready, error) = match &tls {
             Some(tls) => {
                 let t = Duration::from_secs(2);
-                match client::get(addr, &state.dns.api_name, tls.clone(), "/readyz", None, t).await
+                let token = Some(state.api_token.as_str()).filter(|t| !t.is_empty());
+                match client::get(addr, &state.dns.api_name, tls.clone(), "/readyz", token, t).await
                 {
                     Ok((200, _)) => {
                         if version.is_none() {
@@ -261,7 +262,7 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
                                 &state.dns.api_name,
                                 tls.clone(),
                                 "/version",
-                                None,
+                                token,
                                 t,
                             )
                             .await

@@ -42,6 +42,8 @@ struct ClusterFacts {
 #[derive(Debug, PartialEq, Eq, Default)]
 struct Facts {
     chains: BTreeMap<(u16, String), Chain>,
+    /// The authorities the HTTP routes of an SNI host answer.
+    authorities: BTreeMap<String, Vec<String>>,
     clusters: BTreeMap<String, ClusterFacts>,
 }
 
@@ -114,6 +116,13 @@ fn from_istio(objects: &[Value]) -> Facts {
         }
         if let Some(http) = vs["spec"]["http"].as_array() {
             let host = s(&vs["spec"]["hosts"][0]);
+            let hosts: Vec<String> = vs["spec"]["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(s)
+                .collect();
+            f.authorities.insert(host.clone(), hosts);
             let mut routes = inserted.clone();
             for r in http {
                 let c = cluster_name(&r["route"][0]["destination"]);
@@ -207,6 +216,14 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
             } else {
                 let tls = &chain["transport_socket"]["typed_config"];
                 let rc = routes[&s(&filter["rds"]["route_config_name"])];
+                let domains: Vec<String> = rc["virtual_hosts"][0]["domains"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(s)
+                    .filter(|d| !d.ends_with(":*"))
+                    .collect();
+                f.authorities.insert(host.clone(), domains);
                 let r = rc["virtual_hosts"][0]["routes"]
                     .as_array()
                     .unwrap()
@@ -256,7 +273,11 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
         f.clusters.insert(
             s(&c["name"]),
             ClusterFacts {
-                discovery: s(&c["type"]),
+                discovery: if c["cluster_type"]["name"] == envoy::DNS_CLUSTER {
+                    "STRICT_DNS".into()
+                } else {
+                    s(&c["type"])
+                },
                 lb: s(&c["lb_policy"]),
                 keepalive: (
                     ka["keepalive_time"].as_u64().unwrap(),
@@ -290,6 +311,11 @@ fn check(x: &Exposure) {
     assert_eq!(
         istio_facts.chains, envoy_facts.chains,
         "listeners and routes differ for {} ({:?})",
+        x.seed, x.api
+    );
+    assert_eq!(
+        istio_facts.authorities, envoy_facts.authorities,
+        "authorities differ for {} ({:?})",
         x.seed, x.api
     );
     assert_eq!(

@@ -205,7 +205,7 @@ fn api_virtual_service(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
             "tls": [tls_route(api.port, &api.host, &api.destination(&x.namespace, ApiDestination::Plain))],
         }),
         ApiExposure::Termination => json!({
-            "hosts": [api.host],
+            "hosts": std::iter::once(&api.host).chain(&api.authorities).collect::<Vec<_>>(),
             "gateways": [API_GATEWAY],
             "http": [
                 {

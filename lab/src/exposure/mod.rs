@@ -109,6 +109,13 @@ pub struct ApiRoute {
     /// kube-apiserver's Service and port behind the gateway.
     pub service: String,
     pub target_port: u16,
+    /// Other authorities the HTTP routes answer when TLS ends here: the
+    /// gateway's own address, which `cpmlab kubeconfig` names as the server
+    /// (the host cannot resolve the lab's DNS; the TLS server name stays
+    /// the API's). A lab addition; Gardener's VirtualService names the
+    /// API's DNS names only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub authorities: Vec<String>,
 }
 
 /// The destinations of the API in termination mode, as sni.go names them:
@@ -207,7 +214,13 @@ impl Exposure {
         Exposure {
             seed: seed.to_string(),
             namespace: control_plane_namespace(&state.topology.shoot.name),
-            api: (state.apiservers_of(seed).count() > 0).then(|| api_route(&state.topology)),
+            api: (state.apiservers_of(seed).count() > 0).then(|| {
+                let mut api = api_route(&state.topology);
+                if let Some(s) = state.seed(seed) {
+                    api.authorities.push(s.gateway.ip.to_string());
+                }
+                api
+            }),
             tls: members
                 .iter()
                 .flat_map(|m| {
@@ -237,6 +250,7 @@ pub fn api_route(t: &crate::topology::Topology) -> ApiRoute {
         mode: t.api.exposure,
         service: "kube-apiserver".into(),
         target_port: API_PORT,
+        authorities: vec![],
     }
 }
 

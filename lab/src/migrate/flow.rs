@@ -66,6 +66,12 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Destination members and API replicas mirror the source's.
+/// The plan of a migration from `from` to `to`, for tests elsewhere.
+#[cfg(test)]
+pub(crate) fn plan_for_tests(state: &LabState, from: &str, to: &str) -> MigrationState {
+    plan_destination(state, from, to).expect("a plan")
+}
+
 fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationState> {
     let net = state
         .network(to)
@@ -959,7 +965,11 @@ impl<'a> Flow<'a> {
                 }
                 Action::Remove { member } => {
                     let id = id_of(member).expect("a live member");
-                    if view.leader.as_deref() == Some(member.as_str()) {
+                    if view
+                        .members
+                        .iter()
+                        .any(|m| &m.name == member && m.is_leader)
+                    {
                         // Upstream's way: no MoveLeader; the removed leader
                         // stops once its removal is applied and the rest
                         // elect. The note is the band the verdict's reader
