@@ -305,7 +305,8 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
     f
 }
 
-fn check(x: &Exposure) {
+/// Both renderings of `x`, reduced to facts, are equal.
+pub(crate) fn check(x: &Exposure) {
     let istio_facts = from_istio(&istio::objects(x, &istio::tests_placement()));
     let envoy_facts = from_envoy(&envoy::render(x));
     assert_eq!(

@@ -19,7 +19,7 @@ pub mod envoy;
 pub mod istio;
 
 #[cfg(test)]
-mod agree;
+pub(crate) mod agree;
 
 pub use crate::topology::ApiExposure;
 

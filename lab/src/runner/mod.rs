@@ -10,6 +10,7 @@ pub mod actions;
 pub mod child;
 pub mod expect;
 pub mod hazards;
+pub mod kubelet;
 pub mod observe;
 pub mod summary;
 pub mod watch;
@@ -341,6 +342,12 @@ async fn drive(
         run_dir.clone(),
         observing.clone(),
     );
+    // The kubelet: killed members and replicas come back, with its backoff.
+    let kubelet = kubelet::run(
+        provider,
+        LabDir::new(&opts.state_root, &opts.lab),
+        observing.clone(),
+    );
     let work = async {
         let r = timeline_and_migration(provider, sf, cpm, &dir, started, step, cancel).await;
         if cancel.check().is_ok() {
@@ -350,7 +357,7 @@ async fn drive(
         observing.cancel();
         r
     };
-    let ((), (timeline, migration)) = tokio::join!(observer, work);
+    let ((), (), (timeline, migration)) = tokio::join!(observer, kubelet, work);
     r.timeline = timeline;
     r.migration = match migration {
         // Stopped at its safe point by Ctrl-C: neither done nor failed.

@@ -289,14 +289,22 @@ impl Engine {
             .with_context(|| format!("upload files to {container}"))
     }
 
+    /// Starts a container; one that runs already is left as it is (two
+    /// controllers may start it at once: the migration and the kubelet).
     pub async fn start(&self, container: &str) -> Result<()> {
-        self.api
+        match self
+            .api
             .start_container(
                 container,
                 None::<bollard::query_parameters::StartContainerOptions>,
             )
             .await
-            .with_context(|| format!("start container {container}"))
+        {
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            r => r.with_context(|| format!("start container {container}")),
+        }
     }
 
     /// Freezes every process of a container (the cgroup freezer).
