@@ -243,13 +243,21 @@ fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
         .assert()
         .success();
     let timing = cpmlab::topology::ProbeSpec::default().timing("t").unwrap();
+    let frozen_addr = address(frozen);
     wait_records(
         &lab,
-        "the frozen replica unready",
+        "the frozen replica unready and its endpoint pushed out",
         Duration::from_secs(120),
         |r| {
             r.iter()
                 .any(|x| x.event == "unready" && x.replica.as_deref() == Some(frozen))
+                && r.iter().any(|x| {
+                    x.event == "push"
+                        && x.at_unix_ms > paused_at
+                        && x.endpoints
+                            .as_ref()
+                            .is_some_and(|e| !e.contains(&frozen_addr))
+                })
         },
     );
     // Served again by the kubelet's rules once it answers.
@@ -296,7 +304,6 @@ fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
     // Its endpoint stayed in every push until the last failure, and the
     // push that removed it followed within istiod's debounce.
     let last_failure = failures.last().unwrap().at_unix_ms;
-    let frozen_addr = address(frozen);
     let removed = r
         .iter()
         .find(|x| {
