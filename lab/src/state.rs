@@ -30,7 +30,7 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
-    /// Containers on Docker networks, HAProxy gateways.
+    /// Containers on Docker networks, Envoy gateways.
     #[default]
     Docker,
     /// kind clusters with Istio; the lab's router, DNS and probe agent are
@@ -218,6 +218,20 @@ impl LabState {
     }
     pub fn members_of<'a>(&'a self, seed: &'a str) -> impl Iterator<Item = &'a MemberState> + 'a {
         self.members.iter().filter(move |m| m.seed == seed)
+    }
+
+    /// The members a seed's gateway fronts: the seed's members and, during
+    /// a migration, the destination members planned for it.
+    pub fn gateway_members(&self, seed: &str) -> Vec<MemberState> {
+        let mut v: Vec<MemberState> = self.members_of(seed).cloned().collect();
+        if let Some(mig) = &self.migration {
+            for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
+                if !v.iter().any(|x| x.name == m.name) {
+                    v.push(m.clone());
+                }
+            }
+        }
+        v
     }
 }
 

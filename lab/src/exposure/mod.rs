@@ -210,7 +210,7 @@ impl Exposure {
     /// endpoints resolved by the member's pod name (`MemberState::pod_host`).
     /// The API is exposed where the state has API servers in the seed.
     pub fn of_docker_seed(state: &crate::state::LabState, seed: &str) -> Exposure {
-        let members = crate::provider::docker::up::gateway_members(state, seed);
+        let members = state.gateway_members(seed);
         Exposure {
             seed: seed.to_string(),
             namespace: control_plane_namespace(&state.topology.shoot.name),

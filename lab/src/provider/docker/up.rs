@@ -494,18 +494,9 @@ pub fn member_records(m: &MemberState) -> [ARecord; 2] {
     ]
 }
 
-/// The members a seed's gateway fronts: the seed's members and, during a
-/// migration, the destination members planned for it.
+/// The members a seed's gateway fronts (`LabState::gateway_members`).
 pub fn gateway_members(state: &LabState, seed: &str) -> Vec<MemberState> {
-    let mut v: Vec<MemberState> = state.members_of(seed).cloned().collect();
-    if let Some(mig) = &state.migration {
-        for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
-            if !v.iter().any(|x| x.name == m.name) {
-                v.push(m.clone());
-            }
-        }
-    }
-    v
+    state.gateway_members(seed)
 }
 
 /// The files of a seed's gateway container at its creation: Envoy's
