@@ -353,6 +353,17 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
     );
     let drained = terminating.iter().copied().fold(f64::MAX, f64::min);
     assert!(drained > dns, "{file}: the drain follows the DNS switch");
+    // The leader's removal may drop one forwarded write (etcd's 7 s request
+    // timeout), as a MoveLeader may: the one failure allowed beside the 503s.
+    let removal = events
+        .iter()
+        .find(|e| {
+            e["kind"] == "note"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("removing the leader"))
+        })
+        .map(|e| e["at_unix_ms"].as_f64().unwrap());
     let mut n = 0;
     for l in std::fs::read_to_string(run.join("records.ndjson"))
         .unwrap()
@@ -360,6 +371,16 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
     {
         let r: Value = serde_json::from_str(l).unwrap();
         if r["outcome"] == "ok" || !r["event"].is_null() && r["event"] != "connect" {
+            continue;
+        }
+        let started = r["start_unix_ms"].as_f64().unwrap();
+        if r["probe"] == "write"
+            && r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("etcdserver: request timed out"))
+            && removal.is_some_and(|at| started >= at - 1_000.0 && started <= at + 2_000.0)
+        {
+            eprintln!("{file}: a write dropped at the leader's removal: {r}");
             continue;
         }
         n += 1;
