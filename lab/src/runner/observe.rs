@@ -245,10 +245,11 @@ pub async fn observe(
                     "http://127.0.0.1:{}/stats?usedonly",
                     crate::exposure::envoy::ADMIN_PORT
                 );
+                // busybox's wget crashes with -T here: `timeout` bounds it.
                 let r = provider
                     .exec_ok(
                         &seed.gateway.container,
-                        &["wget", "-q", "-T", "1", "-O", "-", &url],
+                        &["timeout", "2", "wget", "-q", "-O", "-", &url],
                     )
                     .await;
                 gw.push(match r {
