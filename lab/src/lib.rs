@@ -12,6 +12,7 @@ pub mod dns;
 pub mod doctor;
 pub mod errors;
 pub mod etcd;
+pub mod exposure;
 pub mod fill;
 pub mod gateway;
 pub mod go_parts;

@@ -87,6 +87,10 @@ pub enum Command {
         /// (the lab's Rust imitation, with failpoints), `kube-apiserver`.
         #[arg(long, value_enum)]
         api_server: Option<crate::topology::ApiServerChoice>,
+        /// How the seed gateways expose the shoot API, over the topology's
+        /// `api.exposure`: `termination` (Gardener's default) or `passthrough`.
+        #[arg(long, value_enum)]
+        api_exposure: Option<crate::topology::ApiExposure>,
         #[command(flatten)]
         form: up::FormArgs,
     },
@@ -270,8 +274,22 @@ async fn run(cli: Cli) -> Result<u8> {
             topology,
             retain,
             api_server,
+            api_exposure,
             form,
-        } => up::run(root, &lab, topology.as_deref(), api_server, retain, &form).await,
+        } => {
+            up::run(
+                root,
+                &lab,
+                topology.as_deref(),
+                up::Overrides {
+                    api_server,
+                    api_exposure,
+                },
+                retain,
+                &form,
+            )
+            .await
+        }
         Command::Status(args) => status::run(root, &args).await,
         Command::Down { lab, all } => down::run(root, &lab, all).await,
         Command::Link { command } => link::run(root, command).await,

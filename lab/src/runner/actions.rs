@@ -202,7 +202,11 @@ pub async fn perform(
         format!("{verb} {} ({})", hit.what, hit.container)
     };
     match action {
-        Action::Kill(t) | Action::Pause(t) | Action::Unpause(t) | Action::Restart(t) => {
+        Action::Kill(t)
+        | Action::Stop(t)
+        | Action::Pause(t)
+        | Action::Unpause(t)
+        | Action::Restart(t) => {
             let hit = resolve(&cpm.state_root, &cpm.lab, t).await?;
             let c = &hit.container;
             let at = now_unix_ms();
@@ -210,6 +214,12 @@ pub async fn perform(
                 Action::Kill(_) => {
                     provider.signal(c, Signal::Kill).await?;
                     "kill"
+                }
+                Action::Stop(_) => {
+                    // Held first: the kubelet must not start it again.
+                    super::kubelet::hold(dir, c)?;
+                    provider.signal(c, Signal::Kill).await?;
+                    "stop"
                 }
                 Action::Pause(_) => {
                     provider.freeze(c, true).await?;
@@ -221,6 +231,7 @@ pub async fn perform(
                 }
                 _ => {
                     // Started again as a pod comes back: with its routes.
+                    super::kubelet::release(dir, c)?;
                     let state = dir.load()?;
                     match provider.workload_state(c).await? {
                         WorkloadState::Running => {

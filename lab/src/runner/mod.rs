@@ -10,6 +10,7 @@
 pub mod actions;
 pub mod child;
 pub mod expect;
+pub mod kubelet;
 pub mod observe;
 pub mod shard;
 pub mod summary;
@@ -369,6 +370,12 @@ async fn drive(
         run_dir.clone(),
         observing.clone(),
     );
+    // The kubelet: killed members and replicas come back, with its backoff.
+    let kubelet = kubelet::run(
+        provider,
+        LabDir::new(&opts.state_root, &opts.lab),
+        observing.clone(),
+    );
     let work = async {
         let r = timeline_and_migration(provider, sf, cpm, &dir, started, step, cancel).await;
         if cancel.check().is_ok() {
@@ -378,7 +385,7 @@ async fn drive(
         observing.cancel();
         r
     };
-    let ((), (timeline, migration)) = tokio::join!(observer, work);
+    let ((), (), (timeline, migration)) = tokio::join!(observer, kubelet, work);
     r.timeline = timeline;
     r.migration = match migration {
         // Stopped at its safe point by Ctrl-C: neither done nor failed.
@@ -607,6 +614,7 @@ fn migrate_args(m: &crate::scenario::MigrationSpec, resume: bool) -> Vec<String>
         if m.allow_distant_regions {
             a.push("--allow-distant-regions".into());
         }
+        a.extend(args(&["--leader-handover", m.leader_handover.as_str()]));
         if let Some(v) = &m.max_rtt {
             a.extend(args(&["--max-rtt", v]));
         }

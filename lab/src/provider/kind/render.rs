@@ -321,12 +321,17 @@ pub fn druid_etcd(
 /// The TLS and token Secrets of a seed, from the lab's CA: each member's
 /// certificate (its SNI name and its Services' names), kube-apiserver's
 /// serving and etcd-client certificates, the probes' static token and the
-/// service-account key pair.
+/// service-account key pair; the front-proxy CA kube-apiserver trusts
+/// request headers on, and in the ingress gateway's namespace the
+/// credentials of TLS termination (sni.go's `<namespace>-kube-apiserver-tls`:
+/// the serving certificate and the client CA; `-kube-apiserver-istio-mtls`:
+/// the CA and the gateway's front-proxy client certificate).
 pub fn secrets(
     t: &Topology,
     s: &KindSettings,
     seed: &str,
     ca: &crate::pki::Ca,
+    front_proxy: &crate::pki::Ca,
     token: &str,
     sa: &(String, String),
 ) -> Result<Vec<RenderedFile>> {
@@ -371,6 +376,7 @@ pub fn secrets(
             t.shoot.api_name(),
             "kube-apiserver".into(),
             format!("kube-apiserver.{ns}.svc"),
+            crate::exposure::UPSTREAM_SNI.into(),
         ],
         &[],
     )?;
@@ -378,6 +384,34 @@ pub fn secrets(
         "kube-apiserver-tls",
         json!({"tls.crt": b64(&serving.cert_pem), "tls.key": b64(&serving.key_pem)}),
     ));
+    out.push(secret(
+        "ca-front-proxy",
+        json!({"ca.crt": b64(&front_proxy.cert_pem)}),
+    ));
+    let x = super::manifests::exposure(t, s, seed);
+    let gateway_client = front_proxy.issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
+    for (name, cert, key) in [
+        (
+            crate::exposure::istio::tls_credential(&x),
+            &serving.cert_pem,
+            &serving.key_pem,
+        ),
+        (
+            crate::exposure::istio::mtls_credential(&x),
+            &gateway_client.cert_pem,
+            &gateway_client.key_pem,
+        ),
+    ] {
+        out.push(RenderedFile {
+            path: format!("{seed}/secrets/{name}.yaml").into(),
+            contents: yaml(&json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": INGRESS_NAMESPACE},
+                "data": {"cert": b64(cert), "key": b64(key), "cacert": b64(&ca_pem)},
+            })),
+            secret: true,
+        });
+    }
     out.push(secret(
         "kube-apiserver-static-token",
         json!({"static_tokens.csv": b64(&format!("{token},cpmlab-probe,cpmlab-probe,system:masters\n"))}),
@@ -448,7 +482,11 @@ mod tests {
                     round_trips::<net::NetworkPolicy>(&v, p)
                 }
                 // No k8s-openapi type: custom resources and kind's config.
-                ("networking.istio.io/v1", "Gateway" | "VirtualService" | "DestinationRule")
+                (
+                    "networking.istio.io/v1",
+                    "Gateway" | "VirtualService" | "DestinationRule" | "ServiceEntry",
+                )
+                | ("networking.istio.io/v1alpha3", "EnvoyFilter")
                 | ("install.istio.io/v1alpha1", "IstioOperator")
                 | ("metallb.io/v1beta1", "IPAddressPool" | "L2Advertisement")
                 | ("druid.gardener.cloud/v1alpha1", "Etcd")
@@ -483,6 +521,7 @@ mod tests {
             &KindSettings::default(),
             "seed-a",
             &ca,
+            &ca,
             "tok",
             &("k".into(), "p".into()),
         )
@@ -494,10 +533,7 @@ mod tests {
     #[test]
     fn each_member_is_routed_by_its_sni_name_on_a_port_of_its_own() {
         let files = rendered(&KindSettings::default());
-        let gw = parse(file(
-            &files,
-            "seed-b/manifests/30-gateway-shoot-control-plane.yaml",
-        ));
+        let gw = parse(file(&files, "seed-b/manifests/30-gateway-etcd-main.yaml"));
         let servers = gw["spec"]["servers"].as_array().unwrap();
         assert!(servers
             .iter()
@@ -541,6 +577,26 @@ mod tests {
             vs["spec"]["tls"][0]["route"][0]["destination"]["host"],
             "seed-b-etcd-1.shoot--local--local.svc.cluster.local"
         );
+    }
+
+    /// The kind form's Istio objects and the docker form's Envoy agree on
+    /// the kind form's own exposure too, in both API modes.
+    #[test]
+    fn the_kind_forms_exposure_agrees_with_envoy() {
+        for mode in [
+            crate::topology::ApiExposure::Termination,
+            crate::topology::ApiExposure::Passthrough,
+        ] {
+            let mut t = Topology::default();
+            t.api.exposure = mode;
+            for seed in ["seed-a", "seed-b"] {
+                crate::exposure::agree::check(&manifests::exposure(
+                    &t,
+                    &KindSettings::default(),
+                    seed,
+                ));
+            }
+        }
     }
 
     #[test]
@@ -739,10 +795,13 @@ mod tests {
         for path in [
             "kind/seed-a.yaml",
             "seed-b/istio-operator.yaml",
-            "seed-b/manifests/30-gateway-shoot-control-plane.yaml",
+            "seed-b/manifests/30-gateway-etcd-main.yaml",
+            "seed-b/manifests/30-gateway-kube-apiserver.yaml",
             "seed-b/manifests/31-virtualservice-seed-b-etcd-0.yaml",
-            "seed-b/manifests/32-destinationrule-seed-b-etcd-0.yaml",
+            "seed-b/manifests/32-destinationrule-seed-b-etcd-0-peer.yaml",
             "seed-b/manifests/31-virtualservice-kube-apiserver.yaml",
+            "seed-b/manifests/32-destinationrule-kube-apiserver-mtls.yaml",
+            "seed-b/manifests/33-envoyfilter-apiserver-tls-termination.yaml",
             "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
             "seed-a/manifests/12-networkpolicy-allow-ingressgateway-to-etcd.yaml",
             "seed-a/manifests/20-deployment-kube-apiserver.yaml",

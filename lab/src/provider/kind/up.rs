@@ -331,6 +331,8 @@ pub struct RenderKeys {
     pub ca: crate::pki::Ca,
     pub token: String,
     pub sa: (String, String),
+    /// Signs the ingress gateway's client certificate (request headers).
+    pub front_proxy: crate::pki::Ca,
 }
 
 impl RenderKeys {
@@ -341,6 +343,7 @@ impl RenderKeys {
             ca: crate::pki::Ca::generate(lab)?,
             token: crate::provider::docker::up::random_token(),
             sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
+            front_proxy: crate::pki::Ca::generate(&format!("{lab} front-proxy"))?,
         })
     }
 }
@@ -361,6 +364,7 @@ pub fn render_all(
             s,
             &seed.name,
             &keys.ca,
+            &keys.front_proxy,
             &keys.token,
             &keys.sa,
         )?);
@@ -464,8 +468,8 @@ pub async fn make(
         let mut state = kind_state(lab, t, s, &nets, &image, docker_up::random_secret());
         state.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
         state.api_token = crate::provider::docker::up::random_token();
+        let keys = docker_up::LabKeys::generate(&dir, &mut state)?;
         dir.save(&state)?;
-        let keys = docker_up::LabKeys::generate(&dir, &state)?;
         step.done();
 
         let step = progress.step("containers: router, dns, toolbox");
@@ -485,6 +489,7 @@ pub async fn make(
             sa: keys.sa(),
             token: state.api_token.clone(),
             ca: keys.ca,
+            front_proxy: keys.front_proxy,
         };
         render_all(lab, t, s, &nets, &render_keys, &render)?;
         let log = render.join("up.log");
