@@ -351,7 +351,10 @@ fn lab_lifecycle() {
         let b = lab
             .exec(
                 "seed-a-etcd-0",
-                &format!("timeout 3 nc -w 2 {seed_b_gw} 2380 </dev/null"),
+                &format!(
+                    "timeout 3 nc -w 2 {seed_b_gw} {} </dev/null",
+                    cpmlab::exposure::envoy::PROMETHEUS_PORT
+                ),
             )
             .ok()
             .is_ok();

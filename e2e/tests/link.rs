@@ -24,11 +24,16 @@ fn summary(v: &Value, from: &str, to: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A TCP connect from a seed-a member to seed-b's gateway (peer port).
+/// A TCP connect from a seed-a member to seed-b's gateway (Istio's stats
+/// listener, there whatever the gateway exposes: a plain `up` exposes
+/// nothing in seed-b yet).
 fn seed_a_reaches_seed_b(lab: &Lab, seed_b_gw: &str) -> bool {
     lab.exec(
         "seed-a-etcd-0",
-        &format!("timeout 3 nc -w 2 {seed_b_gw} 2380 </dev/null"),
+        &format!(
+            "timeout 3 nc -w 2 {seed_b_gw} {} </dev/null",
+            cpmlab::exposure::envoy::PROMETHEUS_PORT
+        ),
     )
     .ok()
     .is_ok()

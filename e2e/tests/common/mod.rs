@@ -274,6 +274,36 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// Deletes the API replica `name`'s pod as Kubernetes does, through the
+    /// lab's own code path: its endpoint leaves its seed's gateway at once
+    /// (terminating, pushed as istiod would), then the container gets
+    /// SIGTERM (`docker stop -t 30`, the termination grace) and shuts down
+    /// as kube-apiserver does. Returns once it stopped.
+    pub fn delete_replica(&self, name: &str) -> Assert {
+        let dir = cpmlab::state::LabDir::new(self.state.path(), &self.name);
+        let mut st = dir.load().expect("the lab's state");
+        let seed = {
+            let a = st
+                .apiservers
+                .iter_mut()
+                .find(|a| a.name == name)
+                .unwrap_or_else(|| panic!("no replica {name}"));
+            a.terminating = true;
+            a.seed.clone()
+        };
+        dir.save(&st).expect("save the lab's state");
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            use cpmlab::provider::Provider;
+            let p = cpmlab::provider::docker::DockerProvider::connect()
+                .await
+                .expect("docker");
+            p.sync_gateway(&st, &seed).await.expect("sync the gateway");
+        });
+        docker(&["stop", "-t", "30", &self.container(name)]).assert()
+    }
+}
+
 impl Drop for Lab {
     /// Tears the lab down; a teardown that fails fails the test (unless it
     /// already failed), so a leak is blamed on the test that caused it.

@@ -53,6 +53,12 @@ pub const BOOTSTRAP: &str = "/etc/envoy/envoy.json";
 pub const TLS_DIR: &str = "/etc/envoy/tls";
 /// Envoy's admin interface, on the gateway's loopback (Istio's 15000).
 pub const ADMIN_PORT: u16 = 15000;
+/// The static listener Istio's bootstrap always has, whatever the gateway
+/// exposes: Prometheus' `/stats/prometheus` on 15090, routed to the admin
+/// interface (istio/istio tools/packaging/common/envoy_bootstrap.json,
+/// `prometheus_stats`). A seed gateway that exposes nothing yet still
+/// answers there.
+pub const PROMETHEUS_PORT: u16 = 15090;
 /// How long Envoy drains listeners (pilot-agent's `--drain-time-s`, from
 /// ProxyConfig.drainDuration, 45 s: istio pkg/config/mesh/mesh.go).
 pub const DRAIN_TIME_S: u32 = 45;
@@ -127,11 +133,45 @@ fn path_source(file: &str) -> Value {
     })
 }
 
-/// The bootstrap: node, admin on loopback, LDS and CDS from files.
+/// The bootstrap: node, admin on loopback, Istio's static stats listener,
+/// LDS and CDS from files.
 pub fn bootstrap(node: &str) -> Value {
     json!({
         "node": {"id": node, "cluster": "istio-ingressgateway"},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": ADMIN_PORT}}},
+        "static_resources": {
+            "clusters": [{
+                "name": "prometheus_stats",
+                "type": "STATIC",
+                "connect_timeout": "0.250s",
+                "load_assignment": {
+                    "cluster_name": "prometheus_stats",
+                    "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {
+                        "address": "127.0.0.1", "port_value": ADMIN_PORT}}}}]}],
+                },
+            }],
+            "listeners": [{
+                "name": format!("0.0.0.0_{PROMETHEUS_PORT}"),
+                "address": {"socket_address": {"address": "0.0.0.0", "port_value": PROMETHEUS_PORT}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                        "stat_prefix": "stats",
+                        "route_config": {"virtual_hosts": [{
+                            "name": "backend",
+                            "domains": ["*"],
+                            "routes": [{"match": {"prefix": "/stats/prometheus"},
+                                        "route": {"cluster": "prometheus_stats"}}],
+                        }]},
+                        "http_filters": [{
+                            "name": "envoy.filters.http.router",
+                            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+                        }],
+                    },
+                }]}],
+            }],
+        },
         "dynamic_resources": {
             "lds_config": path_source(LDS_FILE),
             "cds_config": path_source(CDS_FILE),
@@ -692,7 +732,13 @@ pub fn static_bootstrap(
     b.as_object_mut()
         .expect("an object")
         .remove("dynamic_resources");
-    b["static_resources"] = json!({"listeners": listeners, "clusters": clusters});
+    // After the bootstrap's own static listener and cluster.
+    let statics = &mut b["static_resources"];
+    for (key, more) in [("listeners", listeners), ("clusters", clusters)] {
+        if let Some(a) = statics[key].as_array_mut() {
+            a.extend(more);
+        }
+    }
     b
 }
 

@@ -1013,7 +1013,26 @@ impl<'a> Flow<'a> {
                 }
             }
         }
-        let view = self.view().await;
+        // A removed leader (the `remove` handover) leaves the rest to elect
+        // one: the step ends once etcd has a leader again, not while the
+        // election runs (etcd's election timeout is 1 s; 30 s is far past
+        // any election that ends).
+        let t1 = Instant::now();
+        let view = loop {
+            let view = self.view().await;
+            if view.error.is_none() && view.members.iter().any(|m| m.is_leader) {
+                break view;
+            }
+            if t1.elapsed() > Duration::from_secs(30) {
+                anyhow::bail!(
+                    "etcd has no leader 30 s after the shrink: {:?} {}",
+                    view.members,
+                    view.error.unwrap_or_default()
+                );
+            }
+            self.cancel.check()?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
         let voters: Vec<&str> = view.voters().map(|m| m.name.as_str()).collect();
         if view.members.iter().any(|m| m.is_learner) || voters.len() != dest.len() {
             anyhow::bail!("after the shrink etcd has members {:?}", view.members);
