@@ -208,7 +208,9 @@ fn kube_apiserver_asked_for_and_missing_is_refused_creating_nothing() {
         .assert()
         .code(3)
         .stderr(predicate::str::contains("no binary was found"))
-        .stderr(predicate::str::contains("fix: run scripts/build-go kube-apiserver"));
+        .stderr(predicate::str::contains(
+            "fix: run scripts/build-go kube-apiserver",
+        ));
     assert_eq!(
         lab_objects(&lab.name),
         Vec::<String>::new(),

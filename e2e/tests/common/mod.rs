@@ -55,7 +55,9 @@ pub fn kube_apiserver_or_skip(test: &str) -> bool {
         return true;
     }
     if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("{test}: kube-apiserver is not built and CI=true: run scripts/setup (scripts/build-go)");
+        panic!(
+            "{test}: kube-apiserver is not built and CI=true: run scripts/setup (scripts/build-go)"
+        );
     }
     eprintln!("SKIPPED {test}: kube-apiserver is not built (run scripts/build-go)");
     false

@@ -141,7 +141,6 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
             super::render::druid_etcd(lab, &ns, &mine, &cluster, source),
         ));
     }
-    out.push(Manifest::new(20, apiserver_deployment(lab, &ns, t, seed)));
     out.push(Manifest::new(20, apiserver_service(lab, &ns, seed)));
     out.push(Manifest::new(30, gateway(lab, &ns, t, seed, &mine)));
     for m in &mine {
@@ -274,6 +273,11 @@ fn member_statefulset(
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "terminationGracePeriodSeconds": 30,
+                    // A seed's members over its zones (HA: three nodes,
+                    // three zones, one member each).
+                    "topologySpreadConstraints": zone_spread(json!({
+                        "app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": m.seed,
+                    })),
                     "containers": [{
                         "name": "etcd",
                         "image": etcd_image(t),
@@ -380,79 +384,88 @@ fn network_policy(lab: &str, ns: &str, seed: &str) -> Value {
     })
 }
 
-/// kube-apiserver's flags as Gardener sets them for a shoot, with the
-/// topology's shutdown settings; it talks to its own seed's etcd only.
-pub fn apiserver_args(t: &Topology, seed: &str) -> Vec<String> {
-    let (_, services) =
-        super::config::seed_ranges(t.seeds.iter().position(|s| s.name == seed).unwrap_or(0));
-    let mut a = vec![
-        "--allow-privileged=true".to_string(),
-        "--anonymous-auth=false".into(),
-        "--authorization-mode=RBAC".into(),
-        "--secure-port=443".into(),
-        format!("--etcd-servers=https://etcd-main-client:{CLIENT_PORT}"),
-        "--etcd-cafile=/srv/kubernetes/etcd/ca.crt".into(),
-        "--etcd-certfile=/srv/kubernetes/etcd/client.crt".into(),
-        "--etcd-keyfile=/srv/kubernetes/etcd/client.key".into(),
-        "--tls-cert-file=/srv/kubernetes/tls/tls.crt".into(),
-        "--tls-private-key-file=/srv/kubernetes/tls/tls.key".into(),
-        "--client-ca-file=/srv/kubernetes/ca/ca.crt".into(),
-        "--token-auth-file=/srv/kubernetes/token/static_tokens.csv".into(),
-        "--service-account-issuer=https://".to_string() + &t.shoot.api_name(),
-        "--service-account-key-file=/srv/kubernetes/service-account-key/sa.pub".into(),
-        "--service-account-signing-key-file=/srv/kubernetes/service-account-key/sa.key".into(),
-        format!("--service-cluster-ip-range={services}"),
-        "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota".into(),
-        "--http2-max-streams-per-connection=1000".into(),
-        "--livez-grace-period=1m".into(),
-        "--profiling=false".into(),
-        format!("--shutdown-delay-duration={}", t.api.shutdown_delay),
-        format!(
-            "--shutdown-watch-termination-grace-period={}",
-            t.api.watch_termination_grace
-        ),
-        format!(
-            "--shutdown-send-retry-after={}",
-            t.api.shutdown_send_retry_after
-        ),
-        "--watch-cache=true".into(),
-        "--v=2".into(),
-    ];
-    a.shrink_to_fit();
-    a
+/// kube-apiserver's command line in the kind form: the docker form's
+/// exactly (`apiserver::launch::kube_apiserver_command`: Gardener's flags,
+/// the topology's shutdown settings, one `--service-cluster-ip-range` for
+/// the shoot in every seed), its files from the Secret `kube-apiserver`
+/// mounted where the docker form puts them, its address the pod's, and
+/// its own seed's etcd through the seed's `etcd-main-client` Service.
+pub fn apiserver_command(t: &Topology, seed: &str) -> Vec<String> {
+    let servers = [format!("https://etcd-main-client:{CLIENT_PORT}")];
+    let api_name = t.shoot.api_name();
+    let r = crate::apiserver::launch::Replica {
+        name: "kube-apiserver",
+        seed,
+        ip: std::net::Ipv4Addr::UNSPECIFIED,
+        api_name: &api_name,
+        etcd_servers: &servers,
+        shutdown_delay: &t.api.shutdown_delay,
+        watch_termination_grace: &t.api.watch_termination_grace,
+        send_retry_after: t.api.shutdown_send_retry_after,
+    };
+    crate::apiserver::launch::kube_apiserver_command(&r)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("--advertise-address=") {
+                // Kubernetes expands $(POD_IP) from the container's env.
+                "--advertise-address=$(POD_IP)".to_string()
+            } else {
+                a
+            }
+        })
+        .collect()
 }
 
-fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
+/// The name of the Secret holding kube-apiserver's files.
+pub const APISERVER_SECRET: &str = "kube-apiserver";
+
+/// kube-apiserver's probes as Gardener sets them
+/// (`pkg/component/kubernetes/apiserver/deployment.go`): HTTPS on its
+/// port with a bearer token (anonymous requests are refused:
+/// `--anonymous-auth=false`), every 10 s, 15 s timeout, 3 failures;
+/// liveness after 15 s, readiness after 10 s.
+pub fn apiserver_probe(path: &str, health_token: &str, initial_delay: u32) -> Value {
+    json!({
+        "httpGet": {
+            "path": path, "port": API_PORT, "scheme": "HTTPS",
+            "httpHeaders": [{"name": "Authorization", "value": format!("Bearer {health_token}")}],
+        },
+        "initialDelaySeconds": initial_delay,
+        "periodSeconds": 10,
+        "timeoutSeconds": 15,
+        "successThreshold": 1,
+        "failureThreshold": 3,
+    })
+}
+
+/// Spreads a seed's pods matching `labels` over its zones, as Gardener
+/// spreads a multi-zone control plane (`maxSkew: 1` on the zone label,
+/// `DoNotSchedule`); a one-node seed has one zone, which every pod fits.
+pub fn zone_spread(labels: Value) -> Value {
+    json!([{
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+    }])
+}
+
+/// The seed's kube-apiserver Deployment. It carries the health-check
+/// token in its probes (as Gardener's does), so it is rendered with the
+/// Secrets, owner-only.
+pub fn apiserver_deployment(
+    lab: &str,
+    ns: &str,
+    t: &Topology,
+    seed: &str,
+    health_token: &str,
+) -> Value {
     let grace =
         crate::link::profile::parse_duration("api.termination_grace", &t.api.termination_grace)
             .map(|d| d.as_secs())
             .unwrap_or(30);
     let source = t.source().name == seed;
-    let secret = |name: &str, mount: &str, secret: &str| {
-        (
-            json!({"name": name, "mountPath": mount, "readOnly": true}),
-            json!({"name": name, "secret": {"secretName": secret, "defaultMode": 0o400}}),
-        )
-    };
-    let mounts = [
-        secret(
-            "etcd-client",
-            "/srv/kubernetes/etcd",
-            "kube-apiserver-etcd-client",
-        ),
-        secret("tls", "/srv/kubernetes/tls", "kube-apiserver-tls"),
-        secret("ca", "/srv/kubernetes/ca", "ca"),
-        secret(
-            "token",
-            "/srv/kubernetes/token",
-            "kube-apiserver-static-token",
-        ),
-        secret(
-            "service-account-key",
-            "/srv/kubernetes/service-account-key",
-            "service-account-key",
-        ),
-    ];
+    let command = apiserver_command(t, seed);
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
@@ -469,25 +482,19 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
                 }},
                 "spec": {
                     "terminationGracePeriodSeconds": grace,
+                    "topologySpreadConstraints": zone_spread(json!({"app": "kubernetes", "role": "apiserver"})),
                     "containers": [{
                         "name": "kube-apiserver",
                         "image": KUBE_APISERVER_IMAGE,
-                        "command": ["/usr/local/bin/kube-apiserver"],
-                        "args": apiserver_args(t, seed),
+                        "command": [command[0].clone()],
+                        "args": command[1..].to_vec(),
+                        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
                         "ports": [{"name": "https", "containerPort": API_PORT}],
-                        "readinessProbe": {
-                            "httpGet": {"path": "/readyz", "port": API_PORT, "scheme": "HTTPS"},
-                            "periodSeconds": 1,
-                            "failureThreshold": 1,
-                        },
-                        "livenessProbe": {
-                            "httpGet": {"path": "/livez", "port": API_PORT, "scheme": "HTTPS"},
-                            "periodSeconds": 10,
-                            "failureThreshold": 3,
-                        },
-                        "volumeMounts": mounts.iter().map(|m| m.0.clone()).collect::<Vec<_>>(),
+                        "livenessProbe": apiserver_probe("/livez", health_token, 15),
+                        "readinessProbe": apiserver_probe("/readyz", health_token, 10),
+                        "volumeMounts": [{"name": "kube-apiserver", "mountPath": crate::apiserver::launch::DIR, "readOnly": true}],
                     }],
-                    "volumes": mounts.iter().map(|m| m.1.clone()).collect::<Vec<_>>(),
+                    "volumes": [{"name": "kube-apiserver", "secret": {"secretName": APISERVER_SECRET, "defaultMode": 0o400}}],
                 },
             },
         },
