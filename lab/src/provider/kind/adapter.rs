@@ -16,13 +16,15 @@
 //! call through unchanged. It is used only where a probe finds
 //! `--privileged` refused; `cpmlab doctor --provider kind` says which.
 //!
-//! The cgroup hierarchy: Docker mounts it read-only into a container that
-//! is not privileged, and a private cgroup namespace cannot be given the
-//! host's hierarchy writable. So the node gets the host's cgroup namespace
-//! and the hierarchy bound writable: kind's entrypoint then takes its
-//! cgroup v1 path for nodes without a cgroup namespace (it binds the
-//! node's own cgroup over each controller's root, so the kubelet sees only
-//! its node's).
+//! The cgroup hierarchy: kind gives each node a private cgroup namespace
+//! (`--cgroupns=private`), in which Docker mounts the node's own cgroup
+//! subtree — read-only, where the container is not privileged. kind's
+//! entrypoint makes the kubelet's cgroup root in it, so the adapter starts
+//! the node with a few commands before the image's own entrypoint that
+//! remount those cgroup mounts writable (the bind flag: the mount point
+//! only, in the node's own mount namespace), then exec that entrypoint.
+//! The host's hierarchy is never mounted into the node, and nothing
+//! outside the node's own cgroup can be written.
 
 use std::path::{Path, PathBuf};
 
@@ -135,42 +137,82 @@ impl Grant {
         for d in &self.devices {
             v.extend(["--device".to_string(), d.clone()]);
         }
-        v.extend([
-            "--volume".to_string(),
-            "/sys/fs/cgroup:/sys/fs/cgroup:rw".to_string(),
-        ]);
         v
     }
 }
 
+/// What the node runs before the image's entrypoint: its cgroup mounts
+/// made writable (see the module's comment).
+pub const REMOUNT_CGROUPS: &str =
+    "for m in $(awk '$3 == \"cgroup\" || $3 == \"cgroup2\" {print $2}' /proc/self/mounts); \
+     do mount -o remount,bind,rw \"$m\" || exit 1; done; exec \"$0\" \"$@\"";
+
 /// kind's docker call `args` (without `docker`) as the adapter passes it
-/// on: `run`/`create` with `--privileged` get the grant's flags instead
-/// (and the host's cgroup namespace, see the module's comment); `exec
-/// --privileged` runs with the node's own capabilities; everything else
-/// is unchanged. Only options before the image (the first argument that is
-/// not an option or an option's value) are rewritten.
-pub fn rewrite(args: &[String], grant: &Grant) -> Vec<String> {
+/// on: a node's `run`/`create` with `--privileged` (kind's node runs end
+/// with the image, no command) gets the grant's flags instead and starts
+/// with [`REMOUNT_CGROUPS`] before the image's entrypoint (`entrypoint`:
+/// the image's ENTRYPOINT and CMD); `exec --privileged` runs with the
+/// node's own capabilities; everything else is unchanged.
+pub fn rewrite(
+    args: &[String],
+    grant: &Grant,
+    entrypoint: impl Fn(&str) -> Option<Vec<String>>,
+) -> Vec<String> {
     let Some(verb) = args.first() else {
         return args.to_vec();
     };
     let privileged = |a: &String| a == "--privileged" || a == "--privileged=true";
     match verb.as_str() {
-        "run" | "create" | "container" if args.iter().any(privileged) => {
-            let mut out = Vec::with_capacity(args.len() + 16);
-            for a in args {
+        "run" | "create" if args.iter().any(privileged) => {
+            let (image, opts) = args.split_last().expect("a verb and an image");
+            let mut out = Vec::with_capacity(args.len() + 24);
+            for a in opts {
                 if privileged(a) {
                     out.extend(grant.run_flags());
-                } else if a.starts_with("--cgroupns") {
-                    out.push("--cgroupns=host".into());
                 } else {
                     out.push(a.clone());
                 }
+            }
+            match entrypoint(image) {
+                Some(argv) if !argv.is_empty() => {
+                    out.extend(["--entrypoint".to_string(), "/bin/sh".to_string()]);
+                    out.push(image.clone());
+                    out.extend(["-c".to_string(), REMOUNT_CGROUPS.to_string()]);
+                    out.extend(argv);
+                }
+                // Unknown entrypoint: the node runs as it would, its cgroups
+                // read-only (kind's entrypoint then names the failure).
+                _ => out.push(image.clone()),
             }
             out
         }
         "exec" => args.iter().filter(|a| !privileged(a)).cloned().collect(),
         _ => args.to_vec(),
     }
+}
+
+/// An image's ENTRYPOINT followed by its CMD (`docker image inspect`).
+pub fn image_entrypoint(docker: &Path, image: &str) -> Option<Vec<String>> {
+    let out = std::process::Command::new(docker)
+        .args([
+            "image",
+            "inspect",
+            "-f",
+            "{{json .Config.Entrypoint}}{{\"\\n\"}}{{json .Config.Cmd}}",
+            image,
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut argv = Vec::new();
+    for line in text.lines() {
+        let v: Option<Vec<String>> = serde_json::from_str(line).ok()?;
+        argv.extend(v.unwrap_or_default());
+    }
+    Some(argv)
 }
 
 /// The adapter's directory in a lab (`<lab dir>/adapter`), holding the
@@ -220,7 +262,9 @@ pub fn run(args: &[String]) -> anyhow::Result<u8> {
     let docker = real_docker().ok_or_else(|| {
         anyhow::anyhow!("the privileged adapter finds no docker on PATH (or {REAL_DOCKER_ENV})")
     })?;
-    let args = rewrite(args, &Grant::of_host());
+    let args = rewrite(args, &Grant::of_host(), |image| {
+        image_entrypoint(&docker, image)
+    });
     let err = std::process::Command::new(&docker).args(&args).exec();
     Err(anyhow::anyhow!("exec {}: {err}", docker.display()))
 }
@@ -279,6 +323,10 @@ mod tests {
         assert_eq!(CAPABILITIES[40], "CHECKPOINT_RESTORE");
     }
 
+    fn kind_entrypoint(image: &str) -> Option<Vec<String>> {
+        (image == "kindest/node:v1.36.3").then(|| s(&["/usr/local/bin/entrypoint", "/sbin/init"]))
+    }
+
     #[test]
     fn a_privileged_node_run_gets_the_grant_instead() {
         // The shape of kind's node `docker run` (provision.go).
@@ -294,7 +342,7 @@ mod tests {
             "/tmp",
             "kindest/node:v1.36.3",
         ]);
-        let out = rewrite(&args, &grant());
+        let out = rewrite(&args, &grant(), kind_entrypoint);
         assert!(!out.iter().any(|a| a == "--privileged"), "{out:?}");
         let line = out.join(" ");
         assert!(
@@ -307,23 +355,54 @@ mod tests {
         );
         assert!(line.contains("--device-cgroup-rule a *:* rwm"), "{line}");
         assert!(line.contains("--device /dev/kmsg"), "{line}");
-        assert!(
-            line.contains("--volume /sys/fs/cgroup:/sys/fs/cgroup:rw"),
-            "{line}"
+        // kind's private cgroup namespace stays; the host's hierarchy is
+        // not mounted.
+        assert!(line.contains("--cgroupns=private"), "{line}");
+        assert!(!line.contains("/sys/fs/cgroup:"), "{line}");
+        // The node remounts its cgroups writable, then runs the image's
+        // own entrypoint with its arguments.
+        let at = out
+            .iter()
+            .position(|a| a == "kindest/node:v1.36.3")
+            .unwrap();
+        assert_eq!(out[at - 2..at], s(&["--entrypoint", "/bin/sh"]));
+        assert_eq!(
+            out[at + 1..],
+            s(&[
+                "-c",
+                REMOUNT_CGROUPS,
+                "/usr/local/bin/entrypoint",
+                "/sbin/init"
+            ])
         );
-        assert!(line.contains("--cgroupns=host"), "{line}");
-        assert!(!line.contains("--cgroupns=private"), "{line}");
-        // The image stays last, the other flags as they were.
-        assert_eq!(out.last().unwrap(), "kindest/node:v1.36.3");
         assert!(line.contains("--name lab-seed-a-control-plane"));
         assert!(line.contains("--tmpfs /tmp"));
+    }
+
+    /// The remount script is run by a real shell: it remounts what
+    /// /proc/self/mounts lists as cgroups and execs its arguments.
+    #[test]
+    fn the_remount_script_execs_the_entrypoint_with_its_arguments() {
+        let out = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                &REMOUNT_CGROUPS.replace("mount -o", "echo mount -o"),
+                "/bin/echo",
+                "entrypoint",
+                "/sbin/init",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(text.ends_with("entrypoint /sbin/init\n"), "{text}");
     }
 
     #[test]
     fn exec_drops_privileged_and_the_rest_passes_unchanged() {
         let exec = s(&["exec", "--privileged", "-i", "node", "kubectl", "apply"]);
         assert_eq!(
-            rewrite(&exec, &grant()),
+            rewrite(&exec, &grant(), kind_entrypoint),
             s(&["exec", "-i", "node", "kubectl", "apply"])
         );
         for other in [
@@ -332,7 +411,7 @@ mod tests {
             s(&["inspect", "--format", "{{.State}}", "x"]),
             s(&[]),
         ] {
-            assert_eq!(rewrite(&other, &grant()), other);
+            assert_eq!(rewrite(&other, &grant(), kind_entrypoint), other);
         }
     }
 
