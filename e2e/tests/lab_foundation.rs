@@ -444,7 +444,9 @@ fn bad_topologies_are_refused_before_anything_is_created() {
         ("duplicate-seed.yaml", 4, "seeds[1].name"),
         ("unparseable.yaml", 5, "-"),
         ("etcd-version.yaml", 4, "etcd.version"),
-        // Names reach container names, DNS, HAProxy configs and scripts.
+        ("probe-period.yaml", 5, "api.readiness_probe.period"),
+        ("api-exposure.yaml", 5, "api.exposure"),
+        // Names reach container names, DNS, Envoy configs and scripts.
         ("shell-name.yaml", 4, "seeds[0].name"),
         ("long-label.yaml", 3, "shoot.name"),
     ];

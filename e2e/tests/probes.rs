@@ -65,6 +65,16 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
     lab.cpmlab(&["probe", "stop", "--name", &outside]).code(0);
     let o = verdict(&outside_run);
     assert_eq!(o["passed"], true, "{o:#}");
+    // From outside, etcd's history is out of reach: the lost-writes check
+    // is degraded, which the outside run accepts and says why: amber.
+    assert_eq!(o["status"], "passed-with-known-hazards", "{:#}", o["rules"]);
+    assert!(
+        o["accepted"]["lost-writes"]
+            .as_str()
+            .is_some_and(|w| w.contains("cannot read etcd")),
+        "{:#}",
+        o["accepted"]
+    );
     assert_eq!(o["overall"]["requests"], o["overall"]["ok"], "{o:#}");
     assert!(f(&o["overall"]["requests"]) > 300.0, "{}", o["overall"]);
     // Outside the lab etcd is out of reach: the counter read back through
@@ -85,6 +95,7 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
         .exists());
     let v = verdict(&run);
     assert_eq!(v["passed"], true, "{v:#}");
+    assert_eq!(v["status"], "passed", "{:#}", v["rules"]);
     assert_eq!(v["zero_downtime"], true);
     assert_eq!(v["overall"]["requests"], v["overall"]["ok"]);
     assert!(f(&v["overall"]["requests"]) > 300.0, "{}", v["overall"]);
@@ -367,16 +378,17 @@ fn a_body_that_does_not_parse_is_a_failure() {
 
 /// The stand-in fails over between its seed's etcd members: losing a
 /// follower costs no read, no watch and no informer event. A write in
-/// flight through the killed member fails, as with k8s.io/apiserver's etcd
-/// client (`error reading from server: EOF`): its outcome is unknown, so it
-/// is not retried. That is the `killed-member` hazard the scenarios excuse,
-/// and the only failure allowed here (CI saw it once in about 20 runs: one
-/// write 114 ms after the kill, `h2 protocol error`).
+/// flight through the killed member may fail, as with k8s.io/apiserver's
+/// etcd client (`error reading from server: EOF`): its outcome is unknown,
+/// so it is not retried (CI saw it once in about 20 runs: one write 114 ms
+/// after the kill). The test records the kill as `cpmlab run` does and
+/// judges the run with a `killed-member` budget of one write: the verdict
+/// exits 0, PASSED, or PASSED WITH KNOWN HAZARDS with that write alone
+/// excused; `probe stop` (nothing excused) exits 0 exactly when nothing
+/// failed.
 #[test]
-fn losing_an_etcd_follower_fails_no_request() {
-    use cpmlab::runner::hazards::Hazards;
-    use cpmlab::scenario::Hazard;
-    if !docker_or_skip("losing_an_etcd_follower_fails_no_request") {
+fn losing_an_etcd_follower_fails_at_most_the_write_through_it() {
+    if !docker_or_skip("losing_an_etcd_follower_fails_at_most_the_write_through_it") {
         return;
     }
     let lab = Lab::new("etcdf");
@@ -393,42 +405,71 @@ fn losing_an_etcd_follower_fails_no_request() {
         .find(|m| m["is_leader"] == false)
         .map(|m| m["name"].as_str().unwrap().to_string())
         .expect("a follower");
+    docker(&["kill", &lab.container(&follower)])
+        .assert()
+        .success();
     let killed_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
         * 1000.0;
-    docker(&["kill", &lab.container(&follower)])
-        .assert()
-        .success();
+    // The kill, as the runner's timeline records it.
+    let ev = serde_json::json!({
+        "at_unix_ms": killed_at, "kind": "fault",
+        "name": format!("kill member {follower}"), "detail": "test seed=seed-a",
+    });
+    use std::io::Write;
+    writeln!(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(run.join("events.ndjson"))
+            .unwrap(),
+        "{ev}"
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_secs(4));
-    let o = lab.cpmlab(&["probe", "stop"]);
+    let stop = lab.cpmlab(&["probe", "stop"]);
+    let raw = verdict(&run);
+    let criteria = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        criteria.path(),
+        r#"{"excuse": {"killed-member": {"max": 1, "max_ms": 2000}}}"#,
+    )
+    .unwrap();
+    let o = lab.cpmlab(&[
+        "verdict",
+        run.to_str().unwrap(),
+        "--criteria",
+        criteria.path().to_str().unwrap(),
+    ]);
     let v = verdict(&run);
-    let records = cpmlab::verdict::load::read_records(&run.join("records.ndjson")).unwrap();
-    let kill = Hazards {
-        kills: vec![killed_at],
-        ..Hazards::default()
-    };
-    let timeout_ms = 2_000.0;
-    let unexcused: Vec<_> = records
-        .iter()
-        .filter(|r| r.outcome != cpmlab::probe::record::Outcome::Ok)
-        .filter(|r| {
-            kill.excuse(r, &[Hazard::KilledMember], timeout_ms)
-                .is_none()
-        })
-        .collect();
-    assert!(
-        unexcused.is_empty(),
-        "failures other than a write in flight at the kill: {unexcused:#?}\n{:#}",
-        v["probes"]
+    assert_eq!(
+        o.get_output().status.code(),
+        Some(0),
+        "only a write through the killed member may fail: {:#}\n{:#}",
+        v["reasons"],
+        v["failed_requests"]
     );
-    if v["zero_downtime"] != true {
-        // Only the write probes may have failed, and by the rule above.
-        o.code(1);
-    } else {
-        o.code(0);
+    let n = v["excuses"]["excused_count"].as_u64().unwrap();
+    assert!(n <= 1, "{:#}", v["excuses"]);
+    for e in v["excuses"]["excused"].as_array().unwrap() {
+        assert_eq!(e["hazard"], "killed-member", "{e}");
+        assert!(e["lane"].as_str().unwrap().starts_with("write/"), "{e}");
     }
+    assert_eq!(
+        v["status"],
+        if n == 0 {
+            "passed"
+        } else {
+            "passed-with-known-hazards"
+        }
+    );
+    assert_eq!(
+        raw["overall"]["requests"].as_u64().unwrap() - raw["overall"]["ok"].as_u64().unwrap(),
+        n,
+        "the raw failures are the excused ones"
+    );
+    stop.code(if n == 0 { 0 } else { 1 });
     lab.ok(&["down"]);
 }
 

@@ -186,8 +186,19 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
     assert_eq!(as_run["seed"], r["seed"], "the seed is recorded");
     let state = std::fs::read_to_string(dir.join("lab-state.json")).unwrap();
     assert!(state.contains("(redacted)"), "no token in the kept state");
+    let flake = assert_excused_within_budget(file, &dir, &r);
+    // Excused disruption is a flake, as OpenShift reports disruption within
+    // its allowance: a failing and a passing case of one name.
     let junit = std::fs::read_to_string(report.path().join("junit.xml")).unwrap();
-    assert!(junit.contains("failures=\"0\""), "{junit}");
+    let failures = format!("failures=\"{}\"", usize::from(flake));
+    assert!(junit.contains(&failures), "{failures}: {junit}");
+    assert_eq!(
+        junit
+            .matches("name=\"disruption excused as known hazards\"")
+            .count(),
+        2 * usize::from(flake),
+        "{junit}"
+    );
     let index = std::fs::read_to_string(report.path().join("index.html")).unwrap();
     assert!(
         index.contains(&format!("{name}/run/report.html")),
@@ -208,7 +219,105 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
     }
     let html = std::fs::read_to_string(dir.join("run/report.html")).unwrap();
     assert!(html.contains("What etcd did"), "the report's etcd section");
+    assert_envoy_rejected_nothing(&dir.join("run"), file);
     Some((dir, report))
+}
+
+/// What the fixture's run excused, against the fixture's own budgets (read
+/// from the scenario file here, not from what the run says it used): each
+/// excused request is of a hazard the fixture accepts, on a lane its budget
+/// names, no longer than its `max_ms`, and no more of them than its `max`;
+/// a write excused as `move-leader` has no version in etcd's history that
+/// no acknowledged write accounts for;
+/// where the fixture wants a passing verdict it says PASSED exactly when
+/// nothing was excused, and PASSED WITH KNOWN HAZARDS otherwise (FAILED
+/// where the fixture wants it to fail); the run kept the fixture's budgets
+/// as its criteria. Returns whether anything was excused.
+fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
+    let sf = cpmlab::scenario::load(&fixture(file)).unwrap();
+    let budgets = &sf.checked.excuse;
+    let v: Value = read_json(&dir.join("run/verdict.json"));
+    let criteria: Value = read_json(&dir.join("run/criteria.json"));
+    assert_eq!(
+        criteria["excuse"].as_object().map_or(0, |m| m.len()),
+        budgets.len(),
+        "{file}: the run keeps the fixture's budgets: {criteria:#}"
+    );
+    let excused = v["excuses"]["excused"].as_array().unwrap();
+    let n = v["excuses"]["excused_count"].as_u64().unwrap();
+    // A write excused as dropped by MoveLeader never applied: looked at
+    // here in the run's etcd history (final.json), not through the
+    // verdict: every version carrying its value is another write's
+    // acknowledged revision.
+    let records: Vec<Value> = std::fs::read_to_string(dir.join("run/records.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let fin: Value = read_json(&dir.join("run/final.json"));
+    for e in excused.iter().filter(|e| e["hazard"] == "move-leader") {
+        let rec = records
+            .iter()
+            .find(|r| r["seq"] == e["seq"] && r["probe"] == "write")
+            .unwrap_or_else(|| panic!("{file}: the excused write is in the records: {e}"));
+        let value = rec["value"].as_u64().unwrap();
+        let history = fin["history"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{file}: a move-leader excuse without etcd's history"));
+        for h in history.iter().filter(|h| h["value"] == value) {
+            assert!(
+                records.iter().any(|r| r["probe"] == "write"
+                    && r["outcome"] == "ok"
+                    && r["value"] == value
+                    && r["rv"] == h["rev"]),
+                "{file}: value {value} is in etcd at rev {}, acknowledged by no write: {e}",
+                h["rev"]
+            );
+        }
+    }
+    assert_eq!(
+        n as usize,
+        excused.len(),
+        "{file}: every excused request listed"
+    );
+    assert_eq!(r["excused"], n, "{file}: result.json says as much");
+    let mut per: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in excused {
+        let h: cpmlab::verdict::Hazard = serde_json::from_value(e["hazard"].clone()).unwrap();
+        let b = budgets
+            .get(&h)
+            .unwrap_or_else(|| panic!("{file}: {h} excused, not accepted: {e}"));
+        let lane = e["lane"].as_str().unwrap();
+        assert!(b.covers(h, lane), "{file}: {h} excused {lane}: {e}");
+        assert!(
+            e["duration_ms"].as_f64().unwrap() <= b.max_ms,
+            "{file}: longer than {h}'s budget: {e}"
+        );
+        assert!(!e["evidence"].as_str().unwrap().is_empty(), "{e}");
+        *per.entry(h.name().to_string()).or_default() += 1;
+    }
+    for (h, k) in &per {
+        let max = budgets[&serde_json::from_value(Value::String(h.clone())).unwrap()].max;
+        assert!(*k <= max, "{file}: {k} excused by {h}, budget {max}");
+    }
+    use cpmlab::scenario::VerdictExpect;
+    match sf.scenario.expect.verdict.unwrap_or(VerdictExpect::Pass) {
+        VerdictExpect::Pass => {
+            let want = if n == 0 {
+                "passed"
+            } else {
+                "passed-with-known-hazards"
+            };
+            assert_eq!(v["status"], want, "{file}: {:#}", v["rules"]);
+        }
+        VerdictExpect::Fail => assert_eq!(v["status"], "failed", "{file}"),
+        // Availability is reported, not asserted.
+        VerdictExpect::Safe => {}
+    }
+    assert_eq!(r["verdict"], v["status"], "{file}");
+    // The raw figures keep the excused requests.
+    assert!(r["failed_requests"].as_u64().unwrap() >= n, "{r:#}");
+    n > 0
 }
 
 /// A plan across the WAN on Kubernetes' own server code, looked at beyond
@@ -235,10 +344,11 @@ fn plan_at_25ms(tag: &str, file: &str, peak: &str) -> Option<(PathBuf, tempfile:
 /// the API first): the verdict holds, the database was that big, and each
 /// destination member took the whole database in over its peer streams
 /// (as a snapshot, or as the log when the leader still holds it: 300 MiB
-/// in 100 KiB objects is fewer entries than etcd's snapshot count). The
-/// plain six-member-25ms fixture runs nightly.
+/// in 100 KiB objects is fewer entries than etcd's snapshot count).
+/// Nightly: CI's minutes go to both API exposure modes on both plans.
 #[test]
-fn scenario_six_member_25ms() {
+#[ignore = "nightly: scripts/nightly runs it; CI runs both exposure modes on both plans"]
+fn scenario_six_member_25ms_300mib() {
     let Some((dir, _keep)) = plan_at_25ms("s6", "six-member-25ms-300mib.yaml", "6 voters") else {
         return;
     };
@@ -308,9 +418,114 @@ fn scenario_six_member_25ms_etcd_3_5() {
     );
 }
 
+/// Gardener's defaults (TLS ends at the gateway, the leader removed): every
+/// safety rule holds and no request on a new connection failed; the
+/// requests that failed are exactly issue 28's finding — a 503 "no healthy
+/// upstream" from the source gateway on a reused connection, after the
+/// source replicas' endpoints went (their pods deleted) and before the
+/// source's exposure was removed in SourceSeedCleanup.
+fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
+    let Some((dir, _keep)) = plan_at_25ms(tag, file, peak) else {
+        return;
+    };
+    let run = dir.join("run");
+    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let phase = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == "phase" && e["name"] == name)
+            .map(|e| {
+                (
+                    e["at_unix_ms"].as_f64().unwrap(),
+                    e["end_unix_ms"].as_f64().unwrap(),
+                )
+            })
+            .unwrap_or_else(|| panic!("{file}: phase {name}"))
+    };
+    let (dns, _) = phase("MigrateDNSRecords");
+    let (_, cleaned) = phase("SourceSeedCleanup");
+    let endpoints = std::fs::read_to_string(run.join("endpoints.ndjson")).unwrap();
+    let terminating: Vec<f64> = endpoints
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["seed"] == "seed-a" && r["event"] == "terminating")
+        .map(|r| r["at_unix_ms"].as_f64().unwrap())
+        .collect();
+    assert!(
+        !terminating.is_empty(),
+        "{file}: the source replicas were deleted"
+    );
+    let drained = terminating.iter().copied().fold(f64::MAX, f64::min);
+    assert!(drained > dns, "{file}: the drain follows the DNS switch");
+    // The leader's removal may drop one forwarded write (etcd's 7 s request
+    // timeout), as a MoveLeader may: the one failure allowed beside the 503s.
+    let removal = events
+        .iter()
+        .find(|e| {
+            e["kind"] == "note"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("removing the leader"))
+        })
+        .map(|e| e["at_unix_ms"].as_f64().unwrap());
+    let mut n = 0;
+    for l in std::fs::read_to_string(run.join("records.ndjson"))
+        .unwrap()
+        .lines()
+    {
+        let r: Value = serde_json::from_str(l).unwrap();
+        if r["outcome"] == "ok" || !r["event"].is_null() && r["event"] != "connect" {
+            continue;
+        }
+        let started = r["start_unix_ms"].as_f64().unwrap();
+        if r["probe"] == "write"
+            && r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("etcdserver: request timed out"))
+            && removal.is_some_and(|at| started >= at - 1_000.0 && started <= at + 2_000.0)
+        {
+            eprintln!("{file}: a write dropped at the leader's removal: {r}");
+            continue;
+        }
+        n += 1;
+        assert_eq!(r["mode"], "reused", "{file}: a new connection failed: {r}");
+        assert_eq!(r["http_status"], 503, "{file}: {r}");
+        assert_eq!(r["seed"], "seed-a", "{file}: {r}");
+        let t = r["start_unix_ms"].as_f64().unwrap();
+        // Envoy drains the removed listener's HTTP/2 connections at once
+        // (pilot-agent's --drain-strategy immediate); a request already on
+        // its way is answered.
+        assert!(
+            t >= drained && t <= cleaned + 2_000.0,
+            "{file}: a 503 outside [drain, cleanup]: {r}"
+        );
+    }
+    eprintln!("{file}: {n} request(s) on reused connections got 503 from the source gateway between the drain and the cleanup");
+}
+
 #[test]
-fn scenario_five_member_25ms() {
-    plan_at_25ms("f5", "five-member-25ms.yaml", "5 voters");
+fn scenario_six_member_25ms_termination() {
+    termination_at_25ms("t6", "six-member-25ms.yaml", "6 voters");
+}
+
+#[test]
+fn scenario_five_member_25ms_termination() {
+    termination_at_25ms("t5", "five-member-25ms.yaml", "5 voters");
+}
+
+/// TLS passthrough, the leader removed: zero failed requests.
+#[test]
+fn scenario_six_member_25ms_passthrough() {
+    plan_at_25ms("p6", "six-member-25ms-passthrough.yaml", "6 voters");
+}
+
+#[test]
+fn scenario_five_member_25ms_passthrough() {
+    plan_at_25ms("p5", "five-member-25ms-passthrough.yaml", "5 voters");
 }
 
 #[test]
@@ -371,11 +586,13 @@ fn scenario_leader_killed_during_etcd_migration_complete() {
         detail.contains("seed-a-etcd-") && detail.contains("(leader)"),
         "the kill hit the source leader: {detail}"
     );
-    // Looked at from outside the hazards' code: every excused request was
-    // running at the kill or began inside the election after it (10 runs:
-    // 0 to 3 excused, the write in flight and readyz during the election),
-    // or is a write etcd timed out while the migration moved leadership to
-    // the destination (a CI run: one, 9.9 s after the kill).
+    // Looked at from outside the verdict's code: every excused request is
+    // what its hazard's evidence says: a write in flight at the kill (or
+    // within a second after it), a write or readyz overlapping an election
+    // that a member's log shows ending (`became leader at term`) within
+    // three seconds (two election timeouts and the vote) after the request
+    // started, or a write that started inside a leadership move (10 runs
+    // before budgets: 0 to 3 excused).
     let events: Vec<Value> = std::fs::read_to_string(dir.join("run/events.ndjson"))
         .unwrap()
         .lines()
@@ -398,25 +615,69 @@ fn scenario_leader_killed_during_etcd_migration_complete() {
         .into_iter()
         .zip(note_at("leadership moved"))
         .collect();
-    let excused =
-        std::fs::read_to_string(dir.join("run/records.excused.ndjson")).unwrap_or_default();
-    for l in excused.lines() {
-        let rec: Value = serde_json::from_str(l).unwrap();
-        let start = rec["start_unix_ms"].as_f64().unwrap();
-        let end = start + rec["duration_ms"].as_f64().unwrap();
-        let at_the_kill = end >= kill && start <= kill + 3_000.0;
-        let in_a_move = rec["probe"] == "write"
-            && rec["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("etcdserver: request timed out"))
-            && moves
+    let mut became_leader: Vec<f64> = Vec::new();
+    for e in std::fs::read_dir(dir.join("run/logs")).unwrap() {
+        let p = e.unwrap().path();
+        if !p.to_string_lossy().contains("-etcd-") {
+            continue;
+        }
+        for l in std::fs::read_to_string(&p).unwrap().lines() {
+            if l.contains("became leader at term") {
+                let ts = l.split_whitespace().next().unwrap();
+                if let Ok(t) = time_of(ts) {
+                    became_leader.push(t);
+                }
+            }
+        }
+    }
+    let v: Value = read_json(&dir.join("run/verdict.json"));
+    for e in v["excuses"]["excused"].as_array().unwrap() {
+        let start = e["start_unix_ms"].as_f64().unwrap();
+        let end = start + e["duration_ms"].as_f64().unwrap();
+        let write = e["lane"].as_str().unwrap().starts_with("write/");
+        let ok = match e["hazard"].as_str().unwrap() {
+            "killed-member" => write && end >= kill && start <= kill + 1_000.0,
+            "leader-election" => became_leader
                 .iter()
-                .any(|(a, b)| start >= a - 1_000.0 && start <= b + 200.0);
+                .any(|t| *t >= start && *t - 3_000.0 <= end),
+            "move-leader" => {
+                write
+                    && moves
+                        .iter()
+                        .any(|(a, b)| start >= a - 1_000.0 && start <= b + 200.0)
+            }
+            h => panic!("{h} is not accepted here: {e}"),
+        };
         assert!(
-            at_the_kill || in_a_move,
-            "excused but neither at the kill ({kill}) nor in a leadership move ({moves:?}): {rec}"
+            ok,
+            "excused, but not as its hazard's evidence says (kill {kill}, moves {moves:?}, elections {became_leader:?}): {e}"
         );
     }
+}
+
+/// A Docker log timestamp (`2026-11-22T16:39:10.356366045Z`) in unix ms.
+fn time_of(ts: &str) -> Result<f64, String> {
+    let (date, rest) = ts.split_once('T').ok_or("no T")?;
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap_or(0)).collect();
+    let rest = rest.trim_end_matches('Z');
+    let (hms, frac) = rest.split_once('.').unwrap_or((rest, "0"));
+    let t: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap_or(0)).collect();
+    if d.len() != 3 || t.len() != 3 {
+        return Err(format!("not a timestamp: {ts}"));
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let frac: f64 = format!("0.{frac}").parse().unwrap_or(0.0);
+    Ok(((days * 86_400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64 + frac) * 1000.0)
 }
 
 #[test]

@@ -3,12 +3,15 @@
 // storage with the watch cache, the etcd client, readyz with the etcd
 // check, and graceful shutdown with its delay and GOAWAY, as kube-apiserver
 // runs them. It serves only what the lab's probes and controllers use
-// (Namespaces, ConfigMaps, Leases), authenticates with a static token file
-// and client certificates, and allows every authenticated request.
+// (Namespaces, ConfigMaps, Leases), authenticates with a static token file,
+// client certificates, and an authenticating proxy's request headers (a
+// gateway that ends TLS, as Istio does for Gardener), and allows every
+// authenticated request.
 //
 // Flags are kube-apiserver's where they exist (--etcd-servers, --etcd-*file,
 // --secure-port, --tls-*, --token-auth-file, --client-ca-file,
-// --shutdown-delay-duration, --goaway-chance, --storage-media-type, ...).
+// --requestheader-*, --shutdown-delay-duration, --goaway-chance,
+// --storage-media-type, ...).
 package main
 
 import (
@@ -32,6 +35,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
@@ -57,6 +61,7 @@ type options struct {
 	run           *genericoptions.ServerRunOptions
 	serving       *genericoptions.SecureServingOptionsWithLoopback
 	etcd          *genericoptions.EtcdOptions
+	requestHeader *genericoptions.RequestHeaderAuthenticationOptions
 	tokenFile     string
 	clientCAFile  string
 	seed, replica string
@@ -67,7 +72,8 @@ func newOptions() *options {
 		run:     genericoptions.NewServerRunOptions(),
 		serving: genericoptions.NewSecureServingOptions().WithLoopback(),
 		// The codec is replaced once the storage media type is known.
-		etcd: genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil)),
+		etcd:          genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil)),
+		requestHeader: &genericoptions.RequestHeaderAuthenticationOptions{},
 	}
 	o.serving.BindPort = 443
 	o.etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
@@ -78,6 +84,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	o.run.AddUniversalFlags(fs)
 	o.serving.AddFlags(fs)
 	o.etcd.AddFlags(fs)
+	o.requestHeader.AddFlags(fs)
 	fs.StringVar(&o.tokenFile, "token-auth-file", "", "Static bearer tokens (kube-apiserver's CSV: token,user,uid,\"group1,group2\").")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "Authenticate client certificates signed by this CA (the user is the certificate's CN).")
 	fs.StringVar(&o.seed, "cpmlab-seed", "", "The seed this replica runs in, answered as X-Cpmlab-Seed.")
@@ -86,7 +93,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 
 func (o *options) validate() error {
 	var errs []string
-	for _, e := range append(append(o.run.Validate(), o.serving.Validate()...), o.etcd.Validate()...) {
+	for _, e := range append(append(append(o.run.Validate(), o.serving.Validate()...), o.etcd.Validate()...), o.requestHeader.Validate()...) {
 		errs = append(errs, e.Error())
 	}
 	if o.tokenFile == "" && o.clientCAFile == "" {
@@ -130,6 +137,25 @@ func (o *options) config() (*genericapiserver.Config, error) {
 	}
 
 	var authns []authenticator.Request
+	// An authenticating proxy first, as kube-apiserver orders them: a
+	// request whose client certificate the front-proxy CA signed is the
+	// user its headers name.
+	var clientCAs []dynamiccertificates.CAContentProvider
+	rh, err := o.requestHeader.ToAuthenticationRequestHeaderConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--requestheader-client-ca-file: %w", err)
+	}
+	if rh != nil {
+		authns = append(authns, headerrequest.NewDynamicVerifyOptionsSecure(
+			rh.CAContentProvider.VerifyOptions,
+			rh.AllowedClientNames,
+			rh.UsernameHeaders,
+			rh.UIDHeaders,
+			rh.GroupHeaders,
+			rh.ExtraHeaderPrefixes,
+		))
+		clientCAs = append(clientCAs, rh.CAContentProvider)
+	}
 	if o.tokenFile != "" {
 		tokens, err := tokenfile.NewCSV(o.tokenFile)
 		if err != nil {
@@ -142,8 +168,12 @@ func (o *options) config() (*genericapiserver.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--client-ca-file: %w", err)
 		}
-		c.SecureServing.ClientCA = ca
+		clientCAs = append(clientCAs, ca)
 		authns = append(authns, x509request.NewDynamic(ca.VerifyOptions, x509request.CommonNameUserConversion))
+	}
+	// The TLS handshake asks for certificates of either CA.
+	if len(clientCAs) > 0 {
+		c.SecureServing.ClientCA = dynamiccertificates.NewUnionCAContentProvider(clientCAs...)
 	}
 	// Health and version are open to anyone, as kube-apiserver's RBAC
 	// (system:public-info-viewer) leaves them: load balancers check /readyz

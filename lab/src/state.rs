@@ -30,7 +30,7 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
-    /// Containers on Docker networks, HAProxy gateways.
+    /// Containers on Docker networks, Envoy gateways.
     #[default]
     Docker,
     /// kind clusters with Istio; the lab's router, DNS and probe agent are
@@ -70,6 +70,11 @@ pub struct LabState {
     /// Bearer token the API servers accept.
     #[serde(default)]
     pub api_token: String,
+    /// The front-proxy CA's certificate (PEM): the API servers trust the
+    /// identity headers of a client certificate it signed (the gateway's,
+    /// when TLS ends there). Its key is in the lab's `pki` directory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub front_proxy_ca: String,
     /// Link profiles in force, by directed pair `src>dst`; absent is clear.
     #[serde(default)]
     pub links: std::collections::BTreeMap<String, crate::link::profile::LinkProfile>,
@@ -132,6 +137,10 @@ pub struct ApiServerState {
     pub seed: String,
     pub container: String,
     pub ip: Ipv4Addr,
+    /// Its pod is being deleted (the migration drains it): its endpoint
+    /// leaves the gateway at once, whatever its probe says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminating: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +177,13 @@ impl MemberState {
     pub fn peer_url(&self) -> String {
         format!("https://{}:{}", self.host, self.peer_port)
     }
+    /// The name of the member's pod (its own address, as a headless
+    /// Service's record): what the gateway resolves to reach it.
+    pub fn pod_host(&self) -> String {
+        let zone = self.host.split_once('.').map(|(_, z)| z).unwrap_or("");
+        format!("{}.pods.{zone}", self.name)
+    }
+
     /// The member's address on its seed's gateway; its DNS name resolves
     /// here: an address of its own, or with a peer port of its own the
     /// gateway's one address.
@@ -202,6 +218,20 @@ impl LabState {
     }
     pub fn members_of<'a>(&'a self, seed: &'a str) -> impl Iterator<Item = &'a MemberState> + 'a {
         self.members.iter().filter(move |m| m.seed == seed)
+    }
+
+    /// The members a seed's gateway fronts: the seed's members and, during
+    /// a migration, the destination members planned for it.
+    pub fn gateway_members(&self, seed: &str) -> Vec<MemberState> {
+        let mut v: Vec<MemberState> = self.members_of(seed).cloned().collect();
+        if let Some(mig) = &self.migration {
+            for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
+                if !v.iter().any(|x| x.name == m.name) {
+                    v.push(m.clone());
+                }
+            }
+        }
+        v
     }
 }
 

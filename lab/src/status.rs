@@ -252,7 +252,7 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
         let (ready, error) = match &tls {
             Some(tls) => {
                 let t = Duration::from_secs(2);
-                let token = Some(state.api_token.as_str());
+                let token = Some(state.api_token.as_str()).filter(|t| !t.is_empty());
                 match client::get(addr, &state.dns.api_name, tls.clone(), "/readyz", token, t).await
                 {
                     Ok((200, _)) => {

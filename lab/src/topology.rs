@@ -57,6 +57,152 @@ pub struct ApiSpec {
     /// server, else the stand-in), `generic`, `standin` or `kube-apiserver`.
     #[serde(default)]
     pub server: ApiServerChoice,
+    /// How the seed's ingress gateway exposes the shoot API: `termination`
+    /// (Gardener's default since v1.144, its `IstioTLSTermination` gate:
+    /// HTTPS at the gateway, requests balanced one by one to the replicas
+    /// over TLS, the client's identity forwarded in request headers) or
+    /// `passthrough` (TLS passed through by SNI to one replica per
+    /// connection; a shoot's opt-out,
+    /// `shoot.gardener.cloud/disable-istio-tls-termination=true`).
+    #[serde(default)]
+    pub exposure: ApiExposure,
+    /// The kubelet's readiness probe of each replica, which decides when a
+    /// replica is an endpoint of the gateway (Gardener's kube-apiserver:
+    /// `/readyz` with a bearer token, period 10 s, timeout 15 s, failure
+    /// threshold 3, initial delay 10 s; pkg/component/kubernetes/apiserver/deployment.go).
+    #[serde(default)]
+    pub readiness_probe: ProbeSpec,
+}
+
+/// How the shoot API is exposed on a seed's ingress gateway (Gardener's
+/// pkg/component/kubernetes/apiserverexposure/sni.go).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiExposure {
+    /// TLS ends at the gateway (OPTIONAL_MUTUAL with the lab CA), HTTP
+    /// routes, LEAST_REQUEST per request to the replicas over TLS with SNI
+    /// `kubernetes.default.svc.cluster.local`, identity in X-Remote-* headers.
+    #[default]
+    Termination,
+    /// TLS passthrough by SNI; a connection stays on the replica it reached.
+    Passthrough,
+}
+
+impl ApiExposure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiExposure::Termination => "termination",
+            ApiExposure::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// A kubelet probe's timing (a `corev1.Probe` without its handler).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// `periodSeconds`: how often the probe runs.
+    #[serde(default = "default_probe_period")]
+    pub period: String,
+    /// `timeoutSeconds`: a probe without an answer by then failed.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: String,
+    /// `failureThreshold`: consecutive failures before the replica is unready.
+    #[serde(default = "default_probe_failure_threshold")]
+    pub failure_threshold: u32,
+    /// `successThreshold`: consecutive successes before it is ready again.
+    #[serde(default = "default_probe_success_threshold")]
+    pub success_threshold: u32,
+    /// `initialDelaySeconds`: no probe before the container ran this long.
+    #[serde(default = "default_probe_initial_delay")]
+    pub initial_delay: String,
+}
+
+impl Default for ProbeSpec {
+    fn default() -> Self {
+        ProbeSpec {
+            period: default_probe_period(),
+            timeout: default_probe_timeout(),
+            failure_threshold: default_probe_failure_threshold(),
+            success_threshold: default_probe_success_threshold(),
+            initial_delay: default_probe_initial_delay(),
+        }
+    }
+}
+
+fn default_probe_period() -> String {
+    "10s".into()
+}
+fn default_probe_timeout() -> String {
+    "15s".into()
+}
+fn default_probe_failure_threshold() -> u32 {
+    3
+}
+fn default_probe_success_threshold() -> u32 {
+    1
+}
+fn default_probe_initial_delay() -> String {
+    "10s".into()
+}
+
+/// A probe's durations, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeTiming {
+    pub period_ms: u64,
+    pub timeout_ms: u64,
+    pub failure_threshold: u32,
+    pub success_threshold: u32,
+    pub initial_delay_ms: u64,
+}
+
+impl ProbeSpec {
+    /// The timing, or the field (under `at`) and why not.
+    pub fn timing(&self, at: &str) -> Result<ProbeTiming, (String, String)> {
+        let parse = |f: &str, v: &str| {
+            let field = format!("{at}.{f}");
+            crate::link::profile::parse_duration(&field, v)
+                .map(|d| d.as_millis() as u64)
+                .map_err(|b| (field, b.0))
+        };
+        let t = ProbeTiming {
+            period_ms: parse("period", &self.period)?,
+            timeout_ms: parse("timeout", &self.timeout)?,
+            failure_threshold: self.failure_threshold,
+            success_threshold: self.success_threshold,
+            initial_delay_ms: parse("initial_delay", &self.initial_delay)?,
+        };
+        // The kubelet's own validation (k8s.io/kubernetes pkg/apis/core/validation):
+        // period and timeout at least 1 s, thresholds at least 1.
+        for (f, ms) in [("period", t.period_ms), ("timeout", t.timeout_ms)] {
+            if ms < 1000 {
+                return Err((
+                    format!("{at}.{f}"),
+                    format!("must be at least 1s, as a kubelet probe's, got {ms} ms"),
+                ));
+            }
+        }
+        for (f, n) in [
+            ("failure_threshold", t.failure_threshold),
+            ("success_threshold", t.success_threshold),
+        ] {
+            if n == 0 {
+                return Err((format!("{at}.{f}"), "must be at least 1".into()));
+            }
+        }
+        Ok(t)
+    }
 }
 
 #[derive(
@@ -115,6 +261,8 @@ impl Default for ApiSpec {
             shutdown_send_retry_after: false,
             termination_grace: default_termination_grace(),
             server: ApiServerChoice::default(),
+            exposure: ApiExposure::default(),
+            readiness_probe: ProbeSpec::default(),
         }
     }
 }
@@ -194,7 +342,8 @@ impl Default for EtcdSpec {
 /// The etcd minor versions a lab can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EtcdVersion {
-    /// Debian 12's etcd-server, the host's `/usr/bin/etcd`.
+    /// 3.4.34 as scripts/build-go builds it (else Debian 12's etcd-server,
+    /// the host's `/usr/bin/etcd`).
     #[default]
     V3_4,
     /// Debian unstable's etcd-server, `/usr/local/bin/etcd-3.5` in the image.
@@ -561,6 +710,9 @@ impl Topology {
                 ),
             );
         }
+        if let Err((field, msg)) = self.api.readiness_probe.timing("api.readiness_probe") {
+            return e(field, msg);
+        }
         if let Err(msg) = crate::addressing::Pool::parse(&self.network.pool) {
             return e("network.pool".into(), msg);
         }
@@ -785,6 +937,40 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (5, "etcd.placement[1]"), "{e}");
         let e = parse("etcd:\n  members: 3\n  placement: [seed-a]\n").unwrap_err();
         assert_eq!(e.field, "etcd.placement", "{e}");
+    }
+
+    #[test]
+    fn api_exposure_and_readiness_probe_default_to_gardeners_and_are_checked() {
+        let t = parse("").unwrap();
+        assert_eq!(t.api.exposure, ApiExposure::Termination);
+        let p = t.api.readiness_probe.timing("api.readiness_probe").unwrap();
+        assert_eq!(
+            (
+                p.period_ms,
+                p.timeout_ms,
+                p.failure_threshold,
+                p.initial_delay_ms
+            ),
+            (10_000, 15_000, 3, 10_000)
+        );
+        let t = parse("api:\n  exposure: passthrough\n").unwrap();
+        assert_eq!(t.api.exposure, ApiExposure::Passthrough);
+        let e = parse("dns:\n  ttl: 5\napi:\n  exposure: sni\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "api.exposure"), "{e}");
+        let e = parse("api:\n  replicas: 2\n  readiness_probe:\n    period: 0s\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (4, "api.readiness_probe.period"),
+            "{e}"
+        );
+        let e = parse("api:\n  readiness_probe:\n    failure_threshold: 0\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (3, "api.readiness_probe.failure_threshold"),
+            "{e}"
+        );
+        let e = parse("api:\n  readiness_probe:\n    timeout: soon\n").unwrap_err();
+        assert_eq!(e.field, "api.readiness_probe.timeout", "{e}");
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The lab's logic reaches the machinery under it through the `Provider`
 //! interface only: the migration, the link, the probes, the scenario
-//! runner (timeline, observer, end state), `status` and the verdict name no
-//! provider's module outside their tests. A
-//! change that calls Docker from them fails here, naming file and line.
+//! runner (timeline, observer, end state) and `status` name no provider's
+//! module outside their tests. A change that calls Docker from them fails
+//! here, naming file and line. The verdict is a crate of its own
+//! (`verdict/`): records in, judgement out, with no dependency that could
+//! reach Docker, the lab, the network or an async runtime.
 
 use std::path::{Path, PathBuf};
 
@@ -20,10 +22,10 @@ fn sources(p: &Path, out: &mut Vec<PathBuf>) {
 fn everything_above_the_provider_uses_its_interface_only() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    for part in ["migrate", "link", "probe", "runner", "status.rs", "verdict"] {
+    for part in ["migrate", "link", "probe", "runner", "status.rs"] {
         sources(&src.join(part), &mut files);
     }
-    assert!(files.len() >= 40, "{files:?}");
+    assert!(files.len() >= 30, "{files:?}");
     let mut found = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
@@ -43,4 +45,37 @@ fn everything_above_the_provider_uses_its_interface_only() {
         "a provider's machinery named outside the provider:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn the_verdict_crate_needs_no_lab_docker_network_or_runtime() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../verdict/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let deps = text
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|d| d.split("\n[").next())
+        .expect("a [dependencies] table");
+    let names: Vec<&str> = deps
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split(['=', '.', ' ']).next())
+        .collect();
+    assert!(names.contains(&"serde"), "{names:?}");
+    for banned in [
+        "cpmlab",
+        "bollard",
+        "tokio",
+        "hyper",
+        "reqwest",
+        "etcd-client",
+        "kube",
+        "tonic",
+    ] {
+        assert!(
+            !names.contains(&banned),
+            "the verdict crate depends on {banned}: {names:?}"
+        );
+    }
 }

@@ -397,3 +397,37 @@ pub fn assert_migrated_run(run: &Path, v: &Value, lab: &str, what: &str) {
         );
     }
 }
+
+/// Envoy refused nothing the lab wrote to either seed's gateway during a
+/// run, and took its configuration: in every sample of `gateways.ndjson`
+/// no `*.update_rejected` counter is above 0, and each gateway counted
+/// updates taken.
+pub fn assert_envoy_rejected_nothing(run: &Path, what: &str) {
+    let text = std::fs::read_to_string(run.join("gateways.ndjson")).unwrap();
+    let mut took: std::collections::BTreeMap<String, f64> = Default::default();
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let seed = v["seed"].as_str().unwrap_or("").to_string();
+        let Some(stats) = v["stats"].as_object() else {
+            continue;
+        };
+        for (k, n) in stats {
+            if k.ends_with(".update_rejected") {
+                assert_eq!(
+                    n.as_f64(),
+                    Some(0.0),
+                    "{what}: Envoy at {seed} rejected an update: {k}"
+                );
+            }
+            if k.ends_with(".update_success") {
+                *took.entry(seed.clone()).or_default() += n.as_f64().unwrap_or(0.0);
+            }
+        }
+    }
+    for seed in ["seed-a", "seed-b"] {
+        assert!(
+            took.get(seed).copied().unwrap_or(0.0) > 0.0,
+            "{what}: no update taken at {seed}'s gateway: {took:?}"
+        );
+    }
+}

@@ -46,6 +46,8 @@ pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
 pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
 /// The files of a replica.
 pub const DIR: &str = "/etc/cpmlab/api";
+/// The front-proxy CA's certificate in `DIR`.
+pub const FRONT_PROXY_CA: &str = "front-proxy-ca.crt";
 
 /// kube-apiserver on this host: `$CPMLAB_KUBE_APISERVER`, else
 /// `$KUBEBUILDER_ASSETS` or PATH, else where `scripts/build-go` installs it.
@@ -116,6 +118,23 @@ fn kube_flags(bin: &str, r: &Replica) -> Vec<String> {
         format!("--tls-private-key-file={DIR}/server.key"),
         format!("--client-ca-file={DIR}/ca.crt"),
         format!("--token-auth-file={DIR}/tokens.csv"),
+        // The gateway that ends TLS is an authenticating proxy: requests on
+        // its front-proxy certificate carry the user in headers, as
+        // Gardener configures kube-apiserver
+        // (pkg/component/kubernetes/apiserver/deployment.go).
+        format!("--requestheader-client-ca-file={DIR}/{FRONT_PROXY_CA}"),
+        format!(
+            "--requestheader-username-headers={}",
+            crate::exposure::REQUEST_HEADER_USER
+        ),
+        format!(
+            "--requestheader-group-headers={}",
+            crate::exposure::REQUEST_HEADER_GROUP
+        ),
+        format!(
+            "--requestheader-extra-headers-prefix={}",
+            crate::exposure::REQUEST_HEADER_EXTRA_PREFIX
+        ),
         format!("--shutdown-delay-duration={}", r.shutdown_delay),
         format!(
             "--shutdown-watch-termination-grace-period={}",
@@ -237,6 +256,11 @@ mod tests {
         assert!(!cmd
             .iter()
             .any(|a| a.starts_with("--enable-priority-and-fairness")));
+        assert!(has(
+            "--requestheader-client-ca-file=/etc/cpmlab/api/front-proxy-ca.crt"
+        ));
+        assert!(has("--requestheader-username-headers=X-Remote-User"));
+        assert!(has("--requestheader-group-headers=X-Remote-Group"));
         assert_eq!(
             tokens_csv("t"),
             "t,cpmlab-probe,cpmlab-probe,\"system:masters\"\n"
@@ -257,6 +281,7 @@ mod tests {
         assert!(has("--etcd-keyfile=/etc/cpmlab/api/server.key"));
         assert!(has("--token-auth-file=/etc/cpmlab/api/tokens.csv"));
         assert!(has("--shutdown-delay-duration=15s"));
+        assert!(has("--requestheader-username-headers=X-Remote-User"));
         assert!(has(
             "--storage-media-type=application/vnd.kubernetes.protobuf"
         ));

@@ -106,6 +106,12 @@ pub enum AgentCommand {
     Apiserver(Box<ApiserverArgs>),
     /// Continuous probe clients of the shoot API (NDJSON records).
     Probe(Box<ProbeArgs>),
+    /// A seed's gateway: Envoy, with the endpoint lifecycle of the API
+    /// replicas (probes, endpoints, debounced pushes) and pilot-agent's drain.
+    Gateway {
+        #[arg(long, default_value = crate::gateway::INPUT)]
+        input: PathBuf,
+    },
     /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
     Echo {
         #[arg(long, default_value = "0.0.0.0:7007")]
@@ -160,7 +166,10 @@ fn run_blocking(command: AgentCommand) -> Result<u8> {
         AgentCommand::Router { config } => crate::agent::router::run(&config).map(|_| 0),
         AgentCommand::Echo { listen } => crate::agent::echo::run(listen).map(|_| 0),
         AgentCommand::DockerAdapter { args } => crate::provider::kind::adapter::run(&args),
-        AgentCommand::Apiserver(_) | AgentCommand::Probe(_) | AgentCommand::PeerCheck { .. } => {
+        AgentCommand::Apiserver(_)
+        | AgentCommand::Probe(_)
+        | AgentCommand::PeerCheck { .. }
+        | AgentCommand::Gateway { .. } => {
             unreachable!("these agents run on the async runtime")
         }
         AgentCommand::Rtt {
@@ -259,6 +268,13 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 .await;
             print_json_line(&report);
             Ok(if report.ok() { 0 } else { 1 })
+        }
+        AgentCommand::Gateway { input } => {
+            crate::gateway::agent::run(crate::gateway::agent::Paths {
+                input,
+                ..Default::default()
+            })
+            .await
         }
         // These agents are synchronous loops: give them a thread.
         command => tokio::task::spawn_blocking(move || run_blocking(command)).await?,

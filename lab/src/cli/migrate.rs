@@ -18,6 +18,11 @@ pub struct MigrateArgs {
     /// (2 join, 5 voters; the third joins once the API has moved).
     #[arg(long, value_enum, default_value = "six-member")]
     pub plan: crate::migrate::membership::Plan,
+    /// How the source leader leaves: remove (a plain MemberRemove, the rest
+    /// elect; etcd-druid's way) or move-leader (MoveLeader to a destination
+    /// voter first).
+    #[arg(long, value_enum, default_value = "remove")]
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
     /// Source seed (default: the seed holding the shoot's etcd).
     #[arg(long)]
     pub from: Option<String>,
@@ -25,7 +30,7 @@ pub struct MigrateArgs {
     #[arg(long)]
     pub to: Option<String>,
     /// Go on with the migration in the state file (after a kill or a failure).
-    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to"])]
+    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to", "leader_handover"])]
     pub resume: bool,
     /// Abort: allowed only while DestinationEtcdPeersJoined is False.
     #[arg(long, conflicts_with_all = ["force_shrink_etcd", "stop_after"])]
@@ -183,12 +188,14 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
                 force_shrink: a.force_shrink_etcd,
                 max_rtt_ms: max_rtt.as_secs_f64() * 1e3,
                 allow_distant_regions: a.allow_distant_regions,
+                leader_handover: a.leader_handover,
             })
             .await?;
         progress.note(&format!(
-            "migrating lab `{}` from `{from}` to `{to}` ({}{}); RTT between the seeds {rtt:.1} ms",
+            "migrating lab `{}` from `{from}` to `{to}` ({}, leader handover {}{}); RTT between the seeds {rtt:.1} ms",
             a.lab.name,
             flow::plan_name(a.plan),
+            a.leader_handover.as_str(),
             if a.force_shrink_etcd {
                 ", force-shrink"
             } else {

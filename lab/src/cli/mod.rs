@@ -2,6 +2,7 @@
 //! and one module per command.
 
 mod agent;
+mod compare;
 mod completion;
 mod doctor;
 mod down;
@@ -11,6 +12,7 @@ mod kubeconfig;
 mod link;
 mod migrate;
 mod probe;
+mod report;
 mod run;
 mod scenario;
 mod status;
@@ -85,6 +87,10 @@ pub enum Command {
         /// (the lab's Rust imitation, with failpoints), `kube-apiserver`.
         #[arg(long, value_enum)]
         api_server: Option<crate::topology::ApiServerChoice>,
+        /// How the seed gateways expose the shoot API, over the topology's
+        /// `api.exposure`: `termination` (Gardener's default) or `passthrough`.
+        #[arg(long, value_enum)]
+        api_exposure: Option<crate::topology::ApiExposure>,
         #[command(flatten)]
         form: up::FormArgs,
     },
@@ -143,6 +149,19 @@ pub enum Command {
     /// Judge a kept run again (verdict.json, junit.xml, report.html): exit 0
     /// passed, 1 failed, 2 bad input.
     Verdict(verdict::VerdictArgs),
+    /// One scenario under several variants (a plan or a knob), repeated:
+    /// compare.json, compare.html and compare.md with each variant's pass
+    /// rate (95 % interval) and measures, and the differences with their
+    /// p-values. Exit 0 when every run got to its verdict, 1 when one did
+    /// not, 2 bad input, 3 environment.
+    Compare(compare::CompareArgs),
+    /// Reports over many runs: `report merge DIR... --out DIR` (shards of
+    /// one nightly run, or several nights): exit 0 when every scenario
+    /// passed, 1 when one did not, 2 bad input.
+    Report {
+        #[command(subcommand)]
+        command: report::ReportCommand,
+    },
     /// Run scenario files end to end (up, links, probes, timeline,
     /// migration, verdict, expectations, down): exit 0 when every
     /// expectation holds, 1 when one does not, 2 bad input, 3 environment.
@@ -238,6 +257,7 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Completion { shell } => return completion::run(shell),
         Command::Verdict(args) => return verdict::run(&args),
+        Command::Report { command } => return report::run(command),
         Command::Images { command } => return images::run(command).await,
         Command::Scenario { command } => return scenario::run(command),
         c => c,
@@ -254,8 +274,22 @@ async fn run(cli: Cli) -> Result<u8> {
             topology,
             retain,
             api_server,
+            api_exposure,
             form,
-        } => up::run(root, &lab, topology.as_deref(), api_server, retain, &form).await,
+        } => {
+            up::run(
+                root,
+                &lab,
+                topology.as_deref(),
+                up::Overrides {
+                    api_server,
+                    api_exposure,
+                },
+                retain,
+                &form,
+            )
+            .await
+        }
         Command::Status(args) => status::run(root, &args).await,
         Command::Down { lab, all } => down::run(root, &lab, all).await,
         Command::Link { command } => link::run(root, command).await,
@@ -264,11 +298,13 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Kubeconfig { lab } => kubeconfig::run(root, &lab).await,
         Command::Fill(args) => fill::run(root, &args).await,
         Command::Run(args) => run::run(root, args).await,
+        Command::Compare(args) => compare::run(root, args).await,
         Command::Agent { .. }
         | Command::Scenario { .. }
         | Command::Doctor { .. }
         | Command::Completion { .. }
         | Command::Verdict(_)
+        | Command::Report { .. }
         | Command::Images { .. } => unreachable!("dispatched above"),
     }
 }

@@ -33,6 +33,19 @@ pub struct RunArgs {
     /// needs).
     #[arg(long, value_enum, default_value = "docker")]
     pub provider: super::up::ProviderChoice,
+    /// Run only shard K of N (e.g. 2/3): the set split so that shards
+    /// finish together, by each scenario's expected duration; the same
+    /// scenario lands in the same shard for the same set.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::runner::shard::Shard>,
+    /// An earlier run's report directory whose wall times balance the
+    /// shards (else each file's `expected_duration`, else an estimate).
+    #[arg(long, value_name = "DIR", requires = "shard")]
+    pub durations: Option<PathBuf>,
+    /// Print the scenarios that would run (name, expected duration and
+    /// where that figure comes from), and run nothing.
+    #[arg(long)]
+    pub list: bool,
 }
 
 pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
@@ -68,6 +81,32 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
             ))
             .into());
         }
+    }
+    if let Some(shard) = a.shard {
+        files = select_shard(files, shard, a.durations.as_deref());
+        if files.is_empty() {
+            eprintln!("shard {shard}: no scenario falls in this shard; nothing to run");
+        }
+    }
+    if a.list {
+        let measured = a
+            .durations
+            .as_deref()
+            .map(crate::runner::shard::measured)
+            .unwrap_or_default();
+        for w in crate::runner::shard::weigh(&files, &measured) {
+            println!(
+                "{}\t{:.0}\t{}",
+                w.name,
+                w.expected.as_secs_f64(),
+                match w.source {
+                    crate::runner::shard::Source::Measured => "measured",
+                    crate::runner::shard::Source::Declared => "declared",
+                    crate::runner::shard::Source::Estimated => "estimated",
+                }
+            );
+        }
+        return Ok(0);
     }
     let kind = match a.provider {
         super::up::ProviderChoice::Docker => crate::state::ProviderKind::Docker,
@@ -111,14 +150,12 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
             work.await
         }
     };
-    std::fs::write(
-        report_dir.join("junit.xml"),
-        crate::runner::summary::junit(&results),
-    )?;
-    std::fs::write(
-        report_dir.join("index.html"),
-        crate::runner::summary::index(&results, "cpmlab scenarios"),
-    )?;
+    let title = match a.shard {
+        Some(s) => format!("cpmlab scenarios, shard {s}"),
+        None => "cpmlab scenarios".to_string(),
+    };
+    crate::runner::summary::write_all(&report_dir, &results, &title, |_| String::new())
+        .with_context(|| format!("write the summaries into {}", report_dir.display()))?;
     print!("{}", crate::runner::summary::table(&results));
     println!("{}", report_dir.join("index.html").display());
     if cancel.check().is_err() {
@@ -134,4 +171,37 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
             EXIT_FAILED
         },
     )
+}
+
+/// The files of `shard`, saying which they are and the shards' expected
+/// totals (so a person sees the balance).
+fn select_shard(
+    files: Vec<crate::scenario::ScenarioFile>,
+    shard: crate::runner::shard::Shard,
+    durations: Option<&Path>,
+) -> Vec<crate::scenario::ScenarioFile> {
+    use crate::runner::shard;
+    let measured = durations.map(shard::measured).unwrap_or_default();
+    let weighted = shard::weigh(&files, &measured);
+    let split = shard::split(&weighted, shard.count);
+    let totals = shard::totals(&weighted, &split);
+    let mine = &split[shard.index - 1];
+    eprintln!(
+        "shard {shard}: {} of {} scenarios, expected {:.0} min (shards: {})",
+        mine.len(),
+        files.len(),
+        totals[shard.index - 1].as_secs_f64() / 60.0,
+        totals
+            .iter()
+            .map(|t| format!("{:.0}", t.as_secs_f64() / 60.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+            + " min"
+    );
+    files
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| mine.contains(i))
+        .map(|(_, f)| f)
+        .collect()
 }

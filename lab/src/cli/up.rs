@@ -16,7 +16,7 @@ use crate::topology::Topology;
 /// Which machinery makes the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ProviderChoice {
-    /// Containers on Docker networks (HAProxy gateways): the fast form.
+    /// Containers on Docker networks (Envoy gateways): the fast form.
     #[default]
     Docker,
     /// Two kind clusters with Istio, etcd StatefulSets and kube-apiserver.
@@ -61,11 +61,18 @@ impl FormArgs {
     }
 }
 
+/// Flags that override the topology file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overrides {
+    pub api_server: Option<crate::topology::ApiServerChoice>,
+    pub api_exposure: Option<crate::topology::ApiExposure>,
+}
+
 pub async fn run(
     state_root: &Path,
     lab: &LabArgs,
     topology: Option<&Path>,
-    api_server: Option<crate::topology::ApiServerChoice>,
+    overrides: Overrides,
     retain: bool,
     form: &FormArgs,
 ) -> Result<u8> {
@@ -75,8 +82,11 @@ pub async fn run(
         Some(p) => Topology::load(p)?,
         None => Topology::default(),
     };
-    if let Some(choice) = api_server {
+    if let Some(choice) = overrides.api_server {
         topology.api.server = choice;
+    }
+    if let Some(x) = overrides.api_exposure {
+        topology.api.exposure = x;
     }
     if form.provider == ProviderChoice::Docker
         && (form.render.is_some()

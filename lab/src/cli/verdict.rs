@@ -1,6 +1,8 @@
 //! `cpmlab verdict RUN_DIR`: judge a kept run again, from its records,
-//! events and final read, with this cpmlab's rules and the given limits
-//! (an incident's run with a newer cpmlab, or records edited by hand).
+//! events, final read and etcd logs, with this cpmlab's rules and the
+//! criteria the run keeps (`criteria.json`: the scenario's limits, stall
+//! bound, hazard budgets and accepted gaps), or others given here (an
+//! incident's run with a newer cpmlab, or records edited by hand).
 
 use std::path::{Path, PathBuf};
 
@@ -9,29 +11,38 @@ use anyhow::Result;
 use super::{print_json_line, Output};
 use crate::errors::BadInput;
 use crate::link::profile::parse_duration;
-use crate::verdict::{Thresholds, Verdict};
+use crate::verdict::{Criteria, Status, Verdict};
 
 #[derive(clap::Args, Debug)]
 pub struct VerdictArgs {
     /// A run directory (`records.ndjson`, `events.ndjson`, `final.json`);
     /// `cpmlab probe stop` prints its report's path inside one.
     pub run: PathBuf,
-    /// p99 bound for single-object reads per phase (Kubernetes SLO: 1s).
-    #[arg(long, default_value = "1s")]
-    pub read_p99: String,
+    /// Judge by these criteria (JSON, as `criteria.json` in a run
+    /// directory) instead of the run's own.
+    #[arg(long)]
+    pub criteria: Option<PathBuf>,
+    /// p99 bound for single-object reads per phase (default: the run's,
+    /// else Kubernetes' SLO, 1s).
+    #[arg(long)]
+    pub read_p99: Option<String>,
     /// p99 bound for namespaced lists per phase (Kubernetes SLO: 5s).
-    #[arg(long, default_value = "5s")]
-    pub list_p99: String,
+    #[arg(long)]
+    pub list_p99: Option<String>,
     /// p99 bound for mutations per phase (Kubernetes SLO: 1s).
-    #[arg(long, default_value = "1s")]
-    pub mutation_p99: String,
+    #[arg(long)]
+    pub mutation_p99: Option<String>,
     /// p99 bound from a write's acknowledgement to its watch event (the
-    /// lab's own bound).
-    #[arg(long, default_value = "1s")]
-    pub watch_delay_p99: String,
-    /// Writes acknowledged this close to the end need not be in the watch.
-    #[arg(long, default_value = "1s")]
-    pub watch_grace: String,
+    /// lab's own bound, 1s).
+    #[arg(long)]
+    pub watch_delay_p99: Option<String>,
+    /// Writes acknowledged this close to the end need not be in the watch
+    /// (1s).
+    #[arg(long)]
+    pub watch_grace: Option<String>,
+    /// A successful request slower than this counts as unavailable (5s).
+    #[arg(long)]
+    pub stall: Option<String>,
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
 }
@@ -40,26 +51,47 @@ fn ms(flag: &str, s: &str) -> Result<f64, BadInput> {
     Ok(parse_duration(flag, s)?.as_secs_f64() * 1e3)
 }
 
-pub fn run(a: &VerdictArgs) -> Result<u8> {
-    let th = Thresholds {
-        read_p99_ms: ms("--read-p99", &a.read_p99)?,
-        list_p99_ms: ms("--list-p99", &a.list_p99)?,
-        mutation_p99_ms: ms("--mutation-p99", &a.mutation_p99)?,
-        watch_delay_p99_ms: ms("--watch-delay-p99", &a.watch_delay_p99)?,
-        watch_grace_ms: ms("--watch-grace", &a.watch_grace)?,
+/// The criteria: the file given, else the run's; the flags over them.
+fn criteria(a: &VerdictArgs) -> Result<Criteria> {
+    let mut c = match &a.criteria {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
+            let c: Criteria = serde_json::from_str(&text)
+                .map_err(|e| BadInput(format!("{}: not criteria: {e}", p.display())))?;
+            c.check()
+                .map_err(|(f, m)| BadInput(format!("{}: {f}: {m}", p.display())))?;
+            c
+        }
+        None => crate::verdict::run_dir::read_criteria(&a.run)?,
     };
-    for f in ["records.ndjson", "events.ndjson"] {
-        let p = a.run.join(f);
-        if !p.is_file() {
-            return Err(BadInput(format!(
-                "{}: not a run directory: {} is missing",
-                a.run.display(),
-                p.display()
-            ))
-            .into());
+    let th = &mut c.thresholds;
+    for (flag, v, slot) in [
+        ("--read-p99", &a.read_p99, &mut th.read_p99_ms),
+        ("--list-p99", &a.list_p99, &mut th.list_p99_ms),
+        ("--mutation-p99", &a.mutation_p99, &mut th.mutation_p99_ms),
+        (
+            "--watch-delay-p99",
+            &a.watch_delay_p99,
+            &mut th.watch_delay_p99_ms,
+        ),
+        ("--watch-grace", &a.watch_grace, &mut th.watch_grace_ms),
+    ] {
+        if let Some(v) = v {
+            *slot = ms(flag, v)?;
         }
     }
-    let v = crate::probe::run::judge(&a.run, &th)?;
+    if let Some(v) = &a.stall {
+        c.stall_ms = ms("--stall", v)?;
+    }
+    c.check().map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
+    Ok(c)
+}
+
+pub fn run(a: &VerdictArgs) -> Result<u8> {
+    crate::verdict::run_dir::check(&a.run)?;
+    let c = criteria(a)?;
+    let v = crate::verdict::run_dir::judge(&a.run, &c)?;
     Ok(print(a.output, "verdict", &a.run, &v))
 }
 
@@ -67,20 +99,60 @@ pub fn run(a: &VerdictArgs) -> Result<u8> {
 pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
     match output {
         Output::Json => print_json_line(&serde_json::json!({
-            "event": event, "run": run, "passed": v.passed, "reasons": v.reasons,
+            "event": event, "run": run, "status": v.status, "passed": v.passed,
+            "reasons": v.reasons,
+            "requests": v.overall.requests, "failed": v.overall.failed(),
+            "excused": v.excuses.excused_count,
         })),
         Output::Text => {
             println!(
                 "verdict: {}{}",
-                if v.passed { "PASSED" } else { "FAILED" },
+                v.status.headline(),
                 if v.reasons.is_empty() {
                     String::new()
                 } else {
                     format!(" ({})", v.reasons.join("; "))
                 }
             );
-            // A failed run explains itself: the first failed requests.
-            for f in v.failed_requests.iter().take(5) {
+            println!(
+                "  {} requests, {} failed ({} excused), downtime {:.0} ms raw (longest {:.0} ms)",
+                v.overall.requests,
+                v.overall.failed(),
+                v.excuses.excused_count,
+                v.overall.downtime_ms,
+                v.overall.longest_unavailable_ms
+            );
+            for h in &v.excuses.hazards {
+                println!(
+                    "  hazard {}: happened {}, excused {} (longest {:.0} ms), {}{}",
+                    h.hazard,
+                    h.happened,
+                    h.excused,
+                    h.longest_ms,
+                    h.budget_text(),
+                    if h.within_budget { "" } else { ": OVER BUDGET" }
+                );
+            }
+            for e in v.excuses.excused.iter().take(5) {
+                println!(
+                    "  excused: {} {}+{:.0} ms {} ({}): {}",
+                    e.lane,
+                    crate::verdict::report::fmt_utc(e.start_unix_ms),
+                    e.duration_ms,
+                    e.outcome,
+                    e.hazard,
+                    e.evidence
+                );
+            }
+            // A failed run explains itself: the first failed requests no
+            // hazard excused.
+            let excused = crate::verdict::excuse::excused_seqs(&v.excuses);
+            let unexcused: Vec<_> = v
+                .failed_requests
+                .iter()
+                .filter(|f| !excused.contains_key(&f.seq))
+                .collect();
+            for f in unexcused.iter().take(5) {
                 println!(
                     "  failed: {} {}+{:.0} ms {} {}{}",
                     f.lane,
@@ -94,15 +166,22 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
                     f.error.as_deref().unwrap_or("")
                 );
             }
-            if v.failed_requests.len() > 5 {
+            if unexcused.len() > 5 {
                 println!("  ... and more in verdict.json (failed_requests)");
+            }
+            for r in v.rules.iter().filter(|r| v.accepted.contains_key(&r.name)) {
+                println!(
+                    "  {} {}, accepted: {}",
+                    r.name,
+                    r.status.as_str(),
+                    v.accepted[&r.name]
+                );
             }
             println!("report: {}", run.join("report.html").display());
         }
     }
-    if v.passed {
-        0
-    } else {
-        crate::errors::EXIT_FAILED
+    match v.status {
+        Status::Passed | Status::PassedWithKnownHazards => 0,
+        Status::Failed => crate::errors::EXIT_FAILED,
     }
 }

@@ -69,6 +69,7 @@ pub async fn run(
         to: to.into(),
         driver: Driver::External,
         force_shrink: false,
+        leader_handover: Default::default(),
         conditions,
         started_unix_ms: started,
         finished_unix_ms: None,

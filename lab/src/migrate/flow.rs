@@ -39,6 +39,7 @@ pub struct StartOptions {
     pub force_shrink: bool,
     pub max_rtt_ms: f64,
     pub allow_distant_regions: bool,
+    pub leader_handover: membership::LeaderHandover,
 }
 
 /// A step that failed for good (condition False). Only DestinationEtcdPeersJoined
@@ -65,6 +66,12 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Destination members and API replicas mirror the source's.
+/// The plan of a migration from `from` to `to`, for tests elsewhere.
+#[cfg(test)]
+pub(crate) fn plan_for_tests(state: &LabState, from: &str, to: &str) -> MigrationState {
+    plan_destination(state, from, to).expect("a plan")
+}
+
 fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationState> {
     let net = state
         .network(to)
@@ -78,6 +85,7 @@ fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationS
         to: to.to_string(),
         driver: Driver::Reference,
         force_shrink: false,
+        leader_handover: Default::default(),
         conditions: Conditions::new(&now_rfc3339()),
         started_unix_ms: now_unix_ms(),
         finished_unix_ms: None,
@@ -293,6 +301,7 @@ impl<'a> Flow<'a> {
         let mut mig = plan_destination(&self.state, &o.from, &o.to)?;
         mig.plan = o.plan;
         mig.force_shrink = o.force_shrink;
+        mig.leader_handover = o.leader_handover;
         mig.rtt_ms = Some(rtt);
         mig.rtt_gate = Some(rtt_gate_words(
             rtt,
@@ -508,18 +517,24 @@ impl<'a> Flow<'a> {
 
     async fn join(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let mig = self.mig().clone();
-        // The gateway's address and route per member, and Gardener's
-        // DNSRecord per member.
-        self.provider.sync_gateway(&self.state, &mig.to).await?;
-        let vips: Vec<[std::net::Ipv4Addr; 1]> =
-            mig.destination_members.iter().map(|m| [m.vip()]).collect();
-        let records: Vec<(&str, &[std::net::Ipv4Addr])> = mig
+        // Gardener's DNSRecord per member, and its pod's name (which the
+        // gateway resolves); then the gateway's address and route per
+        // member, which resolve from the start.
+        let addrs: Vec<[[std::net::Ipv4Addr; 1]; 2]> = mig
             .destination_members
             .iter()
-            .zip(&vips)
-            .map(|(m, ip)| (m.host.as_str(), &ip[..]))
+            .map(|m| [[m.vip()], [m.ip]])
             .collect();
+        let records: Vec<(String, &[std::net::Ipv4Addr])> = mig
+            .destination_members
+            .iter()
+            .zip(&addrs)
+            .flat_map(|(m, a)| [(m.host.clone(), &a[0][..]), (m.pod_host(), &a[1][..])])
+            .collect();
+        let records: Vec<(&str, &[std::net::Ipv4Addr])> =
+            records.iter().map(|(n, a)| (n.as_str(), *a)).collect();
         self.provider.set_dns(&self.state, &records).await?;
+        self.provider.sync_gateway(&self.state, &mig.to).await?;
         let k = mig.plan.joining_early().min(mig.destination_members.len());
         for (i, m) in mig.destination_members.iter().take(k).enumerate() {
             self.ensure_joined(m, line, JOIN).await?;
@@ -697,7 +712,10 @@ impl<'a> Flow<'a> {
                 .await?;
             self.note(line, &format!("{} started", a.name));
         }
-        // Each replica is ready on its own before the gateway routes to it.
+        // The gateway exposes the API and follows the replicas: each is an
+        // endpoint once its readiness probe passed (the kubelet's, with its
+        // initial delay), as a Deployment's pods join their Service.
+        self.provider.sync_gateway(&self.state, &mig.to).await?;
         for a in &mig.destination_apiservers {
             line.detail(&format!("waiting for {} to be ready", a.name));
             crate::apiserver::ready::wait_replica_ready(
@@ -708,7 +726,6 @@ impl<'a> Flow<'a> {
             )
             .await?;
         }
-        self.provider.sync_gateway(&self.state, &mig.to).await?;
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
         crate::apiserver::ready::wait_api_at(&self.state, gw, &self.tls.ca_pem, &self.cancel)
             .await?;
@@ -808,6 +825,17 @@ impl<'a> Flow<'a> {
             .apiservers_of(&from)
             .map(|a| a.container.clone())
             .collect();
+        // The pods are deleted: their endpoints leave the gateway at once
+        // (terminating), while the kubelet stops them.
+        let mut marked = false;
+        for a in self.state.apiservers.iter_mut().filter(|a| a.seed == from) {
+            marked |= !a.terminating;
+            a.terminating = true;
+        }
+        if marked {
+            self.save()?;
+        }
+        self.provider.sync_gateway(&self.state, &from).await?;
         for c in &apis {
             if self.provider.workload_state(c).await? == WorkloadState::Running {
                 self.provider
@@ -902,7 +930,9 @@ impl<'a> Flow<'a> {
                     is_leader: m.is_leader,
                 })
                 .collect();
-            let Some(action) = membership::next_removal(&live, &leaving, &dest) else {
+            let Some(action) =
+                membership::next_removal(&live, &leaving, &dest, mig.leader_handover)
+            else {
                 break;
             };
             let skip = force.then_some(mig.from.as_str());
@@ -935,6 +965,22 @@ impl<'a> Flow<'a> {
                 }
                 Action::Remove { member } => {
                     let id = id_of(member).expect("a live member");
+                    if view
+                        .members
+                        .iter()
+                        .any(|m| &m.name == member && m.is_leader)
+                    {
+                        // Upstream's way: no MoveLeader; the removed leader
+                        // stops once its removal is applied and the rest
+                        // elect. The note is the band the verdict's reader
+                        // sees the election in.
+                        self.note(
+                            line,
+                            &format!(
+                                "removing the leader {member} (no MoveLeader: the rest elect)"
+                            ),
+                        );
+                    }
                     match self.client().await {
                         Ok(mut c) => {
                             etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30))
@@ -1038,8 +1084,12 @@ impl<'a> Flow<'a> {
                 .await?;
             line.detail(&format!("{} and its data removed", m.name));
         }
+        let names: Vec<String> = members
+            .iter()
+            .flat_map(|m| [m.host.clone(), m.pod_host()])
+            .collect();
         let gone: Vec<(&str, &[std::net::Ipv4Addr])> =
-            members.iter().map(|m| (m.host.as_str(), &[][..])).collect();
+            names.iter().map(|n| (n.as_str(), &[][..])).collect();
         self.provider.set_dns(&self.state, &gone).await?;
         self.state.members.retain(|m| m.seed != mig.from);
         self.mig_mut().departed_members.clear();
@@ -1108,11 +1158,13 @@ impl<'a> Flow<'a> {
                 .remove(&self.state, &m.container, Some(&m.volume))
                 .await?;
         }
-        let gone: Vec<(&str, &[std::net::Ipv4Addr])> = mig
+        let names: Vec<String> = mig
             .destination_members
             .iter()
-            .map(|m| (m.host.as_str(), &[][..]))
+            .flat_map(|m| [m.host.clone(), m.pod_host()])
             .collect();
+        let gone: Vec<(&str, &[std::net::Ipv4Addr])> =
+            names.iter().map(|n| (n.as_str(), &[][..])).collect();
         self.provider.set_dns(&self.state, &gone).await?;
         self.state.members.retain(|m| m.seed != mig.to);
         self.state.apiservers.retain(|a| a.seed != mig.to);
@@ -1253,10 +1305,18 @@ mod tests {
     fn the_gateway_routes_planned_destination_members() {
         let mut s = crate::state::sample_state();
         s.migration = Some(plan_destination(&s, "seed-a", "seed-b").unwrap());
-        let cfg = crate::provider::docker::up::gateway_config(&s, "seed-b");
-        assert!(cfg.contains("req_ssl_sni -i seed-b-etcd-2.local.cpmlab.test"));
-        assert!(cfg.contains("server member 10.213.1.12:2380"));
-        let src = crate::provider::docker::up::gateway_config(&s, "seed-a");
-        assert!(!src.contains("seed-b-etcd"));
+        let x = crate::exposure::Exposure::of_docker_seed(&s, "seed-b");
+        let peer = x
+            .tls
+            .iter()
+            .find(|r| r.host == "seed-b-etcd-2.local.cpmlab.test" && r.kind == "peer")
+            .expect("a route for a planned member");
+        assert_eq!(
+            peer.destination.host,
+            "seed-b-etcd-2.pods.local.cpmlab.test"
+        );
+        assert!(x.api.is_none(), "no API servers there yet");
+        let src = crate::provider::docker::up::gateway_members(&s, "seed-a");
+        assert!(!src.iter().any(|m| m.name.starts_with("seed-b-etcd")));
     }
 }

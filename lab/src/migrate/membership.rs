@@ -6,7 +6,10 @@
 //! seeds lose each other; the third joins once the API has moved). New
 //! members join as learners, one at a time (etcd allows one learner), and
 //! are promoted once caught up; members leave one at a time, learners
-//! first, the leader last after leadership moved, each behind the gate.
+//! first, the leader last, each behind the gate. How the leader goes is
+//! [`LeaderHandover`]: removed as any member (upstream's way) or after a
+//! MoveLeader to a destination voter (the lab's earlier flow, kept to
+//! compare).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +26,46 @@ impl Plan {
         match self {
             Plan::SixMember => 3,
             Plan::FiveMember => 2,
+        }
+    }
+}
+
+/// How the source leader leaves the cluster.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaderHandover {
+    /// A plain MemberRemove of the leader, as etcd-druid's scale-down
+    /// proposal does ("No explicit `MoveLeader` RPC is issued before
+    /// removing the leader", gardener/etcd-druid pull request 1355,
+    /// docs/proposals/07-scale-down.md) and etcd-backup-restore's
+    /// RemoveMember (a plain `MemberRemove`): the removed leader stops
+    /// about a second later (etcd's stop after its removal is applied)
+    /// and the rest elect a leader.
+    #[default]
+    Remove,
+    /// MoveLeader to a destination voter first, then remove the old leader
+    /// as a follower (the lab's flow before; a write forwarded to the old
+    /// leader during the transfer is dropped and fails after etcd's 7 s
+    /// request timeout).
+    MoveLeader,
+}
+
+impl LeaderHandover {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaderHandover::Remove => "remove",
+            LeaderHandover::MoveLeader => "move-leader",
         }
     }
 }
@@ -66,10 +109,16 @@ pub fn quorum_gate(view: &crate::etcd::ClusterView, skip: Option<&str>) -> Resul
 
 /// EtcdMigrationComplete, one decision at a time from the live membership
 /// (so a resumed or disturbed run picks up where the cluster is): the next
-/// member of `leaving` to remove — learners first, then followers — or, when
-/// only the leader is left to go, a MoveLeader to the first destination
-/// voter. None once no member of `leaving` is in the cluster.
-pub fn next_removal(live: &[Member], leaving: &[String], destination: &[String]) -> Option<Action> {
+/// member of `leaving` to remove — learners first, then followers — and,
+/// when only the leader is left to go, its removal (`Remove`) or first a
+/// MoveLeader to the first destination voter (`MoveLeader`). None once no
+/// member of `leaving` is in the cluster.
+pub fn next_removal(
+    live: &[Member],
+    leaving: &[String],
+    destination: &[String],
+    handover: LeaderHandover,
+) -> Option<Action> {
     let going: Vec<&Member> = live.iter().filter(|m| leaving.contains(&m.name)).collect();
     let pick = going
         .iter()
@@ -82,6 +131,11 @@ pub fn next_removal(live: &[Member], leaving: &[String], destination: &[String])
         });
     }
     let leader = going.iter().find(|m| m.is_leader)?;
+    if handover == LeaderHandover::Remove {
+        return Some(Action::Remove {
+            member: leader.name.clone(),
+        });
+    }
     let to = destination
         .iter()
         .find(|d| live.iter().any(|m| &m.name == *d && !m.is_learner));
@@ -119,6 +173,10 @@ mod tests {
     /// in EtcdMigrationComplete, then `next_removal` until nothing is left
     /// to remove. The voters after every step.
     fn simulate(plan: Plan, leader: usize) -> Vec<Vec<String>> {
+        simulate_with(plan, leader, LeaderHandover::MoveLeader)
+    }
+
+    fn simulate_with(plan: Plan, leader: usize, handover: LeaderHandover) -> Vec<Vec<String>> {
         let dst = names("seed-b", 3);
         let leaving = names("seed-a", 3);
         let mut live = source(leader);
@@ -145,9 +203,18 @@ mod tests {
             join(&mut live, d);
             voters_seen.push(voters(&live));
         }
-        while let Some(a) = next_removal(&live, &leaving, &dst) {
+        while let Some(a) = next_removal(&live, &leaving, &dst, handover) {
             match a {
-                Action::Remove { member } => live.retain(|m| m.name != member),
+                Action::Remove { member } => {
+                    let was_leader = live.iter().any(|m| m.name == member && m.is_leader);
+                    live.retain(|m| m.name != member);
+                    // The rest elect one (here: the first voter).
+                    if was_leader {
+                        if let Some(m) = live.iter_mut().find(|m| !m.is_learner) {
+                            m.is_leader = true;
+                        }
+                    }
+                }
                 Action::MoveLeader { to } => {
                     for m in live.iter_mut() {
                         m.is_leader = m.name == to;
@@ -166,6 +233,38 @@ mod tests {
         assert_eq!(v[Plan::SixMember.joining_early() - 1].len(), 6);
         assert_eq!(v.last().unwrap(), &names("seed-b", 3));
         assert!(v.iter().all(|x| x.len() >= 3), "never below 3 voters");
+    }
+
+    #[test]
+    fn remove_takes_the_leader_out_without_moving_leadership_first() {
+        for plan in [Plan::SixMember, Plan::FiveMember] {
+            let v = simulate_with(plan, 1, LeaderHandover::Remove);
+            assert_eq!(v.last().unwrap(), &names("seed-b", 3), "{plan:?}");
+            assert!(v.iter().all(|x| x.len() >= 3), "never below 3 voters");
+        }
+        // Only the leader is left to go: it is removed as it is.
+        let mut live = source(0);
+        live.retain(|m| m.is_leader);
+        live.extend(names("seed-b", 3).into_iter().map(|name| Member {
+            name,
+            is_learner: false,
+            is_leader: false,
+        }));
+        let leaving = names("seed-a", 3);
+        let dst = names("seed-b", 3);
+        assert_eq!(
+            next_removal(&live, &leaving, &dst, LeaderHandover::Remove),
+            Some(Action::Remove {
+                member: "seed-a-etcd-0".into()
+            })
+        );
+        assert_eq!(
+            next_removal(&live, &leaving, &dst, LeaderHandover::MoveLeader),
+            Some(Action::MoveLeader {
+                to: "seed-b-etcd-0".into()
+            })
+        );
+        assert_eq!(LeaderHandover::default(), LeaderHandover::Remove);
     }
 
     #[test]
@@ -255,7 +354,7 @@ mod tests {
         }));
         live[2].is_learner = true;
         let mut order = Vec::new();
-        while let Some(a) = next_removal(&live, &leaving, &dst) {
+        while let Some(a) = next_removal(&live, &leaving, &dst, LeaderHandover::MoveLeader) {
             match &a {
                 Action::Remove { member } => live.retain(|m| &m.name != member),
                 Action::MoveLeader { to } => {
@@ -293,7 +392,7 @@ mod tests {
             is_leader: false,
         });
         assert_eq!(
-            next_removal(&live, &leaving, &dst),
+            next_removal(&live, &leaving, &dst, LeaderHandover::MoveLeader),
             Some(Action::Remove {
                 member: "seed-a-etcd-0".into()
             })
@@ -305,7 +404,12 @@ mod tests {
         let mut live = source(2);
         live[1].is_learner = true;
         assert_eq!(
-            next_removal(&live, &names("seed-a", 3), &names("seed-b", 3)),
+            next_removal(
+                &live,
+                &names("seed-a", 3),
+                &names("seed-b", 3),
+                LeaderHandover::Remove
+            ),
             Some(Action::Remove {
                 member: "seed-a-etcd-1".into()
             })

@@ -28,6 +28,10 @@ pub struct MigrationState {
     /// API server, DNS switches at once (bounded downtime).
     #[serde(default)]
     pub force_shrink: bool,
+    /// How the source leader leaves (a state from before the setting read
+    /// as `move-leader`, what it did then).
+    #[serde(default = "handover_before_the_setting")]
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
     pub conditions: Conditions,
     pub started_unix_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,6 +56,10 @@ pub struct MigrationState {
     /// The external driver's command, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+}
+
+fn handover_before_the_setting() -> crate::migrate::membership::LeaderHandover {
+    crate::migrate::membership::LeaderHandover::MoveLeader
 }
 
 impl MigrationState {

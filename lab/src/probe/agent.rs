@@ -4,6 +4,16 @@
 //! ConfigMap with optimistic concurrency, alternating modes, and every
 //! acknowledged value is the ledger; a watch per mode follows the counter.
 //! Every request is one line in the records file.
+//!
+//! The writer keeps its schedule too: a write still in flight after
+//! [`WRITE_HOLD`] no longer holds the next one back, so one stuck request
+//! (a proposal etcd dropped waits out its 7 s timeout) cannot leave the
+//! rest of the run without writes. At most [`WRITES_IN_FLIGHT`] are out at
+//! once. Each is conditional on the freshest version of the counter known
+//! and sets it to that value + 1, so the counter still takes every value
+//! once, in order: of writes racing on one version, one applies and the
+//! others are answered 409 Conflict (the verdict counts those as
+//! superseded, not failed) or fail.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +34,11 @@ pub const TARGET: &str = "probe-target";
 /// How long the informer may take, after the writer stopped, to see the
 /// last acknowledged write.
 pub const INFORMER_CATCH_UP: Duration = Duration::from_secs(10);
+/// A write in flight this long stops holding the next one back.
+pub const WRITE_HOLD: Duration = Duration::from_secs(1);
+/// The most writes in flight at once; a tick that finds this many out is
+/// not sent (the lanes' coverage shows the gap).
+pub const WRITES_IN_FLIGHT: usize = 32;
 
 /// The first certificate of a PEM bundle, DER-encoded.
 fn first_cert_der(pem: &str) -> Result<Vec<u8>> {
@@ -108,6 +123,7 @@ impl Ctx {
             rv: None,
             event: None,
             retry_of: None,
+            base_rv: None,
         }
     }
 
@@ -133,9 +149,12 @@ impl Ctx {
         seq
     }
 
+    /// A failure, with the seed whose gateway the connection went to (the
+    /// API servers there are the request's path to etcd).
     fn fail(&self, r: &mut Record, f: Failure) {
         r.outcome = f.outcome;
         r.error = Some(f.error);
+        r.seed = r.seed.take().or_else(|| self.seed_of(f.addr));
         r.addr = f.addr.map(|a| a.to_string());
     }
 
@@ -427,63 +446,149 @@ async fn load_loop(
     }
 }
 
-/// The single writer: read-modify-write of the counter, modes alternating.
+/// What the writer knows between its writes.
+#[derive(Default)]
+struct Writer {
+    /// The freshest (value, resourceVersion) of the counter known: from an
+    /// acknowledged write or a read. `None` after a write that may or may
+    /// not have happened: the next one reads first.
+    known: Option<(u64, u64)>,
+    /// When each write in flight started.
+    in_flight: Vec<(u64, Instant)>,
+}
+
+impl Writer {
+    /// Keeps `k` when it is fresher than what is known.
+    fn learn(&mut self, k: (u64, u64)) {
+        if self.known.is_none_or(|(_, rv)| k.1 > rv) {
+            self.known = Some(k);
+        }
+    }
+}
+
+/// The writer: read-modify-write of the counter, modes alternating, on
+/// schedule (see the module doc).
 async fn write_loop(
     c: Arc<Ctx>,
     modes: Vec<ConnMode>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / c.cfg.rate));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut known: Option<(u64, u64)> = None;
-    let mut i = 0usize;
-    loop {
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let st = Arc::new(std::sync::Mutex::new(Writer::default()));
+    let done = Arc::new(tokio::sync::Notify::new());
+    let mut writes = tokio::task::JoinSet::new();
+    let mut i = 0u64;
+    'ticks: loop {
         // A write begun once the probes stop would be acknowledged after the
         // informer stopped waiting for it: stop wins over a ready tick.
         if *stop.borrow() {
-            return;
+            break;
         }
         tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = stop.changed() => break,
             _ = tick.tick() => {}
         }
-        let mode = modes[i % modes.len()];
-        i += 1;
-        let (value, rv) = match known {
-            Some(k) => k,
-            None => match read_counter(&c, ProbeKind::Write, mode).await {
-                Some(k) => k,
-                None => continue,
-            },
-        };
-        let next = value + 1;
-        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": COUNTER, "namespace": c.cfg.namespace, "resourceVersion": rv.to_string()},
-            "data": {"value": next.to_string()}});
-        let start = Instant::now();
-        let called = call(
-            &c,
-            ProbeKind::Write,
-            mode,
-            None,
-            "PUT",
-            &cm_path(&c, COUNTER),
-            Some(body),
-            true,
-        )
-        .await;
-        let mut r = c.record(ProbeKind::Write, mode, start);
-        known = outcome_into(&c, &mut r, called, true);
-        // The value this write set (acknowledged when the outcome is ok).
-        r.value = Some(next);
-        if known.is_some() {
-            c.last_acked.fetch_max(next, Ordering::SeqCst);
+        // Held back while the youngest write in flight is under WRITE_HOLD
+        // old, or WRITES_IN_FLIGHT are out.
+        loop {
+            let wait = {
+                let w = st.lock().expect("writer state");
+                if w.in_flight.len() >= WRITES_IN_FLIGHT {
+                    Some(None)
+                } else {
+                    match w.in_flight.iter().map(|(_, t)| *t).max() {
+                        Some(t) if t.elapsed() < WRITE_HOLD => Some(Some(WRITE_HOLD - t.elapsed())),
+                        _ => None,
+                    }
+                }
+            };
+            let Some(wait) = wait else { break };
+            let nap = wait.unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break 'ticks,
+                _ = done.notified() => {}
+                _ = tokio::time::sleep(nap) => {}
+            }
         }
-        // After a failure the write may or may not have happened: the next
-        // one reads first.
-        c.emit(r);
+        while writes.try_join_next().is_some() {}
+        let mode = modes[i as usize % modes.len()];
+        let id = i;
+        i += 1;
+        st.lock()
+            .expect("writer state")
+            .in_flight
+            .push((id, Instant::now()));
+        let (c, st, done) = (c.clone(), st.clone(), done.clone());
+        writes.spawn(async move {
+            write_once(&c, &st, mode).await;
+            st.lock()
+                .expect("writer state")
+                .in_flight
+                .retain(|(x, _)| *x != id);
+            done.notify_one();
+        });
     }
+    // The writes in flight end within the probe timeout: only then is the
+    // last acknowledged value final.
+    while writes.join_next().await.is_some() {}
+}
+
+/// One write: from the freshest version known (or a read), that value + 1,
+/// conditional on its resourceVersion; recorded with the version it was
+/// conditional on.
+async fn write_once(c: &Ctx, st: &std::sync::Mutex<Writer>, mode: ConnMode) {
+    let known = st.lock().expect("writer state").known;
+    let (value, rv) = match known {
+        Some(k) => k,
+        None => match read_counter(c, ProbeKind::Write, mode).await {
+            Some(k) => {
+                st.lock().expect("writer state").learn(k);
+                k
+            }
+            None => return,
+        },
+    };
+    let next = value + 1;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": COUNTER, "namespace": c.cfg.namespace, "resourceVersion": rv.to_string()},
+        "data": {"value": next.to_string()}});
+    let start = Instant::now();
+    let called = call(
+        c,
+        ProbeKind::Write,
+        mode,
+        None,
+        "PUT",
+        &cm_path(c, COUNTER),
+        Some(body),
+        true,
+    )
+    .await;
+    let mut r = c.record(ProbeKind::Write, mode, start);
+    let acked = outcome_into(c, &mut r, called, true);
+    // The value this write set (acknowledged when the outcome is ok).
+    r.value = Some(next);
+    r.base_rv = Some(rv);
+    {
+        let mut w = st.lock().expect("writer state");
+        match acked {
+            Some(k) => {
+                w.learn(k);
+                c.last_acked.fetch_max(next, Ordering::SeqCst);
+            }
+            // It may or may not have happened: unless a later version is
+            // known, the next write reads first.
+            None => {
+                if w.known.is_some_and(|(_, k)| k <= rv) {
+                    w.known = None;
+                }
+            }
+        }
+    }
+    c.emit(r);
 }
 
 /// The counter listed, as client-go's reflector lists before it watches:

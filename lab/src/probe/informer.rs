@@ -26,43 +26,7 @@ use super::record::{ConnMode, Outcome, ProbeKind};
 use super::transport::{refused_unprocessed, Resolver};
 
 /// The informer's records: `event` is one of these.
-pub mod event {
-    /// A LIST request (the tower layer; outcome of the response head).
-    pub const LIST: &str = "list";
-    /// A WATCH request (the tower layer; outcome of the response head).
-    pub const WATCH: &str = "watch";
-    /// The watcher starts a (re)list: the first is the initial list.
-    pub const INIT: &str = "init";
-    /// The counter's state in a (re)list.
-    pub const INIT_APPLY: &str = "init-apply";
-    /// The (re)list is complete; watching from its revision.
-    pub const SYNCED: &str = "synced";
-    /// A watch event for the counter (ADDED or MODIFIED).
-    pub const APPLY: &str = "apply";
-    /// The counter was deleted.
-    pub const DELETE: &str = "delete";
-    /// A list or watch request failed; its `list`/`watch` record is the
-    /// request, this one carries the watcher's message.
-    pub const REQUEST_FAILED: &str = "request-failed";
-    /// The server ended a watch with 410 Gone: the watcher re-lists.
-    pub const EXPIRED: &str = "expired";
-    /// The server sent another ERROR event in a watch: the watch failed.
-    pub const WATCH_ERROR: &str = "watch-error";
-    /// A watch stream broke (reset, timeout, decode error).
-    pub const WATCH_BROKE: &str = "watch-broke";
-    /// The lane could not start (no kube client).
-    pub const SETUP_FAILED: &str = "setup-failed";
-
-    /// The records that are requests of the API (and count for its
-    /// availability): list and watch requests, and watches that failed
-    /// after they started.
-    pub fn is_request(event: Option<&str>) -> bool {
-        matches!(
-            event,
-            Some(LIST | WATCH | WATCH_ERROR | WATCH_BROKE | SETUP_FAILED)
-        )
-    }
-}
+pub use cpmlab_verdict::record::informer_event as event;
 
 /// The lab DNS as hyper's resolver: the same TTL-cached lookup the other
 /// probes use.

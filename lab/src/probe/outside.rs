@@ -112,6 +112,15 @@ pub async fn start(
     let kubeconfig = std::fs::canonicalize(kubeconfig)
         .with_context(|| format!("resolve {}", kubeconfig.display()))?;
     let run = super::run::new_run_dir(&crate::state::runs_dir(state_root), name)?;
+    crate::verdict::run_dir::write_plan(&run, &super::run::plan(&s.parse()?))?;
+    // etcd is out of reach from here: the lost-writes check reads back the
+    // counter only, degraded, and says so; the run is judged by that.
+    let mut criteria = crate::verdict::Criteria::default();
+    criteria.uncovered.insert(
+        "lost-writes".into(),
+        "probes from outside the lab cannot read etcd's history of the counter; only the counter read back is checked".into(),
+    );
+    crate::verdict::run_dir::write_criteria(&run, &criteria)?;
     let log = std::fs::File::create(run.join("agent.log"))?;
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
     cmd.args(["agent", "probe", "--kubeconfig"])
@@ -225,7 +234,7 @@ pub async fn stop(state_root: &Path, r: &OutsideRun) -> Result<StopOutcome> {
             .into(),
     );
     std::fs::write(r.run.join(FINAL_FILE), serde_json::to_string_pretty(&fin)?)?;
-    let verdict = judge(&r.run, &crate::verdict::Thresholds::default())?;
+    let verdict = judge(&r.run)?;
     let _ = std::fs::remove_file(state_file(state_root, &r.name));
     Ok(StopOutcome {
         run: r.run.clone(),

@@ -195,7 +195,7 @@ pub async fn start(
     state: &mut LabState,
     s: &ProbeSettings,
 ) -> Result<PathBuf> {
-    s.parse()?;
+    let parsed = s.parse()?;
     let c = container(state);
     if provider.workload_state(&c).await? != WorkloadState::Missing {
         return Err(EnvNotReady::new(
@@ -206,6 +206,7 @@ pub async fn start(
     }
     // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
     let run = new_run_dir(&dir.runs(), &state.name)?;
+    crate::verdict::run_dir::write_plan(&run, &plan(&parsed))?;
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
     let seeds: Vec<String> = state
         .seeds
@@ -295,49 +296,36 @@ pub async fn stop(
     note(&run, "probes stopped")?;
     let fin = super::final_read::read(dir, state).await;
     std::fs::write(run.join(FINAL_FILE), serde_json::to_string_pretty(&fin)?)?;
-    let verdict = judge(&run, &crate::verdict::Thresholds::default())?;
+    let verdict = judge(&run)?;
     *state = dir.update(|s| s.probe_run = None)?;
     Ok(StopOutcome { run, verdict })
 }
 
 /// What was read back after the run (see `final_read`).
-pub const FINAL_FILE: &str = "final.json";
+pub const FINAL_FILE: &str = crate::verdict::run_dir::FINAL_FILE;
 
-/// Judges a run directory: from its records, events and final read, writes
-/// verdict.json, junit.xml and report.html. Used by `probe stop` and by
-/// `cpmlab verdict`, which judges a kept run again.
-pub fn judge(
-    run: &Path,
-    thresholds: &crate::verdict::Thresholds,
-) -> Result<crate::verdict::Verdict> {
-    let records = crate::verdict::read_records(&run.join("records.ndjson"))?;
-    let events = crate::verdict::read_events(&run.join("events.ndjson"))?;
-    let fin = crate::verdict::read_final(&run.join(FINAL_FILE))?;
-    let v = crate::verdict::compute(&records, &events, &fin, thresholds);
-    std::fs::write(run.join("verdict.json"), serde_json::to_string_pretty(&v)?)?;
-    std::fs::write(
-        run.join("junit.xml"),
-        crate::verdict::junit::junit(&v, "cpmlab"),
-    )?;
-    let title = format!(
-        "cpmlab run {}",
-        run.file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
-    std::fs::write(
-        run.join("report.html"),
-        crate::verdict::report::html(
-            &v,
-            &records,
-            &events,
-            &crate::verdict::context::read(run),
-            &crate::verdict::etcd_said::read(run),
-            &crate::verdict::context::read_cpu(run),
-            &title,
-        ),
-    )?;
-    Ok(v)
+/// Judges a run directory by the criteria it keeps (`criteria.json`, else
+/// the defaults): from its records, events, final read and etcd logs,
+/// writes verdict.json, junit.xml and report.html. Used by `probe stop`,
+/// `cpmlab run` and `cpmlab verdict`, which judges a kept run again.
+pub fn judge(run: &Path) -> Result<crate::verdict::Verdict> {
+    let c = crate::verdict::run_dir::read_criteria(run)?;
+    Ok(crate::verdict::run_dir::judge(run, &c)?)
+}
+
+/// What the probes were told to do, as the verdict keeps it.
+pub fn plan(p: &Parsed) -> crate::verdict::record::ProbePlan {
+    let mut probes = p.probes.clone();
+    if p.write_rate > 0.0 {
+        probes.push(ProbeKind::Load);
+    }
+    crate::verdict::record::ProbePlan {
+        probes,
+        modes: p.modes.clone(),
+        rate: p.rate,
+        timeout_ms: p.timeout.as_secs_f64() * 1e3,
+        write_rate: p.write_rate,
+    }
 }
 
 #[cfg(test)]

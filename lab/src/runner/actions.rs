@@ -9,13 +9,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::child::{args, Cpmlab};
-use super::hazards::{KILL_EVENT, LEADER_MARK};
 use crate::errors::Cancel;
 use crate::probe::run::{now_unix_ms, record_lab_event};
 use crate::provider::{Provider, Signal, WorkloadState};
 use crate::scenario::check::{Action, Role, TargetRef};
 use crate::scenario::{LinkSpec, MigrateAction};
 use crate::state::LabDir;
+use crate::verdict::excuse::{KILL_EVENT, LEADER_MARK};
 
 /// A container an action hits, with what it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +25,9 @@ pub struct Hit {
     pub what: String,
     pub member: bool,
     pub leader: bool,
+    /// A member's seed: whose API servers talk to it (the verdict's
+    /// `killed-member` evidence).
+    pub seed: Option<String>,
 }
 
 /// Finds the container a target means now.
@@ -40,6 +43,7 @@ pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit>
                 what: format!("gateway of {seed}"),
                 member: false,
                 leader: false,
+                seed: None,
             })
         }
         TargetRef::Api { seed, index } => {
@@ -56,6 +60,7 @@ pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit>
                 what: format!("API replica {}", r.name),
                 member: false,
                 leader: false,
+                seed: None,
             })
         }
         TargetRef::Member { seed, index } => {
@@ -67,9 +72,18 @@ pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit>
             let leader = leader_name(state_root, lab).await.as_deref() == Some(&m.name);
             Ok(Hit {
                 container: m.container.clone(),
-                what: format!("{}{}", m.name, if leader { " (leader)" } else { "" }),
+                what: format!(
+                    "{}{}",
+                    m.name,
+                    if leader {
+                        format!(" {LEADER_MARK}")
+                    } else {
+                        String::new()
+                    }
+                ),
                 member: true,
                 leader,
+                seed: Some(m.seed.clone()),
             })
         }
         TargetRef::MemberRole { role, seed } => {
@@ -115,6 +129,7 @@ pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit>
                 ),
                 member: true,
                 leader: m.is_leader,
+                seed: Some(member.seed.clone()),
             })
         }
     }
@@ -179,11 +194,19 @@ pub async fn perform(
         } else {
             format!("{verb} {}", hit.what)
         };
-        record_lab_event(dir, "fault", &name, "timeline", at, None);
+        let detail = match &hit.seed {
+            Some(seed) => format!("timeline seed={seed}"),
+            None => "timeline".to_string(),
+        };
+        record_lab_event(dir, "fault", &name, &detail, at, None);
         format!("{verb} {} ({})", hit.what, hit.container)
     };
     match action {
-        Action::Kill(t) | Action::Pause(t) | Action::Unpause(t) | Action::Restart(t) => {
+        Action::Kill(t)
+        | Action::Stop(t)
+        | Action::Pause(t)
+        | Action::Unpause(t)
+        | Action::Restart(t) => {
             let hit = resolve(&cpm.state_root, &cpm.lab, t).await?;
             let c = &hit.container;
             let at = now_unix_ms();
@@ -191,6 +214,12 @@ pub async fn perform(
                 Action::Kill(_) => {
                     provider.signal(c, Signal::Kill).await?;
                     "kill"
+                }
+                Action::Stop(_) => {
+                    // Held first: the kubelet must not start it again.
+                    super::kubelet::hold(dir, c)?;
+                    provider.signal(c, Signal::Kill).await?;
+                    "stop"
                 }
                 Action::Pause(_) => {
                     provider.freeze(c, true).await?;
@@ -202,6 +231,7 @@ pub async fn perform(
                 }
                 _ => {
                     // Started again as a pod comes back: with its routes.
+                    super::kubelet::release(dir, c)?;
                     let state = dir.load()?;
                     match provider.workload_state(c).await? {
                         WorkloadState::Running => {

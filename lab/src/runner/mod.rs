@@ -1,7 +1,8 @@
 //! `cpmlab run`: executes scenario files. For each one: up (or reuse a kept
-//! lab), links, probes, the timeline and the migration, the probes' stop
-//! and verdict, the known hazards the scenario excuses, the expectations,
-//! and down. Everything the run produced lands in the scenario's directory
+//! lab), links, probes, the timeline and the migration, the probes' stop,
+//! the verdict (judged once, from the records as they were written, by the
+//! criteria the scenario declares: its limits, stall bound, hazard budgets
+//! and accepted gaps), the expectations, and down. Everything the run produced lands in the scenario's directory
 //! under the report directory: the scenario as run (with its seed), the
 //! commands' output (`run.log`), the probe run (`run/`: records, events,
 //! container logs, verdict, report), the lab's state and `result.json`.
@@ -9,8 +10,9 @@
 pub mod actions;
 pub mod child;
 pub mod expect;
-pub mod hazards;
+pub mod kubelet;
 pub mod observe;
+pub mod shard;
 pub mod summary;
 pub mod watch;
 
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::errors::Cancel;
 use crate::migrate::conditions::Status;
@@ -46,8 +48,9 @@ pub struct Options {
     pub provider: crate::state::ProviderKind,
 }
 
-/// One scenario's outcome: `result.json` in its directory.
-#[derive(Debug, Clone, Serialize)]
+/// One scenario's outcome: `result.json` in its directory (read back by
+/// `cpmlab report merge`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioResult {
     pub name: String,
     pub file: PathBuf,
@@ -63,7 +66,27 @@ pub struct ScenarioResult {
     pub env_error: bool,
     pub wall_s: f64,
     pub migration: Option<String>,
-    pub excused: usize,
+    /// The verdict: `passed`, `passed-with-known-hazards` or `failed`
+    /// (`None`: the run got no verdict, or a result.json from before).
+    #[serde(default)]
+    pub verdict: Option<crate::verdict::Status>,
+    /// Requests, and failed requests, as recorded (excused ones included).
+    #[serde(default)]
+    pub requests: u64,
+    #[serde(default)]
+    pub failed_requests: u64,
+    /// Of the failed: excused by the known hazards the scenario accepts.
+    #[serde(default)]
+    pub excused: u64,
+    /// Excused per hazard.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub excused_by_hazard: std::collections::BTreeMap<String, u64>,
+    /// "observed X, excused Y, budget Z" when anything was excused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excused_summary: Option<String>,
+    /// Writes acknowledged after the last step ended (`None`: no step).
+    #[serde(default)]
+    pub writes_after_last_step: Option<u64>,
     pub expectations: Vec<ExpectResult>,
     pub timeline: Vec<EntryResult>,
     /// The scenario's directory.
@@ -72,7 +95,7 @@ pub struct ScenarioResult {
     pub report: Option<String>,
     /// When it failed: the worst warnings in the etcd members' logs, in
     /// plain words (see `verdict::etcd_said`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub etcd_said: Vec<String>,
 }
 
@@ -138,7 +161,13 @@ pub async fn run_one(
         env_error: false,
         wall_s: 0.0,
         migration: None,
+        verdict: None,
+        requests: 0,
+        failed_requests: 0,
         excused: 0,
+        excused_by_hazard: Default::default(),
+        excused_summary: None,
+        writes_after_last_step: None,
         expectations: Vec::new(),
         timeline: Vec::new(),
         dir: sdir.clone(),
@@ -341,6 +370,12 @@ async fn drive(
         run_dir.clone(),
         observing.clone(),
     );
+    // The kubelet: killed members and replicas come back, with its backoff.
+    let kubelet = kubelet::run(
+        provider,
+        LabDir::new(&opts.state_root, &opts.lab),
+        observing.clone(),
+    );
     let work = async {
         let r = timeline_and_migration(provider, sf, cpm, &dir, started, step, cancel).await;
         if cancel.check().is_ok() {
@@ -350,7 +385,7 @@ async fn drive(
         observing.cancel();
         r
     };
-    let ((), (timeline, migration)) = tokio::join!(observer, work);
+    let ((), (), (timeline, migration)) = tokio::join!(observer, kubelet, work);
     r.timeline = timeline;
     r.migration = match migration {
         // Stopped at its safe point by Ctrl-C: neither done nor failed.
@@ -372,8 +407,20 @@ async fn drive(
     let kept = sdir.join("run");
     move_dir(&run_dir, &kept)?;
     r.report = Some(format!("{}/run/report.html", sf.name()));
-    let (verdict, excused) = judge::judge(&kept, s, c)?;
-    r.excused = excused;
+    let verdict = judge::judge(&kept, s, c)?;
+    r.verdict = Some(verdict.status);
+    r.requests = verdict.overall.requests;
+    r.failed_requests = verdict.overall.failed();
+    r.excused = verdict.excuses.excused_count;
+    r.excused_by_hazard = verdict
+        .excuses
+        .hazards
+        .iter()
+        .map(|h| (h.hazard.name().to_string(), h.excused))
+        .collect();
+    r.writes_after_last_step = verdict.coverage.writes_after_last_step;
+    r.excused_summary = (verdict.excuses.excused_count > 0)
+        .then(|| crate::verdict::junit::observed_excused_budget(&verdict));
     if r.incomplete || cancel.check().is_err() {
         judge::mark_incomplete(&kept.join("report.html"));
     }
@@ -392,7 +439,6 @@ async fn drive(
         c,
         &expect::Observed {
             verdict: Some(&verdict),
-            excused,
             migration,
             end: end.as_ref(),
             timeline: &r.timeline,
@@ -403,17 +449,17 @@ async fn drive(
 }
 
 mod judge {
-    //! The verdict a scenario is held to: its SLO limits, and the failed
-    //! requests the hazards it names excuse removed (the rest judged again
-    //! as a whole).
+    //! The verdict a scenario is held to: judged once, from the records as
+    //! they were written, by the criteria the scenario declares, which are
+    //! kept in the run directory (`criteria.json`) so that `cpmlab verdict`
+    //! judges the run the same way later.
 
     use std::path::Path;
 
     use anyhow::Result;
 
-    use super::hazards::Hazards;
     use crate::scenario::{Checked, Scenario};
-    use crate::verdict::{Thresholds, Verdict};
+    use crate::verdict::{Criteria, Thresholds, Verdict};
 
     pub fn thresholds(s: &Scenario) -> Result<Thresholds> {
         let mut t = Thresholds::default();
@@ -436,40 +482,24 @@ mod judge {
         Ok(t)
     }
 
-    /// Judges the kept run; with excuses, the excused requests are set
-    /// aside (`records.excused.ndjson`) and the rest judged. Returns the
-    /// verdict and how many were excused.
-    pub fn judge(run: &Path, s: &Scenario, _c: &Checked) -> Result<(Verdict, usize)> {
-        let th = thresholds(s)?;
-        let v = crate::probe::run::judge(run, &th)?;
-        if s.expect.excuse.is_empty() || v.passed {
-            return Ok((v, 0));
-        }
-        let events = crate::verdict::read_events(&run.join("events.ndjson"))?;
-        let h = Hazards::from_events(&events);
-        let timeout_ms = crate::link::profile::parse_duration("probes.timeout", &s.probes.timeout)?
-            .as_secs_f64()
-            * 1e3;
-        let records = crate::verdict::read_records(&run.join("records.ndjson"))?;
-        let (excused, kept): (Vec<_>, Vec<_>) = records
-            .into_iter()
-            .partition(|r| h.excuse(r, &s.expect.excuse, timeout_ms).is_some());
-        if excused.is_empty() {
-            return Ok((v, 0));
-        }
-        let lines = |rs: &[crate::probe::record::Record]| -> Result<String> {
-            let mut out = String::new();
-            for r in rs {
-                out.push_str(&serde_json::to_string(r)?);
-                out.push('\n');
-            }
-            Ok(out)
+    /// What the scenario's `expect:` declares the run is judged by.
+    pub fn criteria(s: &Scenario, c: &Checked) -> Result<Criteria> {
+        let mut k = Criteria {
+            thresholds: thresholds(s)?,
+            excuse: c.excuse.clone(),
+            uncovered: s.expect.uncovered.clone(),
+            ..Criteria::default()
         };
-        std::fs::rename(run.join("records.ndjson"), run.join("records.all.ndjson"))?;
-        std::fs::write(run.join("records.excused.ndjson"), lines(&excused)?)?;
-        std::fs::write(run.join("records.ndjson"), lines(&kept)?)?;
-        let v = crate::probe::run::judge(run, &th)?;
-        Ok((v, excused.len()))
+        if let Some(d) = c.stall {
+            k.stall_ms = d.as_secs_f64() * 1e3;
+        }
+        Ok(k)
+    }
+
+    /// Keeps the scenario's criteria in the run and judges it by them.
+    pub fn judge(run: &Path, s: &Scenario, c: &Checked) -> Result<Verdict> {
+        crate::verdict::run_dir::write_criteria(run, &criteria(s, c)?)?;
+        crate::probe::run::judge(run)
     }
 
     /// A banner at the top of a report whose run was interrupted.
@@ -584,6 +614,7 @@ fn migrate_args(m: &crate::scenario::MigrationSpec, resume: bool) -> Vec<String>
         if m.allow_distant_regions {
             a.push("--allow-distant-regions".into());
         }
+        a.extend(args(&["--leader-handover", m.leader_handover.as_str()]));
         if let Some(v) = &m.max_rtt {
             a.extend(args(&["--max-rtt", v]));
         }

@@ -5,8 +5,12 @@
 //!   (maintenance status), has-leader, leader changes, proposals pending,
 //!   failed, committed and applied, WAL fsync and backend commit time
 //!   (sum/count), peer round trips per peer, database size (/metrics);
-//! - `gateways.ndjson`, every two seconds per seed: HAProxy's counters per
-//!   frontend and server (sessions, errors, check status);
+//! - `gateways.ndjson`, every two seconds per seed: Envoy's counters that
+//!   explain a failure (per cluster: healthy members, connections, requests,
+//!   5xx, retries, connect failures, no healthy upstream; per listener:
+//!   connections, drains; the xDS updates accepted and rejected);
+//! - `endpoints.ndjson`, the gateways' endpoint lifecycle records (every
+//!   readiness probe, readiness change, termination and push), merged;
 //! - `delayline.ndjson`, every two seconds: the delay line's counters
 //!   (passed, dropped per link, queued, max queued, the replay's change).
 
@@ -22,6 +26,7 @@ use crate::state::LabDir;
 
 pub use crate::verdict::context::{EtcdSample, ETCD_FILE};
 pub const GATEWAYS_FILE: &str = "gateways.ndjson";
+pub const ENDPOINTS_FILE: &str = "endpoints.ndjson";
 pub const DELAYLINE_FILE: &str = "delayline.ndjson";
 pub use crate::verdict::context::CPU_FILE;
 
@@ -133,48 +138,46 @@ fn append(path: &Path, lines: &[serde_json::Value]) {
     }
 }
 
-/// HAProxy's CSV, the columns that explain a failure.
-pub fn parse_haproxy_csv(csv: &str) -> Vec<serde_json::Value> {
-    let mut lines = csv.lines();
-    let Some(head) = lines.next() else {
-        return vec![];
-    };
-    let cols: Vec<&str> = head.trim_start_matches("# ").split(',').collect();
-    let keep = [
-        "pxname",
-        "svname",
-        "status",
-        "scur",
-        "smax",
-        "stot",
-        "ereq",
-        "econ",
-        "eresp",
-        "wretr",
-        "wredis",
-        "chkfail",
-        "downtime",
-        "check_status",
-        "lastchg",
-    ];
-    lines
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
-            let mut m = serde_json::Map::new();
-            for (c, v) in cols.iter().zip(&cells) {
-                if keep.contains(c) && !v.is_empty() {
-                    m.insert(
-                        c.to_string(),
-                        v.parse::<f64>()
-                            .map(serde_json::Value::from)
-                            .unwrap_or_else(|_| serde_json::Value::from(*v)),
-                    );
-                }
-            }
-            serde_json::Value::Object(m)
+/// The Envoy counters and gauges kept (by the end of their names).
+const ENVOY_KEPT: &[&str] = &[
+    ".membership_healthy",
+    ".membership_total",
+    ".upstream_cx_active",
+    ".upstream_cx_total",
+    ".upstream_cx_connect_fail",
+    ".upstream_cx_none_healthy",
+    ".upstream_cx_destroy_remote_with_active_rq",
+    ".upstream_cx_max_duration_reached",
+    ".upstream_rq_total",
+    ".upstream_rq_5xx",
+    ".upstream_rq_503",
+    ".upstream_rq_retry",
+    ".upstream_rq_retry_success",
+    ".upstream_rq_rx_reset",
+    ".upstream_rq_pending_total",
+    ".downstream_cx_active",
+    ".downstream_cx_total",
+    ".downstream_cx_drain_close",
+    ".downstream_rq_5xx",
+    ".no_route",
+    ".update_success",
+    ".update_rejected",
+    ".update_failure",
+    "total_listeners_draining",
+];
+
+/// Envoy's `/stats` text (`name: value` per line), the values that explain
+/// a failure, as one JSON object.
+pub fn parse_envoy_stats(text: &str) -> serde_json::Map<String, serde_json::Value> {
+    text.lines()
+        .filter_map(|l| l.split_once(": "))
+        .filter(|(name, _)| ENVOY_KEPT.iter().any(|k| name.ends_with(k)))
+        .filter_map(|(name, v)| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .map(|n| (name.to_string(), serde_json::Value::from(n)))
         })
-        .filter(|m| m.get("pxname").and_then(|p| p.as_str()) != Some("stats"))
         .collect()
 }
 
@@ -234,22 +237,42 @@ pub async fn observe(
             lines.push(serde_json::to_value(&s).unwrap_or_default());
         }
         append(&run.join(ETCD_FILE), &lines);
-        if tick.is_multiple_of(2) {
+        if tick.is_multiple_of(2) && state.provider.is_docker() {
             let mut gw = Vec::new();
+            let mut records = Vec::new();
             for seed in &state.seeds {
-                let url = format!("http://127.0.0.1:{}/stats;csv", crate::gateway::STATS_PORT);
+                let url = format!(
+                    "http://127.0.0.1:{}/stats?usedonly",
+                    crate::exposure::envoy::ADMIN_PORT
+                );
+                // busybox's wget crashes with -T here: `timeout` bounds it.
                 let r = provider
                     .exec_ok(
                         &seed.gateway.container,
-                        &["wget", "-q", "-T", "1", "-O", "-", &url],
+                        &["timeout", "2", "wget", "-q", "-O", "-", &url],
                     )
                     .await;
                 gw.push(match r {
-                    Ok(csv) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "rows": parse_haproxy_csv(&csv)}),
+                    Ok(text) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "stats": parse_envoy_stats(&text)}),
                     Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "error": format!("{e:#}")}),
                 });
+                if let Ok(text) = provider
+                    .exec_ok(&seed.gateway.container, &["cat", crate::gateway::RECORDS])
+                    .await
+                {
+                    records.extend(crate::gateway::parse_records(&text));
+                }
             }
             append(&run.join(GATEWAYS_FILE), &gw);
+            if !records.is_empty() {
+                records.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
+                let text: String = records
+                    .iter()
+                    .filter_map(|r| serde_json::to_string(r).ok())
+                    .map(|l| l + "\n")
+                    .collect();
+                let _ = std::fs::write(run.join(ENDPOINTS_FILE), text);
+            }
             if let Some(line) = cpu.sample(provider, lab, at).await {
                 append(&run.join(CPU_FILE), &[line]);
             }
@@ -352,15 +375,19 @@ mod tests {
     }
 
     #[test]
-    fn haproxy_rows_keep_what_explains_a_failure() {
-        let rows = parse_haproxy_csv(
-            "# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status\n\
-             api,seed-a-api-0,0,0,3,5,,40,1,1,,,,0,1,0,0,UP\n\
-             stats,FRONTEND,,,1,1,,3,1,1,,,,,,,,OPEN\n",
+    fn envoy_stats_keep_what_explains_a_failure() {
+        let m = parse_envoy_stats(
+            "cluster.outbound|443||kube-apiserver.x.svc.cluster.local.membership_healthy: 2\n\
+             cluster.outbound|443||kube-apiserver.x.svc.cluster.local.upstream_cx_none_healthy: 7\n\
+             cluster.outbound|443||kube-apiserver.x.svc.cluster.local.lb_healthy_panic: 0\n\
+             listener_manager.lds.update_rejected: 0\n\
+             server.uptime: 12\n",
         );
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0]["svname"], "seed-a-api-0");
-        assert_eq!(rows[0]["status"], "UP");
-        assert_eq!(rows[0]["eresp"], 1.0);
+        assert_eq!(m.len(), 3, "{m:?}");
+        assert_eq!(
+            m["cluster.outbound|443||kube-apiserver.x.svc.cluster.local.upstream_cx_none_healthy"],
+            7.0
+        );
+        assert_eq!(m["listener_manager.lds.update_rejected"], 0.0);
     }
 }

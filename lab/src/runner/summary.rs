@@ -1,32 +1,109 @@
 //! What a run of many scenarios leaves: one table on the terminal, an
 //! aggregate `junit.xml` (a testsuite per scenario, a testcase per
-//! expectation) and an `index.html` linking each scenario's report.
+//! expectation) and an `index.html` linking each scenario's report, failures
+//! first. `cpmlab report merge` builds the same three from many run
+//! directories (shards, or nights) by reading their `result.json` files back.
 
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 use super::ScenarioResult;
 
+/// Every scenario result under `dir`: `dir/*/result.json` (a run's report
+/// directory), in name order. Files that do not parse are skipped with a
+/// warning: a merge reports what it can read.
+pub fn load_results(dir: &Path) -> Vec<ScenarioResult> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path().join("result.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let parsed = std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<ScenarioResult>(&b).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), error = %e, "not a scenario result; left out");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// The order every summary lists scenarios in: failures first (errors and
+/// incomplete runs, then failed verdicts), then passes, each by name.
+pub fn ordered(results: &[ScenarioResult]) -> Vec<&ScenarioResult> {
+    let rank = |r: &ScenarioResult| match status(r) {
+        "ERROR" | "INCOMPLETE" => 0,
+        "FAILED" => 1,
+        _ => 2,
+    };
+    let mut v: Vec<&ScenarioResult> = results.iter().collect();
+    v.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.name.cmp(&b.name)));
+    v
+}
+
+/// A scenario's result: every expectation held (PASSED, or PASSED WITH
+/// KNOWN HAZARDS when its verdict passed only by what it declared), or
+/// not (FAILED), or it could not get there.
 fn status(r: &ScenarioResult) -> &'static str {
+    use crate::verdict::Status;
     if r.incomplete {
         "INCOMPLETE"
     } else if r.error.is_some() {
         "ERROR"
+    } else if r.passed && r.verdict == Some(Status::PassedWithKnownHazards) {
+        Status::PassedWithKnownHazards.headline()
     } else if r.passed {
-        "PASS"
+        "PASSED"
     } else {
-        "FAIL"
+        "FAILED"
     }
+}
+
+/// Raw figures and what was excused, in a few words.
+fn figures(r: &ScenarioResult) -> String {
+    if r.verdict.is_none() {
+        return String::new();
+    }
+    let mut s = format!("{} requests, {} failed", r.requests, r.failed_requests);
+    if r.excused > 0 {
+        let per: Vec<String> = r
+            .excused_by_hazard
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(h, n)| format!("{h} {n}"))
+            .collect();
+        s.push_str(&format!(" ({} excused: {})", r.excused, per.join(", ")));
+    }
+    if let Some(n) = r.writes_after_last_step {
+        s.push_str(&format!("; {n} writes acked after the last step"));
+    }
+    s
 }
 
 fn why(r: &ScenarioResult) -> String {
     if let Some(e) = &r.error {
         return e.lines().next().unwrap_or("").to_string();
     }
-    r.failed_expectations()
+    let failed: Vec<String> = r
+        .failed_expectations()
         .iter()
         .map(|e| format!("{}: {}", e.name, e.message))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .collect();
+    let fig = figures(r);
+    match (failed.is_empty(), fig.is_empty()) {
+        (true, _) => fig,
+        (false, true) => failed.join("; "),
+        (false, false) => format!("{}; {fig}", failed.join("; ")),
+    }
 }
 
 /// The terminal table.
@@ -37,14 +114,20 @@ pub fn table(results: &[ScenarioResult]) -> String {
         .max()
         .unwrap_or(8)
         .max(8);
+    let rw = results
+        .iter()
+        .map(|r| status(r).len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
     let mut out = format!(
-        "{:<w$}  {:<10}  {:>7}  {:<10}  {:>10}  WHY\n",
+        "{:<w$}  {:<rw$}  {:>7}  {:<10}  {:>10}  WHY\n",
         "SCENARIO", "RESULT", "WALL", "MIGRATION", "SEED"
     );
-    for r in results {
+    for r in ordered(results) {
         let _ = writeln!(
             out,
-            "{:<w$}  {:<10}  {:>6.0}s  {:<10}  {:>10}  {}",
+            "{:<w$}  {:<rw$}  {:>6.0}s  {:<10}  {:>10}  {}",
             r.name,
             status(r),
             r.wall_s,
@@ -73,34 +156,49 @@ fn xml(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The name of the flake a scenario with excused disruption reports.
+pub const EXCUSED_CASE: &str = "disruption excused as known hazards";
+
+/// Whether a scenario reports excused disruption as a flake: a failing
+/// and a passing case of [`EXCUSED_CASE`], as OpenShift's disruption tests
+/// report disruption within its allowance.
+fn flakes(r: &ScenarioResult) -> usize {
+    usize::from(r.excused_summary.is_some())
+}
+
 /// One `<testsuites>`: a suite per scenario, a case per expectation (a
-/// scenario that did not get to its expectations is one failed case).
+/// scenario that did not get to its expectations is one failed case), and
+/// a flake for disruption excused as known hazards.
 pub fn junit(results: &[ScenarioResult]) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let tests: usize = results.iter().map(|r| r.expectations.len().max(1)).sum();
+    let tests: usize = results
+        .iter()
+        .map(|r| r.expectations.len().max(1) + 2 * flakes(r))
+        .sum();
     let failures: usize = results
         .iter()
         .map(|r| {
-            if r.error.is_some() || r.incomplete {
-                r.failed_expectations().len().max(1)
-            } else {
-                r.failed_expectations().len()
-            }
+            flakes(r)
+                + if r.error.is_some() || r.incomplete {
+                    r.failed_expectations().len().max(1)
+                } else {
+                    r.failed_expectations().len()
+                }
         })
         .sum();
     let _ = writeln!(
         out,
         "<testsuites name=\"cpmlab scenarios\" tests=\"{tests}\" failures=\"{failures}\">"
     );
-    for r in results {
+    for r in ordered(results) {
         let f = r.failed_expectations().len();
         let extra = usize::from(r.error.is_some() || r.incomplete);
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1}\">",
             xml(&r.name),
-            r.expectations.len() + extra,
-            f + extra,
+            r.expectations.len() + extra + 2 * flakes(r),
+            f + extra + flakes(r),
             r.wall_s
         );
         let _ = writeln!(
@@ -119,6 +217,14 @@ pub fn junit(results: &[ScenarioResult]) -> String {
                 "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"run\"><failure message=\"{m}\">{m}</failure></testcase>",
                 n = xml(&r.name),
                 m = xml(&msg)
+            );
+        }
+        if let Some(m) = &r.excused_summary {
+            let n = xml(&r.name);
+            let m = xml(m);
+            let _ = writeln!(
+                out,
+                "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"{EXCUSED_CASE}\"><failure message=\"{m}\">{m}</failure></testcase>\n    <testcase classname=\"cpmlab.scenario.{n}\" name=\"{EXCUSED_CASE}\"><system-out>{m}: within budget</system-out></testcase>"
             );
         }
         for e in &r.expectations {
@@ -147,38 +253,128 @@ pub fn junit(results: &[ScenarioResult]) -> String {
 
 /// `index.html`: every scenario, its result, and a link to its report.
 pub fn index(results: &[ScenarioResult], title: &str) -> String {
+    index_linked(results, title, |_| String::new())
+}
+
+/// `index.html` whose links to each scenario's files start with
+/// `base(result)` (a merged index links into each run directory).
+pub fn index_linked(
+    results: &[ScenarioResult],
+    title: &str,
+    base: impl Fn(&ScenarioResult) -> String,
+) -> String {
     let mut rows = String::new();
-    for r in results {
+    for r in ordered(results) {
         let colour = match status(r) {
-            "PASS" => "#2a7",
-            "FAIL" => "#c33",
+            "PASSED" => crate::verdict::Status::Passed.colour(),
+            "FAILED" => crate::verdict::Status::Failed.colour(),
+            s if s == crate::verdict::Status::PassedWithKnownHazards.headline() => {
+                crate::verdict::Status::PassedWithKnownHazards.colour()
+            }
             _ => "#c80",
         };
+        let b = base(r);
         let link = match &r.report {
-            Some(p) => format!("<a href=\"{}\">report</a>", xml(p)),
+            Some(p) => format!("<a href=\"{}{}\">report</a>", xml(&b), xml(p)),
             None => "-".into(),
         };
         let _ = writeln!(
             rows,
-            "<tr><td><b>{}</b><br><small>{}</small></td><td style=\"color:{colour};font-weight:bold\">{}</td><td>{:.0} s</td><td>{}</td><td>{}</td><td>{link} · <a href=\"{}/run.log\">run.log</a> · <a href=\"{}/result.json\">result.json</a></td><td><small>{}</small></td></tr>",
+            "<tr><td><b>{}</b><br><small>{}</small></td><td style=\"color:{colour};font-weight:bold\">{}</td><td>{:.0} s</td><td>{}</td><td>{}</td><td>{link} · <a href=\"{b}{n}/run.log\">run.log</a> · <a href=\"{b}{n}/result.json\">result.json</a></td><td><small>{}</small></td></tr>",
             xml(&r.name),
             xml(&r.description),
             status(r),
             r.wall_s,
             xml(r.migration.as_deref().unwrap_or("-")),
             r.seed,
-            xml(&r.name),
-            xml(&r.name),
-            xml(&why(r))
+            xml(&why(r)),
+            b = xml(&b),
+            n = xml(&r.name),
         );
     }
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}</style>\
-</head><body><h1>{t}</h1><p>{} of {} scenarios passed.</p>\
+</head><body><h1>{t}</h1><p>{} of {} scenarios passed ({} of them with known hazards).</p>\
 <table><tr><th>scenario</th><th>result</th><th>wall</th><th>migration</th><th>seed</th><th>files</th><th>why</th></tr>\n{rows}</table></body></html>\n",
         results.iter().filter(|r| r.passed).count(),
         results.len(),
+        results
+            .iter()
+            .filter(|r| r.passed && r.verdict == Some(crate::verdict::Status::PassedWithKnownHazards))
+            .count(),
         t = xml(title)
     )
+}
+
+/// One scenario as the machine-readable summary lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SummaryRow {
+    pub name: String,
+    pub result: String,
+    pub wall_s: f64,
+    pub migration: Option<String>,
+    pub seed: u64,
+    pub why: String,
+}
+
+/// `summary.json`: every scenario in the summaries' order, what it gave
+/// and why; the same for one run and for a merge of many.
+pub fn summary_rows(results: &[ScenarioResult]) -> Vec<SummaryRow> {
+    ordered(results)
+        .into_iter()
+        .map(|r| SummaryRow {
+            name: r.name.clone(),
+            result: status(r).to_string(),
+            wall_s: r.wall_s,
+            migration: r.migration.clone(),
+            seed: r.seed,
+            why: why(r),
+        })
+        .collect()
+}
+
+/// A markdown summary (for a pull request or a job summary): the counts,
+/// then one line per scenario that did not pass.
+pub fn markdown(results: &[ScenarioResult], title: &str) -> String {
+    let passed = results.iter().filter(|r| r.passed).count();
+    let hazards = results
+        .iter()
+        .filter(|r| r.passed && r.verdict == Some(crate::verdict::Status::PassedWithKnownHazards))
+        .count();
+    let mut out = format!(
+        "### {title}\n\n{passed} of {} scenarios passed ({hazards} of them with known hazards).\n",
+        results.len()
+    );
+    let failed: Vec<&ScenarioResult> = ordered(results).into_iter().filter(|r| !r.passed).collect();
+    if !failed.is_empty() {
+        out.push_str("\n| scenario | result | why |\n| --- | --- | --- |\n");
+        for r in failed {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                r.name,
+                status(r),
+                why(r).replace('|', "\\|")
+            );
+        }
+    }
+    out
+}
+
+/// Writes what a run of many scenarios leaves in `dir`: junit.xml,
+/// index.html, summary.json and summary.md.
+pub fn write_all(
+    dir: &Path,
+    results: &[ScenarioResult],
+    title: &str,
+    base: impl Fn(&ScenarioResult) -> String,
+) -> std::io::Result<()> {
+    std::fs::write(dir.join("junit.xml"), junit(results))?;
+    std::fs::write(dir.join("index.html"), index_linked(results, title, base))?;
+    let rows =
+        serde_json::to_string_pretty(&summary_rows(results)).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("summary.json"), rows + "\n")?;
+    std::fs::write(dir.join("summary.md"), markdown(results, title))?;
+    Ok(())
 }

@@ -16,6 +16,8 @@ use crate::migrate::record::Driver;
 
 /// The longest time a scenario may name.
 const MAX_TIME: Duration = Duration::from_secs(3600);
+/// The longest a whole scenario may be expected to take.
+const MAX_EXPECTED_DURATION: Duration = Duration::from_secs(6 * 3600);
 
 type Problem = (String, String);
 
@@ -32,6 +34,12 @@ pub struct Checked {
     pub downtime: BTreeMap<String, Duration>,
     /// (step, kind) to the largest p99 allowed.
     pub p99: BTreeMap<(String, String), Duration>,
+    /// `expected_duration`, parsed.
+    pub expected_duration: Option<Duration>,
+    /// The hazards accepted, with their budgets.
+    pub excuse: BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>,
+    /// The stall bound, when the scenario sets one.
+    pub stall: Option<Duration>,
 }
 
 /// A timeline entry, typed.
@@ -57,6 +65,8 @@ pub enum Trigger {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Kill(TargetRef),
+    /// Killed, and not started again (the pod is gone for good).
+    Stop(TargetRef),
     Pause(TargetRef),
     Unpause(TargetRef),
     Restart(TargetRef),
@@ -71,6 +81,7 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::Kill(t) => format!("kill {t}"),
+            Action::Stop(t) => format!("stop {t}"),
             Action::Pause(t) => format!("pause {t}"),
             Action::Unpause(t) => format!("unpause {t}"),
             Action::Restart(t) => format!("restart {t}"),
@@ -198,6 +209,13 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         None if s.migration.is_none() => Duration::from_secs(20),
         None => Duration::ZERO,
     };
+    let expected_duration = match &s.expected_duration {
+        Some(d) => Some(
+            parse_duration_max("expected_duration", d, MAX_EXPECTED_DURATION)
+                .map_err(|e| p("expected_duration", strip_flag(&e.0, "expected_duration")))?,
+        ),
+        None => None,
+    };
     if let Some(m) = &s.migration {
         for (f, v) in [("max_rtt", &m.max_rtt), ("join_timeout", &m.join_timeout)] {
             if let Some(v) = v {
@@ -251,7 +269,7 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         .map(|(i, e)| planned(s, i, e, &nets, &seeds))
         .collect::<Result<Vec<_>, _>>()?;
     reachable(s, &timeline)?;
-    let (downtime, p99) = expectations(&s.expect, s, &seeds)?;
+    let (downtime, p99, excuse, stall) = expectations(&s.expect, s, &seeds)?;
     Ok(Checked {
         duration,
         warmup,
@@ -260,6 +278,9 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         trace,
         downtime,
         p99,
+        expected_duration,
+        excuse,
+        stall,
     })
 }
 
@@ -365,6 +386,9 @@ fn planned(
     if let Some(x) = t("kill", &e.kill)? {
         actions.push(Action::Kill(x));
     }
+    if let Some(x) = t("stop", &e.stop)? {
+        actions.push(Action::Stop(x));
+    }
     if let Some(x) = t("pause", &e.pause)? {
         actions.push(Action::Pause(x));
     }
@@ -414,7 +438,7 @@ fn planned(
         }),
         0 => Err(p(
             &f,
-            "needs an action: kill, pause, unpause, restart, partition, heal, link or migrate",
+            "needs an action: kill, stop, pause, unpause, restart, partition, heal, link or migrate",
         )),
         _ => Err(p(
             &f,
@@ -594,7 +618,85 @@ fn known_probe(key: &str) -> bool {
 type Limits = (
     BTreeMap<String, Duration>,
     BTreeMap<(String, String), Duration>,
+    BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>,
+    Option<Duration>,
 );
+
+/// `expect.excuse`: a budget per known hazard.
+fn excuses(
+    v: Option<&serde_json::Value>,
+) -> Result<BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>, Problem> {
+    use crate::verdict::{Budget, Criteria, Hazard};
+    let example = "e.g. `excuse: {move-leader: {max: 1, max_ms: 7500}}`";
+    let mut out = BTreeMap::new();
+    let Some(v) = v else { return Ok(out) };
+    let map = match v {
+        serde_json::Value::Object(m) => m,
+        serde_json::Value::Array(_) => {
+            return Err(p(
+                "expect.excuse",
+                format!(
+                "each known hazard needs a budget (how many requests, how long each): {example}"
+            ),
+            ))
+        }
+        _ => {
+            return Err(p(
+                "expect.excuse",
+                format!("a budget per hazard, {example}"),
+            ))
+        }
+    };
+    for (k, b) in map {
+        let f = format!("expect.excuse.{k}");
+        let h: Hazard =
+            serde_json::from_value(serde_json::Value::String(k.clone())).map_err(|_| {
+                p(
+                    f.clone(),
+                    "not a known hazard: move-leader, killed-member, leader-election",
+                )
+            })?;
+        let budget: Budget = serde_json::from_value(b.clone()).map_err(|e| {
+            p(
+                f.clone(),
+                format!(
+                    "{e}: a budget is {{max: <requests>, max_ms: <milliseconds>, lanes: [..]}}"
+                ),
+            )
+        })?;
+        out.insert(h, budget);
+    }
+    let c = Criteria {
+        excuse: out.clone(),
+        ..Criteria::default()
+    };
+    c.check().map_err(|(f, m)| p(format!("expect.{f}"), m))?;
+    Ok(out)
+}
+
+/// The rule names and coverage keys `expect.uncovered` may name.
+fn known_uncovered(k: &str) -> bool {
+    if [
+        "lost-writes",
+        "stale-reads",
+        "watch-continuity",
+        "informer",
+        "writes-after-last-step",
+        "writes-after-last-hazard",
+    ]
+    .contains(&k)
+    {
+        return true;
+    }
+    match k.split_once('@') {
+        Some((lane, step)) => {
+            crate::verdict::criteria::is_lane_pattern(lane)
+                && lane.contains('/')
+                && known_step("-", step).is_ok()
+        }
+        None => false,
+    }
+}
 
 fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Problem> {
     let mut downtime = BTreeMap::new();
@@ -648,6 +750,29 @@ fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Pr
         }
         time(&f, v)?;
     }
+    let excuse = excuses(e.excuse.as_ref())?;
+    let stall = match &e.stall {
+        Some(v) => {
+            let d = time("expect.stall", v)?;
+            if d.is_zero() {
+                return Err(p("expect.stall", "a duration above zero"));
+            }
+            Some(d)
+        }
+        None => None,
+    };
+    for (k, why) in &e.uncovered {
+        let f = format!("expect.uncovered.{k}");
+        if !known_uncovered(k) {
+            return Err(p(
+                f,
+                "a lane in a step (`write/new@MigrateDNSRecords`), writes-after-last-step, writes-after-last-hazard, or a rule: lost-writes, stale-reads, watch-continuity, informer",
+            ));
+        }
+        if why.trim().is_empty() {
+            return Err(p(f, "say why it is not covered"));
+        }
+    }
     if let (Some(o), None) = (e.migration, &s.migration) {
         if o != MigrationOutcome::Refused {
             return Err(p(
@@ -683,5 +808,5 @@ fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Pr
             }
         }
     }
-    Ok((downtime, p99))
+    Ok((downtime, p99, excuse, stall))
 }

@@ -55,6 +55,12 @@ pub struct Scenario {
     /// without a migration; with one, the migration's end is waited for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<String>,
+    /// How long the whole scenario takes on this project's machines (up to
+    /// down), e.g. 4m: what `cpmlab run --shard K/N` balances shards by
+    /// when no earlier run's wall time is given (`--durations`); absent, it
+    /// is estimated from the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_duration: Option<String>,
     /// Actions at a time or at a migration step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<TimelineEntry>,
@@ -229,6 +235,10 @@ pub struct MigrationSpec {
     pub command: Option<String>,
     #[serde(default)]
     pub force_shrink: bool,
+    /// How the source leader leaves: `remove` (upstream's way, the default)
+    /// or `move-leader` (MoveLeader to a destination voter first).
+    #[serde(default)]
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
     #[serde(default)]
     pub allow_distant_regions: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,9 +288,14 @@ pub struct TimelineEntry {
     /// A migration step's transition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<When>,
-    /// SIGKILL a member, an API replica or a gateway.
+    /// SIGKILL a member, an API replica or a gateway; a member or replica
+    /// comes back as its pod would (the kubelet's restart with backoff).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill: Option<Target>,
+    /// SIGKILL it and leave it stopped (its pod is gone; `restart` brings
+    /// it back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Target>,
     /// Freeze it (docker pause).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause: Option<Target>,
@@ -356,7 +371,8 @@ pub enum MigrateAction {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    /// `pass` or `fail`: the verdict (after `excuse`); `safe`: only the
+    /// `pass` or `fail`: the verdict (`pass` holds for PASSED and for
+    /// PASSED WITH KNOWN HAZARDS within `excuse`'s budgets); `safe`: only the
     /// safety rules must pass (no lost write, no ledger conflict, no missed
     /// watch event, no stale read, resource versions monotonic), while
     /// availability and latency are measured and reported, not asserted:
@@ -381,11 +397,28 @@ pub struct Expect {
     /// The lab at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndState>,
-    /// Known etcd hazards whose failed requests are excused, each as
-    /// narrowly as the records allow: `move-leader`, `killed-member`,
-    /// `leader-election`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub excuse: Vec<Hazard>,
+    /// Known etcd hazards this run may meet, each with a budget, e.g.
+    /// `{move-leader: {max: 1, max_ms: 7500}}`: `max` requests excused at
+    /// most, none longer than `max_ms`, on `lanes` (`move-leader` and
+    /// `killed-member`: `[write]` unless named; `leader-election` must name
+    /// them). A failed request is excused only with evidence from outside
+    /// the probes (etcd's history, the lab's events, etcd's logs); over
+    /// budget the verdict fails; excused, it passes with known hazards.
+    /// `downtime` and `failed_requests` count excused requests too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<BTreeMap<Hazard, crate::verdict::Budget>>")]
+    pub excuse: Option<serde_json::Value>,
+    /// A successful request slower than this counts as unavailable, not
+    /// only as latency (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<String>,
+    /// Checks this scenario accepts as not covered (or degraded), each with
+    /// why: a lane in a step (`write/new@MigrateDNSRecords`),
+    /// `writes-after-last-step`, `writes-after-last-hazard`, or a rule
+    /// (`lost-writes`, `stale-reads`, `watch-continuity`, `informer`).
+    /// Without it, a blind lane fails `verdict: pass`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub uncovered: BTreeMap<String, String>,
     /// The lab's diagnosis, for scenarios whose expected outcome is an etcd
     /// behaviour: warnings the members' logs must show (`peer-buffer-full`
     /// while the peer was connected, `member-add-refused`, `heartbeat-late`,
@@ -439,13 +472,7 @@ impl MigrationOutcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Hazard {
-    MoveLeader,
-    KilledMember,
-    LeaderElection,
-}
+pub use crate::verdict::Hazard;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -539,7 +566,7 @@ mod tests {
     #[test]
     fn a_full_scenario_is_typed() {
         let f = parse_str(
-            "description: leader killed in step 6\nseed: 7\nlinks:\n  - between: seed-a:seed-b\n    delay: 25ms\nmigration:\n  plan: five-member\n  hold: {EtcdMigrationComplete: 4s}\ntimeline:\n  - when: {step: EtcdMigrationComplete, after: 1s}\n    kill: {member: leader, seed: seed-a}\n  - at: 30s\n    heal: seed-a:seed-b\nexpect:\n  downtime: {write: 2s}\n  p99: {MigrateDNSRecords: {write: 1s}}\n  excuse: [leader-election]\n",
+            "description: leader killed in step 6\nseed: 7\nlinks:\n  - between: seed-a:seed-b\n    delay: 25ms\nmigration:\n  plan: five-member\n  hold: {EtcdMigrationComplete: 4s}\ntimeline:\n  - when: {step: EtcdMigrationComplete, after: 1s}\n    kill: {member: leader, seed: seed-a}\n  - at: 30s\n    heal: seed-a:seed-b\nexpect:\n  downtime: {write: 2s}\n  p99: {MigrateDNSRecords: {write: 1s}}\n  excuse: {leader-election: {max: 2, max_ms: 8000, lanes: [write]}}\n",
         )
         .unwrap();
         assert_eq!(f.name(), "s");

@@ -301,14 +301,22 @@ impl Engine {
             .with_context(|| format!("upload files to {container}"))
     }
 
+    /// Starts a container; one that runs already is left as it is (two
+    /// controllers may start it at once: the migration and the kubelet).
     pub async fn start(&self, container: &str) -> Result<()> {
-        self.api
+        match self
+            .api
             .start_container(
                 container,
                 None::<bollard::query_parameters::StartContainerOptions>,
             )
             .await
-            .with_context(|| format!("start container {container}"))
+        {
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            r => r.with_context(|| format!("start container {container}")),
+        }
     }
 
     /// Freezes every process of a container (the cgroup freezer).
@@ -683,6 +691,38 @@ impl Engine {
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| "unknown".into())),
             Err(e) if is_not_found(&e) => Ok("missing".into()),
+            Err(e) => Err(e).with_context(|| format!("inspect container {name}")),
+        }
+    }
+
+    /// Whether a container runs (paused counts: its process exists) and
+    /// when it last started (ms since the epoch); a missing one does not run.
+    pub async fn run_state(&self, name: &str) -> Result<(bool, Option<f64>)> {
+        match self
+            .api
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => {
+                let st = c.state.unwrap_or_default();
+                let running = st.running.unwrap_or(false);
+                let started = st
+                    .started_at
+                    .as_deref()
+                    .and_then(|t| {
+                        time::OffsetDateTime::parse(
+                            t,
+                            &time::format_description::well_known::Rfc3339,
+                        )
+                        .ok()
+                    })
+                    .map(|t| t.unix_timestamp_nanos() as f64 / 1e6);
+                Ok((running, started))
+            }
+            Err(e) if is_not_found(&e) => Ok((false, None)),
             Err(e) => Err(e).with_context(|| format!("inspect container {name}")),
         }
     }

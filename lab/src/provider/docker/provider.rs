@@ -1,5 +1,6 @@
 //! The docker provider behind the `Provider` interface: a workload is a
-//! container, a member's data a volume, a seed's ingress an HAProxy.
+//! container, a member's data a volume, a seed's ingress Envoy with the
+//! gateway agent beside it (`gateway`).
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! The docker provider's seed operations: DNS records (RFC 2136 through the
-//! lab's bind9), gateway routes (HAProxy reloaded in place), member and API
+//! lab's bind9), the gateway's input (what the seed exposes and the state of
+//! its API replicas, for its Envoy and endpoint lifecycle), member and API
 //! server containers. Each operation is idempotent: it looks before it acts.
 
 use std::net::Ipv4Addr;
@@ -7,7 +8,7 @@ use std::net::Ipv4Addr;
 use anyhow::{Context, Result};
 
 use super::engine::{Engine, FileSpec};
-use super::up::{self, GATEWAY_CONFIG};
+use super::up;
 use crate::dns;
 use crate::etcd::ClusterState;
 use crate::pki::Ca;
@@ -44,29 +45,42 @@ pub async fn dns_set(
     Ok(())
 }
 
-/// Writes the gateway configuration of `seed` for the lab as it is now and
-/// reloads HAProxy (master-worker: SIGUSR2 starts new workers on the new
-/// configuration; the old ones finish the connections they carry).
+/// Tells the gateway of `seed` what it exposes now and how its API
+/// replicas are (running since when, terminating), in place: the file is
+/// uploaded beside and renamed, the gateway's agent picks it up, and the
+/// connections Envoy carries go on. Gives the gateway the members' addresses.
 pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Result<()> {
     let s = state
         .seed(seed)
         .with_context(|| format!("no seed {seed}"))?;
     let gw = &s.gateway.container;
+    let mut runs = std::collections::BTreeMap::new();
+    for a in state.apiservers_of(seed) {
+        runs.insert(a.name.clone(), engine.run_state(&a.container).await?);
+    }
+    let input = crate::gateway::GatewayInput::of(state, seed, |a| {
+        runs.get(&a.name).copied().unwrap_or((false, None))
+    })
+    .map_err(anyhow::Error::msg)?;
+    let tmp = format!("{}.next", crate::gateway::INPUT);
     engine
         .upload(
             gw,
             &[FileSpec::new(
-                GATEWAY_CONFIG,
-                up::gateway_config(state, seed),
+                tmp.clone(),
+                serde_json::to_vec_pretty(&input)?,
                 0o644,
             )],
         )
         .await?;
+    engine
+        .exec_ok(gw, &["mv", &tmp, crate::gateway::INPUT], false)
+        .await
+        .with_context(|| format!("put the input of {gw} in place"))?;
     let pid = engine.running_container(gw).await?.pid;
     up::set_routes(pid, up::net_plan(state, &[s.network.as_str()], Some(seed)))
         .await
-        .context("give the gateway the members' addresses")?;
-    engine.signal(gw, "SIGUSR2").await
+        .context("give the gateway the members' addresses")
 }
 
 /// Creates and starts the container of a member joining the cluster whose

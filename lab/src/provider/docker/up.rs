@@ -26,7 +26,6 @@ use crate::addressing::{Net24, Pool};
 use crate::dns::{self, ARecord};
 use crate::errors::{BadInput, Cancel, EnvNotReady};
 use crate::etcd::{self, ClusterState, EtcdTls};
-use crate::gateway::{self, Route};
 use crate::pki::{write_pem, Ca};
 use crate::plan::LabPlan;
 use crate::progress::Progress;
@@ -218,13 +217,13 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     state.api_kind = api_server.kind;
     state.api_token = random_token();
     dir.create()?;
+    let keys = LabKeys::generate(&dir, &mut state)?;
     dir.save(&state)?;
-    let LabKeys { ca, client, sa_key } = LabKeys::generate(&dir, &state)?;
     step.done();
 
     req.cancel.check()?;
     let step = p.step("containers: router, dns, toolbox, gateways, etcd");
-    let specs = container_specs(&state, &ca, &client, &api_server, &sa_key)?;
+    let specs = container_specs(&state, &keys, &api_server)?;
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
     }
@@ -278,6 +277,13 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .map(|a| a.container.clone())
         .collect();
     release(engine, &state, &apis).await?;
+    // The gateway learns when its replicas' containers started (their
+    // probes' initial delay counts from there).
+    let source = state
+        .seed_by_role(crate::topology::SeedRole::Source)
+        .name
+        .clone();
+    super::seed::sync_gateway(engine, &state, &source).await?;
     wait_api(&state, &tls.ca_pem, &req.cancel).await?;
     step.done_with(&format!("https://{}", state.dns.api_name));
 
@@ -296,22 +302,37 @@ pub struct LabKeys {
     pub ca: Ca,
     pub client: crate::pki::CertKey,
     pub sa_key: rcgen::KeyPair,
+    /// The front-proxy CA (Gardener's ca-front-proxy): it signs the
+    /// gateway's client certificate, whose identity headers the API
+    /// servers trust (`--requestheader-client-ca-file`).
+    pub front_proxy: Ca,
 }
 
 impl LabKeys {
-    pub fn generate(dir: &LabDir, state: &LabState) -> Result<LabKeys> {
+    /// Generates the keys, writes them to the lab's `pki` directory, and
+    /// puts the front-proxy CA's certificate into `state`.
+    pub fn generate(dir: &LabDir, state: &mut LabState) -> Result<LabKeys> {
         let ca = Ca::generate(&state.name)?;
         let client = ca.issue_client("cpmlab")?;
         let sa_key = rcgen::KeyPair::generate()?;
+        let front_proxy = Ca::generate(&format!("{} front-proxy", state.name))?;
+        state.front_proxy_ca = front_proxy.cert_pem.clone();
         let pki = dir.pki();
         write_pem(&pki.join("ca.crt"), &ca.cert_pem)?;
         write_pem(&pki.join("ca.key"), &ca.key_pem())?;
+        write_pem(&pki.join("front-proxy-ca.crt"), &front_proxy.cert_pem)?;
+        write_pem(&pki.join("front-proxy-ca.key"), &front_proxy.key_pem())?;
         write_pem(&pki.join("client.crt"), &client.cert_pem)?;
         write_pem(&pki.join("client.key"), &client.key_pem)?;
         write_pem(&pki.join("sa.key"), &sa_key.serialize_pem())?;
         crate::state::write_private(&pki.join("token"), &state.api_token)
             .context("write the API token")?;
-        Ok(LabKeys { ca, client, sa_key })
+        Ok(LabKeys {
+            ca,
+            client,
+            sa_key,
+            front_proxy,
+        })
     }
 
     /// The service-account key pair as (private, public) PEM.
@@ -452,58 +473,74 @@ fn zone_records(state: &LabState) -> Vec<ARecord> {
         });
     }
     for m in &state.members {
-        r.push(member_record(m));
+        r.extend(member_records(m));
     }
     r
 }
 
 /// A member's name resolves to its address on its own seed's gateway
-/// (Gardener's per-member DNSRecord).
-pub fn member_record(m: &MemberState) -> ARecord {
-    ARecord {
-        name: m.host.clone(),
-        ip: m.vip(),
-    }
-}
-
-/// The members a seed's gateway fronts: the seed's members and, during a
-/// migration, the destination members planned for it.
-pub fn gateway_members(state: &LabState, seed: &str) -> Vec<MemberState> {
-    let mut v: Vec<MemberState> = state.members_of(seed).cloned().collect();
-    if let Some(mig) = &state.migration {
-        for m in mig.destination_members.iter().filter(|m| m.seed == seed) {
-            if !v.iter().any(|x| x.name == m.name) {
-                v.push(m.clone());
-            }
-        }
-    }
-    v
-}
-
-/// Where a gateway's HAProxy reads its configuration.
-pub const GATEWAY_CONFIG: &str = "/etc/haproxy/haproxy.cfg";
-
-/// The gateway configuration of `seed` for the lab as `state` has it now:
-/// an SNI route per member of the seed, the seed's API replicas.
-/// A migration's planned destination members are routed before they exist.
-pub fn gateway_config(state: &LabState, seed: &str) -> String {
-    let routes: Vec<Route> = gateway_members(state, seed)
-        .iter()
-        .map(|m| Route {
-            sni: m.host.clone(),
+/// (Gardener's per-member DNSRecord); its pod's name to the member itself
+/// (what the gateway resolves to reach it, as a headless Service's record).
+pub fn member_records(m: &MemberState) -> [ARecord; 2] {
+    [
+        ARecord {
+            name: m.host.clone(),
+            ip: m.vip(),
+        },
+        ARecord {
+            name: m.pod_host(),
             ip: m.ip,
-            peer_port: m.peer_port,
-        })
-        .collect();
-    let api = gateway::ApiRoute {
-        sni: state.dns.api_name.clone(),
-        servers: state
-            .apiservers_of(seed)
-            .map(|a| (a.name.clone(), a.ip))
-            .collect(),
-        health_token: state.api_token.clone(),
-    };
-    gateway::haproxy_config(seed, &routes, &api)
+        },
+    ]
+}
+
+/// The members a seed's gateway fronts (`LabState::gateway_members`).
+pub fn gateway_members(state: &LabState, seed: &str) -> Vec<MemberState> {
+    state.gateway_members(seed)
+}
+
+/// The files of a seed's gateway container at its creation: Envoy's
+/// bootstrap, the lab's input (what the seed exposes, its replicas), the
+/// probes' token, and the certificates: the API name's (TLS ends here in
+/// termination mode), the lab CA (client certificates and the replicas'
+/// serving certificates are checked against it), and the gateway's
+/// front-proxy client certificate (`system:istio-gateway`).
+pub fn gateway_files(
+    state: &LabState,
+    seed: &crate::state::SeedState,
+    keys: &LabKeys,
+) -> Result<Vec<FileSpec>> {
+    use crate::exposure::envoy::{self, tls};
+    let input =
+        crate::gateway::GatewayInput::of(state, &seed.name, |_| (false, None)).map_err(BadInput)?;
+    let server = keys.ca.issue_member(
+        &format!("{}-gateway", seed.name),
+        std::slice::from_ref(&state.dns.api_name),
+        &[seed.gateway.ip.into()],
+    )?;
+    let proxy = keys
+        .front_proxy
+        .issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
+    let at = |f: &str| format!("{}/{f}", envoy::TLS_DIR);
+    Ok(vec![
+        FileSpec::new(
+            envoy::BOOTSTRAP,
+            serde_json::to_vec_pretty(&envoy::bootstrap(&format!("{}-gateway", seed.name)))?,
+            0o644,
+        ),
+        FileSpec::new(
+            crate::gateway::INPUT,
+            serde_json::to_vec_pretty(&input)?,
+            0o644,
+        ),
+        FileSpec::new(crate::gateway::TOKEN_FILE, state.api_token.clone(), 0o600),
+        FileSpec::new(at(tls::SERVER_CERT), server.cert_pem, 0o644),
+        FileSpec::new(at(tls::SERVER_KEY), server.key_pem, 0o600),
+        FileSpec::new(at(tls::CLIENT_CA), keys.ca.cert_pem.clone(), 0o644),
+        FileSpec::new(at(tls::UPSTREAM_CA), keys.ca.cert_pem.clone(), 0o644),
+        FileSpec::new(at(tls::PROXY_CERT), proxy.cert_pem, 0o644),
+        FileSpec::new(at(tls::PROXY_KEY), proxy.key_pem, 0o600),
+    ])
 }
 
 fn docker_network(state: &LabState, n: &str) -> String {
@@ -604,17 +641,26 @@ pub fn apiserver_spec(
     use crate::apiserver::launch::{self, ApiServerKind, DIR};
     let mut c = base_spec(state, &a.container, "apiserver", Some(&a.seed));
     c.networks = vec![(docker_network(state, &a.seed), a.ip)];
+    // kube-apiserver's names, with the one a gateway that ends TLS sends
+    // as SNI (`kubernetes.default.svc.cluster.local`).
     let cert = ca.issue_member(
         &a.name,
         &[
             state.dns.api_name.clone(),
             "kubernetes".into(),
             "kubernetes.default".into(),
+            "kubernetes.default.svc".into(),
+            crate::exposure::UPSTREAM_SNI.into(),
         ],
         &[a.ip.into()],
     )?;
     c.files = vec![
         FileSpec::new(format!("{DIR}/ca.crt"), ca.cert_pem.clone(), 0o644),
+        FileSpec::new(
+            format!("{DIR}/{}", crate::apiserver::launch::FRONT_PROXY_CA),
+            state.front_proxy_ca.clone(),
+            0o644,
+        ),
         FileSpec::new(format!("{DIR}/server.crt"), cert.cert_pem, 0o644),
         FileSpec::new(format!("{DIR}/server.key"), cert.key_pem, 0o600),
         FileSpec::new(format!("{DIR}/token"), state.api_token.clone(), 0o600),
@@ -738,32 +784,21 @@ pub fn infra_specs(state: &LabState, ca: &Ca, client: &crate::pki::CertKey) -> V
 
 fn container_specs(
     state: &LabState,
-    ca: &Ca,
-    client: &crate::pki::CertKey,
+    keys: &LabKeys,
     api_server: &ApiServerBinary,
-    sa_key: &rcgen::KeyPair,
 ) -> Result<Vec<ContainerSpec>> {
     let docker_net = |n: &str| docker_network(state, n);
     let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
-    let mut specs = infra_specs(state, ca, client);
+    let (ca, sa_key) = (&keys.ca, &keys.sa_key);
+    let mut specs = infra_specs(state, ca, &keys.client);
 
     for s in &state.seeds {
         let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
         g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
-        g.files = vec![FileSpec::new(
-            GATEWAY_CONFIG,
-            gateway_config(state, &s.name),
-            0o644,
-        )];
+        g.files = gateway_files(state, s, keys)?;
         g.cmd = behind_barrier(
             state,
-            vec![
-                "haproxy".into(),
-                "-W".into(),
-                "-db".into(),
-                "-f".into(),
-                GATEWAY_CONFIG.into(),
-            ],
+            vec![AGENT_BIN.into(), "agent".into(), "gateway".into()],
         );
         specs.push(g);
     }
@@ -969,15 +1004,29 @@ mod tests {
 
     #[test]
     fn only_the_router_holds_net_admin() {
-        let s = crate::state::sample_state();
-        let ca = crate::pki::Ca::generate("t").unwrap();
-        let client = ca.issue_client("t").unwrap();
-        let sa = rcgen::KeyPair::generate().unwrap();
+        let mut s = crate::state::sample_state();
+        let dir = tempfile::tempdir().unwrap();
+        let lab = LabDir::new(dir.path(), "t");
+        lab.create().unwrap();
+        let keys = LabKeys::generate(&lab, &mut s).unwrap();
         let api = ApiServerBinary {
             kind: crate::apiserver::launch::ApiServerKind::Standin,
             bin: None,
         };
-        for spec in container_specs(&s, &ca, &client, &api, &sa).unwrap() {
+        let specs = container_specs(&s, &keys, &api).unwrap();
+        // The gateway gets Envoy's bootstrap, the lab's input and its keys.
+        let gw = specs.iter().find(|c| c.role == "gateway").unwrap();
+        for f in [
+            crate::exposure::envoy::BOOTSTRAP,
+            crate::gateway::INPUT,
+            "/etc/envoy/tls/front-proxy-client.key",
+        ] {
+            assert!(gw.files.iter().any(|x| x.path == f), "{f}");
+        }
+        assert!(gw
+            .cmd
+            .ends_with(&["agent".to_string(), "gateway".to_string()]));
+        for spec in specs {
             let want: &[&str] = if spec.role == "router" {
                 &["NET_ADMIN"]
             } else {
@@ -1035,10 +1084,13 @@ mod tests {
         assert!(net_plan(&s, &["seed-a"], Some("seed-a"))
             .addresses
             .is_empty());
-        let cfg = gateway_config(&s, "seed-a");
-        for p in [9100, 9101, 9102] {
-            assert!(cfg.contains(&format!("bind :{p}\n")), "{cfg}");
-        }
+        let x = crate::exposure::Exposure::of_docker_seed(&s, "seed-a");
+        assert_eq!(x.tls_ports(), vec![2379, 9100, 9101, 9102]);
+        // The member's pod name resolves to the member itself.
+        assert_eq!(
+            find("seed-a-etcd-2.pods.local.cpmlab.test").as_deref(),
+            Some("10.213.0.12")
+        );
         // The state of a lab made before the setting reads as before.
         let mut v = serde_json::to_value(crate::state::sample_state().members).unwrap();
         v[0].as_object_mut().unwrap().remove("peer_port");

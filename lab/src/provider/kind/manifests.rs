@@ -1,14 +1,18 @@
 //! The Kubernetes objects of one seed in the kind form.
 //!
 //! Per etcd member: a Service of its own (the ingress routes to it, not to
-//! etcd-druid's Services), a StatefulSet of one replica (the source seed's
-//! run at `up`, the destination's are made with zero replicas and scaled up
-//! by the migration), and on the seed's Istio ingress gateway a Gateway
-//! server with TLS PASSTHROUGH on the member's SNI name, a VirtualService
-//! and a DestinationRule. The shoot API and etcd's client endpoint go
-//! through the same gateway by their own SNI names. A NetworkPolicy admits
-//! the ingress gateway to etcd. kube-apiserver runs as a Deployment with
-//! the flags Gardener sets, talking to its own seed's etcd only.
+//! etcd-druid's Services) and a StatefulSet of one replica (the source
+//! seed's run at `up`, the destination's are made with zero replicas and
+//! scaled up by the migration). The Istio objects of the seed's ingress
+//! gateway — the shoot API in the topology's exposure mode, each member's
+//! peer and client endpoint and etcd's client endpoint by SNI with TLS
+//! passthrough — are rendered from the one definition the docker form's
+//! Envoy is rendered from (`crate::exposure`). A NetworkPolicy admits the
+//! ingress gateway to etcd. kube-apiserver runs as a Deployment with the
+//! docker form's command line (the flags Gardener sets), talking to its own
+//! seed's etcd only, behind Gardener's three Services (plain, `-mtls`,
+//! `-connection-upgrade`); the Deployment is rendered with the Secrets
+//! (its probes carry the health-check token).
 
 use serde_json::{json, Value};
 
@@ -141,24 +145,68 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
             super::render::druid_etcd(lab, &ns, &mine, &cluster, source),
         ));
     }
-    out.push(Manifest::new(20, apiserver_service(lab, &ns, seed)));
-    out.push(Manifest::new(30, gateway(lab, &ns, t, seed, &mine)));
-    for m in &mine {
-        out.push(Manifest::new(31, member_virtual_service(lab, &ns, m)));
-        out.push(Manifest::new(32, member_destination_rule(lab, &ns, m)));
+    for svc in [
+        "kube-apiserver",
+        "kube-apiserver-mtls",
+        "kube-apiserver-connection-upgrade",
+    ] {
+        out.push(Manifest::new(20, apiserver_service(lab, &ns, seed, svc)));
     }
-    let api = t.shoot.api_name();
-    out.push(Manifest::new(
-        31,
-        sni_virtual_service(lab, &ns, seed, "kube-apiserver", &api, API_PORT),
-    ));
-    let client = client_host(t, seed);
-    out.push(Manifest::new(
-        31,
-        sni_virtual_service(lab, &ns, seed, "etcd-main-client", &client, CLIENT_PORT),
-    ));
+    let placement = crate::exposure::istio::Placement {
+        labels: labels(lab, seed, "gateway"),
+        ingress_namespace: INGRESS_NAMESPACE.into(),
+        selector: (INGRESS_SELECTOR.0.into(), INGRESS_SELECTOR.1.into()),
+        api_listener_port: super::render::ingress_target_port(API_PORT),
+    };
+    for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement) {
+        let order = match o["kind"].as_str() {
+            Some("Gateway") => 30,
+            Some("VirtualService") => 31,
+            Some("DestinationRule") | Some("ServiceEntry") => 32,
+            _ => 33,
+        };
+        out.push(Manifest::new(order, o));
+    }
     out.sort_by(|a, b| a.file.cmp(&b.file));
     out
+}
+
+/// What the seed's ingress gateway exposes in the kind form: the shoot API
+/// in the topology's mode, each member's peer and client endpoint by its
+/// SNI name to the member's own Service, and etcd's client Service by its
+/// own name (the same definition the docker form's Envoy is rendered from).
+pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::Exposure {
+    use crate::exposure::{member_routes, service_host, Destination, Resolution, TlsRoute};
+    let ns = namespace(&t.shoot.name);
+    let mut tls: Vec<TlsRoute> = members(t, s, seed)
+        .iter()
+        .flat_map(|m| {
+            member_routes(
+                &m.name,
+                &m.host,
+                m.peer_port,
+                &service_host(&m.service(), &ns),
+                Resolution::Endpoints,
+            )
+        })
+        .collect();
+    tls.push(TlsRoute {
+        owner: "etcd-main-client".into(),
+        kind: "client".into(),
+        host: client_host(t, seed),
+        port: CLIENT_PORT,
+        destination: Destination {
+            host: service_host("etcd-main-client", &ns),
+            port: CLIENT_PORT,
+            resolution: Resolution::Endpoints,
+        },
+    });
+    crate::exposure::Exposure {
+        seed: seed.to_string(),
+        namespace: ns,
+        api: Some(crate::exposure::api_route(t)),
+        tls,
+    }
 }
 
 fn member_service(lab: &str, ns: &str, m: &KindMember) -> Value {
@@ -419,22 +467,37 @@ pub fn apiserver_command(t: &Topology, seed: &str) -> Vec<String> {
 /// The name of the Secret holding kube-apiserver's files.
 pub const APISERVER_SECRET: &str = "kube-apiserver";
 
-/// kube-apiserver's probes as Gardener sets them
+/// kube-apiserver's liveness probe as Gardener sets it
+/// (`pkg/component/kubernetes/apiserver/deployment.go`): every 10 s, 15 s
+/// timeout, 3 failures, after 15 s. Its readiness probe has the same
+/// timings after 10 s, and is the topology's `api.readiness_probe`.
+pub const LIVENESS: crate::topology::ProbeTiming = crate::topology::ProbeTiming {
+    period_ms: 10_000,
+    timeout_ms: 15_000,
+    failure_threshold: 3,
+    success_threshold: 1,
+    initial_delay_ms: 15_000,
+};
+
+/// One of kube-apiserver's probes as Gardener sets them
 /// (`pkg/component/kubernetes/apiserver/deployment.go`): HTTPS on its
 /// port with a bearer token (anonymous requests are refused:
-/// `--anonymous-auth=false`), every 10 s, 15 s timeout, 3 failures;
-/// liveness after 15 s, readiness after 10 s.
-pub fn apiserver_probe(path: &str, health_token: &str, initial_delay: u32) -> Value {
+/// `--anonymous-auth=false`), with `timing`.
+pub fn apiserver_probe(
+    path: &str,
+    health_token: &str,
+    timing: &crate::topology::ProbeTiming,
+) -> Value {
     json!({
         "httpGet": {
             "path": path, "port": API_PORT, "scheme": "HTTPS",
             "httpHeaders": [{"name": "Authorization", "value": format!("Bearer {health_token}")}],
         },
-        "initialDelaySeconds": initial_delay,
-        "periodSeconds": 10,
-        "timeoutSeconds": 15,
-        "successThreshold": 1,
-        "failureThreshold": 3,
+        "initialDelaySeconds": timing.initial_delay_ms / 1000,
+        "periodSeconds": timing.period_ms / 1000,
+        "timeoutSeconds": timing.timeout_ms / 1000,
+        "successThreshold": timing.success_threshold,
+        "failureThreshold": timing.failure_threshold,
     })
 }
 
@@ -466,6 +529,17 @@ pub fn apiserver_deployment(
             .unwrap_or(30);
     let source = t.source().name == seed;
     let command = apiserver_command(t, seed);
+    // Readiness: the topology's timings (Gardener's by default);
+    // liveness: Gardener's.
+    let readiness = t
+        .api
+        .readiness_probe
+        .timing("api.readiness_probe")
+        .unwrap_or_else(|_| {
+            crate::topology::ProbeSpec::default()
+                .timing("api.readiness_probe")
+                .expect("the defaults are valid")
+        });
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
@@ -490,8 +564,8 @@ pub fn apiserver_deployment(
                         "args": command[1..].to_vec(),
                         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
                         "ports": [{"name": "https", "containerPort": API_PORT}],
-                        "livenessProbe": apiserver_probe("/livez", health_token, 15),
-                        "readinessProbe": apiserver_probe("/readyz", health_token, 10),
+                        "livenessProbe": apiserver_probe("/livez", health_token, &LIVENESS),
+                        "readinessProbe": apiserver_probe("/readyz", health_token, &readiness),
                         "volumeMounts": [{"name": "kube-apiserver", "mountPath": crate::apiserver::launch::DIR, "readOnly": true}],
                     }],
                     "volumes": [{"name": "kube-apiserver", "secret": {"secretName": APISERVER_SECRET, "defaultMode": 0o400}}],
@@ -501,112 +575,16 @@ pub fn apiserver_deployment(
     })
 }
 
-fn apiserver_service(lab: &str, ns: &str, seed: &str) -> Value {
+/// One of Gardener's kube-apiserver Services (the same pods behind each:
+/// the gateway's destinations when TLS ends there, sni.go).
+fn apiserver_service(lab: &str, ns: &str, seed: &str, name: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
-        "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
+        "metadata": meta(name, ns, labels(lab, seed, "apiserver")),
         "spec": {
             "type": "ClusterIP",
             "selector": {"app": "kubernetes", "role": "apiserver"},
             "ports": [{"name": "https", "port": API_PORT, "targetPort": API_PORT, "protocol": "TCP"}],
-        },
-    })
-}
-
-fn passthrough_server(name: &str, port: u16, host: &str) -> Value {
-    json!({
-        "port": {"number": port, "name": name, "protocol": "TLS"},
-        "tls": {"mode": "PASSTHROUGH"},
-        "hosts": [host],
-    })
-}
-
-fn gateway(lab: &str, ns: &str, t: &Topology, seed: &str, mine: &[KindMember]) -> Value {
-    let mut servers = vec![
-        passthrough_server("tls-api", API_PORT, &t.shoot.api_name()),
-        passthrough_server("tls-etcd-client", CLIENT_PORT, &client_host(t, seed)),
-    ];
-    for m in mine {
-        servers.push(passthrough_server(
-            &format!("tls-{}-peer", m.name),
-            m.peer_port,
-            &m.host,
-        ));
-        servers.push(passthrough_server(
-            &format!("tls-{}-client", m.name),
-            CLIENT_PORT,
-            &m.host,
-        ));
-    }
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
-        "metadata": meta("shoot-control-plane", ns, labels(lab, seed, "gateway")),
-        "spec": {
-            "selector": {INGRESS_SELECTOR.0: INGRESS_SELECTOR.1},
-            "servers": servers,
-        },
-    })
-}
-
-fn tls_route(port: u16, host: &str, service: &str, ns: &str, to_port: u16) -> Value {
-    json!({
-        "match": [{"port": port, "sniHosts": [host]}],
-        "route": [{"destination": {
-            "host": format!("{service}.{ns}.svc.cluster.local"),
-            "port": {"number": to_port},
-        }}],
-    })
-}
-
-fn member_virtual_service(lab: &str, ns: &str, m: &KindMember) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "gateway")),
-        "spec": {
-            "hosts": [m.host],
-            "gateways": ["shoot-control-plane"],
-            "tls": [
-                tls_route(m.peer_port, &m.host, &m.service(), ns, PEER_PORT),
-                tls_route(CLIENT_PORT, &m.host, &m.service(), ns, CLIENT_PORT),
-            ],
-        },
-    })
-}
-
-fn member_destination_rule(lab: &str, ns: &str, m: &KindMember) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
-        "metadata": meta(&m.name, ns, labels(lab, &m.seed, "gateway")),
-        "spec": {
-            "host": format!("{}.{ns}.svc.cluster.local", m.service()),
-            "trafficPolicy": {
-                // Passthrough: etcd's own TLS end to end, the gateway adds none.
-                "tls": {"mode": "DISABLE"},
-                "connectionPool": {"tcp": {
-                    "connectTimeout": "5s",
-                    "tcpKeepalive": {"time": "30s", "interval": "10s"},
-                }},
-            },
-        },
-    })
-}
-
-/// A VirtualService sending `host`'s SNI on `port` to `service`'s `port`.
-fn sni_virtual_service(
-    lab: &str,
-    ns: &str,
-    seed: &str,
-    name: &str,
-    host: &str,
-    port: u16,
-) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": meta(name, ns, labels(lab, seed, "gateway")),
-        "spec": {
-            "hosts": [host],
-            "gateways": ["shoot-control-plane"],
-            "tls": [tls_route(port, host, name, ns, port)],
         },
     })
 }

@@ -386,9 +386,13 @@ pub fn druid_etcd(
 /// certificate (its SNI name and its Services' names), and kube-apiserver's
 /// files in one Secret laid out as the docker form mounts them
 /// (`apiserver::launch::DIR`: the CA, its serving and etcd-client
-/// certificate, the static tokens of the probes and of the health check,
-/// the service-account key pair); and the kube-apiserver Deployment, whose
-/// probes carry the health-check token.
+/// certificate, the front-proxy CA it trusts request headers on, the
+/// static tokens of the probes and of the health check, the
+/// service-account key pair); in the ingress gateway's namespace the
+/// credentials of TLS termination (sni.go's `<namespace>-kube-apiserver-tls`:
+/// the serving certificate and the client CA; `-kube-apiserver-istio-mtls`:
+/// the CA and the gateway's front-proxy client certificate); and the
+/// kube-apiserver Deployment, whose probes carry the health-check token.
 pub fn secrets(
     lab: &str,
     t: &Topology,
@@ -437,6 +441,7 @@ pub fn secrets(
             t.shoot.api_name(),
             "kube-apiserver".into(),
             format!("kube-apiserver.{ns}.svc"),
+            crate::exposure::UPSTREAM_SNI.into(),
         ],
         &[],
     )?;
@@ -449,6 +454,7 @@ pub fn secrets(
         manifests::APISERVER_SECRET,
         json!({
             "ca.crt": b64(&ca_pem),
+            crate::apiserver::launch::FRONT_PROXY_CA: b64(&keys.front_proxy.cert_pem),
             "server.crt": b64(&api.cert_pem),
             "server.key": b64(&api.key_pem),
             "tokens.csv": b64(&tokens),
@@ -456,6 +462,35 @@ pub fn secrets(
             "sa.pub": b64(&keys.sa.1),
         }),
     ));
+    let x = super::manifests::exposure(t, s, seed);
+    let gateway_client = keys
+        .front_proxy
+        .issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
+    for (name, cert, key) in [
+        (
+            crate::exposure::istio::tls_credential(&x),
+            &api.cert_pem,
+            &api.key_pem,
+        ),
+        (
+            crate::exposure::istio::mtls_credential(&x),
+            &gateway_client.cert_pem,
+            &gateway_client.key_pem,
+        ),
+    ] {
+        out.push(RenderedFile {
+            path: format!("{seed}/secrets/{name}.yaml").into(),
+            contents: yaml(&json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": INGRESS_NAMESPACE, "labels": {
+                    crate::provider::docker::LABEL_LAB: lab,
+                    crate::provider::docker::LABEL_SEED: seed,
+                }},
+                "data": {"cert": b64(cert), "key": b64(key), "cacert": b64(&ca_pem)},
+            })),
+            secret: true,
+        });
+    }
     out.push(RenderedFile {
         path: format!("{seed}/secrets/20-deployment-kube-apiserver.yaml").into(),
         contents: yaml(&manifests::apiserver_deployment(
@@ -492,6 +527,7 @@ mod tests {
             token: "tok".into(),
             health_token: "health".into(),
             sa: ("k".into(), "p".into()),
+            front_proxy: crate::pki::Ca::generate("cpmlab front-proxy").unwrap(),
         }
     }
 
@@ -543,7 +579,11 @@ mod tests {
                     round_trips::<net::NetworkPolicy>(&v, p)
                 }
                 // No k8s-openapi type: custom resources and kind's config.
-                ("networking.istio.io/v1", "Gateway" | "VirtualService" | "DestinationRule")
+                (
+                    "networking.istio.io/v1",
+                    "Gateway" | "VirtualService" | "DestinationRule" | "ServiceEntry",
+                )
+                | ("networking.istio.io/v1alpha3", "EnvoyFilter")
                 | ("install.istio.io/v1alpha1", "IstioOperator")
                 | ("metallb.io/v1beta1", "IPAddressPool" | "L2Advertisement")
                 | ("druid.gardener.cloud/v1alpha1", "Etcd")
@@ -580,10 +620,7 @@ mod tests {
     #[test]
     fn each_member_is_routed_by_its_sni_name_on_a_port_of_its_own() {
         let files = rendered(&KindSettings::default());
-        let gw = parse(file(
-            &files,
-            "seed-b/manifests/30-gateway-shoot-control-plane.yaml",
-        ));
+        let gw = parse(file(&files, "seed-b/manifests/30-gateway-etcd-main.yaml"));
         let servers = gw["spec"]["servers"].as_array().unwrap();
         assert!(servers
             .iter()
@@ -627,6 +664,26 @@ mod tests {
             vs["spec"]["tls"][0]["route"][0]["destination"]["host"],
             "seed-b-etcd-1.shoot--local--local.svc.cluster.local"
         );
+    }
+
+    /// The kind form's Istio objects and the docker form's Envoy agree on
+    /// the kind form's own exposure too, in both API modes.
+    #[test]
+    fn the_kind_forms_exposure_agrees_with_envoy() {
+        for mode in [
+            crate::topology::ApiExposure::Termination,
+            crate::topology::ApiExposure::Passthrough,
+        ] {
+            let mut t = Topology::default();
+            t.api.exposure = mode;
+            for seed in ["seed-a", "seed-b"] {
+                crate::exposure::agree::check(&manifests::exposure(
+                    &t,
+                    &KindSettings::default(),
+                    seed,
+                ));
+            }
+        }
     }
 
     #[test]
@@ -884,6 +941,65 @@ mod tests {
             .contains(&"--etcd-servers=https://etcd-main-client:2379".to_string()));
     }
 
+    /// Every file kube-apiserver's command line names under the docker
+    /// form's directory is a key of the Secret mounted there (the
+    /// front-proxy CA of the request-header flags too).
+    #[test]
+    fn every_file_kube_apiserver_reads_is_in_its_secret() {
+        let t = Topology::default();
+        let files = secrets("cpmlab", &t, &KindSettings::default(), "seed-a", &keys()).unwrap();
+        let secret = parse(file(&files, "seed-a/secrets/kube-apiserver.yaml"));
+        let data = secret["data"].as_object().unwrap();
+        let dir = format!("{}/", crate::apiserver::launch::DIR);
+        let named: Vec<String> = manifests::apiserver_command(&t, "seed-a")
+            .iter()
+            .filter_map(|a| a.split_once(&dir).map(|(_, f)| f.to_string()))
+            .collect();
+        assert!(
+            named.contains(&crate::apiserver::launch::FRONT_PROXY_CA.to_string()),
+            "{named:?}"
+        );
+        for f in &named {
+            assert!(
+                data.contains_key(f),
+                "{f} is not in the Secret: {:?}",
+                data.keys()
+            );
+        }
+    }
+
+    /// Istio's gateway listens for the API on the Service's target port
+    /// (9443), and the Lua filter of TLS termination matches that listener;
+    /// the Gateway server keeps the Service port.
+    #[test]
+    fn the_termination_filter_matches_the_gateway_s_api_listener() {
+        let mut t = Topology::default();
+        t.api.exposure = crate::topology::ApiExposure::Termination;
+        let files = render("cpmlab", &t, &KindSettings::default(), &nets());
+        let op = parse(file(&files, "seed-a/istio-operator.yaml"));
+        let api = op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "tls-api")
+            .unwrap()
+            .clone();
+        let ef = parse(file(
+            &files,
+            "seed-a/manifests/33-envoyfilter-apiserver-tls-termination.yaml",
+        ));
+        assert_eq!(
+            ef["spec"]["configPatches"][0]["match"]["listener"]["portNumber"],
+            api["targetPort"]
+        );
+        assert_eq!(api["targetPort"], 9443);
+        let gw = parse(file(
+            &files,
+            "seed-a/manifests/30-gateway-kube-apiserver.yaml",
+        ));
+        assert_eq!(gw["spec"]["servers"][0]["port"]["number"], api["port"]);
+    }
+
     /// With three nodes in three zones, a seed's members and API replicas
     /// spread over the zones.
     #[test]
@@ -1034,10 +1150,13 @@ mod tests {
         for path in [
             "kind/seed-a.yaml",
             "seed-b/istio-operator.yaml",
-            "seed-b/manifests/30-gateway-shoot-control-plane.yaml",
+            "seed-b/manifests/30-gateway-etcd-main.yaml",
+            "seed-b/manifests/30-gateway-kube-apiserver.yaml",
             "seed-b/manifests/31-virtualservice-seed-b-etcd-0.yaml",
-            "seed-b/manifests/32-destinationrule-seed-b-etcd-0.yaml",
+            "seed-b/manifests/32-destinationrule-seed-b-etcd-0-peer.yaml",
             "seed-b/manifests/31-virtualservice-kube-apiserver.yaml",
+            "seed-b/manifests/32-destinationrule-kube-apiserver-mtls.yaml",
+            "seed-b/manifests/33-envoyfilter-apiserver-tls-termination.yaml",
             "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
             "seed-a/manifests/12-networkpolicy-allow-ingressgateway-to-etcd.yaml",
             "seed-a/metallb/00-ipaddresspool.yaml",

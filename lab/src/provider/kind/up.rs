@@ -432,6 +432,8 @@ pub struct RenderKeys {
     /// kube-apiserver's probes' token (Gardener's health-check token).
     pub health_token: String,
     pub sa: (String, String),
+    /// Signs the ingress gateway's client certificate (request headers).
+    pub front_proxy: crate::pki::Ca,
 }
 
 impl RenderKeys {
@@ -443,6 +445,7 @@ impl RenderKeys {
             token: crate::provider::docker::up::random_token(),
             health_token: crate::provider::docker::up::random_token(),
             sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
+            front_proxy: crate::pki::Ca::generate(&format!("{lab} front-proxy"))?,
         })
     }
 }
@@ -559,8 +562,8 @@ pub async fn make(
         let mut state = kind_state(lab, t, s, &nets, &image, docker_up::random_secret());
         state.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
         state.api_token = crate::provider::docker::up::random_token();
+        let keys = docker_up::LabKeys::generate(&dir, &mut state)?;
         dir.save(&state)?;
-        let keys = docker_up::LabKeys::generate(&dir, &state)?;
         step.done();
 
         let step = progress.step("containers: router, dns, toolbox");
@@ -581,6 +584,7 @@ pub async fn make(
             token: state.api_token.clone(),
             health_token: crate::provider::docker::up::random_token(),
             ca: keys.ca,
+            front_proxy: keys.front_proxy,
         };
         render_all(lab, t, s, &nets, &render_keys, &render)?;
         let log = render.join("up.log");

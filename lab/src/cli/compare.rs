@@ -1,0 +1,143 @@
+//! `cpmlab compare SCENARIO --variants KNOB=V1,V2 [--repeat N]`: one scenario
+//! under several variants, repeated, and the differences with their
+//! uncertainty (compare.json, compare.html, compare.md).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{check_name, interrupted};
+use crate::compare::{self, Plan};
+use crate::errors::{Cancel, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
+use crate::progress::{Mode, Progress};
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// The scenario file every variant starts from.
+    pub scenario: PathBuf,
+    /// KNOB=V1,V2,...: a knob (plan, handover, cc, pre_vote, etcd, dns_ttl,
+    /// shutdown_delay, exposure, delay, loss, jitter, rate) or a scenario
+    /// field's dotted path, and the values to try; the first value is the
+    /// reference. Several flags: their cross product.
+    #[arg(long, required = true, value_name = "KNOB=V1,V2")]
+    pub variants: Vec<String>,
+    /// Runs per variant.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=compare::MAX_REPEAT as i64))]
+    pub repeat: u32,
+    /// Runs at once, each on its own lab (2 cores hold one well).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    pub jobs: u16,
+    /// The seed every repetition's seed derives from (chosen and recorded
+    /// when absent).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where the comparison goes (default: <state root>/runs/compare-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+    /// The labs' name (with --jobs N: NAME-1 .. NAME-N).
+    #[arg(long, env = "CPMLAB_NAME", default_value = "compare")]
+    pub name: String,
+    /// Print the variants' scenario files that would run, and run nothing.
+    #[arg(long)]
+    pub list: bool,
+}
+
+pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
+    check_name(&a.name)?;
+    let axes = a
+        .variants
+        .iter()
+        .map(|v| compare::variants::parse_axis(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    let seed = a.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        compare::seed_of(t, 0)
+    });
+    let out = match &a.report_dir {
+        Some(d) => d.clone(),
+        None => crate::state::runs_dir(state_root).join(format!(
+            "compare-{}",
+            crate::migrate::flow::now_rfc3339().replace(':', "")
+        )),
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
+    let out = out.canonicalize()?;
+    let command = std::iter::once("cpmlab".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let plan = Plan {
+        scenario: a.scenario.clone(),
+        axes,
+        repeat: a.repeat,
+        seed,
+        out: out.clone(),
+        command,
+    };
+    // Every variant's file is written and checked before a lab exists.
+    let prepared = compare::prepare(&plan)?;
+    if a.list {
+        for (vi, rep, sf) in &prepared.files {
+            println!(
+                "{}\t{}\t{}\t{}",
+                prepared.variants[*vi].name,
+                rep,
+                sf.scenario.seed.unwrap_or_default(),
+                sf.path.display()
+            );
+        }
+        return Ok(0);
+    }
+    eprintln!(
+        "comparing {} variant(s) x {} repetition(s) of {} (seed {seed}) into {}",
+        prepared.variants.len(),
+        a.repeat,
+        a.scenario.display(),
+        out.display()
+    );
+    let provider = crate::provider::connect_for(crate::state::ProviderKind::Docker).await?;
+    let opts = crate::runner::Options {
+        exe: std::env::current_exe().context("find the cpmlab binary")?,
+        state_root: state_root.to_path_buf(),
+        report_dir: out.join("runs"),
+        keep: false,
+        lab: a.name.clone(),
+        provider: crate::state::ProviderKind::Docker,
+    };
+    std::fs::create_dir_all(&opts.report_dir)?;
+    let progress = Progress::new(Mode::detect(false));
+    let cancel = Cancel::default();
+    let work = compare::run(
+        &*provider,
+        &plan,
+        &prepared,
+        &opts,
+        a.jobs as usize,
+        &progress,
+        &cancel,
+    );
+    tokio::pin!(work);
+    let (runs, complete) = tokio::select! {
+        r = &mut work => r?,
+        _ = interrupted() => {
+            progress.note("interrupted: stopping the run, writing what ran, tearing down");
+            cancel.cancel();
+            work.await?
+        }
+    };
+    print!(
+        "{}",
+        std::fs::read_to_string(out.join("compare.md")).unwrap_or_default()
+    );
+    println!("{}", out.join("compare.html").display());
+    if cancel.check().is_err() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if runs.iter().any(|r| r.status.starts_with("ERROR")) && runs.is_empty() {
+        return Ok(EXIT_ENV);
+    }
+    Ok(if complete { 0 } else { EXIT_FAILED })
+}

@@ -1,0 +1,180 @@
+//! What a comparison measures of each run, from the run's own files (the
+//! scenario's `result.json`, and in `run/` the verdict, the lab events and
+//! the delay line's counters): raw figures, as the verdict states them
+//! before any excuse.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The measures, each with its unit, in the order the page shows them.
+pub const MEASURES: &[(&str, &str, &str)] = &[
+    ("failed_requests", "", "failed requests (raw)"),
+    ("downtime_ms", "ms", "downtime, all lanes merged"),
+    ("longest_outage_ms", "ms", "longest unavailable interval"),
+    ("write_p99_ms", "ms", "write p99 (worst lane)"),
+    ("lost_writes", "", "acknowledged writes lost"),
+    ("migration_s", "s", "migration time (first step to last)"),
+    ("wan_mib", "MiB", "bytes between the seeds"),
+];
+
+/// One run's outcome and measures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunMeasures {
+    pub variant: String,
+    pub repetition: u32,
+    pub seed: u64,
+    /// The scenario's directory, relative to the comparison's.
+    pub dir: String,
+    /// Every expectation held.
+    pub passed: bool,
+    /// The verdict's status (PASSED, PASSED WITH KNOWN HAZARDS, FAILED), or
+    /// why there is none.
+    pub status: String,
+    pub wall_s: f64,
+    /// By measure name; a measure the run has no figure for is absent.
+    pub values: std::collections::BTreeMap<String, f64>,
+}
+
+fn read(path: &Path) -> Option<Value> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn ndjson(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The measures of the scenario run in `dir` (a `cpmlab run` scenario
+/// directory).
+pub fn of_run(dir: &Path) -> RunMeasures {
+    let mut m = RunMeasures::default();
+    if let Some(r) = read(&dir.join("result.json")) {
+        m.passed = r["passed"].as_bool().unwrap_or(false);
+        m.wall_s = r["wall_s"].as_f64().unwrap_or(0.0);
+        m.seed = r["seed"].as_u64().unwrap_or(0);
+        if let Some(e) = r["error"].as_str() {
+            m.status = format!("ERROR: {}", e.lines().next().unwrap_or(""));
+        }
+    }
+    let run = dir.join("run");
+    if let Some(v) = read(&run.join("verdict.json")) {
+        if m.status.is_empty() {
+            m.status = v["status"].as_str().map(str::to_string).unwrap_or_else(|| {
+                if v["passed"] == true {
+                    "PASSED"
+                } else {
+                    "FAILED"
+                }
+                .into()
+            });
+        }
+        let o = &v["overall"];
+        if let (Some(req), Some(ok)) = (o["requests"].as_f64(), o["ok"].as_f64()) {
+            m.values.insert("failed_requests".into(), req - ok);
+        }
+        for (k, src) in [
+            ("downtime_ms", "downtime_ms"),
+            ("longest_outage_ms", "longest_unavailable_ms"),
+        ] {
+            if let Some(x) = o[src].as_f64() {
+                m.values.insert(k.into(), x);
+            }
+        }
+        let p99 = v["probes"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("write/"))
+            .filter_map(|(_, s)| s["latency"]["p99_ms"].as_f64())
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        if let Some(p) = p99 {
+            m.values.insert("write_p99_ms".into(), p);
+        }
+        if let Some(l) = v["ledger"]["lost_count"].as_f64() {
+            m.values.insert("lost_writes".into(), l);
+        }
+    } else if m.status.is_empty() {
+        m.status = "no verdict".into();
+    }
+    let phases: Vec<(f64, f64)> = ndjson(&run.join("events.ndjson"))
+        .iter()
+        .filter(|e| e["kind"] == "phase")
+        .filter_map(|e| Some((e["at_unix_ms"].as_f64()?, e["end_unix_ms"].as_f64()?)))
+        .collect();
+    if let (Some(start), Some(end)) = (
+        phases.iter().map(|p| p.0).reduce(f64::min),
+        phases.iter().map(|p| p.1).reduce(f64::max),
+    ) {
+        m.values
+            .insert("migration_s".into(), (end - start) / 1000.0);
+    }
+    if let Some(last) = ndjson(&run.join("delayline.ndjson")).last() {
+        let bytes: f64 = last["links"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| {
+                let (a, b) = k.split_once('>').unwrap_or(("", ""));
+                a != "clients" && b != "clients"
+            })
+            .filter_map(|(_, l)| l["bytes"].as_f64())
+            .sum();
+        m.values
+            .insert("wan_mib".into(), bytes / (1u64 << 20) as f64);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_come_from_the_runs_own_files() {
+        let d = tempfile::tempdir().unwrap();
+        let run = d.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(
+            d.path().join("result.json"),
+            r#"{"passed": false, "wall_s": 120.5, "seed": 7, "error": null}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            run.join("verdict.json"),
+            r#"{"status": "PASSED WITH KNOWN HAZARDS", "passed": true,
+                "overall": {"requests": 100, "ok": 98, "downtime_ms": 66.0, "longest_unavailable_ms": 50.0},
+                "probes": {"write/new": {"latency": {"p99_ms": 120.0}}, "write/reused": {"latency": {"p99_ms": 300.0}},
+                           "get/new": {"latency": {"p99_ms": 900.0}}},
+                "ledger": {"lost_count": 0}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            run.join("events.ndjson"),
+            "{\"kind\":\"phase\",\"name\":\"A\",\"at_unix_ms\":1000,\"end_unix_ms\":2000}\n\
+             {\"kind\":\"fault\",\"name\":\"kill\",\"at_unix_ms\":0,\"end_unix_ms\":99000}\n\
+             {\"kind\":\"phase\",\"name\":\"B\",\"at_unix_ms\":2000,\"end_unix_ms\":31000}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            run.join("delayline.ndjson"),
+            "{\"links\":{}}\n{\"links\":{\"seed-a>seed-b\":{\"bytes\":2097152},\"seed-b>seed-a\":{\"bytes\":1048576},\"clients>seed-a\":{\"bytes\":999999}}}\n",
+        )
+        .unwrap();
+        let m = of_run(d.path());
+        assert_eq!(m.status, "PASSED WITH KNOWN HAZARDS");
+        assert!(!m.passed);
+        assert_eq!(m.values["failed_requests"], 2.0);
+        assert_eq!(m.values["downtime_ms"], 66.0);
+        assert_eq!(m.values["write_p99_ms"], 300.0);
+        assert_eq!(m.values["lost_writes"], 0.0);
+        assert_eq!(m.values["migration_s"], 30.0);
+        assert_eq!(m.values["wan_mib"], 3.0);
+    }
+}

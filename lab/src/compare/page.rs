@@ -1,0 +1,216 @@
+//! `compare.html` and `compare.md`: the comparison on one page. Per measure a
+//! plot with a row per variant (every run a dot, the box its quartiles, the
+//! line its median), the pass rates with their 95 % intervals, and every
+//! difference against the reference variant in words with its p-value; the
+//! markdown is the same for a pull request comment.
+
+use std::fmt::Write;
+
+use super::measures::{RunMeasures, MEASURES};
+use super::summary::{fmt_p, fmt_v, Summary};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const W: f64 = 640.0;
+const LABEL: f64 = 190.0;
+const ROW: f64 = 34.0;
+
+/// One measure's plot: a row per variant.
+fn plot(measure: &str, unit: &str, what: &str, summary: &Summary, runs: &[RunMeasures]) -> String {
+    let all: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.values.get(measure).copied())
+        .collect();
+    if all.is_empty() {
+        return String::new();
+    }
+    let max = all.iter().copied().fold(0.0_f64, f64::max);
+    let hi = if max <= 0.0 { 1.0 } else { max * 1.05 };
+    let x = |v: f64| LABEL + (v / hi) * (W - LABEL - 20.0);
+    let h = ROW * summary.variants.len() as f64 + 30.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    for (i, v) in summary.variants.iter().enumerate() {
+        let y = 10.0 + ROW * i as f64 + ROW / 2.0;
+        let _ = write!(
+            svg,
+            "<text x=\"4\" y=\"{:.1}\">{}</text><line x1=\"{LABEL}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>",
+            y + 4.0,
+            esc(&v.name),
+            W - 20.0
+        );
+        if let Some(s) = v.measures.get(measure) {
+            let _ = write!(
+                svg,
+                "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#888\"/>\
+                 <rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"14\" fill=\"#dde8f5\" stroke=\"#4a78b0\"/>\
+                 <line x1=\"{m:.1}\" x2=\"{m:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1b3f6e\" stroke-width=\"2\"/>",
+                x(s.min),
+                x(s.max),
+                x(s.q1),
+                y - 7.0,
+                (x(s.q3) - x(s.q1)).max(1.0),
+                y - 7.0,
+                y + 7.0,
+                m = x(s.median)
+            );
+        }
+        // Every run a dot, spread over the row so that equal values show.
+        let mine: Vec<&RunMeasures> = runs.iter().filter(|r| r.variant == v.name).collect();
+        for (j, r) in mine.iter().enumerate() {
+            if let Some(val) = r.values.get(measure) {
+                let dy = ((j % 5) as f64 - 2.0) * 2.5;
+                let colour = if r.passed { "#2a7" } else { "#c33" };
+                let _ = write!(
+                    svg,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\" fill-opacity=\"0.8\"><title>{} rep {}: {} ({})</title></circle>",
+                    x(*val),
+                    y + dy,
+                    esc(&r.variant),
+                    r.repetition,
+                    fmt_v(*val, unit),
+                    esc(&r.status)
+                );
+            }
+        }
+    }
+    let axis_y = h - 8.0;
+    let _ = write!(
+        svg,
+        "<text x=\"{LABEL}\" y=\"{axis_y}\">0</text><text x=\"{:.1}\" y=\"{axis_y}\" text-anchor=\"end\">{}</text></svg>",
+        W - 20.0,
+        esc(&fmt_v(hi, unit))
+    );
+    format!("<h3>{}</h3>{svg}", esc(what))
+}
+
+pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str) -> String {
+    let mut rows = String::new();
+    for v in &summary.variants {
+        let statuses = v
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{n}× {}", esc(s)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = write!(
+            rows,
+            "<tr><td><b>{}</b></td><td>{} of {}</td><td>{:.0}–{:.0} %</td><td>{statuses}</td></tr>",
+            esc(&v.name),
+            v.passed,
+            v.runs,
+            v.pass_interval.0 * 100.0,
+            v.pass_interval.1 * 100.0
+        );
+    }
+    let mut diffs = String::new();
+    for d in &summary.differences {
+        let strong = d.p_value < 0.05;
+        let _ = write!(
+            diffs,
+            "<li{}>{}</li>",
+            if strong {
+                " style=\"font-weight:bold\""
+            } else {
+                ""
+            },
+            esc(&d.statement)
+        );
+    }
+    let plots: String = MEASURES
+        .iter()
+        .map(|(m, unit, what)| plot(m, unit, what, summary, runs))
+        .collect();
+    let mut run_rows = String::new();
+    for r in runs {
+        let _ = write!(
+            run_rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}</td><td><a href=\"{}/run/report.html\">report</a></td></tr>",
+            esc(&r.variant),
+            r.repetition,
+            r.seed,
+            if r.passed { "#2a7" } else { "#c33" },
+            esc(&r.status),
+            esc(&r.dir)
+        );
+    }
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
+<style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}code{{background:#f4f4f4}}</style>\
+</head><body><h1>{t}</h1><p><code>{cmd}</code></p>\
+<h2>Pass rate</h2><table><tr><th>variant</th><th>passed</th><th>95 % interval (Wilson)</th><th>verdicts</th></tr>{rows}</table>\
+<h2>Against the reference ({reference})</h2><p>Differences with p &lt; 0.05 in bold. A p-value says how surprising the difference would be if the variants behaved alike; with few runs, no difference found is not a difference ruled out.</p><ul>{diffs}</ul>\
+<h2>Measures</h2><p>Each dot a run (green: every expectation held, red: not), the box its variant's quartiles, the dark line the median.</p>{plots}\
+<h2>Runs</h2><table><tr><th>variant</th><th>rep</th><th>seed</th><th>verdict</th><th></th></tr>{run_rows}</table></body></html>\n",
+        t = esc(title),
+        cmd = esc(command),
+        reference = summary
+            .variants
+            .first()
+            .map(|v| esc(&v.name))
+            .unwrap_or_default(),
+    )
+}
+
+pub fn markdown(title: &str, summary: &Summary, command: &str) -> String {
+    let mut o = format!("### {title}\n\n`{command}`\n\n| variant | passed | 95 % interval |");
+    o.push_str(
+        &MEASURES
+            .iter()
+            .map(|(m, _, _)| format!(" {m} (median) |"))
+            .collect::<String>(),
+    );
+    o.push_str("\n| --- | --- | --- |");
+    o.push_str(&" --- |".repeat(MEASURES.len()));
+    o.push('\n');
+    for v in &summary.variants {
+        let _ = write!(
+            o,
+            "| {} | {} of {} | {:.0}–{:.0} % |",
+            v.name,
+            v.passed,
+            v.runs,
+            v.pass_interval.0 * 100.0,
+            v.pass_interval.1 * 100.0
+        );
+        for (m, unit, _) in MEASURES {
+            let cell = v
+                .measures
+                .get(*m)
+                .map(|s| fmt_v(s.median, unit))
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(o, " {cell} |");
+        }
+        o.push('\n');
+    }
+    let notable: Vec<_> = summary
+        .differences
+        .iter()
+        .filter(|d| d.p_value < 0.05)
+        .collect();
+    if !notable.is_empty() {
+        o.push_str("\nDifferences with p < 0.05:\n");
+        for d in notable {
+            let _ = writeln!(o, "- {}", d.statement);
+        }
+    } else if !summary.differences.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nNo difference with p < 0.05 (smallest p = {}).",
+            fmt_p(
+                summary
+                    .differences
+                    .iter()
+                    .map(|d| d.p_value)
+                    .fold(1.0, f64::min)
+            )
+        );
+    }
+    o
+}

@@ -1,0 +1,364 @@
+//! The two renderings of one exposure agree: what the Istio objects ask
+//! of an ingress gateway (read here the way istiod reads them) is what
+//! the docker form's Envoy configuration does. Both are reduced to the
+//! same facts — per gateway port and SNI host: passthrough to which
+//! cluster, or TLS ended (optional client certificates) and which routes
+//! to which clusters; per cluster: discovery, balancing, keepalive,
+//! maximum connection duration, outlier detection, upstream TLS — and the
+//! facts must be equal.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::envoy;
+use super::istio;
+use super::{ApiExposure, Exposure};
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Chain {
+    Passthrough {
+        cluster: String,
+    },
+    Terminate {
+        optional_mutual: bool,
+        routes: Vec<(String, String)>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct ClusterFacts {
+    discovery: String,
+    lb: String,
+    keepalive: (u64, u64),
+    max_connection_s: u64,
+    /// Success-rate ejection off and panic threshold 0 (Istio's reading
+    /// of `outlierDetection: {minHealthPercent: 0}`).
+    outlier_off_panic_zero: bool,
+    /// (SNI, presents a client certificate, ALPN)
+    upstream_tls: Option<(String, bool, Vec<String>)>,
+}
+
+#[derive(Debug, PartialEq, Eq, Default)]
+struct Facts {
+    chains: BTreeMap<(u16, String), Chain>,
+    /// The authorities the HTTP routes of an SNI host answer.
+    authorities: BTreeMap<String, Vec<String>>,
+    clusters: BTreeMap<String, ClusterFacts>,
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+fn secs(v: &Value) -> u64 {
+    match v {
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        Value::String(t) => t.trim_end_matches('s').parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn cluster_name(dest: &Value) -> String {
+    format!(
+        "outbound|{}||{}",
+        dest["port"]["number"].as_u64().unwrap_or(0),
+        s(&dest["host"])
+    )
+}
+
+/// What istiod would make of the objects.
+fn from_istio(objects: &[Value]) -> Facts {
+    let mut f = Facts::default();
+    let of_kind = |k: &'static str| objects.iter().filter(move |o| o["kind"] == k);
+    let mut modes: BTreeMap<(u16, String), String> = BTreeMap::new();
+    for g in of_kind("Gateway") {
+        for srv in g["spec"]["servers"].as_array().unwrap() {
+            let port = srv["port"]["number"].as_u64().unwrap() as u16;
+            for h in srv["hosts"].as_array().unwrap() {
+                modes.insert((port, s(h)), s(&srv["tls"]["mode"]));
+            }
+        }
+    }
+    // The EnvoyFilter's inserted route goes first.
+    let mut inserted: Vec<(String, String)> = vec![];
+    let mut upgrade_alpn: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ef in of_kind("EnvoyFilter") {
+        for p in ef["spec"]["configPatches"].as_array().unwrap() {
+            if p["applyTo"] == "HTTP_ROUTE" && p["patch"]["operation"] == "INSERT_BEFORE" {
+                inserted.push((String::new(), s(&p["patch"]["value"]["route"]["cluster"])));
+            }
+            if p["applyTo"] == "CLUSTER" {
+                let alpn = &p["patch"]["value"]["transportSocket"]["typedConfig"]
+                    ["commonTlsContext"]["alpnProtocols"];
+                upgrade_alpn.insert(
+                    s(&p["match"]["cluster"]["name"]),
+                    alpn.as_array().unwrap().iter().map(s).collect(),
+                );
+            }
+        }
+    }
+    let mut hosts_of_cluster: BTreeMap<String, String> = BTreeMap::new();
+    for vs in of_kind("VirtualService") {
+        for r in vs["spec"]["tls"].as_array().into_iter().flatten() {
+            let m = &r["match"][0];
+            let port = m["port"].as_u64().unwrap() as u16;
+            let host = s(&m["sniHosts"][0]);
+            let c = cluster_name(&r["route"][0]["destination"]);
+            hosts_of_cluster.insert(c.clone(), s(&r["route"][0]["destination"]["host"]));
+            assert_eq!(
+                modes.get(&(port, host.clone())).map(String::as_str),
+                Some("PASSTHROUGH"),
+                "{host}:{port}"
+            );
+            f.chains
+                .insert((port, host), Chain::Passthrough { cluster: c });
+        }
+        if let Some(http) = vs["spec"]["http"].as_array() {
+            let host = s(&vs["spec"]["hosts"][0]);
+            let hosts: Vec<String> = vs["spec"]["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(s)
+                .collect();
+            f.authorities.insert(host.clone(), hosts);
+            let mut routes = inserted.clone();
+            for r in http {
+                let c = cluster_name(&r["route"][0]["destination"]);
+                hosts_of_cluster.insert(c.clone(), s(&r["route"][0]["destination"]["host"]));
+                routes.push((s(&r["name"]), c));
+            }
+            for c in &inserted {
+                hosts_of_cluster.insert(c.1.clone(), c.1.rsplit("||").next().unwrap().to_string());
+            }
+            for ((port, h), mode) in &modes {
+                if *h == host {
+                    f.chains.insert(
+                        (*port, h.clone()),
+                        Chain::Terminate {
+                            optional_mutual: mode == "OPTIONAL_MUTUAL",
+                            routes: routes.clone(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    let dns_hosts: Vec<String> = of_kind("ServiceEntry")
+        .filter(|se| se["spec"]["resolution"] == "DNS")
+        .flat_map(|se| {
+            se["spec"]["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(s)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (cluster, host) in &hosts_of_cluster {
+        let dr = of_kind("DestinationRule")
+            .find(|d| s(&d["spec"]["host"]) == *host)
+            .unwrap_or_else(|| panic!("no DestinationRule for {host}"));
+        let p = &dr["spec"]["trafficPolicy"];
+        let tcp = &p["connectionPool"]["tcp"];
+        let tls = match s(&p["tls"]["mode"]).as_str() {
+            "SIMPLE" | "MUTUAL" => Some((
+                s(&p["tls"]["sni"]),
+                p["tls"]["mode"] == "MUTUAL",
+                upgrade_alpn.get(cluster).cloned().unwrap_or_default(),
+            )),
+            _ => None,
+        };
+        f.clusters.insert(
+            cluster.clone(),
+            ClusterFacts {
+                discovery: if dns_hosts.contains(host) {
+                    "STRICT_DNS"
+                } else {
+                    "EDS"
+                }
+                .into(),
+                // Istio's default balancing is LEAST_REQUEST too.
+                lb: p["loadBalancer"]["simple"]
+                    .as_str()
+                    .unwrap_or("LEAST_REQUEST")
+                    .into(),
+                keepalive: (
+                    secs(&tcp["tcpKeepalive"]["time"]),
+                    secs(&tcp["tcpKeepalive"]["interval"]),
+                ),
+                max_connection_s: secs(&tcp["maxConnectionDuration"]),
+                outlier_off_panic_zero: p["outlierDetection"]["minHealthPercent"] == 0,
+                upstream_tls: tls,
+            },
+        );
+    }
+    f
+}
+
+/// What the docker form's Envoy configuration does.
+fn from_envoy(x: &envoy::Xds) -> Facts {
+    let mut f = Facts::default();
+    let routes: BTreeMap<String, &Value> = x.routes.iter().map(|r| (s(&r["name"]), r)).collect();
+    for l in &x.listeners {
+        let port = l["address"]["socket_address"]["port_value"]
+            .as_u64()
+            .unwrap() as u16;
+        for chain in l["filter_chains"].as_array().unwrap() {
+            let host = s(&chain["filter_chain_match"]["server_names"][0]);
+            let filter = &chain["filters"][0]["typed_config"];
+            let c = if filter["cluster"].is_string() {
+                assert!(chain.get("transport_socket").is_none());
+                Chain::Passthrough {
+                    cluster: s(&filter["cluster"]),
+                }
+            } else {
+                let tls = &chain["transport_socket"]["typed_config"];
+                let rc = routes[&s(&filter["rds"]["route_config_name"])];
+                let domains: Vec<String> = rc["virtual_hosts"][0]["domains"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(s)
+                    .filter(|d| !d.ends_with(":*"))
+                    .collect();
+                f.authorities.insert(host.clone(), domains);
+                let r = rc["virtual_hosts"][0]["routes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        let name = s(&r["name"]);
+                        // The VirtualService's unnamed default route.
+                        let name = if name == "default" {
+                            String::new()
+                        } else {
+                            name
+                        };
+                        (name, s(&r["route"]["cluster"]))
+                    })
+                    .collect();
+                Chain::Terminate {
+                    optional_mutual: tls["require_client_certificate"] == false
+                        && tls["common_tls_context"]["validation_context"]["trusted_ca"]
+                            .is_object(),
+                    routes: r,
+                }
+            };
+            f.chains.insert((port, host), c);
+        }
+    }
+    for c in &x.clusters {
+        let ka = &c["upstream_connection_options"]["tcp_keepalive"];
+        let http = &c["typed_extension_protocol_options"]
+            ["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+        let max = if http.is_object() {
+            secs(&http["common_http_protocol_options"]["max_connection_duration"])
+        } else {
+            // A TCP cluster's maximum is the tcp_proxy's, checked below.
+            crate::exposure::MAX_CONNECTION_DURATION_S
+        };
+        let tls = c["transport_socket"]["typed_config"].as_object().map(|t| {
+            let common = &t["common_tls_context"];
+            (
+                s(&t["sni"]),
+                common["tls_certificates"].is_array(),
+                common["alpn_protocols"]
+                    .as_array()
+                    .map(|a| a.iter().map(s).collect())
+                    .unwrap_or_default(),
+            )
+        });
+        f.clusters.insert(
+            s(&c["name"]),
+            ClusterFacts {
+                discovery: if c["cluster_type"]["name"] == envoy::DNS_CLUSTER {
+                    "STRICT_DNS".into()
+                } else {
+                    s(&c["type"])
+                },
+                lb: s(&c["lb_policy"]),
+                keepalive: (
+                    ka["keepalive_time"].as_u64().unwrap(),
+                    ka["keepalive_interval"].as_u64().unwrap(),
+                ),
+                max_connection_s: max,
+                outlier_off_panic_zero: c["outlier_detection"]["enforcing_success_rate"] == 0
+                    && c["common_lb_config"]["healthy_panic_threshold"]["value"] == 0,
+                upstream_tls: tls,
+            },
+        );
+    }
+    // Every tcp_proxy caps its connections at the DestinationRule's maximum.
+    for l in &x.listeners {
+        for chain in l["filter_chains"].as_array().unwrap() {
+            let t = &chain["filters"][0]["typed_config"];
+            if t["cluster"].is_string() {
+                assert_eq!(
+                    secs(&t["max_downstream_connection_duration"]),
+                    crate::exposure::MAX_CONNECTION_DURATION_S
+                );
+            }
+        }
+    }
+    f
+}
+
+/// Both renderings of `x`, reduced to facts, are equal.
+pub(crate) fn check(x: &Exposure) {
+    let istio_facts = from_istio(&istio::objects(x, &istio::tests_placement()));
+    let envoy_facts = from_envoy(&envoy::render(x));
+    assert_eq!(
+        istio_facts.chains, envoy_facts.chains,
+        "listeners and routes differ for {} ({:?})",
+        x.seed, x.api
+    );
+    assert_eq!(
+        istio_facts.authorities, envoy_facts.authorities,
+        "authorities differ for {} ({:?})",
+        x.seed, x.api
+    );
+    assert_eq!(
+        istio_facts.clusters, envoy_facts.clusters,
+        "clusters differ for {} ({:?})",
+        x.seed, x.api
+    );
+}
+
+#[test]
+fn istio_objects_and_envoy_config_agree_in_both_modes() {
+    for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+        check(&envoy::tests::sample(mode));
+        // A docker lab's seeds, as `up` and a migration route them.
+        let mut st = crate::state::sample_state();
+        st.topology.api.exposure = mode;
+        for seed in ["seed-a", "seed-b"] {
+            let x = Exposure::of_docker_seed(&st, seed);
+            check(&x);
+            assert_eq!(
+                x.api.is_some(),
+                seed == "seed-a",
+                "the API where its servers are"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_difference_is_caught() {
+    // The check is not blind: a renderer that sent the API elsewhere, or
+    // dropped a member's route, fails it.
+    let x = envoy::tests::sample(ApiExposure::Termination);
+    let objects = istio::objects(&x, &istio::tests_placement());
+    let mut xds = envoy::render(&x);
+    xds.routes[0]["virtual_hosts"][0]["routes"][2]["route"]["cluster"] =
+        "outbound|443||elsewhere".into();
+    assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
+    let mut xds = envoy::render(&x);
+    xds.listeners.pop();
+    assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
+    let mut xds = envoy::render(&x);
+    xds.clusters[0]["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"] = 30.into();
+    assert_ne!(from_istio(&objects).clusters, from_envoy(&xds).clusters);
+}

@@ -1,0 +1,1024 @@
+//! The docker form's gateway: Envoy configured from an [`Exposure`] the
+//! way istiod configures an ingress gateway for Gardener's Gateway,
+//! VirtualService and DestinationRule objects (istio/istio
+//! pilot/pkg/networking/core: gateway.go, listener_builder.go,
+//! cluster_builder.go, cluster_traffic_policy.go, route/retry):
+//!
+//! - a listener per gateway port with the `tls_inspector`, a filter chain
+//!   per SNI host (`server_names`);
+//! - passthrough: `tcp_proxy` to the destination's cluster, at most 24 h
+//!   per connection (the DestinationRule's maxConnectionDuration);
+//! - termination (the API): TLS ends here (OPTIONAL_MUTUAL with the lab
+//!   CA, ALPN h2 and http/1.1), an HTTP connection manager as istiod
+//!   builds it for a gateway (remote address used, client certificate
+//!   details sanitised and set, no stream idle timeout, websocket upgrades),
+//!   the Lua filter of Gardener's istio-ingress chart (identity from the
+//!   client certificate into X-Remote-User/Group), routes: the one for
+//!   requests with a client certificate (to the `-mtls` destination, which
+//!   presents the gateway's front-proxy certificate), the connection
+//!   upgrade route (SPDY and websocket, HTTP/1.1 upstream) and the rest;
+//!   Istio's default retry policy and no route timeout on the
+//!   VirtualService's routes;
+//! - clusters: the API's by EDS (endpoints pushed by the lab, no active
+//!   health checks), LEAST_REQUEST, circuit breakers at Istio's maxima,
+//!   TCP keepalive 7200 s / 75 s, connect timeout 10 s (mesh default);
+//!   passthrough: outlier detection as Istio leaves it (success rate off,
+//!   panic threshold 0); termination: upstream TLS with SNI
+//!   `kubernetes.default.svc.cluster.local`, the downstream's protocol;
+//!   etcd's by STRICT_DNS on the member's name (as a ServiceEntry with
+//!   `resolution: DNS` makes them), DNS refreshed at the record's TTL,
+//!   60 s after a failure (mesh default).
+//!
+//! Everything dynamic comes from files Envoy watches (file-based xDS): a
+//! new file is written beside and renamed into place, so Envoy sees an
+//! atomic move and applies it without dropping established connections.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+
+use serde_json::{json, Value};
+
+use super::{
+    ApiDestination, ApiExposure, ApiRoute, Destination, Exposure, Resolution,
+    AUTHENTICATED_HOST_KEY, CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S,
+    REQUEST_HEADER_GROUP, REQUEST_HEADER_USER, TCP_KEEPALIVE_INTERVAL_S, TCP_KEEPALIVE_TIME_S,
+    UPSTREAM_SNI,
+};
+
+/// Where Envoy reads its dynamic configuration (LDS, CDS, RDS, EDS files).
+pub const XDS_DIR: &str = "/etc/envoy/xds";
+/// The bootstrap Envoy starts with.
+pub const BOOTSTRAP: &str = "/etc/envoy/envoy.json";
+/// The gateway's certificates and keys.
+pub const TLS_DIR: &str = "/etc/envoy/tls";
+/// Envoy's admin interface, on the gateway's loopback (Istio's 15000).
+pub const ADMIN_PORT: u16 = 15000;
+/// How long Envoy drains listeners (pilot-agent's `--drain-time-s`, from
+/// ProxyConfig.drainDuration, 45 s: istio pkg/config/mesh/mesh.go).
+pub const DRAIN_TIME_S: u32 = 45;
+/// The mesh's connect timeout (pkg/config/mesh/mesh.go: 10 s).
+pub const CONNECT_TIMEOUT: &str = "10s";
+/// DNS refresh after a failed resolution (mesh dnsRefreshRate: 60 s; a
+/// successful one is refreshed at its TTL).
+pub const DNS_REFRESH_RATE: &str = "60s";
+
+/// The cluster type of a name the gateway resolves (strict DNS).
+pub const DNS_CLUSTER: &str = "envoy.clusters.dns";
+
+pub const LDS_FILE: &str = "lds.json";
+pub const CDS_FILE: &str = "cds.json";
+pub const RDS_FILE: &str = "rds.json";
+
+/// The files under `TLS_DIR`.
+pub mod tls {
+    /// The API name's serving certificate and key (Gardener gives the
+    /// gateway kube-apiserver's own).
+    pub const SERVER_CERT: &str = "server.crt";
+    pub const SERVER_KEY: &str = "server.key";
+    /// The CA client certificates are checked against (Gardener: ca-client).
+    pub const CLIENT_CA: &str = "client-ca.crt";
+    /// The CA the replicas' serving certificates are checked against.
+    pub const UPSTREAM_CA: &str = "ca.crt";
+    /// The gateway's front-proxy client certificate and key.
+    pub const PROXY_CERT: &str = "front-proxy-client.crt";
+    pub const PROXY_KEY: &str = "front-proxy-client.key";
+}
+
+fn tls_file(name: &str) -> String {
+    format!("{TLS_DIR}/{name}")
+}
+
+const U32_MAX: u64 = u32::MAX as u64;
+
+/// Envoy's type URLs.
+mod ty {
+    pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+    pub const ENDPOINTS: &str =
+        "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+}
+
+/// The file of a cluster's endpoints (EDS), under `XDS_DIR`.
+pub fn eds_file(d: &Destination) -> String {
+    let safe: String = d
+        .cluster()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("eds-{safe}.json")
+}
+
+/// A config source that reads `file` under `XDS_DIR`, re-read whenever a
+/// file is moved into the directory.
+fn path_source(file: &str) -> Value {
+    json!({
+        "resource_api_version": "V3",
+        "path_config_source": {
+            "path": format!("{XDS_DIR}/{file}"),
+            "watched_directory": {"path": XDS_DIR},
+        },
+    })
+}
+
+/// The bootstrap: node, admin on loopback, LDS and CDS from files.
+pub fn bootstrap(node: &str) -> Value {
+    json!({
+        "node": {"id": node, "cluster": "istio-ingressgateway"},
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": ADMIN_PORT}}},
+        "dynamic_resources": {
+            "lds_config": path_source(LDS_FILE),
+            "cds_config": path_source(CDS_FILE),
+        },
+    })
+}
+
+/// A discovery response as the files hold it. The version is a digest of
+/// the resources: the same content, the same version.
+pub fn discovery_response(resources: Vec<Value>) -> Value {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(&resources).unwrap_or_default();
+    let version = hex::encode(&Sha256::digest(text.as_bytes())[..6]);
+    json!({"version_info": version, "resources": resources})
+}
+
+/// The dynamic configuration of an exposure: listeners, clusters, routes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Xds {
+    pub listeners: Vec<Value>,
+    pub clusters: Vec<Value>,
+    pub routes: Vec<Value>,
+}
+
+impl Xds {
+    /// The files to write under `XDS_DIR` (not the endpoints).
+    pub fn files(&self) -> Vec<(String, Value)> {
+        vec![
+            (RDS_FILE.into(), discovery_response(self.routes.clone())),
+            (CDS_FILE.into(), discovery_response(self.clusters.clone())),
+            (LDS_FILE.into(), discovery_response(self.listeners.clone())),
+        ]
+    }
+}
+
+/// Renders the listeners, clusters and routes of `x`.
+pub fn render(x: &Exposure) -> Xds {
+    let mut listeners = vec![];
+    if let Some(api) = &x.api {
+        listeners.push(api_listener(x, api));
+    }
+    for port in x.tls_ports() {
+        let chains: Vec<Value> = x
+            .tls
+            .iter()
+            .filter(|r| r.port == port)
+            .map(|r| passthrough_chain(&r.host, &r.destination, &format!("{}.{}", r.owner, r.kind)))
+            .collect();
+        listeners.push(listener(port, chains));
+    }
+    let mut clusters: Vec<Value> = Vec::new();
+    if let Some(api) = &x.api {
+        for (d, dest) in x.api_destinations() {
+            clusters.push(api_cluster(api.mode, d, &dest));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &x.tls {
+        if seen.insert(r.destination.cluster()) {
+            clusters.push(passthrough_cluster(&r.destination));
+        }
+    }
+    let routes = match &x.api {
+        Some(api) if api.mode == ApiExposure::Termination => vec![api_routes(x, api)],
+        _ => vec![],
+    };
+    Xds {
+        listeners,
+        clusters,
+        routes,
+    }
+}
+
+fn listener_name(port: u16) -> String {
+    format!("0.0.0.0_{port}")
+}
+
+fn listener(port: u16, filter_chains: Vec<Value>) -> Value {
+    json!({
+        "@type": ty::LISTENER,
+        "name": listener_name(port),
+        "address": {"socket_address": {"address": "0.0.0.0", "port_value": port}},
+        "listener_filters": [{
+            "name": "envoy.filters.listener.tls_inspector",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"},
+        }],
+        "filter_chains": filter_chains,
+        "traffic_direction": "OUTBOUND",
+    })
+}
+
+/// An access log of what went wrong only (a response flag, or a 5xx), on
+/// Envoy's stdout: the gateway's container log, kept in the run.
+fn access_log(http: bool) -> Value {
+    let flags = json!({"response_flag_filter": {}});
+    let filter = if http {
+        json!({"or_filter": {"filters": [
+            flags,
+            {"status_code_filter": {"comparison": {"op": "GE", "value": {"default_value": 500, "runtime_key": "cpmlab.access_log.min_status"}}}},
+        ]}})
+    } else {
+        flags
+    };
+    json!([{
+        "name": "envoy.access_loggers.stdout",
+        "filter": filter,
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"},
+    }])
+}
+
+fn passthrough_chain(host: &str, d: &Destination, stat: &str) -> Value {
+    json!({
+        "filter_chain_match": {"server_names": [host]},
+        "filters": [{
+            "name": "envoy.filters.network.tcp_proxy",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+                "stat_prefix": stat,
+                "cluster": d.cluster(),
+                "max_downstream_connection_duration": format!("{MAX_CONNECTION_DURATION_S}s"),
+                "access_log": access_log(false),
+            },
+        }],
+    })
+}
+
+/// The route configuration's name, as istiod names a gateway server's
+/// (sni.go: `https.<port>.<port name>.<gateway>.<namespace>`).
+pub fn route_config_name(x: &Exposure, api: &ApiRoute) -> String {
+    format!("https.{}.tls.kube-apiserver.{}", api.port, x.namespace)
+}
+
+fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
+    let chain = match api.mode {
+        ApiExposure::Passthrough => passthrough_chain(
+            &api.host,
+            &api.destination(&x.namespace, ApiDestination::Plain),
+            "kube-apiserver",
+        ),
+        ApiExposure::Termination => json!({
+            "filter_chain_match": {"server_names": [api.host]},
+            "transport_socket": {
+                "name": "envoy.transport_sockets.tls",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+                    // OPTIONAL_MUTUAL: a client certificate is checked
+                    // when given, not required.
+                    "require_client_certificate": false,
+                    "common_tls_context": {
+                        "alpn_protocols": ["h2", "http/1.1"],
+                        "tls_certificates": [{
+                            "certificate_chain": {"filename": tls_file(tls::SERVER_CERT)},
+                            "private_key": {"filename": tls_file(tls::SERVER_KEY)},
+                        }],
+                        "validation_context": {"trusted_ca": {"filename": tls_file(tls::CLIENT_CA)}},
+                    },
+                },
+            },
+            "filters": [http_connection_manager(x, api)],
+        }),
+    };
+    listener(api.port, vec![chain])
+}
+
+/// Sets who the client is from its certificate, as Gardener's istio-ingress
+/// chart's EnvoyFilter does for TLS termination: headers a client sends
+/// itself are dropped; with a client certificate, its common name becomes
+/// the user and its organisations the groups, and the request is marked
+/// for the mutual-TLS route; every request gets a day as its upstream
+/// timeout (long-running watches and exec sessions).
+pub fn lua_source() -> String {
+    format!(
+        r#"function envoy_on_request(handle)
+  local headers = handle:headers()
+  headers:remove("{user}")
+  headers:remove("{group}")
+  local info = handle:streamInfo()
+  local conn = info:downstreamSslConnection()
+  if conn ~= nil and conn:peerCertificatePresented() then
+    local subject = conn:parsedSubjectPeerCertificate()
+    if subject ~= nil then
+      local cn = subject:commonName()
+      if cn == nil or cn == "" then
+        handle:respond({{[":status"] = "400"}}, "client certificate without a common name")
+        return
+      end
+      info:dynamicMetadata():set("envoy.filters.http.lua", "{key}", info:requestedServerName())
+      headers:add("{user}", cn)
+      for _, org in ipairs(subject:organizationName()) do
+        if org ~= "" then
+          headers:add("{group}", org)
+        end
+      end
+    end
+  end
+  headers:add("x-envoy-upstream-rq-timeout-ms", "86400000")
+  headers:add("x-envoy-upstream-rq-per-try-timeout-ms", "86400000")
+end
+"#,
+        user = REQUEST_HEADER_USER,
+        group = REQUEST_HEADER_GROUP,
+        key = AUTHENTICATED_HOST_KEY,
+    )
+}
+
+fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
+    json!({
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            "stat_prefix": "outbound_0.0.0.0_443",
+            "codec_type": "AUTO",
+            "use_remote_address": true,
+            "forward_client_cert_details": "SANITIZE_SET",
+            "set_current_client_cert_details": {"subject": true, "cert": true, "dns": true, "uri": true},
+            "normalize_path": true,
+            "path_with_escaped_slashes_action": "KEEP_UNCHANGED",
+            // istiod sets no stream idle timeout: watches stay open.
+            "stream_idle_timeout": "0s",
+            "upgrade_configs": [{"upgrade_type": "websocket"}],
+            "access_log": access_log(true),
+            "rds": {
+                "route_config_name": route_config_name(x, api),
+                "config_source": path_source(RDS_FILE),
+            },
+            "http_filters": [
+                {
+                    "name": "envoy.filters.http.lua",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
+                        "default_source_code": {"inline_string": lua_source()},
+                    },
+                },
+                {
+                    "name": "envoy.filters.http.router",
+                    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+                },
+            ],
+        },
+    })
+}
+
+/// Istio's default retry policy for a VirtualService route
+/// (pilot/pkg/networking/core/route/retry/retry.go): two retries on
+/// connect failures, refused streams, `unavailable` and cancelled, on
+/// another host.
+pub fn default_retry_policy() -> Value {
+    json!({
+        "retry_on": "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
+        "num_retries": 2,
+        "retry_host_predicate": [{
+            "name": "envoy.retry_host_predicates.previous_hosts",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"},
+        }],
+        "host_selection_retry_max_attempts": 5,
+    })
+}
+
+/// The API's routes when TLS ends at the gateway, in the order istiod and
+/// Gardener's EnvoyFilter leave them: the mutual-TLS route (inserted first
+/// by the EnvoyFilter; no retries, no timeout of its own), then the
+/// VirtualService's connection upgrade route and its default route.
+fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
+    let cluster = |d| api.destination(&x.namespace, d).cluster();
+    json!({
+        "@type": ty::ROUTE,
+        "name": route_config_name(x, api),
+        "virtual_hosts": [{
+            "name": format!("{}:{}", api.host, api.port),
+            "domains": std::iter::once(&api.host)
+                .chain(&api.authorities)
+                .flat_map(|h| [h.clone(), format!("{h}:*")])
+                .collect::<Vec<_>>(),
+            "routes": [
+                {
+                    "match": {
+                        "prefix": "/",
+                        "dynamic_metadata": [{
+                            "filter": "envoy.filters.http.lua",
+                            "path": [{"key": AUTHENTICATED_HOST_KEY}],
+                            "value": {"string_match": {"exact": api.host}},
+                        }],
+                    },
+                    "route": {"cluster": cluster(ApiDestination::MutualTls)},
+                },
+                {
+                    "name": CONNECTION_UPGRADE_ROUTE,
+                    "match": {
+                        "prefix": "/",
+                        "headers": [
+                            {"name": "Connection", "string_match": {"exact": "Upgrade"}},
+                            {"name": "Upgrade", "present_match": true},
+                        ],
+                    },
+                    "route": {
+                        "cluster": cluster(ApiDestination::ConnectionUpgrade),
+                        "timeout": "0s",
+                        "retry_policy": default_retry_policy(),
+                        "upgrade_configs": [{"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"}],
+                    },
+                },
+                {
+                    "name": "default",
+                    "match": {"prefix": "/"},
+                    "route": {
+                        "cluster": cluster(ApiDestination::Plain),
+                        "timeout": "0s",
+                        "retry_policy": default_retry_policy(),
+                    },
+                },
+            ],
+        }],
+    })
+}
+
+/// Istio's circuit breaker thresholds: every limit at its maximum
+/// (cluster_traffic_policy.go's getDefaultCircuitBreakerThresholds).
+fn circuit_breakers() -> Value {
+    json!({"thresholds": [{
+        "max_connections": U32_MAX,
+        "max_pending_requests": U32_MAX,
+        "max_requests": U32_MAX,
+        "max_retries": U32_MAX,
+        "track_remaining": true,
+    }]})
+}
+
+fn keepalive() -> Value {
+    json!({"tcp_keepalive": {
+        "keepalive_time": TCP_KEEPALIVE_TIME_S,
+        "keepalive_interval": TCP_KEEPALIVE_INTERVAL_S,
+    }})
+}
+
+/// The fields every cluster shares (name, connect timeout, breakers,
+/// keepalive), then its discovery.
+fn base_cluster(d: &Destination) -> serde_json::Map<String, Value> {
+    let mut c = serde_json::Map::new();
+    c.insert("@type".into(), ty::CLUSTER.into());
+    c.insert("name".into(), d.cluster().into());
+    c.insert("connect_timeout".into(), CONNECT_TIMEOUT.into());
+    c.insert("lb_policy".into(), "LEAST_REQUEST".into());
+    c.insert("circuit_breakers".into(), circuit_breakers());
+    c.insert("upstream_connection_options".into(), keepalive());
+    match d.resolution {
+        Resolution::Endpoints => {
+            c.insert("type".into(), "EDS".into());
+            c.insert(
+                "eds_cluster_config".into(),
+                json!({"service_name": d.cluster(), "eds_config": path_source(&eds_file(d))}),
+            );
+        }
+        Resolution::Dns => {
+            // STRICT_DNS, as Envoy now spells it (istiod still sets the
+            // cluster's deprecated type and DNS fields, which Envoy 1.40
+            // warns about on every load; the behaviour is the same).
+            c.insert(
+                "cluster_type".into(),
+                json!({
+                    "name": DNS_CLUSTER,
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.clusters.dns.v3.DnsCluster",
+                        "dns_refresh_rate": DNS_REFRESH_RATE,
+                        "respect_dns_ttl": true,
+                        "dns_lookup_family": "V4_ONLY",
+                        "all_addresses_in_single_endpoint": false,
+                    },
+                }),
+            );
+            c.insert(
+                "load_assignment".into(),
+                json!({
+                    "cluster_name": d.cluster(),
+                    "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {
+                        "address": d.host, "port_value": d.port,
+                    }}}}]}],
+                }),
+            );
+        }
+    }
+    c
+}
+
+/// A passthrough destination's cluster: plain TCP, outlier detection as
+/// Istio renders Gardener's `outlierDetection: {minHealthPercent: 0}`
+/// (success-rate ejection off, Envoy's defaults otherwise, panic threshold 0).
+fn passthrough_cluster(d: &Destination) -> Value {
+    let mut c = base_cluster(d);
+    c.insert(
+        "outlier_detection".into(),
+        json!({"enforcing_success_rate": 0}),
+    );
+    c.insert(
+        "common_lb_config".into(),
+        json!({"healthy_panic_threshold": {"value": 0}}),
+    );
+    Value::Object(c)
+}
+
+/// The API's cluster of destination `d`: in passthrough mode a
+/// passthrough cluster; in termination mode upstream TLS with SNI
+/// `kubernetes.default.svc.cluster.local` against the lab CA, the
+/// downstream's HTTP version (useClientProtocol), at most 24 h per
+/// connection, no outlier detection; the `-mtls` one presents the
+/// gateway's front-proxy certificate, the upgrade one speaks HTTP/1.1.
+fn api_cluster(mode: ApiExposure, d: ApiDestination, dest: &Destination) -> Value {
+    if mode == ApiExposure::Passthrough {
+        return passthrough_cluster(dest);
+    }
+    let mut c = base_cluster(dest);
+    let mut common = serde_json::Map::new();
+    common.insert(
+        "validation_context".into(),
+        json!({
+            "trusted_ca": {"filename": tls_file(tls::UPSTREAM_CA)},
+            "match_typed_subject_alt_names": [{"san_type": "DNS", "matcher": {"exact": UPSTREAM_SNI}}],
+        }),
+    );
+    if d == ApiDestination::MutualTls {
+        common.insert(
+            "tls_certificates".into(),
+            json!([{
+                "certificate_chain": {"filename": tls_file(tls::PROXY_CERT)},
+                "private_key": {"filename": tls_file(tls::PROXY_KEY)},
+            }]),
+        );
+    }
+    if d == ApiDestination::ConnectionUpgrade {
+        common.insert("alpn_protocols".into(), json!(["http/1.1"]));
+    }
+    c.insert(
+        "transport_socket".into(),
+        json!({
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                "sni": UPSTREAM_SNI,
+                "common_tls_context": common,
+            },
+        }),
+    );
+    c.insert(
+        "typed_extension_protocol_options".into(),
+        json!({"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "common_http_protocol_options": {"max_connection_duration": format!("{MAX_CONNECTION_DURATION_S}s")},
+            "use_downstream_protocol_config": {"http_protocol_options": {}, "http2_protocol_options": {}},
+        }}),
+    );
+    Value::Object(c)
+}
+
+/// A cluster's endpoints (what EDS pushes): the ready replicas.
+pub fn endpoints(d: &Destination, ready: &[SocketAddrV4]) -> Value {
+    let lb: Vec<Value> = ready
+        .iter()
+        .map(|a| {
+            json!({
+                "endpoint": {"address": {"socket_address": {"address": a.ip().to_string(), "port_value": a.port()}}},
+                "health_status": "HEALTHY",
+            })
+        })
+        .collect();
+    json!({
+        "@type": ty::ENDPOINTS,
+        "cluster_name": d.cluster(),
+        "endpoints": if lb.is_empty() { json!([]) } else { json!([{"lb_endpoints": lb}]) },
+    })
+}
+
+/// The EDS files of an exposure's endpoint clusters, with `ready` giving
+/// each Service's ready endpoints (by cluster name; absent: none).
+pub fn eds_files(
+    x: &Exposure,
+    ready: &BTreeMap<String, Vec<SocketAddrV4>>,
+) -> Vec<(String, Value)> {
+    x.api_destinations()
+        .iter()
+        .map(|(_, d)| d.clone())
+        .chain(
+            x.tls
+                .iter()
+                .filter(|r| r.destination.resolution == Resolution::Endpoints)
+                .map(|r| r.destination.clone()),
+        )
+        .map(|d| {
+            let eps = ready.get(&d.cluster()).cloned().unwrap_or_default();
+            (eds_file(&d), discovery_response(vec![endpoints(&d, &eps)]))
+        })
+        .collect()
+}
+
+/// The whole configuration as one static bootstrap (every listener,
+/// cluster, route and endpoint inline) for `envoy --mode validate`, which
+/// does not read dynamic resources: what the files say is checked here.
+pub fn static_bootstrap(
+    node: &str,
+    xds: &Xds,
+    ready: &BTreeMap<String, Vec<SocketAddrV4>>,
+) -> Value {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("@type");
+        }
+        v
+    };
+    let routes: BTreeMap<String, Value> = xds
+        .routes
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap_or_default().to_string(), strip(r)))
+        .collect();
+    let listeners: Vec<Value> = xds
+        .listeners
+        .iter()
+        .map(|l| {
+            let mut l = strip(l);
+            for chain in l["filter_chains"].as_array_mut().into_iter().flatten() {
+                for f in chain["filters"].as_array_mut().into_iter().flatten() {
+                    let tc = &mut f["typed_config"];
+                    if let Some(name) = tc["rds"]["route_config_name"].as_str().map(String::from) {
+                        let o = tc.as_object_mut().expect("an object");
+                        o.remove("rds");
+                        o.insert(
+                            "route_config".into(),
+                            routes.get(&name).cloned().unwrap_or(json!({"name": name})),
+                        );
+                    }
+                }
+            }
+            l
+        })
+        .collect();
+    let clusters: Vec<Value> = xds
+        .clusters
+        .iter()
+        .map(|c| {
+            let mut c = strip(c);
+            if c["type"] == "EDS" {
+                let name = c["name"].as_str().unwrap_or_default().to_string();
+                let o = c.as_object_mut().expect("an object");
+                o.remove("eds_cluster_config");
+                o.insert("type".into(), "STATIC".into());
+                let d = Destination {
+                    host: String::new(),
+                    port: 0,
+                    resolution: Resolution::Endpoints,
+                };
+                let mut la = endpoints(&d, ready.get(&name).map(Vec::as_slice).unwrap_or(&[]));
+                la.as_object_mut().expect("an object").remove("@type");
+                la["cluster_name"] = name.into();
+                o.insert("load_assignment".into(), la);
+            }
+            c
+        })
+        .collect();
+    let mut b = bootstrap(node);
+    b.as_object_mut()
+        .expect("an object")
+        .remove("dynamic_resources");
+    b["static_resources"] = json!({"listeners": listeners, "clusters": clusters});
+    b
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::exposure::{member_routes, ETCD_PEER_PORT};
+
+    pub(crate) fn sample(mode: ApiExposure) -> Exposure {
+        let mut tls = member_routes(
+            "seed-a-etcd-0",
+            "seed-a-etcd-0.local.cpmlab.test",
+            ETCD_PEER_PORT,
+            "seed-a-etcd-0.pods.local.cpmlab.test",
+            Resolution::Dns,
+        );
+        tls.extend(member_routes(
+            "seed-a-etcd-1",
+            "seed-a-etcd-1.local.cpmlab.test",
+            crate::exposure::member_peer_port(1),
+            "seed-a-etcd-1.pods.local.cpmlab.test",
+            Resolution::Dns,
+        ));
+        Exposure {
+            seed: "seed-a".into(),
+            namespace: "shoot--local--local".into(),
+            api: Some(ApiRoute {
+                host: "api.local.cpmlab.test".into(),
+                port: 443,
+                mode,
+                service: "kube-apiserver".into(),
+                target_port: 443,
+                authorities: vec!["10.0.0.3".into()],
+            }),
+            tls,
+        }
+    }
+
+    fn listener_of(x: &Xds, port: u16) -> &Value {
+        x.listeners
+            .iter()
+            .find(|l| l["address"]["socket_address"]["port_value"] == port)
+            .unwrap_or_else(|| panic!("no listener on {port}"))
+    }
+
+    #[test]
+    fn members_pass_through_by_sni_to_strict_dns_clusters() {
+        let x = render(&sample(ApiExposure::Passthrough));
+        let peer = listener_of(&x, 2380);
+        assert_eq!(
+            peer["listener_filters"][0]["name"],
+            "envoy.filters.listener.tls_inspector"
+        );
+        let chain = &peer["filter_chains"][0];
+        assert_eq!(
+            chain["filter_chain_match"]["server_names"],
+            json!(["seed-a-etcd-0.local.cpmlab.test"])
+        );
+        let tcp = &chain["filters"][0]["typed_config"];
+        assert_eq!(
+            tcp["cluster"],
+            "outbound|2380||seed-a-etcd-0.pods.local.cpmlab.test"
+        );
+        assert_eq!(tcp["max_downstream_connection_duration"], "86400s");
+        assert!(chain.get("transport_socket").is_none(), "TLS untouched");
+        // Its own peer port in `port` exposure.
+        assert_eq!(
+            listener_of(&x, 9101)["filter_chains"][0]["filter_chain_match"]["server_names"],
+            json!(["seed-a-etcd-1.local.cpmlab.test"])
+        );
+        let c = x
+            .clusters
+            .iter()
+            .find(|c| c["name"] == "outbound|2380||seed-a-etcd-0.pods.local.cpmlab.test")
+            .unwrap();
+        let dns = &c["cluster_type"]["typed_config"];
+        assert_eq!(c["cluster_type"]["name"], DNS_CLUSTER);
+        assert_eq!(dns["respect_dns_ttl"], true);
+        assert_eq!(dns["dns_refresh_rate"], "60s");
+        assert_eq!(dns["all_addresses_in_single_endpoint"], false);
+        assert_eq!(
+            c["upstream_connection_options"]["tcp_keepalive"],
+            json!({"keepalive_time": 7200, "keepalive_interval": 75})
+        );
+        assert!(c.get("health_checks").is_none());
+        assert_eq!(
+            c["circuit_breakers"]["thresholds"][0]["max_connections"],
+            4294967295u64
+        );
+    }
+
+    #[test]
+    fn passthrough_api_is_an_eds_cluster_with_istios_outlier_detection() {
+        let x = render(&sample(ApiExposure::Passthrough));
+        let api = listener_of(&x, 443);
+        assert_eq!(
+            api["filter_chains"][0]["filters"][0]["name"],
+            "envoy.filters.network.tcp_proxy"
+        );
+        let c = &x.clusters[0];
+        assert_eq!(c["type"], "EDS");
+        assert_eq!(c["lb_policy"], "LEAST_REQUEST");
+        assert_eq!(c["outlier_detection"]["enforcing_success_rate"], 0);
+        assert_eq!(c["common_lb_config"]["healthy_panic_threshold"]["value"], 0);
+        assert!(x.routes.is_empty());
+        assert_eq!(
+            x.clusters.len(),
+            1 + 4,
+            "the API and a cluster per member port"
+        );
+    }
+
+    #[test]
+    fn termination_ends_tls_and_routes_per_request() {
+        let x = render(&sample(ApiExposure::Termination));
+        let chain = &listener_of(&x, 443)["filter_chains"][0];
+        let tls = &chain["transport_socket"]["typed_config"];
+        assert_eq!(tls["require_client_certificate"], false);
+        assert_eq!(
+            tls["common_tls_context"]["alpn_protocols"],
+            json!(["h2", "http/1.1"])
+        );
+        let hcm = &chain["filters"][0]["typed_config"];
+        assert_eq!(hcm["stream_idle_timeout"], "0s");
+        assert_eq!(hcm["http_filters"][0]["name"], "envoy.filters.http.lua");
+        let routes = &x.routes[0]["virtual_hosts"][0]["routes"];
+        assert_eq!(
+            routes[0]["route"]["cluster"],
+            "outbound|443||kube-apiserver-mtls.shoot--local--local.svc.cluster.local"
+        );
+        assert_eq!(routes[1]["name"], "connection-upgrade");
+        assert_eq!(
+            x.routes[0]["virtual_hosts"][0]["domains"],
+            json!([
+                "api.local.cpmlab.test",
+                "api.local.cpmlab.test:*",
+                "10.0.0.3",
+                "10.0.0.3:*"
+            ])
+        );
+        assert_eq!(routes[2]["route"]["timeout"], "0s");
+        assert_eq!(routes[2]["route"]["retry_policy"]["num_retries"], 2);
+        let plain = &x.clusters[0];
+        assert_eq!(plain["lb_policy"], "LEAST_REQUEST");
+        assert!(plain.get("outlier_detection").is_none());
+        let up = &plain["transport_socket"]["typed_config"];
+        assert_eq!(up["sni"], "kubernetes.default.svc.cluster.local");
+        assert!(up["common_tls_context"].get("tls_certificates").is_none());
+        assert!(
+            x.clusters[1]["transport_socket"]["typed_config"]["common_tls_context"]
+                ["tls_certificates"]
+                .is_array()
+        );
+        assert_eq!(
+            x.clusters[2]["transport_socket"]["typed_config"]["common_tls_context"]
+                ["alpn_protocols"],
+            json!(["http/1.1"])
+        );
+        let lua = lua_source();
+        assert!(lua.contains("headers:remove(\"X-Remote-User\")"));
+        assert!(lua.contains("authenticated-kube-apiserver-host"));
+    }
+
+    #[test]
+    fn endpoints_are_written_per_service_and_empty_when_none_is_ready() {
+        let x = sample(ApiExposure::Termination);
+        let plain = x
+            .api
+            .as_ref()
+            .unwrap()
+            .destination(&x.namespace, ApiDestination::Plain)
+            .cluster();
+        let ready = BTreeMap::from([(plain.clone(), vec!["10.0.0.20:443".parse().unwrap()])]);
+        let files = eds_files(&x, &ready);
+        assert_eq!(files.len(), 3);
+        let (name, body) = &files[0];
+        assert!(
+            name.starts_with("eds-outbound_443__kube-apiserver."),
+            "{name}"
+        );
+        let la = &body["resources"][0];
+        assert_eq!(la["cluster_name"], plain);
+        assert_eq!(
+            la["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+                ["address"],
+            "10.0.0.20"
+        );
+        assert_eq!(files[1].1["resources"][0]["endpoints"], json!([]));
+        // The version follows the content.
+        let again = eds_files(&x, &ready);
+        assert_eq!(files, again);
+        assert_ne!(files[0].1["version_info"], files[1].1["version_info"]);
+    }
+}
+
+/// `envoy --mode validate` on every configuration the docker form renders:
+/// the bootstrap with its files, and each exposure (both API modes; a
+/// lab's seeds before, during and after a migration; a peer port per
+/// member) as one static configuration with every listener, cluster, route
+/// and endpoint inline. Needs Envoy (scripts/fetch-envoy): without it the
+/// test fails where CI=true, and says it did not run elsewhere.
+#[cfg(test)]
+mod validate {
+    use super::*;
+    use std::path::Path;
+
+    fn envoy() -> Option<std::path::PathBuf> {
+        match crate::go_parts::ENVOY.find() {
+            Some(f) => Some(f.path().clone()),
+            None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("no envoy binary (run scripts/fetch-envoy): CI=true, so this fails")
+            }
+            None => {
+                eprintln!("SKIPPED: no envoy binary (run scripts/fetch-envoy)");
+                None
+            }
+        }
+    }
+
+    /// The certificates the configuration names, in `dir`.
+    fn certs(dir: &Path) {
+        let ca = crate::pki::Ca::generate("t").unwrap();
+        let server = ca
+            .issue_member("g", &["api.local.cpmlab.test".into()], &[])
+            .unwrap();
+        let proxy = ca.issue_client(crate::exposure::GATEWAY_CLIENT_CN).unwrap();
+        for (f, c) in [
+            (tls::SERVER_CERT, &server.cert_pem),
+            (tls::SERVER_KEY, &server.key_pem),
+            (tls::CLIENT_CA, &ca.cert_pem),
+            (tls::UPSTREAM_CA, &ca.cert_pem),
+            (tls::PROXY_CERT, &proxy.cert_pem),
+            (tls::PROXY_KEY, &proxy.key_pem),
+        ] {
+            std::fs::write(dir.join(f), c).unwrap();
+        }
+    }
+
+    /// The configuration with its paths moved under `dir`.
+    fn relocate(v: &Value, dir: &Path) -> String {
+        serde_json::to_string_pretty(v)
+            .unwrap()
+            .replace(TLS_DIR, &dir.join("tls").display().to_string())
+            .replace(XDS_DIR, &dir.join("xds").display().to_string())
+    }
+
+    fn check(envoy: &Path, dir: &Path, name: &str, config: &str) {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, config).unwrap();
+        let out = std::process::Command::new(envoy)
+            .args(["--mode", "validate", "-c"])
+            .arg(&file)
+            .args(["--log-level", "error"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "envoy rejects {name}: {}{}\n{config}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Exposures of a lab through a migration, in both modes and both peer
+    /// exposures.
+    fn exposures() -> Vec<(String, Exposure)> {
+        let mut v = vec![];
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            for peer in [
+                crate::topology::PeerExposure::Address,
+                crate::topology::PeerExposure::Port,
+            ] {
+                let mut topo = crate::topology::Topology::default();
+                topo.api.exposure = mode;
+                topo.network.peer_exposure = Some(peer);
+                let nets: Vec<crate::addressing::Net24> = (0..3)
+                    .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+                    .collect();
+                let mut s =
+                    crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+                // Before, and with the destination planned and its API up.
+                for seed in ["seed-a", "seed-b"] {
+                    v.push((
+                        format!("{mode:?}-{peer:?}-{seed}-before"),
+                        Exposure::of_docker_seed(&s, seed),
+                    ));
+                }
+                let mig = crate::migrate::flow::plan_for_tests(&s, "seed-a", "seed-b");
+                s.apiservers.extend(mig.destination_apiservers.clone());
+                s.migration = Some(mig);
+                v.push((
+                    format!("{mode:?}-{peer:?}-seed-b-during"),
+                    Exposure::of_docker_seed(&s, "seed-b"),
+                ));
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn envoy_accepts_every_configuration_the_lab_writes() {
+        let Some(envoy) = envoy() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tls")).unwrap();
+        std::fs::create_dir_all(dir.path().join("xds")).unwrap();
+        certs(&dir.path().join("tls"));
+        // The bootstrap, with files as the agent writes them.
+        let (_, x) = exposures().remove(0);
+        let xds = render(&x);
+        for (name, v) in xds.files() {
+            std::fs::write(dir.path().join("xds").join(name), relocate(&v, dir.path())).unwrap();
+        }
+        check(
+            &envoy,
+            dir.path(),
+            "bootstrap",
+            &relocate(&bootstrap("g"), dir.path()),
+        );
+        for (name, x) in exposures() {
+            let ready: BTreeMap<String, Vec<SocketAddrV4>> = x
+                .api_destinations()
+                .into_iter()
+                .map(|(_, d)| (d.cluster(), vec!["10.213.0.20:443".parse().unwrap()]))
+                .collect();
+            let b = static_bootstrap("g", &render(&x), &ready);
+            check(&envoy, dir.path(), &name, &relocate(&b, dir.path()));
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! The kind form's gateway: an [`Exposure`] as the Istio objects Gardener
+//! creates in a seed (pkg/component/kubernetes/apiserverexposure/sni.go
+//! with pkg/utils/istio/{gateway,virtualservice,destinationrule}.go), and
+//! for etcd's endpoints the passthrough shape of gardener/gardener pull
+//! request 15576 (a Gateway server and a VirtualService TLS route per
+//! member endpoint; a ServiceEntry with `resolution: DNS` where the
+//! destination is a name rather than a Service).
+//!
+//! In termination mode the EnvoyFilters that Gardener adds are rendered
+//! too: the istio-ingress chart's Lua filter (identity into
+//! X-Remote-User/Group) and sni.go's per-shoot one (the mutual-TLS route,
+//! HTTP/1.1 towards kube-apiserver for upgrades, SPDY and websocket on the
+//! upgrade route).
+
+use serde_json::{json, Value};
+
+use super::{
+    ApiDestination, ApiExposure, ApiRoute, Destination, Exposure, Resolution,
+    AUTHENTICATED_HOST_KEY, CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S,
+    TCP_KEEPALIVE_INTERVAL_S, TCP_KEEPALIVE_TIME_S, UPSTREAM_SNI,
+};
+
+/// Where the objects go and what they carry.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// Labels every object gets.
+    pub labels: Value,
+    /// The ingress gateway's namespace (credentials and EnvoyFilters live there).
+    pub ingress_namespace: String,
+    /// The ingress gateway pods' selector.
+    pub selector: (String, String),
+    /// The port the gateway's pods listen on for the API: its Service's
+    /// target port, which the gateway's listener binds and an EnvoyFilter's
+    /// `listener.portNumber` names (Gardener's 9443 for the Service's 443:
+    /// the istio-ingress chart's templates/apiserver-tls-termination-envoyfilter.yaml).
+    pub api_listener_port: u16,
+}
+
+/// The API Gateway's and VirtualService's name (sni.go names them after
+/// kube-apiserver).
+pub const API_GATEWAY: &str = "kube-apiserver";
+/// The Gateway of etcd's endpoints.
+pub const ETCD_GATEWAY: &str = "etcd-main";
+
+/// The credential (a Secret in the ingress namespace) of the API's HTTPS
+/// server: the serving certificate and the client CA (sni.go's
+/// `<namespace>-kube-apiserver-tls`).
+pub fn tls_credential(x: &Exposure) -> String {
+    format!("{}-kube-apiserver-tls", x.namespace)
+}
+
+/// The credential of the gateway towards kube-apiserver: the CA and the
+/// gateway's front-proxy client certificate (`<namespace>-kube-apiserver-istio-mtls`).
+pub fn mtls_credential(x: &Exposure) -> String {
+    format!("{}-kube-apiserver-istio-mtls", x.namespace)
+}
+
+fn meta(name: &str, ns: &str, p: &Placement) -> Value {
+    json!({"name": name, "namespace": ns, "labels": p.labels})
+}
+
+/// Every Istio object of `x`.
+pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
+    let mut out = vec![];
+    if let Some(api) = &x.api {
+        out.push(api_gateway(x, api, p));
+        out.push(api_virtual_service(x, api, p));
+        for (d, dest) in x.api_destinations() {
+            out.push(destination_rule(
+                &api.service_of(d),
+                &x.namespace,
+                p,
+                &dest,
+                api_policy(api.mode, d, x),
+            ));
+        }
+        if api.mode == ApiExposure::Termination {
+            out.push(lua_envoy_filter(p));
+            out.push(routes_envoy_filter(x, api, p));
+        }
+    }
+    if !x.tls.is_empty() {
+        out.push(etcd_gateway(x, p));
+    }
+    // A VirtualService per owner (a member's peer and client routes).
+    let mut owners: Vec<&str> = x.tls.iter().map(|r| r.owner.as_str()).collect();
+    owners.dedup();
+    for owner in owners {
+        let routes: Vec<Value> = x
+            .tls
+            .iter()
+            .filter(|r| r.owner == owner)
+            .map(|r| tls_route(r.port, &r.host, &r.destination))
+            .collect();
+        let hosts: Vec<&str> = {
+            let mut h: Vec<&str> = x
+                .tls
+                .iter()
+                .filter(|r| r.owner == owner)
+                .map(|r| r.host.as_str())
+                .collect();
+            h.dedup();
+            h
+        };
+        out.push(json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": meta(owner, &x.namespace, p),
+            "spec": {"hosts": hosts, "gateways": [ETCD_GATEWAY], "tls": routes},
+        }));
+    }
+    // A DestinationRule (and, for a name, a ServiceEntry) per destination.
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &x.tls {
+        if !seen.insert(r.destination.cluster()) {
+            continue;
+        }
+        let name = format!("{}-{}", r.owner, r.kind);
+        if r.destination.resolution == Resolution::Dns {
+            out.push(json!({
+                "apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                "metadata": meta(&name, &x.namespace, p),
+                "spec": {
+                    "hosts": [r.destination.host],
+                    "location": "MESH_INTERNAL",
+                    "resolution": "DNS",
+                    "ports": [{"number": r.destination.port, "name": format!("tls-{}", r.kind), "protocol": "TLS"}],
+                },
+            }));
+        }
+        out.push(destination_rule(
+            &name,
+            &x.namespace,
+            p,
+            &r.destination,
+            passthrough_policy(),
+        ));
+    }
+    out
+}
+
+fn server(name: &str, port: u16, protocol: &str, tls: Value, hosts: &[&str]) -> Value {
+    json!({
+        "port": {"number": port, "name": name, "protocol": protocol},
+        "tls": tls,
+        "hosts": hosts,
+    })
+}
+
+fn api_gateway(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
+    let s = match api.mode {
+        ApiExposure::Passthrough => server(
+            "tls",
+            api.port,
+            "TLS",
+            json!({"mode": "PASSTHROUGH"}),
+            &[&api.host],
+        ),
+        ApiExposure::Termination => server(
+            "tls",
+            api.port,
+            "HTTPS",
+            json!({"mode": "OPTIONAL_MUTUAL", "credentialName": tls_credential(x)}),
+            &[&api.host],
+        ),
+    };
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+        "metadata": meta(API_GATEWAY, &x.namespace, p),
+        "spec": {"selector": {p.selector.0.clone(): p.selector.1}, "servers": [s]},
+    })
+}
+
+fn etcd_gateway(x: &Exposure, p: &Placement) -> Value {
+    let servers: Vec<Value> = x
+        .tls
+        .iter()
+        .map(|r| {
+            server(
+                &format!("tls-{}-{}", r.owner, r.kind),
+                r.port,
+                "TLS",
+                json!({"mode": "PASSTHROUGH"}),
+                &[&r.host],
+            )
+        })
+        .collect();
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+        "metadata": meta(ETCD_GATEWAY, &x.namespace, p),
+        "spec": {"selector": {p.selector.0.clone(): p.selector.1}, "servers": servers},
+    })
+}
+
+fn destination(d: &Destination) -> Value {
+    json!({"host": d.host, "port": {"number": d.port}})
+}
+
+fn tls_route(port: u16, host: &str, d: &Destination) -> Value {
+    json!({
+        "match": [{"port": port, "sniHosts": [host]}],
+        "route": [{"destination": destination(d)}],
+    })
+}
+
+fn api_virtual_service(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
+    let spec = match api.mode {
+        ApiExposure::Passthrough => json!({
+            "hosts": [api.host],
+            "gateways": [API_GATEWAY],
+            "tls": [tls_route(api.port, &api.host, &api.destination(&x.namespace, ApiDestination::Plain))],
+        }),
+        ApiExposure::Termination => json!({
+            "hosts": std::iter::once(&api.host).chain(&api.authorities).collect::<Vec<_>>(),
+            "gateways": [API_GATEWAY],
+            "http": [
+                {
+                    "name": CONNECTION_UPGRADE_ROUTE,
+                    "match": [{"headers": {"Connection": {"exact": "Upgrade"}, "Upgrade": {}}}],
+                    "route": [{"destination": destination(&api.destination(&x.namespace, ApiDestination::ConnectionUpgrade))}],
+                },
+                {"route": [{"destination": destination(&api.destination(&x.namespace, ApiDestination::Plain))}]},
+            ],
+        }),
+    };
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": meta(API_GATEWAY, &x.namespace, p),
+        "spec": spec,
+    })
+}
+
+/// destinationrule.go's connection pool: keepalive and maximum duration.
+fn tcp_pool() -> Value {
+    json!({
+        "maxConnectionDuration": format!("{MAX_CONNECTION_DURATION_S}s"),
+        "tcpKeepalive": {"time": format!("{TCP_KEEPALIVE_TIME_S}s"), "interval": format!("{TCP_KEEPALIVE_INTERVAL_S}s")},
+    })
+}
+
+/// Gardener's passthrough policy (DestinationRuleWithLocalityPreference):
+/// locality preference, outlier detection with minHealthPercent 0, no TLS.
+pub fn passthrough_policy() -> Value {
+    json!({
+        "connectionPool": {"tcp": tcp_pool()},
+        "loadBalancer": {"localityLbSetting": {"enabled": true, "failoverPriority": ["topology.kubernetes.io/zone"]}},
+        "outlierDetection": {"minHealthPercent": 0},
+        "tls": {"mode": "DISABLE"},
+    })
+}
+
+/// The API's policy for destination `d` (DestinationRuleWithTLSTermination
+/// in termination mode: LEAST_REQUEST, no outlier detection, TLS with
+/// SNI, the client's protocol).
+fn api_policy(mode: ApiExposure, d: ApiDestination, x: &Exposure) -> Value {
+    if mode == ApiExposure::Passthrough {
+        return passthrough_policy();
+    }
+    json!({
+        "connectionPool": {"tcp": tcp_pool(), "http": {"useClientProtocol": true}},
+        "loadBalancer": {"simple": "LEAST_REQUEST"},
+        "tls": {
+            "mode": if d == ApiDestination::MutualTls { "MUTUAL" } else { "SIMPLE" },
+            "credentialName": mtls_credential(x),
+            "sni": UPSTREAM_SNI,
+        },
+    })
+}
+
+fn destination_rule(name: &str, ns: &str, p: &Placement, d: &Destination, policy: Value) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+        "metadata": meta(name, ns, p),
+        "spec": {"host": d.host, "trafficPolicy": policy},
+    })
+}
+
+/// The istio-ingress chart's Lua filter, on the API's listener: the same
+/// script the docker form's Envoy runs.
+fn lua_envoy_filter(p: &Placement) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+        "metadata": meta("apiserver-tls-termination", &p.ingress_namespace, p),
+        "spec": {
+            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
+            "configPatches": [{
+                "applyTo": "HTTP_FILTER",
+                "match": {
+                    "context": "GATEWAY",
+                    "listener": {
+                        "portNumber": p.api_listener_port,
+                        "filterChain": {"filter": {
+                            "name": "envoy.filters.network.http_connection_manager",
+                            "subFilter": {"name": "envoy.filters.http.router"},
+                        }},
+                    },
+                },
+                "patch": {
+                    "operation": "INSERT_BEFORE",
+                    "value": {
+                        "name": "envoy.filters.http.lua",
+                        "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
+                            "defaultSourceCode": {"inlineString": super::envoy::lua_source()},
+                        },
+                    },
+                },
+            }],
+        },
+    })
+}
+
+/// sni.go's per-shoot EnvoyFilter: the mutual-TLS route first, HTTP/1.1
+/// to kube-apiserver for upgrades, and the upgrade types on that route.
+fn routes_envoy_filter(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
+    let rc = super::envoy::route_config_name(x, api);
+    json!({
+        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+        "metadata": meta(&format!("{}-istio-tls-termination", x.namespace), &p.ingress_namespace, p),
+        "spec": {
+            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
+            "configPatches": [
+                {
+                    "applyTo": "HTTP_ROUTE",
+                    "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc}},
+                    "patch": {"operation": "INSERT_BEFORE", "value": {
+                        "match": {
+                            "prefix": "/",
+                            "dynamic_metadata": [{
+                                "filter": "envoy.filters.http.lua",
+                                "path": [{"key": AUTHENTICATED_HOST_KEY}],
+                                "value": {"string_match": {"exact": api.host}},
+                            }],
+                        },
+                        "route": {"cluster": api.destination(&x.namespace, ApiDestination::MutualTls).cluster()},
+                    }},
+                },
+                {
+                    "applyTo": "CLUSTER",
+                    "match": {"context": "GATEWAY", "cluster": {"name": api.destination(&x.namespace, ApiDestination::ConnectionUpgrade).cluster()}},
+                    "patch": {"operation": "MERGE", "value": {"transportSocket": {
+                        "name": "envoy.transport_sockets.tls",
+                        "typedConfig": {
+                            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                            "commonTlsContext": {"alpnProtocols": ["http/1.1"]},
+                        },
+                    }}},
+                },
+                {
+                    "applyTo": "HTTP_ROUTE",
+                    "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc, "vhost": {"route": {"name": CONNECTION_UPGRADE_ROUTE}}}},
+                    "patch": {"operation": "MERGE", "value": {"route": {"upgrade_configs": [
+                        {"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"},
+                    ]}}},
+                },
+            ],
+        },
+    })
+}
+
+/// A placement for tests.
+#[cfg(test)]
+pub(crate) fn tests_placement() -> Placement {
+    Placement {
+        labels: json!({"cpmlab.lab": "t"}),
+        ingress_namespace: "istio-ingress".into(),
+        selector: ("istio".into(), "ingressgateway".into()),
+        api_listener_port: 9443,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement() -> Placement {
+        tests_placement()
+    }
+
+    fn kinds(v: &[Value]) -> Vec<String> {
+        v.iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn passthrough_is_gardeners_sni_gateway() {
+        let x = crate::exposure::envoy::tests::sample(ApiExposure::Passthrough);
+        let o = objects(&x, &placement());
+        let k = kinds(&o);
+        assert_eq!(
+            &k[..3],
+            [
+                "Gateway/kube-apiserver",
+                "VirtualService/kube-apiserver",
+                "DestinationRule/kube-apiserver"
+            ]
+        );
+        assert_eq!(o[0]["spec"]["servers"][0]["tls"]["mode"], "PASSTHROUGH");
+        assert_eq!(
+            o[2]["spec"]["trafficPolicy"]["outlierDetection"]["minHealthPercent"],
+            0
+        );
+        assert!(
+            k.contains(&"ServiceEntry/seed-a-etcd-0-peer".to_string()),
+            "{k:?}"
+        );
+        assert!(!k.iter().any(|k| k.starts_with("EnvoyFilter")));
+    }
+
+    #[test]
+    fn termination_is_gardeners_tls_termination() {
+        let x = crate::exposure::envoy::tests::sample(ApiExposure::Termination);
+        let o = objects(&x, &placement());
+        let k = kinds(&o);
+        assert!(
+            k.contains(&"DestinationRule/kube-apiserver-mtls".to_string()),
+            "{k:?}"
+        );
+        assert!(
+            k.contains(&"EnvoyFilter/apiserver-tls-termination".to_string()),
+            "{k:?}"
+        );
+        let s = &o[0]["spec"]["servers"][0];
+        assert_eq!(s["port"]["protocol"], "HTTPS");
+        assert_eq!(s["tls"]["mode"], "OPTIONAL_MUTUAL");
+        let http = &o[1]["spec"]["http"];
+        assert_eq!(http[0]["name"], "connection-upgrade");
+        let dr = &o[3]["spec"]["trafficPolicy"];
+        assert_eq!(dr["tls"]["mode"], "MUTUAL");
+        assert_eq!(dr["tls"]["sni"], "kubernetes.default.svc.cluster.local");
+        assert_eq!(dr["loadBalancer"]["simple"], "LEAST_REQUEST");
+    }
+}

@@ -1,0 +1,329 @@
+//! One definition of what a seed's ingress gateway exposes: the shoot API
+//! (by its SNI name, in either of Gardener's modes) and every etcd member's
+//! client and peer endpoint (TLS passthrough by SNI, a gateway port per
+//! member or a shared one), each with its destination. Both forms render
+//! from it: the kind form's Istio objects (`istio`) and the docker form's
+//! Envoy configuration, as istiod would generate it (`envoy`); a test
+//! (`agree`) holds the two against each other.
+//!
+//! Gardener's values come from gardener/gardener:
+//! pkg/component/kubernetes/apiserverexposure/sni.go (the SNI host sent to
+//! kube-apiserver, the `-mtls` and `-connection-upgrade` destinations, the
+//! route names), pkg/utils/istio/{gateway,virtualservice,destinationrule}.go
+//! (servers, routes, traffic policies: TCP keepalive 7200 s / 75 s, a
+//! maximum connection duration of 24 h, LEAST_REQUEST and no outlier
+//! detection when TLS terminates, locality preference with outlier
+//! detection's minHealthPercent 0 when it passes through).
+
+pub mod envoy;
+pub mod istio;
+
+#[cfg(test)]
+pub(crate) mod agree;
+
+pub use crate::topology::ApiExposure;
+
+/// The gateway port of the shoot API (pkg/utils/istio/gateway.go's httpsPort).
+pub const API_PORT: u16 = 443;
+/// etcd's client port, on the gateway and behind it.
+pub const ETCD_CLIENT_PORT: u16 = 2379;
+/// etcd's peer port behind the gateway, and the shared gateway peer port.
+pub const ETCD_PEER_PORT: u16 = 2380;
+
+/// Member `index`'s own peer port on its seed's gateway in `port` exposure
+/// (a port of its own per member on the seed's ingress); both forms use it.
+pub fn member_peer_port(index: usize) -> u16 {
+    9100 + index as u16
+}
+
+/// The SNI the gateway sends to kube-apiserver when it terminates TLS: a
+/// name every kube-apiserver certificate holds (sni.go's `sniHost`).
+pub const UPSTREAM_SNI: &str = "kubernetes.default.svc.cluster.local";
+/// DestinationRule `maxConnectionDuration` (destinationrule.go: 24 h).
+pub const MAX_CONNECTION_DURATION_S: u64 = 86_400;
+/// DestinationRule TCP keepalive time and interval (destinationrule.go).
+pub const TCP_KEEPALIVE_TIME_S: u32 = 7200;
+pub const TCP_KEEPALIVE_INTERVAL_S: u32 = 75;
+/// The headers kube-apiserver's request-header authentication reads
+/// (pkg/component/kubernetes/apiserver/constants and deployment.go).
+pub const REQUEST_HEADER_USER: &str = "X-Remote-User";
+pub const REQUEST_HEADER_GROUP: &str = "X-Remote-Group";
+pub const REQUEST_HEADER_EXTRA_PREFIX: &str = "X-Remote-Extra-";
+/// The dynamic metadata key the gateway's Lua filter sets for a request
+/// that came with a client certificate (sni.go's AuthenticationDynamicMetadataKey).
+pub const AUTHENTICATED_HOST_KEY: &str = "authenticated-kube-apiserver-host";
+/// The route for requests with `Connection: Upgrade` (sni.go).
+pub const CONNECTION_UPGRADE_ROUTE: &str = "connection-upgrade";
+/// The client certificate's name the gateway presents to kube-apiserver
+/// on the mutual-TLS route (sni.go: `system:istio-gateway`, signed by the
+/// front-proxy CA).
+pub const GATEWAY_CLIENT_CN: &str = "system:istio-gateway";
+
+/// How the gateway finds a destination's addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolution {
+    /// A Service's ready endpoints, pushed by the control plane (EDS).
+    Endpoints,
+    /// A name the gateway resolves itself (a ServiceEntry with
+    /// `resolution: DNS`: Envoy's STRICT_DNS).
+    Dns,
+}
+
+/// Where a route sends its traffic.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Destination {
+    /// A Service's cluster-local name, or a name to resolve.
+    pub host: String,
+    pub port: u16,
+    pub resolution: Resolution,
+}
+
+impl Destination {
+    /// Istio's name for the Envoy cluster of this destination.
+    pub fn cluster(&self) -> String {
+        format!("outbound|{}||{}", self.port, self.host)
+    }
+}
+
+/// A TLS passthrough route: connections on `port` whose SNI is `host` go
+/// to `destination`, their TLS untouched.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TlsRoute {
+    /// The object it belongs to (a member's name, or a Service's).
+    pub owner: String,
+    /// `peer` or `client`.
+    pub kind: String,
+    pub host: String,
+    pub port: u16,
+    pub destination: Destination,
+}
+
+/// The shoot API on the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApiRoute {
+    /// The API's DNS name, matched by SNI (and as `:authority` when TLS ends).
+    pub host: String,
+    pub port: u16,
+    pub mode: ApiExposure,
+    /// kube-apiserver's Service and port behind the gateway.
+    pub service: String,
+    pub target_port: u16,
+    /// Other authorities the HTTP routes answer when TLS ends here: the
+    /// gateway's own address, which `cpmlab kubeconfig` names as the server
+    /// (the host cannot resolve the lab's DNS; the TLS server name stays
+    /// the API's). A lab addition; Gardener's VirtualService names the
+    /// API's DNS names only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub authorities: Vec<String>,
+}
+
+/// The destinations of the API in termination mode, as sni.go names them:
+/// the plain one, the one that presents the gateway's client certificate
+/// (requests that came with a client certificate), and the one for
+/// connection upgrades (HTTP/1.1 to the replica).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiDestination {
+    Plain,
+    MutualTls,
+    ConnectionUpgrade,
+}
+
+impl ApiDestination {
+    pub const ALL: [ApiDestination; 3] = [
+        ApiDestination::Plain,
+        ApiDestination::MutualTls,
+        ApiDestination::ConnectionUpgrade,
+    ];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            ApiDestination::Plain => "",
+            ApiDestination::MutualTls => "-mtls",
+            ApiDestination::ConnectionUpgrade => "-connection-upgrade",
+        }
+    }
+}
+
+/// What a seed's gateway exposes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Exposure {
+    pub seed: String,
+    /// The shoot's control-plane namespace: Services are named in it.
+    pub namespace: String,
+    /// The shoot API, where the seed hosts the control plane (none in a
+    /// destination before its API servers start, nor in a source after its
+    /// cleanup: Gardener's Gateway and VirtualService are not there).
+    pub api: Option<ApiRoute>,
+    /// etcd's endpoints, each by SNI, TLS passed through.
+    pub tls: Vec<TlsRoute>,
+}
+
+/// `<service>.<namespace>.svc.cluster.local`.
+pub fn service_host(service: &str, namespace: &str) -> String {
+    format!("{service}.{namespace}.svc.cluster.local")
+}
+
+impl ApiRoute {
+    /// The Service name of an API destination (`kube-apiserver`,
+    /// `kube-apiserver-mtls`, `kube-apiserver-connection-upgrade`).
+    pub fn service_of(&self, d: ApiDestination) -> String {
+        format!("{}{}", self.service, d.suffix())
+    }
+
+    /// An API destination in `namespace`; passthrough uses only `Plain`.
+    pub fn destination(&self, namespace: &str, d: ApiDestination) -> Destination {
+        Destination {
+            host: service_host(&self.service_of(d), namespace),
+            port: self.target_port,
+            resolution: Resolution::Endpoints,
+        }
+    }
+}
+
+impl Exposure {
+    /// The API destinations the mode uses (none without the API).
+    pub fn api_destinations(&self) -> Vec<(ApiDestination, Destination)> {
+        let Some(api) = &self.api else {
+            return vec![];
+        };
+        let used: &[ApiDestination] = match api.mode {
+            ApiExposure::Termination => &ApiDestination::ALL,
+            ApiExposure::Passthrough => &[ApiDestination::Plain],
+        };
+        used.iter()
+            .map(|d| (*d, api.destination(&self.namespace, *d)))
+            .collect()
+    }
+
+    /// The gateway ports with passthrough routes, sorted, each once.
+    pub fn tls_ports(&self) -> Vec<u16> {
+        let mut p: Vec<u16> = self.tls.iter().map(|r| r.port).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    /// The docker form's exposure of `seed` for the lab as `state` has it:
+    /// the API, and each member the seed's gateway fronts (the seed's and
+    /// a migration's planned destination members), its peer and client
+    /// endpoints resolved by the member's pod name (`MemberState::pod_host`).
+    /// The API is exposed where the state has API servers in the seed.
+    pub fn of_docker_seed(state: &crate::state::LabState, seed: &str) -> Exposure {
+        let members = state.gateway_members(seed);
+        Exposure {
+            seed: seed.to_string(),
+            namespace: control_plane_namespace(&state.topology.shoot.name),
+            api: (state.apiservers_of(seed).count() > 0).then(|| {
+                let mut api = api_route(&state.topology);
+                if let Some(s) = state.seed(seed) {
+                    api.authorities.push(s.gateway.ip.to_string());
+                }
+                api
+            }),
+            tls: members
+                .iter()
+                .flat_map(|m| {
+                    member_routes(
+                        &m.name,
+                        &m.host,
+                        m.peer_port,
+                        &m.pod_host(),
+                        Resolution::Dns,
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The shoot's control-plane namespace in a seed, as Gardener names it.
+pub fn control_plane_namespace(shoot: &str) -> String {
+    format!("shoot--local--{shoot}")
+}
+
+/// The API route the topology asks for.
+pub fn api_route(t: &crate::topology::Topology) -> ApiRoute {
+    ApiRoute {
+        host: t.shoot.api_name(),
+        port: API_PORT,
+        mode: t.api.exposure,
+        service: "kube-apiserver".into(),
+        target_port: API_PORT,
+        authorities: vec![],
+    }
+}
+
+/// A member's two passthrough routes: its peer port (`peer_port` on the
+/// gateway, 2380 behind it) and the client port, both by its SNI name
+/// `host`, to `destination_host`.
+pub fn member_routes(
+    owner: &str,
+    host: &str,
+    peer_port: u16,
+    destination_host: &str,
+    resolution: Resolution,
+) -> Vec<TlsRoute> {
+    [
+        ("peer", peer_port, ETCD_PEER_PORT),
+        ("client", ETCD_CLIENT_PORT, ETCD_CLIENT_PORT),
+    ]
+    .into_iter()
+    .map(|(kind, port, target)| TlsRoute {
+        owner: owner.to_string(),
+        kind: kind.to_string(),
+        host: host.to_string(),
+        port,
+        destination: Destination {
+            host: destination_host.to_string(),
+            port: target,
+            resolution,
+        },
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_docker_seed_exposes_the_api_and_each_member_by_its_name() {
+        let s = crate::state::sample_state();
+        let x = Exposure::of_docker_seed(&s, "seed-a");
+        let api = x.api.as_ref().unwrap();
+        assert_eq!(api.host, "api.local.cpmlab.test");
+        assert_eq!(api.mode, ApiExposure::Termination);
+        assert_eq!(x.tls.len(), 2 * s.members_of("seed-a").count());
+        let peer = x
+            .tls
+            .iter()
+            .find(|r| r.owner == "seed-a-etcd-1" && r.kind == "peer")
+            .unwrap();
+        assert_eq!(peer.host, "seed-a-etcd-1.local.cpmlab.test");
+        assert_eq!(peer.port, ETCD_PEER_PORT);
+        assert_eq!(peer.destination.resolution, Resolution::Dns);
+        assert_eq!(
+            peer.destination.cluster(),
+            "outbound|2380||seed-a-etcd-1.pods.local.cpmlab.test"
+        );
+        assert_eq!(x.tls_ports(), vec![ETCD_CLIENT_PORT, ETCD_PEER_PORT]);
+        let names: Vec<String> = x
+            .api_destinations()
+            .iter()
+            .map(|(_, d)| d.cluster())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "outbound|443||kube-apiserver.shoot--local--local.svc.cluster.local",
+                "outbound|443||kube-apiserver-mtls.shoot--local--local.svc.cluster.local",
+                "outbound|443||kube-apiserver-connection-upgrade.shoot--local--local.svc.cluster.local",
+            ]
+        );
+        // The other seed has no members and no API servers yet.
+        let b = Exposure::of_docker_seed(&s, "seed-b");
+        assert!(b.tls.is_empty() && b.api.is_none());
+        assert!(b.api_destinations().is_empty());
+    }
+}

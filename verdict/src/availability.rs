@@ -1,0 +1,448 @@
+//! The `zero-downtime` rule: availability per probe and connection mode and
+//! overall, from timestamps.
+//!
+//! A *request* is every record [`super::is_request`] says is one, but for
+//! two kinds of attempt that are judged otherwise:
+//! - an attempt the server refused unprocessed (a GOAWAY'd stream, retried
+//!   at once; or a 429/5xx with Retry-After, retried after the wait it asked
+//!   for) that the client retried: a record another record's `retry_of`
+//!   names. It is judged as the client saw it: by its retry, whose duration
+//!   runs from the first attempt's start, the wait included.
+//! - a write the API answered 409 Conflict because another of the writer's
+//!   writes moved the counter past its base revision first (an
+//!   acknowledged write with the same `base_rv`, or one whose revision is
+//!   above it and that ended before this one did): *superseded*. The API
+//!   served it correctly; it is counted apart, neither a success nor a
+//!   failure.
+//!
+//! A request *failed* when its outcome is not `ok`, or when it succeeded
+//! but took longer than the stall bound (`Criteria::stall_ms`, default
+//! 5 s): a *stall*, class `stall`, which is unavailability, not only
+//! latency. An *unavailable interval* of one lane starts at the start of a
+//! failed request that follows a success (or is the first request) and
+//! ends when the next successful request completes, or, when none follows,
+//! at the latest end of the failed requests. Downtime is the sum of these
+//! intervals; overall downtime is the union of all lanes' intervals. These
+//! figures are raw: requests a known hazard excused are in them (see
+//! `excuse`), and listed beside them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    fmt_ms, lane_key, latency_of, outcome_name, record_end, Interval, ProbeStats, Rule, RuleStatus,
+    MAX_LISTED_INTERVALS,
+};
+use crate::excuse::Excuses;
+use crate::record::{ConnMode, Outcome, ProbeKind, Record};
+
+/// How each request is classed: the stall bound and the superseded writes.
+#[derive(Debug, Clone, Default)]
+pub struct Classify {
+    pub stall_ms: f64,
+    /// Seqs of superseded writes (see the module doc).
+    pub superseded: BTreeSet<u64>,
+}
+
+impl Classify {
+    pub fn new(all: &[&Record], stall_ms: f64) -> Classify {
+        Classify {
+            stall_ms,
+            superseded: superseded_writes(all),
+        }
+    }
+
+    /// A stall: it succeeded, slower than the bound.
+    pub fn stalled(&self, r: &Record) -> bool {
+        r.outcome == Outcome::Ok && r.duration_ms > self.stall_ms
+    }
+
+    /// Whether a request failed (not `ok`, or a stall).
+    pub fn failed(&self, r: &Record) -> bool {
+        r.outcome != Outcome::Ok || self.stalled(r)
+    }
+
+    /// The failure class: the outcome's name, or `stall`.
+    pub fn class(&self, r: &Record) -> &'static str {
+        if self.stalled(r) {
+            "stall"
+        } else {
+            outcome_name(r.outcome)
+        }
+    }
+}
+
+/// The writes answered 409 Conflict that another of the writer's writes
+/// superseded (see the module doc).
+pub fn superseded_writes(all: &[&Record]) -> BTreeSet<u64> {
+    let updates: Vec<&Record> = all
+        .iter()
+        .copied()
+        .filter(|r| r.probe == ProbeKind::Write && r.event.is_none())
+        .collect();
+    let acked: Vec<&Record> = updates
+        .iter()
+        .copied()
+        .filter(|r| r.outcome == Outcome::Ok && r.rv.is_some())
+        .collect();
+    updates
+        .iter()
+        .filter(|r| r.outcome == Outcome::Http && r.http_status == Some(409))
+        .filter(|r| {
+            let Some(base) = r.base_rv else { return false };
+            acked.iter().any(|w| {
+                w.seq != r.seq
+                    && (w.base_rv == Some(base)
+                        || (w.rv.unwrap() > base && record_end(w) <= record_end(r)))
+            })
+        })
+        .map(|r| r.seq)
+        .collect()
+}
+
+/// A failed request, as `verdict.json` lists the first of them: enough to
+/// find it in the records and see what the client got.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FailedRequest {
+    pub seq: u64,
+    /// `probe/mode`.
+    pub lane: String,
+    pub start_unix_ms: f64,
+    pub duration_ms: f64,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Most failed requests listed in `verdict.json`.
+pub const MAX_LISTED_FAILURES: usize = 100;
+
+/// The first failed requests, in start order.
+pub fn first_failures(requests: &[&Record], c: &Classify) -> Vec<FailedRequest> {
+    requests
+        .iter()
+        .filter(|r| c.failed(r))
+        .take(MAX_LISTED_FAILURES)
+        .map(|r| FailedRequest {
+            seq: r.seq,
+            lane: lane_key(r.probe, r.mode),
+            start_unix_ms: r.start_unix_ms,
+            duration_ms: r.duration_ms,
+            outcome: c.class(r).into(),
+            event: r.event.clone(),
+            server: r.server.clone(),
+            error: r.error.clone(),
+        })
+        .collect()
+}
+
+/// Availability of every lane and overall.
+pub struct Availability<'a> {
+    /// The requests judged (retried attempts and superseded writes left
+    /// out), in start order.
+    pub requests: Vec<&'a Record>,
+    /// The failed ones, in start order.
+    pub failed: Vec<&'a Record>,
+    pub overall: ProbeStats,
+    pub probes: BTreeMap<String, ProbeStats>,
+}
+
+/// The seqs of attempts that were retried (named by a `retry_of`).
+pub fn retried(all: &[&Record]) -> BTreeSet<u64> {
+    all.iter().filter_map(|r| r.retry_of).collect()
+}
+
+/// The unavailable intervals of one lane's requests, sorted by start.
+pub fn unavailable_intervals(sorted: &[&Record], c: &Classify) -> Vec<Interval> {
+    let mut out = Vec::new();
+    // (start of the interval, latest end of its failed requests)
+    let mut open: Option<(f64, f64)> = None;
+    for r in sorted {
+        if !c.failed(r) {
+            if let Some((start, _)) = open.take() {
+                out.push(Interval {
+                    start_unix_ms: start,
+                    end_unix_ms: record_end(r).max(start),
+                });
+            }
+        } else {
+            let end = record_end(r);
+            open = Some(match open {
+                None => (r.start_unix_ms, end),
+                Some((s, e)) => (s, e.max(end)),
+            });
+        }
+    }
+    if let Some((start, end)) = open {
+        out.push(Interval {
+            start_unix_ms: start,
+            end_unix_ms: end,
+        });
+    }
+    out
+}
+
+/// The union of intervals, sorted, overlapping and touching ones merged.
+pub fn merge_intervals(mut v: Vec<Interval>) -> Vec<Interval> {
+    v.sort_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms));
+    let mut out: Vec<Interval> = Vec::with_capacity(v.len());
+    for i in v {
+        match out.last_mut() {
+            Some(last) if i.start_unix_ms <= last.end_unix_ms => {
+                last.end_unix_ms = last.end_unix_ms.max(i.end_unix_ms);
+            }
+            _ => out.push(i),
+        }
+    }
+    out
+}
+
+/// Attempts that were retried, and superseded writes, of one lane or all.
+#[derive(Debug, Clone, Copy, Default)]
+struct SetAside {
+    retried: u64,
+    retried_after_wait: u64,
+    superseded: u64,
+}
+
+fn stats_of(
+    requests: &[&Record],
+    intervals: Vec<Interval>,
+    latency: bool,
+    aside: SetAside,
+    c: &Classify,
+) -> ProbeStats {
+    let mut failures = BTreeMap::new();
+    let mut ok = 0u64;
+    let mut stalled = 0u64;
+    let mut durations = Vec::new();
+    for r in requests {
+        if r.outcome == Outcome::Ok && latency {
+            durations.push(r.duration_ms);
+        }
+        if !c.failed(r) {
+            ok += 1;
+        } else {
+            if c.stalled(r) {
+                stalled += 1;
+            }
+            *failures.entry(c.class(r).to_string()).or_insert(0) += 1;
+        }
+    }
+    let n = requests.len() as u64;
+    // `+ 0.0` turns the empty sum (-0.0) into 0.
+    let downtime_ms = intervals.iter().map(Interval::duration_ms).sum::<f64>() + 0.0;
+    let longest_unavailable_ms = intervals
+        .iter()
+        .map(Interval::duration_ms)
+        .fold(0.0, f64::max);
+    let unavailable_count = intervals.len() as u64;
+    let mut unavailable = intervals;
+    unavailable.truncate(MAX_LISTED_INTERVALS);
+    ProbeStats {
+        requests: n,
+        ok,
+        failures,
+        retried: aside.retried,
+        retried_after_wait: aside.retried_after_wait,
+        superseded: aside.superseded,
+        stalled,
+        excused: 0,
+        availability_pct: if n == 0 {
+            100.0
+        } else {
+            ok as f64 / n as f64 * 100.0
+        },
+        downtime_ms,
+        longest_unavailable_ms,
+        unavailable_count,
+        unavailable,
+        latency: if latency { latency_of(durations) } else { None },
+    }
+}
+
+/// Availability from records sorted by start.
+pub fn availability<'a>(all: &[&'a Record], c: &Classify) -> Availability<'a> {
+    let retried = retried(all);
+    let requests: Vec<&Record> = all
+        .iter()
+        .copied()
+        .filter(|r| {
+            super::is_request(r) && !retried.contains(&r.seq) && !c.superseded.contains(&r.seq)
+        })
+        .collect();
+    let mut lanes: BTreeMap<(ProbeKind, ConnMode), Vec<&Record>> = BTreeMap::new();
+    for r in &requests {
+        lanes.entry((r.probe, r.mode)).or_default().push(r);
+    }
+    let mut aside: BTreeMap<(ProbeKind, ConnMode), SetAside> = BTreeMap::new();
+    let mut total = SetAside::default();
+    for r in all.iter().filter(|r| retried.contains(&r.seq)) {
+        let a = aside.entry((r.probe, r.mode)).or_default();
+        a.retried += 1;
+        total.retried += 1;
+        // A refused attempt with a status was a 429/5xx with Retry-After:
+        // its retry waited; a GOAWAY'd stream has none and went at once.
+        if r.http_status.is_some() {
+            a.retried_after_wait += 1;
+            total.retried_after_wait += 1;
+        }
+    }
+    for r in all.iter().filter(|r| c.superseded.contains(&r.seq)) {
+        aside.entry((r.probe, r.mode)).or_default().superseded += 1;
+        total.superseded += 1;
+    }
+    let mut probes = BTreeMap::new();
+    let mut all_intervals = Vec::new();
+    for ((p, m), rs) in &lanes {
+        let iv = unavailable_intervals(rs, c);
+        all_intervals.extend(iv.iter().copied());
+        let a = aside.get(&(*p, *m)).copied().unwrap_or_default();
+        probes.insert(lane_key(*p, *m), stats_of(rs, iv, true, a, c));
+    }
+    let overall = stats_of(&requests, merge_intervals(all_intervals), false, total, c);
+    let failed = requests.iter().copied().filter(|r| c.failed(r)).collect();
+    Availability {
+        requests,
+        failed,
+        overall,
+        probes,
+    }
+}
+
+/// The availability rule's name.
+pub const RULE: &str = "zero-downtime";
+
+/// How the set-aside attempts are said, for the rule's message.
+fn set_aside_text(o: &ProbeStats) -> String {
+    let mut v = Vec::new();
+    if o.retried > 0 {
+        let at_once = o.retried - o.retried_after_wait;
+        let mut how = Vec::new();
+        if at_once > 0 {
+            how.push(format!("{at_once} at once after a GOAWAY"));
+        }
+        if o.retried_after_wait > 0 {
+            how.push(format!(
+                "{} after the Retry-After wait the server asked for",
+                o.retried_after_wait
+            ));
+        }
+        v.push(format!(
+            "{} attempt(s) refused unprocessed and retried as clients do ({}), each judged by its retry",
+            o.retried,
+            how.join(", ")
+        ));
+    }
+    if o.superseded > 0 {
+        v.push(format!(
+            "{} write(s) superseded by another of the writer's writes (409 Conflict)",
+            o.superseded
+        ));
+    }
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", v.join("; "))
+    }
+}
+
+/// The `zero-downtime` rule: zero failed requests in the window, but for
+/// those the accepted hazards excuse within their budgets.
+pub fn rule(a: &Availability, x: &Excuses) -> Rule {
+    let name = RULE.to_string();
+    let overall = &a.overall;
+    let rule = |status, message| Rule {
+        name: name.clone(),
+        status,
+        message,
+    };
+    if a.requests.is_empty() {
+        return rule(
+            RuleStatus::Failed,
+            "no requests recorded: nothing shows the API was up".into(),
+        );
+    }
+    if overall.failed() == 0 {
+        return rule(
+            RuleStatus::Passed,
+            format!(
+                "{} requests, none failed{}",
+                overall.requests,
+                set_aside_text(overall)
+            ),
+        );
+    }
+    let per: Vec<String> = a
+        .probes
+        .iter()
+        .filter(|(_, s)| s.failed() > 0)
+        .map(|(k, s)| {
+            let classes: Vec<String> = s.failures.iter().map(|(c, n)| format!("{n} {c}")).collect();
+            format!(
+                "{k}: {} ({:.3}% available), longest {}{}",
+                classes.join(", "),
+                s.availability_pct,
+                fmt_ms(s.longest_unavailable_ms),
+                if s.excused > 0 {
+                    format!(", {} excused", s.excused)
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
+    let observed = format!(
+        "{} of {} requests failed; overall downtime {} in {} interval(s), longest {}{}; {}",
+        overall.failed(),
+        overall.requests,
+        fmt_ms(overall.downtime_ms),
+        overall.unavailable_count,
+        fmt_ms(overall.longest_unavailable_ms),
+        set_aside_text(overall),
+        per.join("; ")
+    );
+    let budgets: Vec<String> = x
+        .hazards
+        .iter()
+        .filter(|h| h.excused > 0 || !h.within_budget)
+        .map(|h| {
+            format!(
+                "{} excused {} (longest {}), {}{}",
+                h.hazard,
+                h.excused,
+                fmt_ms(h.longest_ms),
+                h.budget_text(),
+                if h.within_budget { "" } else { ": OVER BUDGET" }
+            )
+        })
+        .collect();
+    let unexcused = overall.failed().saturating_sub(x.excused_count);
+    let over = !x.over_budget().is_empty();
+    let excused = if x.excused_count > 0 {
+        format!(
+            "; excused {} as known hazards: {}",
+            x.excused_count,
+            budgets.join("; ")
+        )
+    } else {
+        String::new()
+    };
+    if unexcused == 0 && !over {
+        return rule(
+            RuleStatus::Excused,
+            format!(
+                "every failed request excused by a known hazard within its budget: {observed}{excused}"
+            ),
+        );
+    }
+    let why = if unexcused > 0 {
+        format!("{unexcused} failed request(s) no known hazard explains")
+    } else {
+        "known hazards over their budget".to_string()
+    };
+    rule(RuleStatus::Failed, format!("{why}: {observed}{excused}"))
+}

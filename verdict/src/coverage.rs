@@ -1,0 +1,234 @@
+//! The `coverage` rule: no blind lanes. A verdict about a phase means
+//! nothing when a lane sent nothing in it, and a verdict about writes after
+//! a hazard means nothing when no write was acknowledged after it.
+//!
+//! - The *lanes judged* are the request lanes (`probe/mode`) of readyz,
+//!   get, list, write (the counter's updates, not the writer's reads) and
+//!   the write load: those the run's `probes.json` names, and any other a
+//!   record shows.
+//! - Every phase (a migration step's band) at least
+//!   `Coverage::min_phase_ms` long must hold, per lane judged, at least
+//!   `Coverage::min_samples` requests that *started* inside it (whatever
+//!   their outcome: a failure is a sample, which the availability rule
+//!   judges). A lane short of that is not covered there: key
+//!   `<lane>@<phase>`.
+//! - When the write probe ran: at least one write acknowledged that started
+//!   after the last phase ended (`writes-after-last-step`), and after the
+//!   last hazard window that ended inside the records' window
+//!   (`writes-after-last-hazard`, see `excuse`).
+//!
+//! Each gap is *not covered*; the rule fails unless every gap's key is in
+//! the scenario's `uncovered` (with why), and then it shows as accepted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::criteria::Criteria;
+use crate::excuse::HazardWindow;
+use crate::record::{LabEvent, ProbeKind, ProbePlan, Record};
+use crate::{lane_key, phase_bands, Rule, RuleStatus, Window};
+
+/// The rule's name.
+pub const RULE: &str = "coverage";
+
+/// A check that had nothing to judge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gap {
+    /// `<lane>@<phase>`, `writes-after-last-step`, `writes-after-last-hazard`.
+    pub key: String,
+    pub what: String,
+    /// The scenario's reason, when it accepts the gap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<String>,
+}
+
+/// One phase's samples per lane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseCoverage {
+    pub name: String,
+    pub start_unix_ms: f64,
+    pub end_unix_ms: f64,
+    /// Requests started in the phase, per lane judged.
+    pub samples: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoverageCheck {
+    /// The minimums it was judged by.
+    pub min_phase_ms: f64,
+    pub min_samples: u64,
+    pub lanes: Vec<String>,
+    /// The phases long enough to be judged.
+    pub phases: Vec<PhaseCoverage>,
+    /// Acknowledged writes that started after the last phase ended (`None`:
+    /// no phase, or no write probe).
+    pub writes_after_last_step: Option<u64>,
+    /// ... after the last hazard window (`None`: no hazard, or no writes).
+    pub writes_after_last_hazard: Option<u64>,
+    pub gaps: Vec<Gap>,
+}
+
+/// The request lanes a sample of which counts (see the module doc).
+fn sample_lane(r: &Record) -> Option<String> {
+    match (r.probe, r.event.as_deref()) {
+        (ProbeKind::Readyz | ProbeKind::Get | ProbeKind::List | ProbeKind::Load, None)
+        | (ProbeKind::Write, None) => Some(lane_key(r.probe, r.mode)),
+        _ => None,
+    }
+}
+
+const JUDGED: [ProbeKind; 5] = [
+    ProbeKind::Readyz,
+    ProbeKind::Get,
+    ProbeKind::List,
+    ProbeKind::Write,
+    ProbeKind::Load,
+];
+
+pub fn check(
+    all: &[&Record],
+    events: &[LabEvent],
+    plan: Option<&ProbePlan>,
+    windows: &[HazardWindow],
+    window: &Window,
+    criteria: &Criteria,
+) -> CoverageCheck {
+    let mut lanes: BTreeSet<String> = all.iter().filter_map(|r| sample_lane(r)).collect();
+    if let Some(p) = plan {
+        for k in p.probes.iter().filter(|k| JUDGED.contains(k)) {
+            for m in &p.modes {
+                lanes.insert(lane_key(*k, *m));
+            }
+        }
+        if p.write_rate > 0.0 {
+            for m in &p.modes {
+                lanes.insert(lane_key(ProbeKind::Load, *m));
+            }
+        }
+    }
+    let mut c = CoverageCheck {
+        min_phase_ms: criteria.coverage.min_phase_ms,
+        min_samples: criteria.coverage.min_samples,
+        lanes: lanes.iter().cloned().collect(),
+        ..CoverageCheck::default()
+    };
+    let mut gap = |key: String, what: String| {
+        let accepted = criteria.uncovered.get(&key).cloned();
+        c.gaps.push(Gap {
+            key,
+            what,
+            accepted,
+        });
+    };
+    let bands = phase_bands(events);
+    for b in &bands {
+        let (a, z) = (b.at_unix_ms, b.end_unix_ms.unwrap_or(b.at_unix_ms));
+        if z - a < criteria.coverage.min_phase_ms {
+            continue;
+        }
+        let mut samples: BTreeMap<String, u64> = lanes.iter().map(|l| (l.clone(), 0)).collect();
+        for r in all
+            .iter()
+            .filter(|r| r.start_unix_ms >= a && r.start_unix_ms < z)
+        {
+            if let Some(l) = sample_lane(r) {
+                *samples.entry(l).or_default() += 1;
+            }
+        }
+        for (l, n) in &samples {
+            if *n < criteria.coverage.min_samples {
+                gap(
+                    format!("{l}@{}", b.name),
+                    format!(
+                        "{l} started {n} request(s) in {} ({:.1} s), fewer than {}",
+                        b.name,
+                        (z - a) / 1e3,
+                        criteria.coverage.min_samples
+                    ),
+                );
+            }
+        }
+        c.phases.push(PhaseCoverage {
+            name: b.name.clone(),
+            start_unix_ms: a,
+            end_unix_ms: z,
+            samples,
+        });
+    }
+    let writes = lanes.iter().any(|l| l.starts_with("write/"));
+    if writes {
+        let acked = crate::ledger::acked_writes(all);
+        let after = |t: f64| acked.iter().filter(|w| w.start_unix_ms >= t).count() as u64;
+        if let Some(last) = bands
+            .iter()
+            .filter_map(|b| b.end_unix_ms)
+            .max_by(f64::total_cmp)
+        {
+            let n = after(last);
+            c.writes_after_last_step = Some(n);
+            if n == 0 {
+                gap(
+                    "writes-after-last-step".into(),
+                    "no write was acknowledged after the last step ended: nothing shows the API took writes at the end".into(),
+                );
+            }
+        }
+        if let Some(last) = windows
+            .iter()
+            .filter(|w| {
+                w.end_unix_ms >= window.start_unix_ms && w.end_unix_ms <= window.end_unix_ms
+            })
+            .map(|w| w.end_unix_ms)
+            .max_by(f64::total_cmp)
+        {
+            let n = after(last);
+            c.writes_after_last_hazard = Some(n);
+            if n == 0 {
+                gap(
+                    "writes-after-last-hazard".into(),
+                    "no write was acknowledged after the last hazard: nothing shows the API took writes again".into(),
+                );
+            }
+        }
+    }
+    c
+}
+
+pub fn rule(c: &CoverageCheck) -> Rule {
+    let name = RULE.to_string();
+    let shown: Vec<String> = c.gaps.iter().take(10).map(|g| g.what.clone()).collect();
+    if !c.gaps.is_empty() {
+        let more = c.gaps.len() - shown.len();
+        return Rule {
+            name,
+            status: RuleStatus::NotCovered,
+            message: format!(
+                "not covered: {}{}",
+                shown.join("; "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        };
+    }
+    Rule {
+        name,
+        status: RuleStatus::Passed,
+        message: format!(
+            "{} lane(s), each with at least {} request(s) in each of the {} phase(s) of {:.0} s or more{}{}",
+            c.lanes.len(),
+            c.min_samples,
+            c.phases.len(),
+            c.min_phase_ms / 1e3,
+            c.writes_after_last_step
+                .map(|n| format!("; {n} write(s) acknowledged after the last step"))
+                .unwrap_or_default(),
+            c.writes_after_last_hazard
+                .map(|n| format!(", {n} after the last hazard"))
+                .unwrap_or_default(),
+        ),
+    }
+}

@@ -1,0 +1,244 @@
+//! What the probe agent writes, one JSON object per line: every request in
+//! `records.ndjson`, every lab event in `events.ndjson`. The verdict is
+//! computed from these files alone.
+
+use serde::{Deserialize, Serialize};
+
+/// Which probe made a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// GET /readyz?exclude=shutdown (can the server still serve?)
+    Readyz,
+    /// GET of the counter ConfigMap (a linearizable single-object read)
+    Get,
+    /// LIST of ConfigMaps in the probe namespace
+    List,
+    /// UPDATE of the counter ConfigMap (optimistic concurrency); the ledger
+    Write,
+    /// WATCH of the counter ConfigMap: one record per (re)connect and per event
+    Watch,
+    /// A kube-rs watcher (informer) over the probe namespace's ConfigMaps:
+    /// one record per list/watch request, (re)list, error and counter state
+    Informer,
+    /// CREATE of a new ConfigMap per request (`--write-rate`): the write
+    /// load of distinct objects controllers generate, beside the ledger
+    Load,
+}
+
+/// How the request reached the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnMode {
+    /// A new TCP+TLS connection (and a DNS lookup, cached per TTL) per request.
+    New,
+    /// One long-lived HTTP/2 connection, re-established only when it fails.
+    Reused,
+}
+
+/// The class of a request's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Ok,
+    /// An HTTP status that is a failure for this probe (see `http_status`).
+    Http,
+    Timeout,
+    Refused,
+    Reset,
+    Dns,
+    Tls,
+    /// A success status whose body does not parse: the client got nothing.
+    Decode,
+    /// Anything else (see `error`).
+    Error,
+}
+
+/// One request (or, for the watch probe, one received event or reconnect).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Per agent, increasing.
+    pub seq: u64,
+    pub probe: ProbeKind,
+    pub mode: ConnMode,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub start_unix_ms: f64,
+    /// Monotonic start, milliseconds since the agent started.
+    pub start_mono_ms: f64,
+    pub duration_ms: f64,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The seed whose API server answered (`X-Cpmlab-Seed`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// The replica that answered (`X-Cpmlab-Server`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The address the request went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// write: the counter value written (acknowledged when outcome is ok);
+    /// watch: the counter value the event carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    /// The resourceVersion the response or event carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rv: Option<u64>,
+    /// watch: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR, `connect`, `read`
+    /// (the GET the watch starts from), `broken` (the stream failed) or
+    /// `closed` (the server ended it); write: `read` (the GET before an
+    /// update); informer: see `probe::informer::event`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// This request retries the one with this `seq` (the server refused that
+    /// one unprocessed, with GOAWAY): a client sees only the retry's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<u64>,
+    /// write: the resourceVersion the update was conditional on (the
+    /// counter's version it replaces). Absent in records made before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_rv: Option<u64>,
+}
+
+/// What the probes were told to do, kept as `probes.json` in the run
+/// directory: which lanes ran, so that a lane without a record is blind,
+/// not absent. Runs made before it was kept have none: then the lanes are
+/// those the records show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbePlan {
+    pub probes: Vec<ProbeKind>,
+    pub modes: Vec<ConnMode>,
+    /// Requests per second per probe and mode.
+    pub rate: f64,
+    /// The per-request timeout, ms.
+    pub timeout_ms: f64,
+    /// The write load's creates per second (0: none).
+    #[serde(default)]
+    pub write_rate: f64,
+}
+
+/// The file `ProbePlan` is kept in.
+pub const PROBES_FILE: &str = "probes.json";
+
+/// What was read back after a run, kept as `final.json` in the run
+/// directory so the run can be judged again: the counter through the API,
+/// and the counter's history from etcd.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FinalRead {
+    /// The counter's value as the API returned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_rv: Option<u64>,
+    /// Why the counter could not be read (after every attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_error: Option<String>,
+    #[serde(default)]
+    pub counter_attempts: u32,
+    /// Every version of the counter in etcd, oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<HistoryEntry>>,
+    /// Why the history could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_error: Option<String>,
+}
+
+/// One version of the counter in etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub value: u64,
+    /// Its mod revision (the resourceVersion the API returned for it).
+    pub rev: u64,
+}
+
+/// Something that happened in the lab during a run: a phase (migration
+/// step), a fault, a link change. Phases and faults with an end are bands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabEvent {
+    pub at_unix_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_unix_ms: Option<f64>,
+    /// `phase`, `fault`, `link`, `note`
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// The informer's records: `event` is one of these.
+pub mod informer_event {
+    /// A LIST request (the tower layer; outcome of the response head).
+    pub const LIST: &str = "list";
+    /// A WATCH request (the tower layer; outcome of the response head).
+    pub const WATCH: &str = "watch";
+    /// The watcher starts a (re)list: the first is the initial list.
+    pub const INIT: &str = "init";
+    /// The counter's state in a (re)list.
+    pub const INIT_APPLY: &str = "init-apply";
+    /// The (re)list is complete; watching from its revision.
+    pub const SYNCED: &str = "synced";
+    /// A watch event for the counter (ADDED or MODIFIED).
+    pub const APPLY: &str = "apply";
+    /// The counter was deleted.
+    pub const DELETE: &str = "delete";
+    /// A list or watch request failed; its `list`/`watch` record is the
+    /// request, this one carries the watcher's message.
+    pub const REQUEST_FAILED: &str = "request-failed";
+    /// The server ended a watch with 410 Gone: the watcher re-lists.
+    pub const EXPIRED: &str = "expired";
+    /// The server sent another ERROR event in a watch: the watch failed.
+    pub const WATCH_ERROR: &str = "watch-error";
+    /// A watch stream broke (reset, timeout, decode error).
+    pub const WATCH_BROKE: &str = "watch-broke";
+    /// The lane could not start (no kube client).
+    pub const SETUP_FAILED: &str = "setup-failed";
+
+    /// The records that are requests of the API (and count for its
+    /// availability): list and watch requests, and watches that failed
+    /// after they started.
+    pub fn is_request(event: Option<&str>) -> bool {
+        matches!(
+            event,
+            Some(LIST | WATCH | WATCH_ERROR | WATCH_BROKE | SETUP_FAILED)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_compact_ndjson() {
+        let r = Record {
+            seq: 1,
+            probe: ProbeKind::Write,
+            mode: ConnMode::Reused,
+            start_unix_ms: 1.5,
+            start_mono_ms: 0.5,
+            duration_ms: 2.0,
+            outcome: Outcome::Ok,
+            http_status: Some(200),
+            seed: Some("seed-a".into()),
+            server: None,
+            addr: None,
+            error: None,
+            value: Some(7),
+            rv: Some(42),
+            event: None,
+            retry_of: None,
+            base_rv: None,
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(r#""probe":"write""#) && line.contains(r#""mode":"reused""#));
+        assert!(
+            !line.contains("server"),
+            "absent fields are omitted: {line}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), r);
+    }
+}

@@ -1,0 +1,306 @@
+//! The `watch-continuity` rule: each watch of the counter (one per
+//! connection mode) delivers every acknowledged write once, in order.
+//!
+//! The watch resumes from the last resourceVersion it saw after every
+//! reconnect, so after a reconnect an event at or below that revision is a
+//! server fault like any other: a duplicate (a revision seen before) or out
+//! of order (below the last one). Only an explicit 410 Gone resets the
+//! expectation: the watch reads the counter again and resumes from there,
+//! and the writes in between are superseded, not missed. Errors and broken
+//! streams are requests of the watch (see `is_request`): they count
+//! against its availability in `zero-downtime`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::ledger::acked_writes;
+use super::{fmt_list, mode_name, push_capped, record_end, Rule, RuleStatus, Thresholds, Window};
+use crate::record::{ConnMode, Outcome, ProbeKind, Record};
+
+/// A watch anomaly: a duplicated or out-of-order event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchAnomaly {
+    /// Connection mode of the watch that saw it (`new`, `reused`).
+    pub mode: String,
+    pub at_unix_ms: f64,
+    pub rv: u64,
+    /// The rv of the event before (out of order) or the earlier sighting
+    /// (duplicate).
+    pub previous_rv: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+}
+
+/// An acknowledged write a watch never delivered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchMiss {
+    pub mode: String,
+    pub value: u64,
+    /// When the write was acknowledged (start + duration).
+    pub acked_unix_ms: f64,
+}
+
+/// Watch continuity. `run` is false when there were no watch records at all:
+/// then nothing was checked, which is not the same as passing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchCheck {
+    pub run: bool,
+    /// Connection modes that had a watch.
+    pub modes: Vec<String>,
+    /// ADDED/MODIFIED events received, all modes.
+    pub events: u64,
+    /// `connect` records, all modes (the first connect counts).
+    pub connects: u64,
+    /// ERROR events (410 aside) and broken streams, all modes.
+    #[serde(default)]
+    pub errors: u64,
+    /// 410 Gone: the watch read the counter again and resumed from there.
+    #[serde(default)]
+    pub relists: u64,
+    /// Acknowledged writes a watch was expected to deliver (per mode: sent
+    /// after that watch first connected, acknowledged more than
+    /// `watch_grace_ms` before the window end, not skipped by a 410), summed
+    /// over modes.
+    pub expected: u64,
+    pub missed_count: u64,
+    pub duplicated_count: u64,
+    pub out_of_order_count: u64,
+    pub watch_missed: Vec<WatchMiss>,
+    pub watch_duplicated: Vec<WatchAnomaly>,
+    pub watch_out_of_order: Vec<WatchAnomaly>,
+}
+
+/// A watch event that carries the counter: ADDED or MODIFIED.
+pub fn is_data_event(r: &Record) -> bool {
+    r.probe == ProbeKind::Watch
+        && r.outcome == Outcome::Ok
+        && matches!(r.event.as_deref(), Some(e) if e.eq_ignore_ascii_case("ADDED") || e.eq_ignore_ascii_case("MODIFIED"))
+}
+
+/// A 410 Gone in a watch: the expectation starts afresh.
+pub fn is_gone(r: &Record) -> bool {
+    r.probe == ProbeKind::Watch && r.event.as_deref() == Some("ERROR") && r.http_status == Some(410)
+}
+
+fn is_connect(r: &Record) -> bool {
+    r.event
+        .as_deref()
+        .is_none_or(|e| e.eq_ignore_ascii_case("connect"))
+}
+
+pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
+    let mut by_mode: BTreeMap<ConnMode, Vec<&Record>> = BTreeMap::new();
+    for r in all.iter().filter(|r| r.probe == ProbeKind::Watch) {
+        by_mode.entry(r.mode).or_default().push(r);
+    }
+    let mut w = WatchCheck {
+        run: !by_mode.is_empty(),
+        modes: by_mode.keys().map(|m| mode_name(*m).to_string()).collect(),
+        events: 0,
+        connects: 0,
+        errors: 0,
+        relists: 0,
+        expected: 0,
+        missed_count: 0,
+        duplicated_count: 0,
+        out_of_order_count: 0,
+        watch_missed: Vec::new(),
+        watch_duplicated: Vec::new(),
+        watch_out_of_order: Vec::new(),
+    };
+    let acked = acked_writes(all);
+    for (mode, rs) in &by_mode {
+        let mode_s = mode_name(*mode).to_string();
+        let mut seen_rv: BTreeSet<u64> = BTreeSet::new();
+        let mut seen_values: BTreeSet<u64> = BTreeSet::new();
+        let mut prev: Option<(u64, Option<u64>)> = None;
+        // Values skipped across a 410: (last value before it, first after).
+        let mut superseded: Vec<(u64, u64)> = Vec::new();
+        let mut gone_after: Option<Option<u64>> = None;
+        let mut established: Option<f64> = None;
+        for r in rs {
+            if is_gone(r) {
+                w.relists += 1;
+                // 410s in a row (the counter unchanged since the fresh
+                // read, so the watch resumes from a revision the server
+                // has already compacted away): the skip starts at the
+                // last value seen before the first of them.
+                let before = prev.and_then(|p| p.1).or(gone_after.flatten());
+                gone_after = Some(before);
+                seen_rv.clear();
+                prev = None;
+                continue;
+            }
+            if super::is_request(r) && r.outcome != Outcome::Ok && !is_connect(r) {
+                w.errors += 1;
+            }
+            if is_connect(r) {
+                w.connects += 1;
+                if r.outcome == Outcome::Ok && established.is_none() {
+                    established = Some(record_end(r));
+                }
+                continue;
+            }
+            if !is_data_event(r) {
+                continue;
+            }
+            w.events += 1;
+            if established.is_none() {
+                // Events without a connect record: the watch was up by then.
+                established = Some(r.start_unix_ms);
+            }
+            if let Some(v) = r.value {
+                seen_values.insert(v);
+                if let Some(Some(before)) = gone_after.take() {
+                    if v > before + 1 {
+                        superseded.push((before + 1, v - 1));
+                    }
+                }
+            }
+            let Some(rv) = r.rv else { continue };
+            if !seen_rv.insert(rv) {
+                push_capped(
+                    &mut w.watch_duplicated,
+                    &mut w.duplicated_count,
+                    WatchAnomaly {
+                        mode: mode_s.clone(),
+                        at_unix_ms: r.start_unix_ms,
+                        rv,
+                        previous_rv: rv,
+                        value: r.value,
+                    },
+                );
+            }
+            if let Some((p, _)) = prev.filter(|(p, _)| rv < *p) {
+                push_capped(
+                    &mut w.watch_out_of_order,
+                    &mut w.out_of_order_count,
+                    WatchAnomaly {
+                        mode: mode_s.clone(),
+                        at_unix_ms: r.start_unix_ms,
+                        rv,
+                        previous_rv: p,
+                        value: r.value,
+                    },
+                );
+            }
+            prev = Some(match prev {
+                Some((p, pv)) if p > rv => (p, pv),
+                _ => (rv, r.value),
+            });
+        }
+        // Writes this watch must have delivered: sent after it was
+        // established, acknowledged before the grace period at the end.
+        let Some(established) = established else {
+            continue;
+        };
+        let mut expected: BTreeMap<u64, f64> = BTreeMap::new();
+        for r in &acked {
+            let acked_at = record_end(r);
+            let v = r.value.unwrap();
+            if r.start_unix_ms >= established
+                && acked_at <= window.end_unix_ms - th.watch_grace_ms
+                && !superseded.iter().any(|(a, b)| (*a..=*b).contains(&v))
+            {
+                expected.entry(v).or_insert(acked_at);
+            }
+        }
+        w.expected += expected.len() as u64;
+        for (v, at) in expected {
+            if !seen_values.contains(&v) {
+                push_capped(
+                    &mut w.watch_missed,
+                    &mut w.missed_count,
+                    WatchMiss {
+                        mode: mode_s.clone(),
+                        value: v,
+                        acked_unix_ms: at,
+                    },
+                );
+            }
+        }
+    }
+    w
+}
+
+/// `ran`: the watch probe was told to run.
+pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
+    let name = "watch-continuity".to_string();
+    if !watch.run {
+        return Rule {
+            name,
+            status: if ran {
+                RuleStatus::NotCovered
+            } else {
+                RuleStatus::Skipped
+            },
+            message: if ran {
+                "the watch probe ran but left no record: watch continuity not checked".into()
+            } else {
+                "the watch probe did not run".into()
+            },
+        };
+    }
+    if watch.missed_count + watch.duplicated_count + watch.out_of_order_count == 0 {
+        return Rule {
+            name,
+            status: RuleStatus::Passed,
+            message: format!(
+                "{} event(s) over {} connect(s), {} expected write(s) all seen{}",
+                watch.events,
+                watch.connects,
+                watch.expected,
+                if watch.relists > 0 {
+                    format!(
+                        " ({} 410 Gone, each followed by a fresh read)",
+                        watch.relists
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        };
+    }
+    let mut parts = Vec::new();
+    if watch.missed_count > 0 {
+        let vals: Vec<String> = watch
+            .watch_missed
+            .iter()
+            .map(|m| format!("{} ({})", m.value, m.mode))
+            .collect();
+        parts.push(format!(
+            "{} acknowledged write(s) never seen by the watch: {}",
+            watch.missed_count,
+            fmt_list(&vals, watch.missed_count)
+        ));
+    }
+    for (what, n, list) in [
+        (
+            "duplicated",
+            watch.duplicated_count,
+            &watch.watch_duplicated,
+        ),
+        (
+            "out-of-order",
+            watch.out_of_order_count,
+            &watch.watch_out_of_order,
+        ),
+    ] {
+        if n > 0 {
+            let v: Vec<String> = list
+                .iter()
+                .map(|a| match a.previous_rv {
+                    p if p == a.rv => format!("rv {} ({})", a.rv, a.mode),
+                    p => format!("rv {} after {p} ({})", a.rv, a.mode),
+                })
+                .collect();
+            parts.push(format!("{n} {what} event(s): {}", fmt_list(&v, n)));
+        }
+    }
+    Rule {
+        name,
+        status: RuleStatus::Failed,
+        message: parts.join("; "),
+    }
+}
