@@ -92,22 +92,39 @@ fn a_second_go_build_is_a_cache_hit() {
     }
 }
 
-/// The parts scripts/build-go builds are the parts the lab looks for (and
-/// doctor names).
+/// The parts scripts/build-go builds by default (group `docker`) are the
+/// parts the lab looks for (and doctor names); its `--kind` parts (group
+/// `kind`) hold every tool the kind form runs on the host.
 #[test]
 fn build_go_builds_every_part_the_lab_finds() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let script = std::fs::read_to_string(root.join("scripts/build-go")).unwrap();
-    let built: Vec<&str> = script
+    // A PARTS line: "part|group|module dir|package|what it is"
+    let rows: Vec<Vec<&str>> = script
         .lines()
         .filter_map(|l| l.trim().strip_prefix('"'))
-        .filter(|l| l.matches('|').count() == 3)
-        .filter_map(|l| l.split('|').next())
+        .filter(|l| l.matches('|').count() == 4)
+        .map(|l| l.split('|').collect())
         .collect();
+    let group =
+        |g: &str| -> Vec<&str> { rows.iter().filter(|r| r[1] == g).map(|r| r[0]).collect() };
+    let unknown: Vec<_> = rows
+        .iter()
+        .filter(|r| r[1] != "docker" && r[1] != "kind")
+        .map(|r| (r[0], r[1]))
+        .collect();
+    assert!(unknown.is_empty(), "parts in no known group: {unknown:?}");
     let found: Vec<&str> = cpmlab::go_parts::PARTS
         .iter()
         .filter(|p| p.installer == "scripts/build-go")
         .map(|p| p.name)
         .collect();
-    assert_eq!(built, found);
+    assert_eq!(group("docker"), found);
+    let kind = group("kind");
+    for (tool, _) in cpmlab::provider::kind::tools::TOOLS {
+        assert!(
+            kind.contains(tool),
+            "the kind form runs {tool}, which scripts/build-go --kind does not build: {kind:?}"
+        );
+    }
 }

@@ -153,12 +153,19 @@ pub enum AgentCommand {
         #[arg(long)]
         samples: bool,
     },
+    /// The privileged adapter: `docker` with kind's `--privileged` replaced
+    /// by what this host can grant (lab/src/provider/kind/adapter.rs).
+    DockerAdapter {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn run_blocking(command: AgentCommand) -> Result<u8> {
     match command {
         AgentCommand::Router { config } => crate::agent::router::run(&config).map(|_| 0),
         AgentCommand::Echo { listen } => crate::agent::echo::run(listen).map(|_| 0),
+        AgentCommand::DockerAdapter { args } => crate::provider::kind::adapter::run(&args),
         AgentCommand::Apiserver(_)
         | AgentCommand::Probe(_)
         | AgentCommand::PeerCheck { .. }

@@ -29,6 +29,11 @@ pub struct Placement {
     pub ingress_namespace: String,
     /// The ingress gateway pods' selector.
     pub selector: (String, String),
+    /// The port the gateway's pods listen on for the API: its Service's
+    /// target port, which the gateway's listener binds and an EnvoyFilter's
+    /// `listener.portNumber` names (Gardener's 9443 for the Service's 443:
+    /// the istio-ingress chart's templates/apiserver-tls-termination-envoyfilter.yaml).
+    pub api_listener_port: u16,
 }
 
 /// The API Gateway's and VirtualService's name (sni.go names them after
@@ -70,7 +75,7 @@ pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
             ));
         }
         if api.mode == ApiExposure::Termination {
-            out.push(lua_envoy_filter(api, p));
+            out.push(lua_envoy_filter(p));
             out.push(routes_envoy_filter(x, api, p));
         }
     }
@@ -271,7 +276,7 @@ fn destination_rule(name: &str, ns: &str, p: &Placement, d: &Destination, policy
 
 /// The istio-ingress chart's Lua filter, on the API's listener: the same
 /// script the docker form's Envoy runs.
-fn lua_envoy_filter(api: &ApiRoute, p: &Placement) -> Value {
+fn lua_envoy_filter(p: &Placement) -> Value {
     json!({
         "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
         "metadata": meta("apiserver-tls-termination", &p.ingress_namespace, p),
@@ -282,7 +287,7 @@ fn lua_envoy_filter(api: &ApiRoute, p: &Placement) -> Value {
                 "match": {
                     "context": "GATEWAY",
                     "listener": {
-                        "portNumber": api.port,
+                        "portNumber": p.api_listener_port,
                         "filterChain": {"filter": {
                             "name": "envoy.filters.network.http_connection_manager",
                             "subFilter": {"name": "envoy.filters.http.router"},
@@ -359,6 +364,7 @@ pub(crate) fn tests_placement() -> Placement {
         labels: json!({"cpmlab.lab": "t"}),
         ingress_namespace: "istio-ingress".into(),
         selector: ("istio".into(), "ingressgateway".into()),
+        api_listener_port: 9443,
     }
 }
 

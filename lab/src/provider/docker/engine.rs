@@ -128,6 +128,18 @@ impl Engine {
         }
     }
 
+    /// An image's labels, or None when it is not present.
+    pub async fn image_labels(
+        &self,
+        image: &str,
+    ) -> Result<Option<std::collections::HashMap<String, String>>> {
+        match self.api.inspect_image(image).await {
+            Ok(i) => Ok(Some(i.config.and_then(|c| c.labels).unwrap_or_default())),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("inspect image {image}")),
+        }
+    }
+
     /// Subnets of every Docker network, to allocate around them.
     pub async fn taken_subnets(&self) -> Result<Vec<String>> {
         let nets = self

@@ -23,7 +23,17 @@ pub fn zone(seed: &str, index: usize) -> String {
     format!("{seed}-zone-{index}")
 }
 
-/// The kind config of `seed` (at `index` in the topology).
+/// The kubelet's configuration as kind's kubeadm config has it, with what
+/// this project's machines need: `failCgroupV1: false`, since Kubernetes
+/// 1.35 the kubelet refuses cgroup v1 hosts by default
+/// (`pkg/kubelet/apis/config/v1beta1/defaults.go`) and these hosts are
+/// cgroup v1 (hybrid). On a cgroup v2 host the setting has no effect.
+pub const KUBELET_PATCH: &str = "kind: KubeletConfiguration\nfailCgroupV1: false\n";
+
+/// The kind config of `seed` (at `index` in the topology). kind's own CNI
+/// (kindnetd) is off: its module is not on the Go module proxy, so `up`
+/// writes each node's CNI configuration itself (`cni.rs`: the ptp and
+/// host-local plugins kind's base image ships, one /24 per node).
 pub fn cluster_config(lab: &str, seed: &str, index: usize, s: &KindSettings) -> Value {
     let (pods, services) = seed_ranges(index);
     let nodes: Vec<Value> = (0..s.nodes as usize)
@@ -47,7 +57,9 @@ pub fn cluster_config(lab: &str, seed: &str, index: usize, s: &KindSettings) -> 
             "serviceSubnet": services,
             // The router reaches the nodes; nothing is published on the host.
             "apiServerAddress": "127.0.0.1",
+            "disableDefaultCNI": true,
         },
+        "kubeadmConfigPatches": [KUBELET_PATCH],
         "nodes": nodes,
     })
 }
@@ -95,6 +107,8 @@ mod tests {
             "seed-b-zone-2"
         );
         assert_eq!(c["name"], "lab-seed-b");
+        assert_eq!(c["networking"]["disableDefaultCNI"], true);
+        assert_eq!(c["kubeadmConfigPatches"][0], KUBELET_PATCH);
         assert_eq!(
             node_names("lab", "seed-b", &s),
             [

@@ -9,8 +9,10 @@
 //! passthrough — are rendered from the one definition the docker form's
 //! Envoy is rendered from (`crate::exposure`). A NetworkPolicy admits the
 //! ingress gateway to etcd. kube-apiserver runs as a Deployment with the
-//! flags Gardener sets, talking to its own seed's etcd only, behind
-//! Gardener's three Services (plain, `-mtls`, `-connection-upgrade`).
+//! docker form's command line (the flags Gardener sets), talking to its own
+//! seed's etcd only, behind Gardener's three Services (plain, `-mtls`,
+//! `-connection-upgrade`); the Deployment is rendered with the Secrets
+//! (its probes carry the health-check token).
 
 use serde_json::{json, Value};
 
@@ -143,7 +145,6 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
             super::render::druid_etcd(lab, &ns, &mine, &cluster, source),
         ));
     }
-    out.push(Manifest::new(20, apiserver_deployment(lab, &ns, t, seed)));
     for svc in [
         "kube-apiserver",
         "kube-apiserver-mtls",
@@ -155,6 +156,7 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
         labels: labels(lab, seed, "gateway"),
         ingress_namespace: INGRESS_NAMESPACE.into(),
         selector: (INGRESS_SELECTOR.0.into(), INGRESS_SELECTOR.1.into()),
+        api_listener_port: super::render::ingress_target_port(API_PORT),
     };
     for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement) {
         let order = match o["kind"].as_str() {
@@ -319,6 +321,11 @@ fn member_statefulset(
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "terminationGracePeriodSeconds": 30,
+                    // A seed's members over its zones (HA: three nodes,
+                    // three zones, one member each).
+                    "topologySpreadConstraints": zone_spread(json!({
+                        "app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": m.seed,
+                    })),
                     "containers": [{
                         "name": "etcd",
                         "image": etcd_image(t),
@@ -425,61 +432,106 @@ fn network_policy(lab: &str, ns: &str, seed: &str) -> Value {
     })
 }
 
-/// kube-apiserver's flags as Gardener sets them for a shoot, with the
-/// topology's shutdown settings; it talks to its own seed's etcd only.
-pub fn apiserver_args(t: &Topology, seed: &str) -> Vec<String> {
-    let (_, services) =
-        super::config::seed_ranges(t.seeds.iter().position(|s| s.name == seed).unwrap_or(0));
-    let mut a = vec![
-        "--allow-privileged=true".to_string(),
-        "--anonymous-auth=false".into(),
-        "--authorization-mode=RBAC".into(),
-        "--secure-port=443".into(),
-        format!("--etcd-servers=https://etcd-main-client:{CLIENT_PORT}"),
-        "--etcd-cafile=/srv/kubernetes/etcd/ca.crt".into(),
-        "--etcd-certfile=/srv/kubernetes/etcd/client.crt".into(),
-        "--etcd-keyfile=/srv/kubernetes/etcd/client.key".into(),
-        "--tls-cert-file=/srv/kubernetes/tls/tls.crt".into(),
-        "--tls-private-key-file=/srv/kubernetes/tls/tls.key".into(),
-        "--client-ca-file=/srv/kubernetes/ca/ca.crt".into(),
-        // The ingress gateway that ends TLS is an authenticating proxy
-        // (Gardener's pkg/component/kubernetes/apiserver/deployment.go).
-        "--requestheader-client-ca-file=/srv/kubernetes/ca-front-proxy/ca.crt".into(),
-        format!("--requestheader-extra-headers-prefix={}", crate::exposure::REQUEST_HEADER_EXTRA_PREFIX),
-        format!("--requestheader-group-headers={}", crate::exposure::REQUEST_HEADER_GROUP),
-        format!("--requestheader-username-headers={}", crate::exposure::REQUEST_HEADER_USER),
-        "--token-auth-file=/srv/kubernetes/token/static_tokens.csv".into(),
-        "--service-account-issuer=https://".to_string() + &t.shoot.api_name(),
-        "--service-account-key-file=/srv/kubernetes/service-account-key/sa.pub".into(),
-        "--service-account-signing-key-file=/srv/kubernetes/service-account-key/sa.key".into(),
-        format!("--service-cluster-ip-range={services}"),
-        "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota".into(),
-        "--http2-max-streams-per-connection=1000".into(),
-        "--livez-grace-period=1m".into(),
-        "--profiling=false".into(),
-        format!("--shutdown-delay-duration={}", t.api.shutdown_delay),
-        format!(
-            "--shutdown-watch-termination-grace-period={}",
-            t.api.watch_termination_grace
-        ),
-        format!(
-            "--shutdown-send-retry-after={}",
-            t.api.shutdown_send_retry_after
-        ),
-        "--watch-cache=true".into(),
-        "--v=2".into(),
-    ];
-    a.shrink_to_fit();
-    a
+/// kube-apiserver's command line in the kind form: the docker form's
+/// exactly (`apiserver::launch::kube_apiserver_command`: Gardener's flags,
+/// the topology's shutdown settings, one `--service-cluster-ip-range` for
+/// the shoot in every seed), its files from the Secret `kube-apiserver`
+/// mounted where the docker form puts them, its address the pod's, and
+/// its own seed's etcd through the seed's `etcd-main-client` Service.
+pub fn apiserver_command(t: &Topology, seed: &str) -> Vec<String> {
+    let servers = [format!("https://etcd-main-client:{CLIENT_PORT}")];
+    let api_name = t.shoot.api_name();
+    let r = crate::apiserver::launch::Replica {
+        name: "kube-apiserver",
+        seed,
+        ip: std::net::Ipv4Addr::UNSPECIFIED,
+        api_name: &api_name,
+        etcd_servers: &servers,
+        shutdown_delay: &t.api.shutdown_delay,
+        watch_termination_grace: &t.api.watch_termination_grace,
+        send_retry_after: t.api.shutdown_send_retry_after,
+    };
+    crate::apiserver::launch::kube_apiserver_command(&r)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("--advertise-address=") {
+                // Kubernetes expands $(POD_IP) from the container's env.
+                "--advertise-address=$(POD_IP)".to_string()
+            } else {
+                a
+            }
+        })
+        .collect()
 }
 
-fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value {
+/// The name of the Secret holding kube-apiserver's files.
+pub const APISERVER_SECRET: &str = "kube-apiserver";
+
+/// kube-apiserver's liveness probe as Gardener sets it
+/// (`pkg/component/kubernetes/apiserver/deployment.go`): every 10 s, 15 s
+/// timeout, 3 failures, after 15 s. Its readiness probe has the same
+/// timings after 10 s, and is the topology's `api.readiness_probe`.
+pub const LIVENESS: crate::topology::ProbeTiming = crate::topology::ProbeTiming {
+    period_ms: 10_000,
+    timeout_ms: 15_000,
+    failure_threshold: 3,
+    success_threshold: 1,
+    initial_delay_ms: 15_000,
+};
+
+/// One of kube-apiserver's probes as Gardener sets them
+/// (`pkg/component/kubernetes/apiserver/deployment.go`): HTTPS on its
+/// port with a bearer token (anonymous requests are refused:
+/// `--anonymous-auth=false`), with `timing`.
+pub fn apiserver_probe(
+    path: &str,
+    health_token: &str,
+    timing: &crate::topology::ProbeTiming,
+) -> Value {
+    json!({
+        "httpGet": {
+            "path": path, "port": API_PORT, "scheme": "HTTPS",
+            "httpHeaders": [{"name": "Authorization", "value": format!("Bearer {health_token}")}],
+        },
+        "initialDelaySeconds": timing.initial_delay_ms / 1000,
+        "periodSeconds": timing.period_ms / 1000,
+        "timeoutSeconds": timing.timeout_ms / 1000,
+        "successThreshold": timing.success_threshold,
+        "failureThreshold": timing.failure_threshold,
+    })
+}
+
+/// Spreads a seed's pods matching `labels` over its zones, as Gardener
+/// spreads a multi-zone control plane (`maxSkew: 1` on the zone label,
+/// `DoNotSchedule`); a one-node seed has one zone, which every pod fits.
+pub fn zone_spread(labels: Value) -> Value {
+    json!([{
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+    }])
+}
+
+/// The seed's kube-apiserver Deployment. It carries the health-check
+/// token in its probes (as Gardener's does), so it is rendered with the
+/// Secrets, owner-only.
+pub fn apiserver_deployment(
+    lab: &str,
+    ns: &str,
+    t: &Topology,
+    seed: &str,
+    health_token: &str,
+) -> Value {
     let grace =
         crate::link::profile::parse_duration("api.termination_grace", &t.api.termination_grace)
             .map(|d| d.as_secs())
             .unwrap_or(30);
     let source = t.source().name == seed;
-    let probe = t
+    let command = apiserver_command(t, seed);
+    // Readiness: the topology's timings (Gardener's by default);
+    // liveness: Gardener's.
+    let readiness = t
         .api
         .readiness_probe
         .timing("api.readiness_probe")
@@ -488,36 +540,6 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
                 .timing("api.readiness_probe")
                 .expect("the defaults are valid")
         });
-    let secret = |name: &str, mount: &str, secret: &str| {
-        (
-            json!({"name": name, "mountPath": mount, "readOnly": true}),
-            json!({"name": name, "secret": {"secretName": secret, "defaultMode": 0o400}}),
-        )
-    };
-    let mounts = [
-        secret(
-            "etcd-client",
-            "/srv/kubernetes/etcd",
-            "kube-apiserver-etcd-client",
-        ),
-        secret("tls", "/srv/kubernetes/tls", "kube-apiserver-tls"),
-        secret("ca", "/srv/kubernetes/ca", "ca"),
-        secret(
-            "ca-front-proxy",
-            "/srv/kubernetes/ca-front-proxy",
-            "ca-front-proxy",
-        ),
-        secret(
-            "token",
-            "/srv/kubernetes/token",
-            "kube-apiserver-static-token",
-        ),
-        secret(
-            "service-account-key",
-            "/srv/kubernetes/service-account-key",
-            "service-account-key",
-        ),
-    ];
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": meta("kube-apiserver", ns, labels(lab, seed, "apiserver")),
@@ -534,31 +556,19 @@ fn apiserver_deployment(lab: &str, ns: &str, t: &Topology, seed: &str) -> Value 
                 }},
                 "spec": {
                     "terminationGracePeriodSeconds": grace,
+                    "topologySpreadConstraints": zone_spread(json!({"app": "kubernetes", "role": "apiserver"})),
                     "containers": [{
                         "name": "kube-apiserver",
                         "image": KUBE_APISERVER_IMAGE,
-                        "command": ["/usr/local/bin/kube-apiserver"],
-                        "args": apiserver_args(t, seed),
+                        "command": [command[0].clone()],
+                        "args": command[1..].to_vec(),
+                        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
                         "ports": [{"name": "https", "containerPort": API_PORT}],
-                        // Gardener's probe timings (the topology's; its
-                        // probes also carry a bearer token, which the lab's
-                        // kind form does not put into the Deployment).
-                        "readinessProbe": {
-                            "httpGet": {"path": "/readyz", "port": API_PORT, "scheme": "HTTPS"},
-                            "periodSeconds": probe.period_ms / 1000,
-                            "timeoutSeconds": probe.timeout_ms / 1000,
-                            "failureThreshold": probe.failure_threshold,
-                            "successThreshold": probe.success_threshold,
-                            "initialDelaySeconds": probe.initial_delay_ms / 1000,
-                        },
-                        "livenessProbe": {
-                            "httpGet": {"path": "/livez", "port": API_PORT, "scheme": "HTTPS"},
-                            "periodSeconds": 10,
-                            "failureThreshold": 3,
-                        },
-                        "volumeMounts": mounts.iter().map(|m| m.0.clone()).collect::<Vec<_>>(),
+                        "livenessProbe": apiserver_probe("/livez", health_token, &LIVENESS),
+                        "readinessProbe": apiserver_probe("/readyz", health_token, &readiness),
+                        "volumeMounts": [{"name": "kube-apiserver", "mountPath": crate::apiserver::launch::DIR, "readOnly": true}],
                     }],
-                    "volumes": mounts.iter().map(|m| m.1.clone()).collect::<Vec<_>>(),
+                    "volumes": [{"name": "kube-apiserver", "secret": {"secretName": APISERVER_SECRET, "defaultMode": 0o400}}],
                 },
             },
         },

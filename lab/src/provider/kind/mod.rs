@@ -9,6 +9,8 @@
 //! needs (`tools`, `cpmlab doctor --provider kind`), the clusters' creation
 //! (`up`) and the workloads behind the provider interface (`provider`).
 
+pub mod adapter;
+pub mod cni;
 pub mod config;
 pub mod lab_state;
 pub mod manifests;
@@ -19,15 +21,23 @@ pub mod up;
 
 use serde::Serialize;
 
-/// Pinned versions: what the form was written against.
-pub const KIND_NODE_IMAGE: &str = "kindest/node:v1.33.4";
-pub const ISTIO_VERSION: &str = "1.27.1";
+/// Pinned versions: each is what a go.mod under `go/` pins (a unit test
+/// keeps them one), built by `scripts/build-go --kind` and made into
+/// images by `scripts/build-kind-images`, tagged as upstream names them.
+pub const KUBERNETES_VERSION: &str = "v1.36.3";
+pub const KIND_VERSION: &str = "v0.33.0";
+pub const KIND_NODE_IMAGE: &str = "kindest/node:v1.36.3";
+/// The only Istio 1.29 patch the Go module proxy serves (Gardener runs
+/// 1.29; its go.mod names istio.io/api v1.29.6).
+pub const ISTIO_VERSION: &str = "1.29.1";
 pub const METALLB_VERSION: &str = "v0.15.2";
-pub const KUBE_APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver:v1.33.4";
-/// Gardener's default etcd (3.4.34) and the one behind its UpgradeEtcdVersion
-/// gate.
-pub const ETCD_IMAGE_3_4: &str = "quay.io/coreos/etcd:v3.4.34";
-pub const ETCD_IMAGE_3_5: &str = "quay.io/coreos/etcd:v3.5.21";
+pub const KUBE_APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver:v1.36.3";
+/// The lab's own etcd images: Debian 12's etcd 3.4 (the docker form's
+/// default, the host's `etcd-server`) and etcd 3.5.27 built from
+/// go.etcd.io/etcd/server/v3 (Gardener's image vector's etcd), each with
+/// etcdctl 3.6.
+pub const ETCD_IMAGE_3_4: &str = "cpmlab/etcd:3.4.23";
+pub const ETCD_IMAGE_3_5: &str = "cpmlab/etcd:3.5.27";
 
 pub use crate::topology::PeerExposure;
 
@@ -87,3 +97,36 @@ pub use crate::gateway::member_peer_port;
 pub const API_PORT: u16 = 443;
 pub const CLIENT_PORT: u16 = 2379;
 pub const PEER_PORT: u16 = 2380;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn go_mod(dir: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../go")
+            .join(dir)
+            .join("go.mod");
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// The versions the form names are the ones go/ pins and
+    /// scripts/build-kind-images builds (it tags images from go.mod).
+    #[test]
+    fn pinned_versions_are_the_go_modules_ones() {
+        assert!(go_mod("").contains(&format!("k8s.io/kubernetes {KUBERNETES_VERSION}\n")));
+        assert!(go_mod("kind").contains(&format!("sigs.k8s.io/kind {KIND_VERSION}\n")));
+        assert!(go_mod("metallb").contains(&format!("go.universe.tf/metallb {METALLB_VERSION}\n")));
+        assert!(go_mod("istio").contains(&format!("// istio release: {ISTIO_VERSION} ")));
+        assert!(go_mod("etcd").contains("go.etcd.io/etcd/server/v3 v3.5.27\n"));
+        assert_eq!(
+            KIND_NODE_IMAGE,
+            format!("kindest/node:{KUBERNETES_VERSION}")
+        );
+        assert_eq!(
+            KUBE_APISERVER_IMAGE,
+            format!("registry.k8s.io/kube-apiserver:{KUBERNETES_VERSION}")
+        );
+        assert_eq!(ETCD_IMAGE_3_5, "cpmlab/etcd:3.5.27");
+    }
+}

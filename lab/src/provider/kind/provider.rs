@@ -337,6 +337,18 @@ async fn kubectl_ok(argv: Vec<String>) -> Result<String> {
     out.stdout_if_ok("kubectl", &refs)
 }
 
+/// Deletes a removed member's claim (its data), waiting until it is gone.
+pub fn claim_removal(p: &PodRef, claim: &str) -> Vec<String> {
+    p.kubectl(&[
+        "delete",
+        "pvc",
+        claim,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+}
+
 /// The API server's proxy path to a member pod's etcd metrics.
 pub fn metrics_path(p: &PodRef) -> String {
     format!(
@@ -560,9 +572,18 @@ impl Provider for KindProvider {
     async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
         match Target::parse(workload)? {
             Target::Container(c) => self.docker.remove(state, &c, data).await,
-            // A member's claim stays with its StatefulSet: a member that
-            // joins again starts from an empty directory (etcd's own check).
-            _ => self.stop(workload, Duration::from_secs(30)).await,
+            Target::Pod(p) => {
+                self.stop(workload, Duration::from_secs(30)).await?;
+                // A StatefulSet keeps its claims when scaled down (its
+                // retention policy's default, which stopping a member
+                // relies on); a removed member's data goes with it, so that
+                // one joining again (after an abort) starts empty.
+                if let Some(claim) = data {
+                    kubectl_ok(claim_removal(&p, claim)).await?;
+                }
+                Ok(())
+            }
+            Target::Replica(_) => self.stop(workload, Duration::from_secs(30)).await,
         }
     }
 
@@ -764,6 +785,35 @@ mod tests {
         }
         let e = Target::parse("kind-lab-seed-b/ns/kube-apiserver@x").unwrap_err();
         assert!(format!("{e:#}").contains("not a number"), "{e:#}");
+    }
+
+    /// A StatefulSet keeps its claims when scaled down; a removed member's
+    /// goes, so that a member joining again (after `--abort`) starts from
+    /// an empty data directory, as in the docker form.
+    #[test]
+    fn a_removed_member_s_claim_is_deleted_with_it() {
+        let st = crate::provider::kind::lab_state::kind_state(
+            "lab",
+            &crate::topology::Topology::default(),
+            &crate::provider::kind::KindSettings::default(),
+            &[
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 0, 0)),
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 1, 0)),
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 2, 0)),
+            ],
+            "img",
+            "k".into(),
+        );
+        let m = &st.members[1];
+        let p = PodRef::parse(&m.container).unwrap();
+        assert_eq!(
+            claim_removal(&p, &m.volume).join(" "),
+            "kubectl --context kind-lab-seed-a -n shoot--local--local delete pvc \
+             data-seed-a-etcd-1-0 --ignore-not-found --wait=true --timeout=60s"
+        );
+        // The claim is the one the member's StatefulSet makes for its pod
+        // (volumeClaimTemplates `data`, pod `<member>-0`).
+        assert_eq!(m.volume, format!("data-{}", p.pod));
     }
 
     #[test]

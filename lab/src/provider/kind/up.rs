@@ -13,12 +13,21 @@ use super::{cluster_name, namespace, KindSettings, INGRESS_NAMESPACE};
 use crate::addressing::Net24;
 use crate::topology::Topology;
 
-/// One step: a command run on the host.
+/// One step: a command run on the host, or one of cpmlab's own actions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     pub what: String,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Done by cpmlab itself instead of `argv` (which then only names it).
+    pub action: Option<Action>,
+}
+
+/// What cpmlab does itself between the commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Each node's CNI configuration and routes (`cni.rs`).
+    PodNetwork { context: String, nodes: Vec<String> },
 }
 
 impl Step {
@@ -27,6 +36,7 @@ impl Step {
             what: what.into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![],
+            action: None,
         }
     }
 
@@ -62,6 +72,8 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             Step::new(what, &argv)
         };
         let net = crate::plan::network_name(lab, seed);
+        // No `--wait`: with kind's CNI off, nodes are Ready once the pod
+        // network below is configured.
         v.push(
             Step::new(
                 format!("{seed}: kind cluster {c}"),
@@ -71,8 +83,6 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                     "cluster",
                     "--config",
                     &d(format!("kind/{seed}.yaml")),
-                    "--wait",
-                    "120s",
                 ],
             )
             .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &net),
@@ -80,7 +90,8 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
         // The same paths as the docker form's: every other network through
         // the router, where `cpmlab link` shapes them.
         let via = nets[i].host(crate::addressing::host::ROUTER).to_string();
-        for node in super::config::node_names(lab, seed, s) {
+        let nodes = super::config::node_names(lab, seed, s);
+        for node in &nodes {
             for (j, other) in nets.iter().enumerate().filter(|(j, _)| *j != i) {
                 v.push(Step::new(
                     format!(
@@ -90,7 +101,7 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                     &[
                         "docker",
                         "exec",
-                        &node,
+                        node,
                         "ip",
                         "route",
                         "replace",
@@ -101,6 +112,31 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 ));
             }
         }
+        let mut net_step = Step::new(
+            format!("{seed}: pod network (each node's CNI configuration, routes between nodes)"),
+            &[
+                "cpmlab:",
+                "write",
+                super::cni::CONF_PATH,
+                "on",
+                &nodes.join(","),
+            ],
+        );
+        net_step.action = Some(Action::PodNetwork {
+            context: ctx.clone(),
+            nodes: nodes.clone(),
+        });
+        v.push(net_step);
+        v.push(kubectl(
+            format!("{seed}: nodes ready"),
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "node",
+                "--all",
+                "--timeout=180s",
+            ],
+        ));
         v.push(kubectl(
             format!("{seed}: CoreDNS asks the lab's DNS server for the shoot's zone"),
             &["apply", "-f", &d(format!("{seed}/coredns.yaml"))],
@@ -126,10 +162,9 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 "--timeout=120s",
             ],
         ));
-        let metallb = format!(
-            "https://raw.githubusercontent.com/metallb/metallb/{}/config/manifests/metallb-native.yaml",
-            super::METALLB_VERSION
-        );
+        // MetalLB's own manifest, from its module (scripts/build-kind-images
+        // puts it beside the images).
+        let metallb = super::tools::metallb_manifest().display().to_string();
         v.push(kubectl(
             format!("{seed}: MetalLB"),
             &["apply", "-f", &metallb],
@@ -149,8 +184,12 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             format!("{seed}: MetalLB address pool"),
             &["apply", "-f", &d(format!("{seed}/metallb"))],
         ));
+        v.push(kubectl(
+            format!("{seed}: namespace {INGRESS_NAMESPACE}"),
+            &["apply", "-f", &d(format!("{seed}/istio-namespace.yaml"))],
+        ));
         v.push(Step::new(
-            format!("{seed}: Istio ingress gateway"),
+            format!("{seed}: Istio (istiod, ingress gateway)"),
             &[
                 "istioctl",
                 "install",
@@ -220,13 +259,73 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
     v
 }
 
+/// The environment the steps run in: the lab's Go-built tools
+/// (`scripts/build-go --kind` installs kind, kubectl and istioctl in
+/// `go_parts::install_dir()`) first on PATH, and where Docker refuses
+/// `--privileged`, the privileged adapter before them (`adapter.rs`), with
+/// the real docker named for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tooling {
+    pub env: Vec<(String, String)>,
+}
+
+impl Tooling {
+    pub fn new(adapter: Option<&Path>) -> Tooling {
+        let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+        dirs.extend(adapter.map(Path::to_path_buf));
+        dirs.extend(crate::go_parts::install_dir());
+        if let Some(p) = std::env::var_os("PATH") {
+            dirs.extend(std::env::split_paths(&p));
+        }
+        let mut env = vec![(
+            "PATH".to_string(),
+            std::env::join_paths(dirs)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        )];
+        if adapter.is_some() {
+            if let Some(d) = super::adapter::real_docker() {
+                env.push((
+                    super::adapter::REAL_DOCKER_ENV.to_string(),
+                    d.display().to_string(),
+                ));
+            }
+        }
+        Tooling { env }
+    }
+}
+
 /// Runs one step; its output is kept in `log` (appended), and a failure
 /// names the step, its command and the log.
-pub async fn run_step(step: &Step, log: &Path, timeout: Duration) -> Result<()> {
+pub async fn run_step(step: &Step, log: &Path, timeout: Duration, tools: &Tooling) -> Result<()> {
     use std::io::Write;
-    let mut cmd = tokio::process::Command::new(&step.argv[0]);
+    if let Some(action) = &step.action {
+        let run = async {
+            match action {
+                Action::PodNetwork { context, nodes } => {
+                    super::cni::configure(context, nodes).await
+                }
+            }
+        };
+        return tokio::time::timeout(timeout, run)
+            .await
+            .with_context(|| format!("{}: took over {timeout:?}", step.what))?
+            .with_context(|| step.what.clone());
+    }
+    // The program is looked up on the tools' PATH too.
+    let program = tools
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .and_then(|(_, path)| {
+            std::env::split_paths(path)
+                .map(|d| d.join(&step.argv[0]))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| step.argv[0].clone().into());
+    let mut cmd = tokio::process::Command::new(program);
     cmd.args(&step.argv[1..]).kill_on_drop(true);
-    for (k, v) in &step.env {
+    for (k, v) in tools.env.iter().chain(&step.env) {
         cmd.env(k, v);
     }
     let out = tokio::time::timeout(timeout, cmd.output())
@@ -330,6 +429,8 @@ pub const RENDER_DIR: &str = "kind-form";
 pub struct RenderKeys {
     pub ca: crate::pki::Ca,
     pub token: String,
+    /// kube-apiserver's probes' token (Gardener's health-check token).
+    pub health_token: String,
     pub sa: (String, String),
     /// Signs the ingress gateway's client certificate (request headers).
     pub front_proxy: crate::pki::Ca,
@@ -342,6 +443,7 @@ impl RenderKeys {
         Ok(RenderKeys {
             ca: crate::pki::Ca::generate(lab)?,
             token: crate::provider::docker::up::random_token(),
+            health_token: crate::provider::docker::up::random_token(),
             sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
             front_proxy: crate::pki::Ca::generate(&format!("{lab} front-proxy"))?,
         })
@@ -359,15 +461,7 @@ pub fn render_all(
 ) -> Result<()> {
     let mut files = super::render::render(lab, t, s, nets);
     for seed in &t.seeds {
-        files.extend(super::render::secrets(
-            t,
-            s,
-            &seed.name,
-            &keys.ca,
-            &keys.front_proxy,
-            &keys.token,
-            &keys.sa,
-        )?);
+        files.extend(super::render::secrets(lab, t, s, &seed.name, keys)?);
     }
     files.push(super::render::RenderedFile {
         path: "steps.txt".into(),
@@ -488,14 +582,31 @@ pub async fn make(
         let render_keys = RenderKeys {
             sa: keys.sa(),
             token: state.api_token.clone(),
+            health_token: crate::provider::docker::up::random_token(),
             ca: keys.ca,
             front_proxy: keys.front_proxy,
         };
         render_all(lab, t, s, &nets, &render_keys, &render)?;
         let log = render.join("up.log");
+        let step = progress.step("docker run --privileged");
+        let tools = match super::adapter::privileged_refused(super::KIND_NODE_IMAGE).await? {
+            None => {
+                step.done_with("allowed: kind runs its nodes as it does everywhere");
+                Tooling::new(None)
+            }
+            Some(why) => {
+                let exe = std::env::current_exe().context("the cpmlab binary's path")?;
+                let adapter = super::adapter::dir(&dir.root);
+                super::adapter::install(&adapter, &exe)?;
+                step.done_with(&format!(
+                    "refused ({why}): kind runs through the privileged adapter"
+                ));
+                Tooling::new(Some(&adapter))
+            }
+        };
         for step in steps(lab, t, s, &nets, &render) {
             let p = progress.step(step.what.clone());
-            run_step(&step, &log, Duration::from_secs(600)).await?;
+            run_step(&step, &log, Duration::from_secs(600), &tools).await?;
             p.done();
         }
         state.phase = crate::state::Phase::Ready;
@@ -534,7 +645,7 @@ pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
             &["kind", "delete", "cluster", "--name", c],
         );
         let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
-        run_step(&step, &log, Duration::from_secs(300)).await?;
+        run_step(&step, &log, Duration::from_secs(300), &Tooling::new(None)).await?;
     }
     // The networks carry the lab's labels: the docker provider's `down`
     // removes them with the router, DNS server and probe agent on them.
