@@ -422,6 +422,7 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
 // here, its failpoints in probes.rs.
 
 #[test]
+#[ignore = "nightly: scripts/nightly runs it; CI migrates on kube-apiserver; the stand-in keeps its failpoint tests in probes.rs"]
 fn six_member_at_0ms_standin() {
     migrate_with_zero_downtime("m6z", "six-member", 0, Api::Standin);
 }

@@ -345,9 +345,9 @@ fn plan_at_25ms(tag: &str, file: &str, peak: &str) -> Option<(PathBuf, tempfile:
 /// destination member took the whole database in over its peer streams
 /// (as a snapshot, or as the log when the leader still holds it: 300 MiB
 /// in 100 KiB objects is fewer entries than etcd's snapshot count).
-/// Nightly: CI's minutes go to both API exposure modes on both plans.
+/// Nightly: CI's minutes go to each API exposure mode on one plan.
 #[test]
-#[ignore = "nightly: scripts/nightly runs it; CI runs both exposure modes on both plans"]
+#[ignore = "nightly: scripts/nightly runs it; CI runs each exposure mode on one plan"]
 fn scenario_six_member_25ms_300mib() {
     let Some((dir, _keep)) = plan_at_25ms("s6", "six-member-25ms-300mib.yaml", "6 voters") else {
         return;
@@ -419,7 +419,7 @@ fn scenario_six_member_25ms_etcd_3_5() {
 }
 
 /// Gardener's defaults (TLS ends at the gateway, the leader removed): every
-/// safety rule holds and no request on a new connection failed; the
+/// safety rule holds and no read, list or watch on a new connection failed; the
 /// requests that failed are exactly issue 28's finding — a 503 "no healthy
 /// upstream" from the source gateway on a reused connection, after the
 /// source replicas' endpoints went (their pods deleted) and before the
@@ -462,7 +462,8 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
     let drained = terminating.iter().copied().fold(f64::MAX, f64::min);
     assert!(drained > dns, "{file}: the drain follows the DNS switch");
     // The leader's removal may drop one forwarded write (etcd's 7 s request
-    // timeout), as a MoveLeader may: the one failure allowed beside the 503s.
+    // timeout), as a MoveLeader may, and fail readyz while the rest elect:
+    // the failures allowed beside the 503s, each in its window.
     let removal = events
         .iter()
         .find(|e| {
@@ -491,6 +492,15 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
             eprintln!("{file}: a write dropped at the leader's removal: {r}");
             continue;
         }
+        // /readyz checks etcd, which has no leader for the second the
+        // removed leader's election takes: kube-apiserver answers 500.
+        if r["probe"] == "readyz"
+            && r["http_status"] == 500
+            && removal.is_some_and(|at| started >= at - 1_000.0 && started <= at + 3_000.0)
+        {
+            eprintln!("{file}: readyz failed in the removed leader's election: {r}");
+            continue;
+        }
         n += 1;
         assert_eq!(r["mode"], "reused", "{file}: a new connection failed: {r}");
         assert_eq!(r["http_status"], 503, "{file}: {r}");
@@ -513,12 +523,16 @@ fn scenario_six_member_25ms_termination() {
 }
 
 #[test]
+#[ignore = "nightly: scripts/nightly runs it; CI runs termination on the six-member plan, passthrough on the five-member one"]
 fn scenario_five_member_25ms_termination() {
     termination_at_25ms("t5", "five-member-25ms.yaml", "5 voters");
 }
 
-/// TLS passthrough, the leader removed: zero failed requests.
+/// TLS passthrough, the leader removed: every safety rule holds and no
+/// get, list or watch failed (the fixture's `failed_requests`); readyz and
+/// writes may fail in the removed leader's election, reported.
 #[test]
+#[ignore = "nightly: scripts/nightly runs it; CI runs termination on the six-member plan, passthrough on the five-member one"]
 fn scenario_six_member_25ms_passthrough() {
     plan_at_25ms("p6", "six-member-25ms-passthrough.yaml", "6 voters");
 }

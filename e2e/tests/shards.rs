@@ -189,7 +189,7 @@ fn report_merge_of_three_shards_equals_the_unsharded_index() {
         rows_without_links(&idx_whole),
         "index rows"
     );
-    assert_eq!(sum[0]["result"], "FAIL", "failures first: {sum:#}");
+    assert_eq!(sum[0]["result"], "FAILED", "failures first: {sum:#}");
     // Each link resolves from the merged index to its shard's file.
     let merged = tmp.path().join("merged");
     for href in idx
