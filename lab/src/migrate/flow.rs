@@ -729,6 +729,12 @@ impl<'a> Flow<'a> {
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
         crate::apiserver::ready::wait_api_at(&self.state, gw, &self.tls.ca_pem, &self.cancel)
             .await?;
+        // Ready as a Deployment is: every replica's endpoint served, so
+        // the clients the DNS switch sends here are spread over all.
+        line.detail("waiting for the gateway to serve every replica");
+        self.provider
+            .wait_gateway_serves(&self.state, &mig.to, &self.cancel)
+            .await?;
         Ok((
             "Ready",
             format!(

@@ -198,6 +198,19 @@ pub trait Provider: Send + Sync {
     /// it), in place: connections it carries go on.
     async fn sync_gateway(&self, state: &LabState, seed: &str) -> Result<()>;
 
+    /// Waits until the seed's gateway serves every API replica of the seed
+    /// that runs and is not terminating (a Deployment rolled out: each
+    /// pod Ready, its endpoint pushed). The kind form's rollout is the
+    /// real kubelet's and the Deployment's, waited for where it starts them.
+    async fn wait_gateway_serves(
+        &self,
+        _state: &LabState,
+        _seed: &str,
+        _cancel: &crate::errors::Cancel,
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// Makes each DNS name answer exactly its addresses (none: the record
     /// goes), in one update.
     async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()>;

@@ -109,6 +109,15 @@ impl Provider for DockerProvider {
         seed::sync_gateway(&self.engine, state, seed).await
     }
 
+    async fn wait_gateway_serves(
+        &self,
+        state: &LabState,
+        seed: &str,
+        cancel: &crate::errors::Cancel,
+    ) -> Result<()> {
+        seed::wait_served(&self.engine, state, seed, cancel).await
+    }
+
     async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()> {
         seed::dns_set(&self.engine, state, records).await
     }

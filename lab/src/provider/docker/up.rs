@@ -285,6 +285,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .clone();
     super::seed::sync_gateway(engine, &state, &source).await?;
     wait_api(&state, &tls.ca_pem, &req.cancel).await?;
+    super::seed::wait_served(engine, &state, &source, &req.cancel).await?;
     step.done_with(&format!("https://{}", state.dns.api_name));
 
     state.phase = Phase::Ready;
