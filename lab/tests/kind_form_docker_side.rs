@@ -30,7 +30,7 @@ case "$1 $2" in
   exec docker run -d --name "$name-control-plane" \
     --label io.x-k8s.kind.cluster="$name" --label cpmlab.test.stub=kind \
     --network "$KIND_EXPERIMENTAL_DOCKER_NETWORK" --cap-add NET_ADMIN \
-    "$STUB_NODE_IMAGE" sleep 2147483647 ;;
+    "$STUB_NODE_IMAGE" sh -c 'mkdir -p /etc/cni/net.d && exec sleep 2147483647' ;;
 "delete cluster")
   docker rm -f "$4-control-plane" >/dev/null 2>&1; exit 0 ;;
 "get clusters")
@@ -42,7 +42,11 @@ exit 0
 
 const KUBECTL: &str = r#"#!/bin/sh
 echo "kubectl $*" >> "$STUB_LOG"
-case "$*" in *"get pods"*) echo '{"items":[]}' ;; esac
+case "$*" in
+*"get pods"*) echo '{"items":[]}' ;;
+*podCIDR*) echo 10.244.0.0/24 ;;
+*InternalIP*) docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$5" ;;
+esac
 exit 0
 "#;
 
@@ -116,6 +120,16 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         write_stub(stubs.path(), n, t);
     }
     let log = stubs.path().join("calls.log");
+    // An empty cache for the lab's Go-built tools: they come first on the
+    // kind steps' PATH, and a machine where `scripts/build-go --kind` ran
+    // has the real kind there, which would run instead of the stub.
+    // (Envoy, which the lab image takes, is named where it was found.)
+    let no_tools = tempfile::tempdir().unwrap();
+    let envoy = cpmlab::go_parts::ENVOY
+        .find()
+        .expect("Envoy (scripts/fetch-envoy)")
+        .path()
+        .to_path_buf();
     let path = format!(
         "{}:{}",
         stubs.path().display(),
@@ -128,6 +142,8 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         std::env::set_var("PATH", &path);
         std::env::set_var("STUB_LOG", &log);
         std::env::set_var("STUB_NODE_IMAGE", &image);
+        std::env::set_var("XDG_CACHE_HOME", no_tools.path());
+        std::env::set_var(cpmlab::go_parts::ENVOY.env, &envoy);
     }
     let lab = format!("kst{}", std::process::id() % 100000);
     let t = Topology::default();

@@ -595,7 +595,7 @@ pub async fn make(
                 Tooling::new(None)
             }
             Some(why) => {
-                let exe = std::env::current_exe().context("the cpmlab binary's path")?;
+                let exe = crate::provider::agent_exe().context("the cpmlab binary's path")?;
                 let adapter = super::adapter::dir(&dir.root);
                 super::adapter::install(&adapter, &exe)?;
                 step.done_with(&format!(
