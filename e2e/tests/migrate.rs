@@ -278,14 +278,18 @@ fn etcd_history(lab: &Lab) -> Vec<(u64, u64)> {
 /// timeout, so that a proposal MoveLeader drops shows as etcd's error.
 const PROBE_TIMEOUT_MS: f64 = 10_000.0;
 
-/// The one known hazard a migration without injected faults meets: its own
-/// MoveLeader may drop the write in flight (the scenario fixtures' budget).
-const MOVE_LEADER_BUDGET: &str = r#"{"excuse": {"move-leader": {"max": 1, "max_ms": 8000}}}"#;
+/// The known hazards a migration without injected faults meets: its own
+/// MoveLeader may drop the write in flight (the scenario fixtures' budget),
+/// and /readyz, which checks etcd, may fail while leadership changes hands
+/// (the transfer etcd's own logs show; seen once in CI: `[-]etcd failed`,
+/// 25 ms). Reads, lists and watches get no budget.
+const MOVE_LEADER_BUDGET: &str = r#"{"excuse": {"move-leader": {"max": 1, "max_ms": 8000}, "leader-election": {"max": 2, "max_ms": 2000, "lanes": ["readyz"]}}}"#;
 
-/// Zero downtime, but for what the migration's own MoveLeader may drop:
-/// `cpmlab verdict` judges the run with the move-leader budget and must
+/// Zero downtime, but for what the migration's own MoveLeader may cost:
+/// `cpmlab verdict` judges the run with [`MOVE_LEADER_BUDGET`] and must
 /// exit 0, saying PASSED, or PASSED WITH KNOWN HAZARDS with at most one
-/// excused write of at most 8 s; whether that write's value never applied
+/// excused write of at most 8 s and two readyz of at most 2 s in a
+/// leadership change etcd logged; whether that write's value never applied
 /// is checked here against etcd's own history (etcdctl), not the verdict's
 /// read of it. `stop_code` is `probe stop`'s exit, which judged the run
 /// with nothing excused: 0 exactly when nothing needed excusing. Returns
@@ -309,7 +313,11 @@ fn assert_zero_downtime(lab: &Lab, run: &Path, stop_code: Option<i32>, what: &st
         stdout(&o)
     );
     let n = v["excuses"]["excused_count"].as_u64().unwrap();
-    assert!(n <= 1, "{what}: {n} excused, budget 1: {:#}", v["excuses"]);
+    assert!(
+        n <= 3,
+        "{what}: {n} excused, budget 1 + 2: {:#}",
+        v["excuses"]
+    );
     assert_eq!(
         v["status"],
         if n == 0 {
@@ -331,6 +339,12 @@ fn assert_zero_downtime(lab: &Lab, run: &Path, stop_code: Option<i32>, what: &st
     let history = etcd_history(lab);
     let acked = acked_writes(run);
     for e in v["excuses"]["excused"].as_array().unwrap() {
+        if e["hazard"] == "leader-election" {
+            assert!(e["lane"].as_str().unwrap().starts_with("readyz/"), "{e}");
+            assert!(e["duration_ms"].as_f64().unwrap() <= 2_000.0, "{e}");
+            eprintln!("{what}: readyz failed while leadership changed hands, excused: {e}");
+            continue;
+        }
         assert_eq!(e["hazard"], "move-leader", "{e}");
         assert!(e["lane"].as_str().unwrap().starts_with("write/"), "{e}");
         assert!(e["duration_ms"].as_f64().unwrap() <= 8_000.0, "{e}");
@@ -351,7 +365,7 @@ fn assert_zero_downtime(lab: &Lab, run: &Path, stop_code: Option<i32>, what: &st
             );
         }
     }
-    eprintln!("{what}: {n} write dropped by MoveLeader, excused within budget; etcd's history shows its value never applied");
+    eprintln!("{what}: {n} excused within budget; etcd's history shows every excused write's value never applied");
     n
 }
 
@@ -510,6 +524,9 @@ for step in {steps}; do "$CPMLAB_BIN" migrate --resume --stop-after "$step"; don
         .stderr(predicate::str::contains("exited 7"));
     // --command is required.
     lab.cpmlab(&["migrate", "--driver", "external"]).code(2);
+    // The failed driver's run is the last band: writes after it show the
+    // API took writes at the end (the verdict's coverage).
+    std::thread::sleep(Duration::from_secs(3));
     let (code, v) = probe_stop(&lab, &run);
     assert_zero_downtime(&lab, &run, code, "external driver");
     // The driver's run is a band, and so is each step the flow took in it.

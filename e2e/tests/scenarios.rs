@@ -473,13 +473,31 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
                     .is_some_and(|n| n.starts_with("removing the leader"))
         })
         .map(|e| e["at_unix_ms"].as_f64().unwrap());
-    let mut n = 0;
-    for l in std::fs::read_to_string(run.join("records.ndjson"))
+    let records: Vec<Value> = std::fs::read_to_string(run.join("records.ndjson"))
         .unwrap()
         .lines()
-    {
-        let r: Value = serde_json::from_str(l).unwrap();
-        if r["outcome"] == "ok" || !r["event"].is_null() && r["event"] != "connect" {
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = |r: &Value| r["start_unix_ms"].as_f64().unwrap() + r["duration_ms"].as_f64().unwrap();
+    // A 409 whose base another of the writer's writes moved on first (one
+    // acknowledged on the same base, or above it and ended before) is
+    // superseded, neither success nor failure (docs/verdict.md).
+    let superseded = |r: &Value| {
+        r["probe"] == "write"
+            && r["http_status"] == 409
+            && r["base_rv"].as_u64().is_some_and(|base| {
+                records.iter().any(|w| {
+                    w["probe"] == "write"
+                        && w["outcome"] == "ok"
+                        && (w["base_rv"].as_u64() == Some(base)
+                            || w["rv"].as_u64().is_some_and(|rv| rv > base) && end(w) <= end(r))
+                })
+            })
+    };
+    let mut n = 0;
+    for r in &records {
+        if r["outcome"] == "ok" || !r["event"].is_null() && r["event"] != "connect" || superseded(r)
+        {
             continue;
         }
         let started = r["start_unix_ms"].as_f64().unwrap();
