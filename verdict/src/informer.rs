@@ -260,19 +260,12 @@ fn ms(v: f64) -> String {
 pub fn rule(c: &InformerCheck, ran: bool) -> Rule {
     let name = "informer".to_string();
     if !c.run {
-        return Rule {
+        return Rule::unchecked(
             name,
-            status: if ran {
-                RuleStatus::NotCovered
-            } else {
-                RuleStatus::Skipped
-            },
-            message: if ran {
-                "the informer ran but left no record: the controllers' view was not checked".into()
-            } else {
-                "the informer did not run".into()
-            },
-        };
+            ran,
+            "the informer ran but left no record: the controllers' view was not checked",
+            "the informer did not run",
+        );
     }
     if c.initial_value.is_none() {
         return Rule {

@@ -141,19 +141,12 @@ pub fn lost_writes_rule(l: &Ledger, writes_ran: bool) -> Rule {
         message,
     };
     if l.acknowledged == 0 {
-        return Rule {
+        return Rule::unchecked(
             name,
-            status: if writes_ran {
-                RuleStatus::NotCovered
-            } else {
-                RuleStatus::Skipped
-            },
-            message: if writes_ran {
-                "no write was acknowledged: nothing shows writes were kept".into()
-            } else {
-                "the write probe did not run".into()
-            },
-        };
+            writes_ran,
+            "no write was acknowledged: nothing shows writes were kept",
+            "the write probe did not run",
+        );
     }
     if l.final_counter.is_none() && l.history_versions.is_none() {
         return failed(format!(

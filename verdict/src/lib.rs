@@ -246,6 +246,21 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// A rule with nothing to check: not covered when its probe was told
+    /// to run (`blind` says what went unchecked), skipped when it was not
+    /// (`not_run`).
+    pub fn unchecked(name: String, ran: bool, blind: &str, not_run: &str) -> Rule {
+        Rule {
+            name,
+            status: if ran {
+                RuleStatus::NotCovered
+            } else {
+                RuleStatus::Skipped
+            },
+            message: if ran { blind } else { not_run }.to_string(),
+        }
+    }
+
     /// Whether this rule makes the verdict fail, given the not-covered or
     /// degraded rules the scenario accepts (rule name to why).
     pub fn fails(&self, accepted: &BTreeMap<String, String>) -> bool {

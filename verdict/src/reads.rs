@@ -102,19 +102,12 @@ pub fn check(all: &[&Record]) -> StaleReads {
 pub fn rule(s: &StaleReads, ran: bool) -> Rule {
     let name = "stale-reads".to_string();
     if s.checked == 0 {
-        return Rule {
+        return Rule::unchecked(
             name,
-            status: if ran {
-                RuleStatus::NotCovered
-            } else {
-                RuleStatus::Skipped
-            },
-            message: if ran {
-                "no read followed an acknowledged write: linearizability not checked".into()
-            } else {
-                "the write probe or the read probes (get, list) did not run".into()
-            },
-        };
+            ran,
+            "no read followed an acknowledged write: linearizability not checked",
+            "the write probe or the read probes (get, list) did not run",
+        );
     }
     if s.count == 0 {
         return Rule {

@@ -228,19 +228,12 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
 pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
     let name = "watch-continuity".to_string();
     if !watch.run {
-        return Rule {
+        return Rule::unchecked(
             name,
-            status: if ran {
-                RuleStatus::NotCovered
-            } else {
-                RuleStatus::Skipped
-            },
-            message: if ran {
-                "the watch probe ran but left no record: watch continuity not checked".into()
-            } else {
-                "the watch probe did not run".into()
-            },
-        };
+            ran,
+            "the watch probe ran but left no record: watch continuity not checked",
+            "the watch probe did not run",
+        );
     }
     if watch.missed_count + watch.duplicated_count + watch.out_of_order_count == 0 {
         return Rule {
