@@ -393,6 +393,8 @@ pub fn probe_name(p: ProbeKind) -> &'static str {
         ProbeKind::Watch => "watch",
         ProbeKind::Informer => "informer",
         ProbeKind::Load => "load",
+        ProbeKind::InformerGo => "informer-go",
+        ProbeKind::Lease => "lease",
     }
 }
 
@@ -432,7 +434,12 @@ pub fn is_request(r: &Record) -> bool {
             Some("ERROR") => r.http_status != Some(410),
             Some(_) => false,
         },
-        ProbeKind::Informer => crate::record::informer_event::is_request(r.event.as_deref()),
+        ProbeKind::Informer | ProbeKind::InformerGo => {
+            crate::record::informer_event::is_request(r.event.as_deref())
+        }
+        // The candidates' lock requests go their own seed's way, not the
+        // public name's: the lease rules judge them.
+        ProbeKind::Lease => false,
         _ => true,
     }
 }
@@ -738,6 +745,9 @@ pub(crate) mod testutil {
             event: None,
             retry_of: None,
             base_rv: None,
+            candidate: None,
+            holder: None,
+            renew_unix_ms: None,
         }
     }
 

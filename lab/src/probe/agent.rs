@@ -124,6 +124,9 @@ impl Ctx {
             event: None,
             retry_of: None,
             base_rv: None,
+            candidate: None,
+            holder: None,
+            renew_unix_ms: None,
         }
     }
 
