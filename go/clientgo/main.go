@@ -34,6 +34,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -195,32 +196,55 @@ func rvOf(obj metav1.Object) any {
 	return obj.GetResourceVersion()
 }
 
-// recordingWatch passes a watch's events on, recording the ones a client
-// sees as failures: an ERROR event (410 Gone among them), and the end of
-// the stream.
+// recordingWatch passes a watch's events on and records what a reflector
+// receives: every state of the counter (`init-apply` while a streaming
+// list sends its initial events, `apply` after), its deletion, the end of
+// a streaming list's initial events (`synced`), an ERROR event (410 Gone
+// as `expired`), and the end of the stream (`watch-closed`: client-go's
+// stream watcher ends quietly on EOF and on a reset it takes for one, and
+// reports other stream failures as ERROR events).
 type recordingWatch struct {
 	watch.Interface
-	o      *out
 	result chan watch.Event
-	once   sync.Once
 }
 
-func newRecordingWatch(w watch.Interface, o *out) *recordingWatch {
-	r := &recordingWatch{Interface: w, o: o, result: make(chan watch.Event)}
+func newRecordingWatch(w watch.Interface, o *out, counter string, streaming bool) *recordingWatch {
+	r := &recordingWatch{Interface: w, result: make(chan watch.Event)}
+	start := time.Now()
 	go func() {
 		defer close(r.result)
+		initial := streaming
 		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
+			switch ev.Type {
+			case watch.Error:
 				st := apierrors.FromObject(ev.Object)
 				kind := "watch-error"
 				if apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
 					kind = "expired"
 				}
 				o.write(rec{"kind": kind, "http_status": status(st), "error": st.Error()})
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil && initial &&
+					m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					initial = false
+					o.write(rec{"kind": "synced", "rv": rvOf(m)})
+				}
+			case watch.Added, watch.Modified, watch.Deleted:
+				cm, ok := ev.Object.(*corev1.ConfigMap)
+				if !ok || cm.Name != counter {
+					break
+				}
+				kind := "apply"
+				if ev.Type == watch.Deleted {
+					kind = "delete"
+				} else if initial {
+					kind = "init-apply"
+				}
+				o.write(rec{"kind": kind, "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
 			}
 			r.result <- ev
 		}
-		o.write(rec{"kind": "watch-ended"})
+		o.write(rec{"kind": "watch-closed", "after_ms": float64(time.Since(start).Nanoseconds()) / 1e6})
 	}()
 	return r
 }
@@ -236,35 +260,58 @@ func runInformer(ctx context.Context, o *out, cfg *rest.Config, namespace, count
 		return err
 	}
 	lists := 0
+	// A (re)list is a LIST (paged: `continue` pages belong to the one
+	// before) or, with client-go's WatchListClient (on by default since
+	// 1.35) and a server that serves it, a watch with sendInitialEvents.
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if opts.Continue == "" {
+				lists++
+				o.write(rec{"kind": "init", "relist": lists > 1})
+			}
 			start := time.Now()
-			lists++
 			l, err := client.CoreV1().ConfigMaps(namespace).List(ctx, opts)
 			r := rec{"kind": "list", "relist": lists > 1, "ok": err == nil, "error": errText(err), "http_status": status(err)}
-			if l != nil {
+			if l != nil && err == nil {
 				r["rv"] = l.ResourceVersion
 				r["items"] = len(l.Items)
 			}
 			o.write(at(r, o, start))
+			if err == nil && l != nil {
+				for i := range l.Items {
+					if cm := &l.Items[i]; cm.Name == counter {
+						o.write(rec{"kind": "init-apply", "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
+					}
+				}
+				if l.Continue == "" {
+					o.write(rec{"kind": "synced", "rv": l.ResourceVersion})
+				}
+			}
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			if streaming {
+				lists++
+				o.write(rec{"kind": "init", "relist": lists > 1, "streaming": true})
+			}
 			start := time.Now()
 			w, err := client.CoreV1().ConfigMaps(namespace).Watch(ctx, opts)
-			o.write(at(rec{"kind": "watch", "from_rv": opts.ResourceVersion, "ok": err == nil, "error": errText(err), "http_status": status(err)}, o, start))
+			o.write(at(rec{"kind": "watch", "from_rv": opts.ResourceVersion, "streaming": streaming, "ok": err == nil, "error": errText(err), "http_status": status(err)}, o, start))
 			if err != nil {
 				return nil, err
 			}
-			return newRecordingWatch(w, o), nil
+			return newRecordingWatch(w, o, counter, streaming), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, cache.Indexers{})
+	// What the controller's handlers get (after the DeltaFIFO): `handler`
+	// records with the handler's name, beside the reflector's view above.
 	seen := func(kind string, cm *corev1.ConfigMap) {
 		if cm.Name != counter {
 			return
 		}
-		o.write(rec{"kind": kind, "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
+		o.write(rec{"kind": "handler", "handler": kind, "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
 	}
 	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {

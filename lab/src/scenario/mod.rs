@@ -165,6 +165,74 @@ pub struct ProbeSpec {
     /// How long they run after the migration (and the timeline) ended.
     #[serde(default = "default_cooldown")]
     pub cooldown: String,
+    /// Leader-election candidates (client-go on one Lease), one per seed,
+    /// each through its own seed's gateway to its own seed's API replicas,
+    /// as the GEP's Lease Management has the seed's components hold their
+    /// leases in the shoot. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_election: Option<LeaderElectionSpec>,
+}
+
+/// When each seed's candidate runs, and client-go's timings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaderElectionSpec {
+    /// Seeds with a candidate (default: the source and the destination).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<String>,
+    /// The step at whose start the source's candidate stops (SIGTERM: it
+    /// releases the lease), or `never`. Default `SourceSeedCleanup`: the
+    /// source's components run until the source seed is cleaned up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_until: Option<String>,
+    /// The step whose end (True) starts the destination's candidate, or
+    /// `start` (with the probes). Default `DestinationKubeAPIServerReady`:
+    /// the destination's components start once its API server serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_from: Option<String>,
+    /// client-go's LeaseDuration (default 15s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration: Option<String>,
+    /// client-go's RenewDeadline (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_deadline: Option<String>,
+    /// client-go's RetryPeriod (default 2s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_period: Option<String>,
+}
+
+/// The default step the source's candidate stops at.
+pub const SOURCE_UNTIL: &str = "SourceSeedCleanup";
+/// The default step after which the destination's candidate starts.
+pub const DESTINATION_FROM: &str = "DestinationKubeAPIServerReady";
+
+impl LeaderElectionSpec {
+    /// The seeds with a candidate: as written, else source and destination.
+    pub fn seeds(&self, topology: &Topology) -> Vec<String> {
+        if self.seeds.is_empty() {
+            vec![
+                topology.source().name.clone(),
+                topology.destination().name.clone(),
+            ]
+        } else {
+            self.seeds.clone()
+        }
+    }
+    pub fn source_until(&self) -> &str {
+        self.source_until.as_deref().unwrap_or(SOURCE_UNTIL)
+    }
+    pub fn destination_from(&self) -> &str {
+        self.destination_from.as_deref().unwrap_or(DESTINATION_FROM)
+    }
+    /// The candidates that start with the probes: those not in the
+    /// destination, and the destination's when `destination_from: start`.
+    pub fn start_with_probes(&self, topology: &Topology) -> Vec<String> {
+        let dest = &topology.destination().name;
+        self.seeds(topology)
+            .into_iter()
+            .filter(|s| s != dest || self.destination_from() == "start")
+            .collect()
+    }
 }
 
 impl Default for ProbeSpec {
@@ -178,6 +246,7 @@ impl Default for ProbeSpec {
             write_bytes: default_write_bytes(),
             warmup: default_warmup(),
             cooldown: default_cooldown(),
+            leader_election: None,
         }
     }
 }
@@ -208,7 +277,9 @@ fn default_cooldown() -> String {
 
 impl ProbeSpec {
     /// As `cpmlab probe start` flags take them.
-    pub fn settings(&self) -> crate::probe::run::ProbeSettings {
+    pub fn settings(&self, topology: &Topology) -> crate::probe::run::ProbeSettings {
+        let le = self.leader_election.clone();
+        let or = |v: Option<String>, d: &str| v.unwrap_or_else(|| d.to_string());
         crate::probe::run::ProbeSettings {
             rate: self.rate,
             timeout: self.timeout.clone(),
@@ -216,6 +287,17 @@ impl ProbeSpec {
             modes: self.modes.join(","),
             write_rate: self.write_rate,
             write_bytes: self.write_bytes,
+            candidates: le
+                .as_ref()
+                .map(|l| l.seeds(topology).join(","))
+                .unwrap_or_default(),
+            start_candidates: le
+                .as_ref()
+                .map(|l| l.start_with_probes(topology).join(","))
+                .unwrap_or_default(),
+            lease_duration: or(le.as_ref().and_then(|l| l.lease_duration.clone()), "15s"),
+            renew_deadline: or(le.as_ref().and_then(|l| l.renew_deadline.clone()), "10s"),
+            retry_period: or(le.as_ref().and_then(|l| l.retry_period.clone()), "2s"),
         }
     }
 }
@@ -355,6 +437,12 @@ pub struct Target {
     /// A seed's gateway, by seed name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
+    /// A seed's leader-election candidate (`probes.leader_election`), by
+    /// seed name: `kill` SIGKILLs it (no release), `stop` SIGTERMs it (it
+    /// releases the lease), `pause`/`unpause` freeze and thaw it, `restart`
+    /// starts it (again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<String>,
     /// With a role: only members in this seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
@@ -430,7 +518,37 @@ pub struct Expect {
     /// `watch_grace` (as `cpmlab verdict` takes them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub slo: BTreeMap<String, String>,
+    /// Single rules of the verdict that must pass or fail, whatever the
+    /// verdict as a whole (e.g. `{leader-kept: fail, lease-exclusive:
+    /// pass}`): a rule passes when it does not fail the verdict (passed,
+    /// skipped, or not covered and accepted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, RuleExpect>,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleExpect {
+    Pass,
+    Fail,
+}
+
+/// The verdict's rules a scenario may name in `expect.rules` (and the
+/// per-step `slo-*` rules).
+pub const RULES: &[&str] = &[
+    "zero-downtime",
+    "coverage",
+    "lost-writes",
+    "ledger-conflicts",
+    "watch-continuity",
+    "informer",
+    "informer-go",
+    "rv-monotonic",
+    "stale-reads",
+    "lease-exclusive",
+    "leader-kept",
+    "handover",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
