@@ -682,6 +682,81 @@ mod tests {
     }
 
     #[test]
+    fn leader_election_follows_the_geps_schedule_unless_told_otherwise() {
+        let f = parse_str(
+            "description: candidates on one lease in both seeds\nprobes:\n  probes: [get, informer-go]\n  leader_election: {}\nmigration: {}\ntimeline:\n  - at: 20s\n    pause: {candidate: seed-a}\n",
+        )
+        .unwrap();
+        let s = &f.scenario;
+        let p = s.probes.settings(&s.topology);
+        assert_eq!(p.candidates, "seed-a,seed-b");
+        assert_eq!(p.start_candidates, "seed-a", "the destination's waits");
+        assert_eq!(
+            (p.lease_duration.as_str(), p.renew_deadline.as_str(), p.retry_period.as_str()),
+            ("15s", "10s", "2s")
+        );
+        let t = &f.checked.timeline;
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[0].action, Action::Pause(TargetRef::Candidate("seed-a".into())));
+        assert!(!t[0].scheduled);
+        // The destination's starts when its API server is ready; the
+        // source's stops as the source seed is cleaned up.
+        assert_eq!(
+            (&t[1].trigger, &t[1].action, t[1].scheduled),
+            (
+                &Trigger::Step {
+                    step: "DestinationKubeAPIServerReady".into(),
+                    on: StepEvent::Leaving,
+                    after: Duration::ZERO
+                },
+                &Action::Restart(TargetRef::Candidate("seed-b".into())),
+                true
+            )
+        );
+        assert_eq!(
+            (&t[2].trigger, &t[2].action),
+            (
+                &Trigger::Step {
+                    step: "SourceSeedCleanup".into(),
+                    on: StepEvent::Entering,
+                    after: Duration::ZERO
+                },
+                &Action::Stop(TargetRef::Candidate("seed-a".into()))
+            )
+        );
+        let f = parse_str(
+            "description: both candidates from the start, the source's to the end\nprobes:\n  leader_election: {destination_from: start, source_until: never, retry_period: 1s}\nmigration: {}\n",
+        )
+        .unwrap();
+        let p = f.scenario.probes.settings(&f.scenario.topology);
+        assert_eq!(p.start_candidates, "seed-a,seed-b");
+        assert_eq!(p.retry_period, "1s");
+        assert!(f.checked.timeline.is_empty());
+        // Without a migration nothing is scheduled: the source's runs.
+        let f = parse_str("description: one candidate with no migration at all\nprobes:\n  leader_election: {seeds: [seed-a]}\n").unwrap();
+        assert!(f.checked.timeline.is_empty());
+        assert_eq!(f.scenario.probes.settings(&f.scenario.topology).candidates, "seed-a");
+    }
+
+    #[test]
+    fn bad_leader_election_settings_name_their_field() {
+        for (yaml, field) in [
+            ("probes:\n  leader_election: {seeds: [seed-c]}\n", "probes.leader_election.seeds[0]"),
+            ("probes:\n  leader_election: {source_until: Cleanup}\n", "probes.leader_election.source_until"),
+            ("probes:\n  leader_election: {retry_period: 9s}\n", "probes.leader_election.renew_deadline"),
+            ("probes:\n  leader_election: {lease_duration: soon}\n", "probes.leader_election.lease_duration"),
+            ("timeline:\n  - at: 1s\n    kill: {candidate: seed-a}\n", "timeline[0].kill.candidate"),
+            ("probes:\n  leader_election: {seeds: [seed-a]}\ntimeline:\n  - at: 1s\n    kill: {candidate: seed-b}\n", "timeline[0].kill.candidate"),
+            ("expect:\n  rules: {leader-held: pass}\n", "expect.rules.leader-held"),
+        ] {
+            let text = format!("description: a bad leader-election setting here\n{yaml}");
+            let e = parse_str(&text).unwrap_err();
+            assert_eq!(e.field, field, "{yaml}: {e}");
+            assert!(e.line >= 2, "{yaml}: {e}");
+        }
+    }
+
+    #[test]
     fn a_full_scenario_is_typed() {
         let f = parse_str(
             "description: leader killed in step 6\nseed: 7\nlinks:\n  - between: seed-a:seed-b\n    delay: 25ms\nmigration:\n  plan: five-member\n  hold: {EtcdMigrationComplete: 4s}\ntimeline:\n  - when: {step: EtcdMigrationComplete, after: 1s}\n    kill: {member: leader, seed: seed-a}\n  - at: 30s\n    heal: seed-a:seed-b\nexpect:\n  downtime: {write: 2s}\n  p99: {MigrateDNSRecords: {write: 1s}}\n  excuse: {leader-election: {max: 2, max_ms: 8000, lanes: [write]}}\n",
