@@ -25,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
 	"strconv"
@@ -353,11 +355,42 @@ func runInformer(ctx context.Context, o *out, cfg *rest.Config, namespace, count
 	return nil
 }
 
+// remoteAddr keeps the address of the connection the last request went
+// over, so a candidate's records show which gateway it reached.
+type remoteAddr struct {
+	mu   sync.Mutex
+	addr string
+}
+
+func (a *remoteAddr) get() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+// tracing wraps a transport so that every request notes its connection's
+// remote address.
+func (a *remoteAddr) tracing(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			a.mu.Lock()
+			a.addr = info.Conn.RemoteAddr().String()
+			a.mu.Unlock()
+		}}
+		return rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // recordingLock is a Lease lock that records every call client-go's
 // elector makes of it, with its latency and the lease as read or written.
 type recordingLock struct {
 	resourcelock.Interface
-	o *out
+	o    *out
+	addr *remoteAddr
 }
 
 func leaseFields(r rec, ler *resourcelock.LeaderElectionRecord) rec {
@@ -373,7 +406,7 @@ func leaseFields(r rec, ler *resourcelock.LeaderElectionRecord) rec {
 func (l *recordingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	start := time.Now()
 	ler, raw, err := l.Interface.Get(ctx)
-	r := rec{"kind": "op", "op": "get", "ok": err == nil, "error": errText(err), "http_status": status(err)}
+	r := rec{"kind": "op", "op": "get", "ok": err == nil, "error": errText(err), "http_status": status(err), "addr": l.addr.get()}
 	l.o.write(at(leaseFields(r, ler), l.o, start))
 	return ler, raw, err
 }
@@ -381,7 +414,7 @@ func (l *recordingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := time.Now()
 	err := l.Interface.Create(ctx, ler)
-	r := rec{"kind": "op", "op": "create", "ok": err == nil, "error": errText(err), "http_status": status(err)}
+	r := rec{"kind": "op", "op": "create", "ok": err == nil, "error": errText(err), "http_status": status(err), "addr": l.addr.get()}
 	l.o.write(at(leaseFields(r, &ler), l.o, start))
 	return err
 }
@@ -389,7 +422,7 @@ func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := time.Now()
 	err := l.Interface.Update(ctx, ler)
-	r := rec{"kind": "op", "op": "update", "ok": err == nil, "error": errText(err), "http_status": status(err)}
+	r := rec{"kind": "op", "op": "update", "ok": err == nil, "error": errText(err), "http_status": status(err), "addr": l.addr.get()}
 	l.o.write(at(leaseFields(r, &ler), l.o, start))
 	return err
 }
@@ -398,6 +431,9 @@ func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 // it lost the lease (as a restarted component would), and records every
 // acquire, loss and new leader it sees.
 func runElect(ctx context.Context, o *out, cfg *rest.Config, namespace, name, identity, seed string, leaseDuration, renewDeadline, retryPeriod time.Duration) error {
+	addr := &remoteAddr{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(addr.tracing)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -408,7 +444,8 @@ func runElect(ctx context.Context, o *out, cfg *rest.Config, namespace, name, id
 			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		},
-		o: o,
+		o:    o,
+		addr: addr,
 	}
 	o.write(rec{"kind": "start", "identity": identity, "seed": seed, "lease": namespace + "/" + name,
 		"lease_duration_ms": leaseDuration.Milliseconds(), "renew_deadline_ms": renewDeadline.Milliseconds(),

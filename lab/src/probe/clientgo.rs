@@ -229,6 +229,10 @@ pub fn to_record(base: Record, probe: ProbeKind, line: &Value, wall0_ms: f64) ->
         Value::String(s) => s.parse().ok(),
         _ => None,
     };
+    r.addr = line["addr"]
+        .as_str()
+        .filter(|a| !a.is_empty())
+        .map(str::to_string);
     r.holder = line["holder"].as_str().map(str::to_string);
     r.renew_unix_ms = line["renew_time_unix_ms"].as_f64().filter(|t| *t > 0.0);
     r.event = Some(event);
@@ -635,13 +639,14 @@ mod tests {
 
     #[test]
     fn clientgo_lines_become_records() {
-        let op = json!({"kind":"op","op":"update","ok":false,"error":"Put \"https://10.0.0.1/\": dial tcp: connect: connection refused","http_status":0,"holder":"cpmlab-seed-a","renew_time_unix_ms":1000.5,"t_unix_ms":2000.0,"duration_ms":3.5});
+        let op = json!({"kind":"op","op":"update","ok":false,"addr":"10.0.0.1:443","error":"Put \"https://10.0.0.1/\": dial tcp: connect: connection refused","http_status":0,"holder":"cpmlab-seed-a","renew_time_unix_ms":1000.5,"t_unix_ms":2000.0,"duration_ms":3.5});
         let r = to_record(base(), ProbeKind::Lease, &op, 1500.0).unwrap();
         assert_eq!(r.event.as_deref(), Some("update"));
         assert_eq!(r.outcome, Outcome::Refused);
         assert_eq!(r.http_status, None);
         assert_eq!(r.holder.as_deref(), Some("cpmlab-seed-a"));
         assert_eq!(r.renew_unix_ms, Some(1000.5));
+        assert_eq!(r.addr.as_deref(), Some("10.0.0.1:443"));
         assert_eq!(
             (r.start_unix_ms, r.start_mono_ms, r.duration_ms),
             (2000.0, 500.0, 3.5)

@@ -692,12 +692,19 @@ mod tests {
         assert_eq!(p.candidates, "seed-a,seed-b");
         assert_eq!(p.start_candidates, "seed-a", "the destination's waits");
         assert_eq!(
-            (p.lease_duration.as_str(), p.renew_deadline.as_str(), p.retry_period.as_str()),
+            (
+                p.lease_duration.as_str(),
+                p.renew_deadline.as_str(),
+                p.retry_period.as_str()
+            ),
             ("15s", "10s", "2s")
         );
         let t = &f.checked.timeline;
         assert_eq!(t.len(), 3);
-        assert_eq!(t[0].action, Action::Pause(TargetRef::Candidate("seed-a".into())));
+        assert_eq!(
+            t[0].action,
+            Action::Pause(TargetRef::Candidate("seed-a".into()))
+        );
         assert!(!t[0].scheduled);
         // The destination's starts when its API server is ready; the
         // source's stops as the source seed is cleaned up.
@@ -735,7 +742,10 @@ mod tests {
         // Without a migration nothing is scheduled: the source's runs.
         let f = parse_str("description: one candidate with no migration at all\nprobes:\n  leader_election: {seeds: [seed-a]}\n").unwrap();
         assert!(f.checked.timeline.is_empty());
-        assert_eq!(f.scenario.probes.settings(&f.scenario.topology).candidates, "seed-a");
+        assert_eq!(
+            f.scenario.probes.settings(&f.scenario.topology).candidates,
+            "seed-a"
+        );
     }
 
     #[test]
