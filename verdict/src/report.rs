@@ -593,8 +593,15 @@ pub fn html(
         // Label and availability.
         let _ = writeln!(
             s,
-            r#"<text x="4" y="{}" font-weight="bold">{}</text>"#,
+            r#"<text x="4" y="{}" font-weight="bold"{}>{}</text>"#,
             y0 + OUTCOME_H - 3,
+            // informer-go/reused and the like: narrower, to stay left of
+            // the plot.
+            if name.chars().count() > 16 {
+                r#" font-size="9.5""#
+            } else {
+                ""
+            },
             esc(&name)
         );
         let sub = match stats {
@@ -1255,6 +1262,29 @@ fn lease_lanes(
             s,
             r##"<rect x="{LEFT}" y="{y0}" width="{PLOT_W}" height="{LEASE_BAR_H}" fill="#fff" stroke="#eee"/>"##
         );
+        let color = c
+            .seed
+            .as_deref()
+            .and_then(seed_color)
+            .unwrap_or(LEADER_COLOR);
+        for iv in &c.leading {
+            bar(
+                &mut s,
+                y0,
+                iv.start_unix_ms,
+                iv.end_unix_ms,
+                color,
+                0.85,
+                &format!(
+                    "{} believes it leads {} – {} ({} ms)",
+                    c.identity,
+                    rel(iv.start_unix_ms, t0),
+                    rel(iv.end_unix_ms, t0),
+                    ms(iv.duration_ms())
+                ),
+            );
+        }
+        // Over the bar: a paused leader still believes it leads.
         for p in &c.paused {
             bar(
                 &mut s,
@@ -1268,28 +1298,6 @@ fn lease_lanes(
                     c.identity,
                     rel(p.start_unix_ms, t0),
                     rel(p.end_unix_ms, t0)
-                ),
-            );
-        }
-        let color = c
-            .seed
-            .as_deref()
-            .and_then(seed_color)
-            .unwrap_or(LEADER_COLOR);
-        for iv in &c.leading {
-            bar(
-                &mut s,
-                y0 + 2,
-                iv.start_unix_ms,
-                iv.end_unix_ms,
-                color,
-                0.85,
-                &format!(
-                    "{} believes it leads {} – {} ({} ms)",
-                    c.identity,
-                    rel(iv.start_unix_ms, t0),
-                    rel(iv.end_unix_ms, t0),
-                    ms(iv.duration_ms())
                 ),
             );
         }
@@ -1392,6 +1400,29 @@ fn lease_lanes(
     s
 }
 
+/// Phase names in band order (as the latency phases list them), `outside`
+/// last, each once.
+fn in_band_order<'a>(v: &Verdict, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let rank = |n: &str| {
+        if n == "outside" {
+            usize::MAX
+        } else {
+            v.phases
+                .iter()
+                .position(|p| p.name == n)
+                .unwrap_or(usize::MAX - 1)
+        }
+    };
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out.sort_by_key(|n| rank(n));
+    out
+}
+
 /// The two informers side by side: relists, errors and delivery delay per
 /// phase, kube-rs' watcher against client-go's shared informer.
 fn informers_section(v: &Verdict) -> String {
@@ -1399,19 +1430,7 @@ fn informers_section(v: &Verdict) -> String {
     if !k.run && !g.run {
         return String::new();
     }
-    let mut names: Vec<&str> = Vec::new();
-    for p in k.phases.iter().chain(&g.phases) {
-        if p.name != "outside" && !names.contains(&p.name.as_str()) {
-            names.push(&p.name);
-        }
-    }
-    if k.phases
-        .iter()
-        .chain(&g.phases)
-        .any(|p| p.name == "outside")
-    {
-        names.push("outside");
-    }
+    let names = in_band_order(v, k.phases.iter().chain(&g.phases).map(|p| p.name.as_str()));
     let delay = |d: &Option<Latency>| match d {
         Some(d) => format!("<td>{}</td><td>{}</td>", ms(d.p50_ms), ms(d.p99_ms)),
         None => "<td>–</td><td>–</td>".into(),
@@ -1507,22 +1526,25 @@ fn lease_section(v: &Verdict, t0: f64) -> String {
         }
     };
     let cross = match x.outcome {
-        CrossCheckOutcome::Matched => format!("agrees with etcd: {}", seq(&x.recorded)),
+        CrossCheckOutcome::Matched => format!(
+            "the acquisitions recorded agree with etcd's history: {}",
+            seq(&x.recorded)
+        ),
         CrossCheckOutcome::Mismatched => format!(
-            "DISAGREES with etcd: etcd's holders {}, recorded acquisitions {}",
+            "the acquisitions recorded DISAGREE with etcd's history: etcd's holders {}, recorded {}",
             seq(x.etcd.as_deref().unwrap_or(&[])),
             seq(&x.recorded)
         ),
         CrossCheckOutcome::HistoryError => format!(
-            "not cross-checked: the Lease's history could not be read ({})",
+            "the acquisitions recorded were not cross-checked: the Lease's history could not be read ({})",
             x.error.as_deref().unwrap_or("")
         ),
         CrossCheckOutcome::NoHistory | CrossCheckOutcome::NotRun => {
-            "not cross-checked: no Lease history read back".into()
+            "the acquisitions recorded were not cross-checked: no Lease history read back".into()
         }
     };
     let mut h = format!(
-        "<h2>Leader election (Lease)</h2>\n<p class=\"meta\">Longest without a leader: <b>{}</b> (from the first leader, {}, to the window's end) · {} overlap(s) beyond the {} ms tolerance · {} loss(es), {} not caused by the lab · acquisitions {}.</p>\n",
+        "<h2>Leader election (Lease)</h2>\n<p class=\"meta\">Longest without a leader: <b>{}</b> (from the first leader, {}, to the window's end) · {} overlap(s) beyond the {} ms tolerance · {} loss(es), {} not caused by the lab · {}.</p>\n",
         l.longest_leaderless_ms
             .map(|g| format!("{} ms", ms(g)))
             .unwrap_or_else(|| "nobody ever led".into()),
@@ -1557,19 +1579,13 @@ fn lease_section(v: &Verdict, t0: f64) -> String {
     }
     h.push_str("</table>\n");
     // Renew latency p99 per phase (rows) and candidate (columns).
-    let mut names: Vec<&str> = Vec::new();
-    for p in l.candidates.iter().flat_map(|c| &c.phases) {
-        if p.name != "outside" && !names.contains(&p.name.as_str()) {
-            names.push(&p.name);
-        }
-    }
-    if l.candidates
-        .iter()
-        .flat_map(|c| &c.phases)
-        .any(|p| p.name == "outside")
-    {
-        names.push("outside");
-    }
+    let names = in_band_order(
+        v,
+        l.candidates
+            .iter()
+            .flat_map(|c| &c.phases)
+            .map(|p| p.name.as_str()),
+    );
     if !names.is_empty() {
         h.push_str("<p class=\"meta\">Renew latency p99 per phase, ms (renewals; failed lock requests in brackets):</p><table><tr><th class=\"l\">phase</th>");
         for c in &l.candidates {
@@ -2082,7 +2098,17 @@ mod tests {
         // The tables.
         assert!(page.contains("<h2>Leader election (Lease)</h2>"));
         assert!(page.contains("Longest without a leader: <b>"));
-        assert!(page.contains("Renew latency p99 per phase"));
+        // Its phases in band order, whichever candidate saw them first.
+        let renew = &page[page.find("Renew latency p99 per phase").unwrap()..];
+        let row = |p: &str| {
+            renew
+                .find(&format!("<tr><td class=\"l\">{p}</td>"))
+                .unwrap()
+        };
+        assert!(row("prepare") < row("etcd &lt;join&gt; &amp; sync"));
+        assert!(row("etcd &lt;join&gt; &amp; sync") < row("switch-dns"));
+        assert!(row("switch-dns") < row("cleanup"));
+        assert!(page.contains("the acquisitions recorded agree with etcd&#39;s history"));
         assert!(page.contains("<h2>Informers: kube-rs and client-go</h2>"));
         assert!(page.contains(
             "<tr><th class=\"l\">whole run</th><td>0</td><td>0</td><td>–</td><td>–</td><td>1</td><td>0</td><td>–</td><td>–</td></tr>"
