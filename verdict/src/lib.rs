@@ -33,7 +33,8 @@
 //! holds only because failed requests were excused within their budgets);
 //! `failed`; `not-covered` (it had too little to judge: see [`coverage`]);
 //! `degraded` (it could judge only part: the lost-writes check with the
-//! counter but not its history); `skipped` (it does not apply: the probe it
+//! counter but not its history, `lease-exclusive` without the Lease's
+//! history); `skipped` (it does not apply: the probe it
 //! reads did not run, or a phase too short to hold a sample). The scenario
 //! may accept a not-covered or degraded rule by naming it with why
 //! (`Criteria::uncovered`); the rule then carries that reason.
@@ -221,7 +222,8 @@ pub enum RuleStatus {
     Failed,
     /// Too little to judge (a blind lane, nothing acknowledged, ...).
     NotCovered,
-    /// Judged in part only (lost writes: the counter, not its history).
+    /// Judged in part only (lost writes: the counter, not its history;
+    /// lease-exclusive: the candidates, not etcd's Lease history).
     Degraded,
     /// Does not apply: the probe it reads did not run, or the phase is too
     /// short to hold a sample.
