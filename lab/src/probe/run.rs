@@ -258,6 +258,11 @@ pub async fn start(
     // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
     let run = new_run_dir(&dir.runs(), &state.name)?;
     crate::verdict::run_dir::write_plan(&run, &plan(&parsed))?;
+    if !parsed.candidates.is_empty() {
+        let mut k = crate::verdict::Criteria::default();
+        lease_criteria(&mut k, &parsed.lease);
+        crate::verdict::run_dir::write_criteria(&run, &k)?;
+    }
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
     if let Some(s) = parsed.candidates.iter().find(|c| state.seed(c).is_none()) {
         return Err(BadInput(format!(
@@ -341,6 +346,15 @@ pub async fn start(
     let probe_run = Some(run.clone());
     *state = dir.update(|s| s.probe_run = probe_run)?;
     Ok(run)
+}
+
+/// The lease rules' bounds from the candidates' timings: client-go's renew
+/// deadline, and a handover within the lease plus two retry periods (the
+/// bound for a leader that ends without releasing; a released lease is
+/// taken within about one retry period).
+pub fn lease_criteria(k: &mut crate::verdict::Criteria, t: &super::clientgo::LeaseTimings) {
+    k.renew_deadline_ms = t.renew_deadline.as_secs_f64() * 1e3;
+    k.handover_ms = (t.lease_duration + 2 * t.retry_period).as_secs_f64() * 1e3;
 }
 
 /// `cpmlab-clientgo`, when the probes run one of its lanes (exit 3 with

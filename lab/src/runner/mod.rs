@@ -503,6 +503,10 @@ mod judge {
         if let Some(d) = c.stall {
             k.stall_ms = d.as_secs_f64() * 1e3;
         }
+        if s.probes.leader_election.is_some() {
+            let p = s.probes.settings(&s.topology).parse()?;
+            crate::probe::run::lease_criteria(&mut k, &p.lease);
+        }
         Ok(k)
     }
 

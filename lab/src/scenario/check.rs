@@ -791,6 +791,10 @@ fn known_uncovered(k: &str) -> bool {
         "stale-reads",
         "watch-continuity",
         "informer",
+        "informer-go",
+        "lease-exclusive",
+        "leader-kept",
+        "handover",
         "writes-after-last-step",
         "writes-after-last-hazard",
     ]

@@ -147,7 +147,8 @@ pub struct ProbeSpec {
     /// Per-request timeout.
     #[serde(default = "default_timeout")]
     pub timeout: String,
-    /// readyz, get, list, write, watch, informer.
+    /// readyz, get, list, write, watch, informer (kube-rs), informer-go
+    /// (client-go).
     #[serde(default = "default_probes")]
     pub probes: Vec<String>,
     /// new, reused.
