@@ -113,6 +113,51 @@ fn band_color(kind: &str, i: usize) -> (&'static str, f64) {
 }
 
 /// Time → pixel mapping of the plot area.
+/// Rows for the timeline's event labels: each label in the first row free
+/// where it starts (a label is as wide as its text, a band at least as wide
+/// as itself). Past [`MAX_LABEL_ROWS`] a band or line still goes in the row
+/// that frees up first, without its text (its tooltip names it), so no
+/// label is printed over another. Returns the placements (row, event,
+/// labelled) and the rows used.
+fn place_labels<'a>(
+    events: &[&'a LabEvent],
+    sc: &Scale,
+    t0: f64,
+    t1: f64,
+) -> (Vec<(usize, &'a LabEvent, bool)>, usize) {
+    let mut row_end: Vec<f64> = Vec::new();
+    let mut placed = Vec::new();
+    for e in events {
+        let end = e.end_unix_ms.unwrap_or(e.at_unix_ms);
+        if end < t0 || e.at_unix_ms > t1 {
+            continue;
+        }
+        let x0 = sc.x(e.at_unix_ms);
+        let text_w = 6.3 * e.name.chars().count() as f64 + 8.0;
+        let x1 = (x0 + text_w).max(sc.x(end));
+        let (row, labelled) = match row_end.iter().position(|re| *re <= x0) {
+            Some(i) => (i, true),
+            None if row_end.len() < MAX_LABEL_ROWS => {
+                row_end.push(0.0);
+                (row_end.len() - 1, true)
+            }
+            None => (
+                (0..row_end.len())
+                    .min_by(|a, b| row_end[*a].total_cmp(&row_end[*b]))
+                    .expect("rows exist"),
+                false,
+            ),
+        };
+        if labelled {
+            row_end[row] = x1;
+        } else {
+            row_end[row] = row_end[row].max(sc.x(end));
+        }
+        placed.push((row, *e, labelled));
+    }
+    (placed, row_end.len().max(1))
+}
+
 struct Scale {
     t0: f64,
     t1: f64,
@@ -433,31 +478,7 @@ pub fn html(
         .chain(hazard_bands.iter())
         .collect();
     timeline_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
-    let mut row_end: Vec<f64> = Vec::new();
-    let mut placed: Vec<(usize, &LabEvent)> = Vec::new();
-    for e in &timeline_events {
-        let end = e.end_unix_ms.unwrap_or(e.at_unix_ms);
-        if end < t0 || e.at_unix_ms > t1 {
-            continue;
-        }
-        let x0 = sc.x(e.at_unix_ms);
-        let text_w = 6.3 * e.name.chars().count() as f64 + 8.0;
-        let x1 = (x0 + text_w).max(sc.x(end));
-        let row = match row_end.iter().position(|re| *re <= x0) {
-            Some(i) => i,
-            None if row_end.len() < MAX_LABEL_ROWS => {
-                row_end.push(0.0);
-                row_end.len() - 1
-            }
-            // Out of rows: share the one that frees up first.
-            None => (0..row_end.len())
-                .min_by(|a, b| row_end[*a].total_cmp(&row_end[*b]))
-                .unwrap(),
-        };
-        row_end[row] = x1;
-        placed.push((row, e));
-    }
-    let label_rows = row_end.len().max(1);
+    let (placed, label_rows) = place_labels(&timeline_events, &sc, t0, t1);
 
     // Vertical layout.
     let top_overall = label_rows * LABEL_ROW_H + 4;
@@ -505,8 +526,13 @@ pub fn html(
 
     // Bands and instant events, behind the lanes; labels on top rows.
     let mut phase_i = 0;
-    for (row, e) in &placed {
+    for (row, e, labelled) in &placed {
         let ly = row * LABEL_ROW_H;
+        let label = if *labelled {
+            esc(&e.name)
+        } else {
+            String::new()
+        };
         let (color, opacity) = band_color(&e.kind, phase_i);
         if e.kind == "phase" && e.end_unix_ms.is_some() {
             phase_i += 1;
@@ -531,7 +557,7 @@ pub fn html(
                 plot_bottom - top_overall,
                 x0 + 3.0,
                 ly + LABEL_ROW_H - 3,
-                esc(&e.name)
+                label
             );
         } else {
             let _ = writeln!(
@@ -539,7 +565,7 @@ pub fn html(
                 r##"<g><title>{tip}</title><line x1="{x0:.1}" y1="{ly}" x2="{x0:.1}" y2="{plot_bottom}" stroke="#444" stroke-width="1" stroke-dasharray="3,2"/><text x="{:.1}" y="{}" fill="#222">{}</text></g>"##,
                 x0 + 3.0,
                 ly + LABEL_ROW_H - 3,
-                esc(&e.name)
+                label
             );
         }
     }
@@ -1878,6 +1904,51 @@ mod tests {
     use super::super::testutil::*;
     use super::super::*;
     use super::*;
+
+    #[test]
+    fn event_labels_never_print_over_each_other() {
+        // Forty notes a second apart with long names: more than the rows hold.
+        let events: Vec<LabEvent> = (0..40)
+            .map(|i| LabEvent {
+                at_unix_ms: 1000.0 * f64::from(i),
+                end_unix_ms: (i % 3 == 0).then_some(1000.0 * f64::from(i) + 2500.0),
+                kind: if i % 3 == 0 { "phase" } else { "note" }.into(),
+                name: format!("a rather long event name number {i}"),
+                detail: String::new(),
+            })
+            .collect();
+        let refs: Vec<&LabEvent> = events.iter().collect();
+        let sc = Scale {
+            t0: 0.0,
+            t1: 40_000.0,
+        };
+        let (placed, rows) = place_labels(&refs, &sc, 0.0, 40_000.0);
+        assert_eq!(placed.len(), 40, "every event is drawn");
+        assert!(rows <= MAX_LABEL_ROWS);
+        assert!(
+            placed.iter().any(|(_, _, l)| !l),
+            "some go without text here"
+        );
+        for row in 0..rows {
+            let mut spans: Vec<(f64, f64)> = placed
+                .iter()
+                .filter(|(r, _, l)| *r == row && *l)
+                .map(|(_, e, _)| {
+                    let x0 = sc.x(e.at_unix_ms);
+                    (x0, x0 + 6.3 * e.name.chars().count() as f64 + 8.0)
+                })
+                .collect();
+            spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for w in spans.windows(2) {
+                assert!(
+                    w[0].1 <= w[1].0,
+                    "row {row}: {:?} overprints {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+    }
 
     /// A migration-like run: every probe in both modes every `step` ms for
     /// `secs` s, seed-a answering until the switch, seed-b after, a 2 s
