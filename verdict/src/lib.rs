@@ -419,6 +419,7 @@ pub fn mode_name(m: ConnMode) -> &'static str {
     match m {
         ConnMode::New => "new",
         ConnMode::Reused => "reused",
+        ConnMode::Keepalive => "keepalive",
     }
 }
 

@@ -46,6 +46,12 @@ pub enum ConnMode {
     New,
     /// One long-lived HTTP/2 connection, re-established only when it fails.
     Reused,
+    /// A pool of HTTP/1.1 keep-alive connections, as urllib3 keeps them for
+    /// Kubernetes' Python client: an idle connection the server closed is
+    /// dropped before reuse, and a request that failed on a connection is
+    /// sent again (up to 3 times) only when its method is idempotent or
+    /// it never left.
+    Keepalive,
 }
 
 /// The class of a request's outcome.

@@ -151,7 +151,7 @@ impl ProbeSettings {
             write_bytes: self.write_bytes,
             timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
             probes,
-            modes: parse_list("--modes", &self.modes, "new, reused")?,
+            modes: parse_list("--modes", &self.modes, "new, reused, keepalive")?,
             candidates,
             start_candidates,
             lease,
