@@ -210,7 +210,7 @@ type recordingWatch struct {
 	result chan watch.Event
 }
 
-func newRecordingWatch(w watch.Interface, o *out, counter string, streaming bool) *recordingWatch {
+func newRecordingWatch(ctx context.Context, w watch.Interface, o *out, counter string, streaming bool) *recordingWatch {
 	r := &recordingWatch{Interface: w, result: make(chan watch.Event)}
 	start := time.Now()
 	go func() {
@@ -219,6 +219,12 @@ func newRecordingWatch(w watch.Interface, o *out, counter string, streaming bool
 		for ev := range w.ResultChan() {
 			switch ev.Type {
 			case watch.Error:
+				if ctx.Err() != nil {
+					// The informer is stopping: its own cancellation
+					// ends the stream, which client-go reports as an
+					// error ("context canceled"); not the server's.
+					break
+				}
 				st := apierrors.FromObject(ev.Object)
 				kind := "watch-error"
 				if apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
@@ -303,7 +309,7 @@ func runInformer(ctx context.Context, o *out, cfg *rest.Config, namespace, count
 			if err != nil {
 				return nil, err
 			}
-			return newRecordingWatch(w, o, counter, streaming), nil
+			return newRecordingWatch(ctx, w, o, counter, streaming), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, cache.Indexers{})

@@ -622,9 +622,13 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let thresholds = &criteria.thresholds;
     let mut all: Vec<&Record> = inputs.records.iter().collect();
     all.sort_by(by_start);
+    // The probes' window: the leader-election candidates' records do not
+    // stretch it (they run on while the informers catch up, and are judged
+    // by the lease rules alone).
+    let probes = || all.iter().filter(|r| r.probe != ProbeKind::Lease);
     let window = Window {
-        start_unix_ms: all.first().map_or(0.0, |r| r.start_unix_ms),
-        end_unix_ms: all.last().map_or(0.0, |r| r.start_unix_ms),
+        start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
+        end_unix_ms: probes().last().map_or(0.0, |r| r.start_unix_ms),
     };
     let classify = availability::Classify::new(&all, criteria.stall_ms);
     let mut avail = availability::availability(&all, &classify);
@@ -908,6 +912,25 @@ mod tests {
 
     fn th() -> Thresholds {
         Thresholds::default()
+    }
+
+    #[test]
+    fn the_candidates_records_do_not_stretch_the_probes_window() {
+        use crate::testutil::{clean_run, nothing, rec};
+        let mut recs = clean_run();
+        let end = recs.iter().map(|r| r.start_unix_ms).fold(0.0, f64::max);
+        let mut late = rec(
+            ProbeKind::Lease,
+            ConnMode::Reused,
+            end + 30_000.0,
+            5.0,
+            Outcome::Ok,
+        );
+        late.event = Some("update".into());
+        late.candidate = Some("cpmlab-seed-a".into());
+        recs.push(late);
+        let v = compute(&recs, &[], &nothing(), &Thresholds::default());
+        assert_eq!(v.window.end_unix_ms, end);
     }
 
     #[test]
