@@ -237,7 +237,18 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         p(field, e.0)
     })?;
     let warmup = time("probes.warmup", &s.probes.warmup)?;
-    let cooldown = time("probes.cooldown", &s.probes.cooldown)?;
+    let mut cooldown = time("probes.cooldown", &s.probes.cooldown)?;
+    // The destination's candidate takes a lease the source could not
+    // release only once it expired: the probes run on for the handover's
+    // bound, so that the takeover is seen and judged.
+    if let (Some(le), Some(_)) = (&s.probes.leader_election, &s.migration) {
+        if le.source_until() != "never" {
+            if let Ok(p) = s.probes.settings(&s.topology).parse() {
+                let bound = p.lease.lease_duration + 2 * p.lease.retry_period;
+                cooldown = cooldown.max(bound);
+            }
+        }
+    }
     let duration = match &s.duration {
         Some(d) => time("duration", d)?,
         None if s.migration.is_none() => Duration::from_secs(20),

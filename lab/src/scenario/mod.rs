@@ -163,7 +163,9 @@ pub struct ProbeSpec {
     /// How long the probes run before the migration starts.
     #[serde(default = "default_warmup")]
     pub warmup: String,
-    /// How long they run after the migration (and the timeline) ended.
+    /// How long they run after the migration (and the timeline) ended;
+    /// with `leader_election`, at least the handover's bound (lease + 2
+    /// retry periods, 19 s), so that the destination's takeover is seen.
     #[serde(default = "default_cooldown")]
     pub cooldown: String,
     /// Leader-election candidates (client-go on one Lease), one per seed,
@@ -699,6 +701,11 @@ mod tests {
                 p.retry_period.as_str()
             ),
             ("15s", "10s", "2s")
+        );
+        assert_eq!(
+            f.checked.cooldown,
+            Duration::from_secs(19),
+            "the handover's bound"
         );
         let t = &f.checked.timeline;
         assert_eq!(t.len(), 3);
