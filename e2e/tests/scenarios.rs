@@ -807,3 +807,220 @@ fn ctrl_c_writes_an_incomplete_report_and_tears_down() {
     let left = left_after_teardown(&name);
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The records of a run as JSON values.
+fn records_of(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("records.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The first `event` record of a candidate (its time, ms since the epoch).
+fn first_lease_event(recs: &[Value], candidate: &str, event: &str) -> Option<f64> {
+    recs.iter()
+        .filter(|r| r["probe"] == "lease" && r["candidate"] == candidate && r["event"] == event)
+        .filter_map(|r| r["start_unix_ms"].as_f64())
+        .reduce(f64::min)
+}
+
+/// The clients controllers are, through a clean six-member migration:
+/// client-go's informer saw the writes; the source's candidate led from the
+/// start, was stopped as SourceSeedCleanup began and released the lease;
+/// the destination's, started once its API server was ready, took it over
+/// within the bound; each reached the API only through its own seed's
+/// gateway; etcd's history of the Lease names the same holders in the same
+/// order; and the report draws a lane per candidate.
+#[test]
+fn scenario_six_member_leader_election() {
+    let file = "six-member-leader-election.yaml";
+    let Some((dir, _keep)) = fixture_passes("le", file) else {
+        return;
+    };
+    let run = dir.join("run");
+    let recs = records_of(&run);
+    let (a, b) = ("cpmlab-seed-a", "cpmlab-seed-b");
+    // The informer-go lane ran on client-go and saw the counter move.
+    let applies = recs
+        .iter()
+        .filter(|r| r["probe"] == "informer-go" && r["event"] == "apply")
+        .count();
+    assert!(applies > 10, "informer-go saw {applies} counter events");
+    // Who led, and when.
+    let a_leads = first_lease_event(&recs, a, "started-leading").expect("seed-a led");
+    let a_stop = first_lease_event(&recs, a, "stop").expect("seed-a was stopped");
+    let b_start = first_lease_event(&recs, b, "start").expect("seed-b was started");
+    let b_leads = first_lease_event(&recs, b, "started-leading").expect("seed-b took over");
+    assert!(
+        a_leads < b_start && b_start < a_stop && a_stop < b_leads,
+        "{a_leads} {b_start} {a_stop} {b_leads}"
+    );
+    assert!(
+        b_leads - a_stop < 19_000.0,
+        "handover took {} ms",
+        b_leads - a_stop
+    );
+    // The schedule fired at the GEP's steps: seed-b after its API server was
+    // ready, seed-a as the source seed's cleanup started.
+    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let phase_end = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == "phase" && e["name"] == name)
+            .and_then(|e| e["end_unix_ms"].as_f64())
+            .unwrap_or_else(|| panic!("phase {name}"))
+    };
+    let phase_start = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == "phase" && e["name"] == name)
+            .and_then(|e| e["at_unix_ms"].as_f64())
+            .unwrap_or_else(|| panic!("phase {name}"))
+    };
+    assert!(b_start >= phase_end("DestinationKubeAPIServerReady") - 50.0);
+    assert!(a_stop >= phase_start("SourceSeedCleanup") - 50.0);
+    // Each candidate's lock requests went to its own seed's gateway: the
+    // remote address of client-go's connection, as Go's httptrace saw it.
+    let state: Value = read_json(&dir.join("lab-state.json"));
+    let gateway = |seed: &str| {
+        state["seeds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == seed)
+            .and_then(|s| s["gateway"]["ip"].as_str())
+            .unwrap_or_else(|| panic!("{seed}'s gateway in the state"))
+            .to_string()
+    };
+    let mut reached = 0;
+    for r in recs
+        .iter()
+        .filter(|r| r["probe"] == "lease" && r["addr"].is_string())
+    {
+        let seed = r["seed"].as_str().unwrap();
+        assert_eq!(r["candidate"], format!("cpmlab-{seed}"), "{r}");
+        let ip = r["addr"].as_str().unwrap().rsplit_once(':').unwrap().0;
+        assert_eq!(ip, gateway(seed), "{seed}'s candidate reached {ip}: {r}");
+        reached += 1;
+    }
+    assert!(reached > 10, "{reached} lock requests with their address");
+    // etcd's history of the Lease: seed-a's hold, then seed-b's.
+    let fin: Value = read_json(&run.join("final.json"));
+    let history = fin["lease_history"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the Lease's history: {fin:#}"));
+    let mut holders: Vec<&str> = history
+        .iter()
+        .filter_map(|h| h["holder"].as_str())
+        .filter(|h| !h.is_empty())
+        .collect();
+    holders.dedup();
+    assert_eq!(holders, [a, b], "{history:?}");
+    let v: Value = read_json(&run.join("verdict.json"));
+    for rule in ["lease-exclusive", "leader-kept", "handover", "informer-go"] {
+        let r = v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == rule)
+            .unwrap_or_else(|| panic!("rule {rule}: {:#}", v["rules"]));
+        assert_eq!(r["status"], "passed", "{r}");
+    }
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains(a) && html.contains(b), "a lane per candidate");
+}
+
+/// A leader loses its lease when etcd takes no write for longer than
+/// client-go's renew deadline: two of three members frozen for 16 s. The
+/// loss came after the renew deadline (and client-go's release); leader-kept
+/// fails and its message names the failing lock requests and the freeze;
+/// no two candidates led at once; the candidate stood again and led after
+/// the thaw.
+#[test]
+fn scenario_lease_lost_in_a_write_stall() {
+    let file = "lease-lost-in-a-write-stall.yaml";
+    let Some((dir, _keep)) = fixture_passes("ll", file) else {
+        return;
+    };
+    let run = dir.join("run");
+    let recs = records_of(&run);
+    let a = "cpmlab-seed-a";
+    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    // Quorum is gone from the first freeze on (the second member's follows
+    // within a second).
+    let frozen = events
+        .iter()
+        .filter(|e| e["kind"] == "fault" && e["name"].as_str().unwrap_or("").starts_with("pause"))
+        .filter_map(|e| e["at_unix_ms"].as_f64())
+        .reduce(f64::min)
+        .expect("the freeze is a lab event");
+    let lost = recs
+        .iter()
+        .filter(|r| r["probe"] == "lease" && r["candidate"] == a && r["event"] == "stopped-leading")
+        .filter_map(|r| r["start_unix_ms"].as_f64())
+        .find(|t| *t > frozen)
+        .expect("seed-a stopped leading after the freeze");
+    // client-go gives up renewing after its renew deadline (10 s), not
+    // before; then, releasing on cancel, it reads the lease again with a
+    // second renew deadline before it calls OnStoppedLeading. So the loss
+    // comes at least 10 s after the freeze, and at most the freeze (16 s)
+    // plus that second deadline (the read hangs until quorum is back).
+    assert!(
+        lost - frozen >= 9_000.0,
+        "lost {} ms after the freeze",
+        lost - frozen
+    );
+    assert!(
+        lost - frozen <= 17_000.0 + 10_000.0 + 1_000.0,
+        "lost {} ms after the freeze",
+        lost - frozen
+    );
+    // Failed renewals before the loss.
+    let failed = recs
+        .iter()
+        .filter(|r| {
+            r["probe"] == "lease"
+                && r["event"] == "update"
+                && r["outcome"] != "ok"
+                && r["start_unix_ms"]
+                    .as_f64()
+                    .is_some_and(|t| t > frozen && t < lost)
+        })
+        .count();
+    assert!(failed >= 1, "no failed renewal recorded before the loss");
+    // Led again after the thaw.
+    let again = recs
+        .iter()
+        .filter(|r| r["probe"] == "lease" && r["candidate"] == a && r["event"] == "started-leading")
+        .filter_map(|r| r["start_unix_ms"].as_f64())
+        .any(|t| t > lost);
+    assert!(again, "seed-a led again after quorum came back");
+    let v: Value = read_json(&run.join("verdict.json"));
+    let rule = |name: &str| {
+        v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("rule {name}"))
+    };
+    let kept = rule("leader-kept");
+    assert_eq!(kept["status"], "failed", "{kept}");
+    let msg = kept["message"].as_str().unwrap();
+    assert!(msg.contains(a), "names the candidate: {msg}");
+    assert!(
+        msg.contains("pause"),
+        "names the freeze around the loss: {msg}"
+    );
+    assert_eq!(rule("lease-exclusive")["status"], "passed");
+}

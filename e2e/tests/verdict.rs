@@ -44,6 +44,9 @@ fn rec(seq: u64, probe: ProbeKind, mode: ConnMode, t_ms: f64, dur: f64) -> Recor
         event: None,
         retry_of: None,
         base_rv: None,
+        candidate: None,
+        holder: None,
+        renew_unix_ms: None,
     }
 }
 

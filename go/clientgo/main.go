@@ -25,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
 	"strconv"
@@ -34,6 +36,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -195,32 +198,61 @@ func rvOf(obj metav1.Object) any {
 	return obj.GetResourceVersion()
 }
 
-// recordingWatch passes a watch's events on, recording the ones a client
-// sees as failures: an ERROR event (410 Gone among them), and the end of
-// the stream.
+// recordingWatch passes a watch's events on and records what a reflector
+// receives: every state of the counter (`init-apply` while a streaming
+// list sends its initial events, `apply` after), its deletion, the end of
+// a streaming list's initial events (`synced`), an ERROR event (410 Gone
+// as `expired`), and the end of the stream (`watch-closed`: client-go's
+// stream watcher ends quietly on EOF and on a reset it takes for one, and
+// reports other stream failures as ERROR events).
 type recordingWatch struct {
 	watch.Interface
-	o      *out
 	result chan watch.Event
-	once   sync.Once
 }
 
-func newRecordingWatch(w watch.Interface, o *out) *recordingWatch {
-	r := &recordingWatch{Interface: w, o: o, result: make(chan watch.Event)}
+func newRecordingWatch(ctx context.Context, w watch.Interface, o *out, counter string, streaming bool) *recordingWatch {
+	r := &recordingWatch{Interface: w, result: make(chan watch.Event)}
+	start := time.Now()
 	go func() {
 		defer close(r.result)
+		initial := streaming
 		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
+			switch ev.Type {
+			case watch.Error:
+				if ctx.Err() != nil {
+					// The informer is stopping: its own cancellation
+					// ends the stream, which client-go reports as an
+					// error ("context canceled"); not the server's.
+					break
+				}
 				st := apierrors.FromObject(ev.Object)
 				kind := "watch-error"
 				if apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
 					kind = "expired"
 				}
 				o.write(rec{"kind": kind, "http_status": status(st), "error": st.Error()})
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil && initial &&
+					m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					initial = false
+					o.write(rec{"kind": "synced", "rv": rvOf(m)})
+				}
+			case watch.Added, watch.Modified, watch.Deleted:
+				cm, ok := ev.Object.(*corev1.ConfigMap)
+				if !ok || cm.Name != counter {
+					break
+				}
+				kind := "apply"
+				if ev.Type == watch.Deleted {
+					kind = "delete"
+				} else if initial {
+					kind = "init-apply"
+				}
+				o.write(rec{"kind": kind, "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
 			}
 			r.result <- ev
 		}
-		o.write(rec{"kind": "watch-ended"})
+		o.write(rec{"kind": "watch-closed", "after_ms": float64(time.Since(start).Nanoseconds()) / 1e6})
 	}()
 	return r
 }
@@ -236,35 +268,58 @@ func runInformer(ctx context.Context, o *out, cfg *rest.Config, namespace, count
 		return err
 	}
 	lists := 0
+	// A (re)list is a LIST (paged: `continue` pages belong to the one
+	// before) or, with client-go's WatchListClient (on by default since
+	// 1.35) and a server that serves it, a watch with sendInitialEvents.
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if opts.Continue == "" {
+				lists++
+				o.write(rec{"kind": "init", "relist": lists > 1})
+			}
 			start := time.Now()
-			lists++
 			l, err := client.CoreV1().ConfigMaps(namespace).List(ctx, opts)
 			r := rec{"kind": "list", "relist": lists > 1, "ok": err == nil, "error": errText(err), "http_status": status(err)}
-			if l != nil {
+			if l != nil && err == nil {
 				r["rv"] = l.ResourceVersion
 				r["items"] = len(l.Items)
 			}
 			o.write(at(r, o, start))
+			if err == nil && l != nil {
+				for i := range l.Items {
+					if cm := &l.Items[i]; cm.Name == counter {
+						o.write(rec{"kind": "init-apply", "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
+					}
+				}
+				if l.Continue == "" {
+					o.write(rec{"kind": "synced", "rv": l.ResourceVersion})
+				}
+			}
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			if streaming {
+				lists++
+				o.write(rec{"kind": "init", "relist": lists > 1, "streaming": true})
+			}
 			start := time.Now()
 			w, err := client.CoreV1().ConfigMaps(namespace).Watch(ctx, opts)
-			o.write(at(rec{"kind": "watch", "from_rv": opts.ResourceVersion, "ok": err == nil, "error": errText(err), "http_status": status(err)}, o, start))
+			o.write(at(rec{"kind": "watch", "from_rv": opts.ResourceVersion, "streaming": streaming, "ok": err == nil, "error": errText(err), "http_status": status(err)}, o, start))
 			if err != nil {
 				return nil, err
 			}
-			return newRecordingWatch(w, o), nil
+			return newRecordingWatch(ctx, w, o, counter, streaming), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, cache.Indexers{})
+	// What the controller's handlers get (after the DeltaFIFO): `handler`
+	// records with the handler's name, beside the reflector's view above.
 	seen := func(kind string, cm *corev1.ConfigMap) {
 		if cm.Name != counter {
 			return
 		}
-		o.write(rec{"kind": kind, "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
+		o.write(rec{"kind": "handler", "handler": kind, "name": cm.Name, "rv": rvOf(cm), "value": counterValue(cm)})
 	}
 	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -306,11 +361,42 @@ func runInformer(ctx context.Context, o *out, cfg *rest.Config, namespace, count
 	return nil
 }
 
+// remoteAddr keeps the address of the connection the last request went
+// over, so a candidate's records show which gateway it reached.
+type remoteAddr struct {
+	mu   sync.Mutex
+	addr string
+}
+
+func (a *remoteAddr) get() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+// tracing wraps a transport so that every request notes its connection's
+// remote address.
+func (a *remoteAddr) tracing(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			a.mu.Lock()
+			a.addr = info.Conn.RemoteAddr().String()
+			a.mu.Unlock()
+		}}
+		return rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // recordingLock is a Lease lock that records every call client-go's
 // elector makes of it, with its latency and the lease as read or written.
 type recordingLock struct {
 	resourcelock.Interface
-	o *out
+	o    *out
+	addr *remoteAddr
 }
 
 func leaseFields(r rec, ler *resourcelock.LeaderElectionRecord) rec {
@@ -326,7 +412,7 @@ func leaseFields(r rec, ler *resourcelock.LeaderElectionRecord) rec {
 func (l *recordingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	start := time.Now()
 	ler, raw, err := l.Interface.Get(ctx)
-	r := rec{"kind": "op", "op": "get", "ok": err == nil, "error": errText(err), "http_status": status(err)}
+	r := rec{"kind": "op", "op": "get", "ok": err == nil, "error": errText(err), "http_status": status(err), "addr": l.addr.get()}
 	l.o.write(at(leaseFields(r, ler), l.o, start))
 	return ler, raw, err
 }
@@ -334,7 +420,7 @@ func (l *recordingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := time.Now()
 	err := l.Interface.Create(ctx, ler)
-	r := rec{"kind": "op", "op": "create", "ok": err == nil, "error": errText(err), "http_status": status(err)}
+	r := rec{"kind": "op", "op": "create", "ok": err == nil, "error": errText(err), "http_status": status(err), "addr": l.addr.get()}
 	l.o.write(at(leaseFields(r, &ler), l.o, start))
 	return err
 }
@@ -342,7 +428,7 @@ func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := time.Now()
 	err := l.Interface.Update(ctx, ler)
-	r := rec{"kind": "op", "op": "update", "ok": err == nil, "error": errText(err), "http_status": status(err)}
+	r := rec{"kind": "op", "op": "update", "ok": err == nil, "error": errText(err), "http_status": status(err), "addr": l.addr.get()}
 	l.o.write(at(leaseFields(r, &ler), l.o, start))
 	return err
 }
@@ -351,6 +437,9 @@ func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 // it lost the lease (as a restarted component would), and records every
 // acquire, loss and new leader it sees.
 func runElect(ctx context.Context, o *out, cfg *rest.Config, namespace, name, identity, seed string, leaseDuration, renewDeadline, retryPeriod time.Duration) error {
+	addr := &remoteAddr{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(addr.tracing)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -361,7 +450,8 @@ func runElect(ctx context.Context, o *out, cfg *rest.Config, namespace, name, id
 			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		},
-		o: o,
+		o:    o,
+		addr: addr,
 	}
 	o.write(rec{"kind": "start", "identity": identity, "seed": seed, "lease": namespace + "/" + name,
 		"lease_duration_ms": leaseDuration.Milliseconds(), "renew_deadline_ms": renewDeadline.Milliseconds(),

@@ -232,3 +232,73 @@ pub fn rule(c: &CoverageCheck) -> Rule {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::tests::{clean_handover, lock, A};
+    use crate::record::{ConnMode, Outcome};
+    use crate::testutil::{phase, rec, series};
+
+    #[test]
+    fn lease_records_and_informer_lanes_make_no_coverage_gap() {
+        // get/new every 100 ms through a 10 s step; the informers and the
+        // candidates send far fewer requests there, and none in the second.
+        let mut recs = series(ProbeKind::Get, ConnMode::New, 0.0, 20_000.0, 100.0, None);
+        for (p, t) in [(ProbeKind::Informer, 10.0), (ProbeKind::InformerGo, 20.0)] {
+            let mut r = rec(p, ConnMode::Reused, t, 5.0, Outcome::Ok);
+            r.event = Some(crate::record::informer_event::LIST.into());
+            recs.push(r);
+        }
+        recs.extend(clean_handover());
+        recs.push(lock(A, 15_000.0, "get", Outcome::Timeout, None));
+        let all: Vec<&Record> = recs.iter().collect();
+        let events = [
+            phase("step", 0.0, 10_000.0),
+            phase("quiet", 10_000.0, 20_000.0),
+        ];
+        let plan = ProbePlan {
+            probes: vec![
+                ProbeKind::Get,
+                ProbeKind::Informer,
+                ProbeKind::InformerGo,
+                ProbeKind::Lease,
+            ],
+            modes: vec![ConnMode::New],
+            rate: 10.0,
+            timeout_ms: 10_000.0,
+            write_rate: 0.0,
+        };
+        let window = Window {
+            start_unix_ms: crate::testutil::T0,
+            end_unix_ms: crate::testutil::T0 + 30_000.0,
+        };
+        let c = check(
+            &all,
+            &events,
+            Some(&plan),
+            &[],
+            &window,
+            &Criteria::default(),
+        );
+        assert_eq!(c.lanes, vec!["get/new"], "only request lanes are judged");
+        assert!(c.gaps.is_empty(), "{:?}", c.gaps);
+        assert_eq!(rule(&c).status, RuleStatus::Passed);
+        // The same lanes as samples: a plan with only the candidates and
+        // the informers judges nothing.
+        let plan = ProbePlan {
+            probes: vec![ProbeKind::InformerGo, ProbeKind::Lease],
+            ..plan
+        };
+        let only: Vec<&Record> = recs.iter().filter(|r| r.probe != ProbeKind::Get).collect();
+        let c = check(
+            &only,
+            &events,
+            Some(&plan),
+            &[],
+            &window,
+            &Criteria::default(),
+        );
+        assert!(c.lanes.is_empty() && c.gaps.is_empty(), "{c:?}");
+    }
+}

@@ -137,10 +137,31 @@ pub struct Criteria {
     /// Checks accepted as not covered (or degraded), each with why: a
     /// coverage key (`write/new@MigrateDNSRecords`, `writes-after-last-step`,
     /// `writes-after-last-hazard`) or a rule name (`lost-writes`,
-    /// `stale-reads`, `watch-continuity`, `informer`).
+    /// `stale-reads`, `watch-continuity`, `informer`, `informer-go`,
+    /// `lease-exclusive`, `leader-kept`, `handover`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub uncovered: BTreeMap<String, String>,
+    /// `lease-exclusive`: two candidates may both believe they lead for at
+    /// most this long before it counts, ms. Only the stamping of their
+    /// records (one clock: the candidates share a container) is tolerated.
+    pub lease_tolerance_ms: f64,
+    /// `leader-kept`: client-go's renew deadline the candidates run with,
+    /// ms: a loss is explained by the lock requests and lab events of this
+    /// long before it.
+    pub renew_deadline_ms: f64,
+    /// `handover`: after a leader is stopped or killed, another candidate
+    /// must believe it leads within this long, ms.
+    pub handover_ms: f64,
 }
+
+/// Two candidates both believing they lead for up to 50 ms is record
+/// stamping, not split brain.
+pub const LEASE_TOLERANCE_MS: f64 = 50.0;
+/// client-go's renew deadline as the candidates run it (10 s).
+pub const RENEW_DEADLINE_MS: f64 = 10_000.0;
+/// The lease duration (15 s) plus two retry periods (2 × 2 s): the longest
+/// a leader that dies without releasing the lease keeps the others out.
+pub const HANDOVER_MS: f64 = 19_000.0;
 
 impl Default for Criteria {
     fn default() -> Self {
@@ -150,13 +171,24 @@ impl Default for Criteria {
             coverage: Coverage::default(),
             excuse: BTreeMap::new(),
             uncovered: BTreeMap::new(),
+            lease_tolerance_ms: LEASE_TOLERANCE_MS,
+            renew_deadline_ms: RENEW_DEADLINE_MS,
+            handover_ms: HANDOVER_MS,
         }
     }
 }
 
-/// The probe kinds a lane pattern may name.
-const PROBES: [&str; 7] = [
-    "readyz", "get", "list", "write", "watch", "informer", "load",
+/// The probe kinds a lane pattern may name (the lease candidates are no
+/// lane: their requests are judged by the lease rules).
+const PROBES: [&str; 8] = [
+    "readyz",
+    "get",
+    "list",
+    "write",
+    "watch",
+    "informer",
+    "load",
+    "informer-go",
 ];
 
 /// Whether `s` names a lane: a probe kind, or `probe/mode`.
@@ -172,6 +204,20 @@ impl Criteria {
     pub fn check(&self) -> Result<(), (String, String)> {
         if !(self.stall_ms.is_finite() && self.stall_ms > 0.0) {
             return Err(("stall".into(), "a duration above zero".into()));
+        }
+        if !(self.lease_tolerance_ms.is_finite() && self.lease_tolerance_ms >= 0.0) {
+            return Err((
+                "lease_tolerance_ms".into(),
+                "milliseconds, zero or more".into(),
+            ));
+        }
+        for (f, v) in [
+            ("renew_deadline_ms", self.renew_deadline_ms),
+            ("handover_ms", self.handover_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err((f.into(), "milliseconds, above zero".into()));
+            }
         }
         for (h, b) in &self.excuse {
             let f = |k: &str| format!("excuse.{h}.{k}");
@@ -284,5 +330,55 @@ mod tests {
             serde_json::from_str::<Criteria>("{}").unwrap(),
             Criteria::default()
         );
+    }
+
+    #[test]
+    fn criteria_without_the_lease_fields_parse_with_their_defaults() {
+        // As a cpmlab before the lease rules wrote it.
+        let old = r#"{"thresholds":{"read_p99_ms":1000.0,"list_p99_ms":5000.0,"mutation_p99_ms":1000.0,"watch_delay_p99_ms":1000.0,"watch_grace_ms":1000.0},"stall_ms":7000.0,"coverage":{"min_phase_ms":3000.0,"min_samples":3},"uncovered":{"informer":"not run"}}"#;
+        let c: Criteria = serde_json::from_str(old).unwrap();
+        assert_eq!(c.stall_ms, 7000.0, "what it says is kept");
+        assert_eq!(
+            (c.lease_tolerance_ms, c.renew_deadline_ms, c.handover_ms),
+            (50.0, 10_000.0, 19_000.0)
+        );
+        // And they round-trip when set.
+        let set = Criteria {
+            lease_tolerance_ms: 5.0,
+            renew_deadline_ms: 4_000.0,
+            handover_ms: 9_000.0,
+            ..Criteria::default()
+        };
+        let text = serde_json::to_string(&set).unwrap();
+        assert!(text.contains("\"handover_ms\":9000.0"), "{text}");
+        assert_eq!(serde_json::from_str::<Criteria>(&text).unwrap(), set);
+        assert_eq!(
+            Criteria {
+                handover_ms: 0.0,
+                ..Criteria::default()
+            }
+            .check()
+            .unwrap_err()
+            .0,
+            "handover_ms"
+        );
+        assert_eq!(
+            Criteria {
+                lease_tolerance_ms: f64::NAN,
+                ..Criteria::default()
+            }
+            .check()
+            .unwrap_err()
+            .0,
+            "lease_tolerance_ms"
+        );
+    }
+
+    #[test]
+    fn informer_go_is_a_lane_and_the_lease_is_not() {
+        assert!(is_lane_pattern("informer-go"));
+        assert!(is_lane_pattern("informer-go/reused"));
+        assert!(!is_lane_pattern("lease"));
+        assert!(!is_lane_pattern("lease/reused"));
     }
 }

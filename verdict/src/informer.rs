@@ -1,6 +1,11 @@
-//! The informer rule: what the shoot's controllers would have seen. From the
-//! informer lane's records (a kube-rs watcher: list, watch from that
-//! revision, re-list on 410, re-watch after a break) and the write ledger.
+//! The informer rules: what the shoot's controllers would have seen. From
+//! an informer lane's records (list, watch from that revision, re-list on
+//! 410, re-watch after a break) and the write ledger. Two lanes are judged
+//! alike, each by its own rule: `informer` (kube-rs' watcher,
+//! [`ProbeKind::Informer`]) and `informer-go` (client-go's shared informer,
+//! [`ProbeKind::InformerGo`]). Both record the same events
+//! (`record::informer_event`), so a difference between their verdicts is a
+//! difference between the two client libraries under the same migration.
 //!
 //! The counter ConfigMap takes every value once, in order (one writer, each
 //! write `value + 1` under optimistic concurrency), so the informer's view
@@ -84,6 +89,30 @@ pub struct InformerCheck {
     pub phases: Vec<InformerPhase>,
 }
 
+/// The rule of the kube-rs informer lane.
+pub const RULE: &str = "informer";
+/// The rule of client-go's informer lane.
+pub const RULE_GO: &str = "informer-go";
+
+/// The rule that judges an informer lane: [`RULE`] for
+/// [`ProbeKind::Informer`], [`RULE_GO`] for [`ProbeKind::InformerGo`] (any
+/// other kind: its probe name).
+pub fn rule_name(kind: ProbeKind) -> &'static str {
+    match kind {
+        ProbeKind::Informer => RULE,
+        ProbeKind::InformerGo => RULE_GO,
+        k => super::probe_name(k),
+    }
+}
+
+/// How the rule's messages name the lane.
+fn lane_label(kind: ProbeKind) -> &'static str {
+    match kind {
+        ProbeKind::InformerGo => "client-go's informer",
+        _ => "the informer",
+    }
+}
+
 fn capped<T>(v: &mut Vec<T>, count: &mut u64, x: T) {
     *count += 1;
     if v.len() < MAX_LISTED_ANOMALIES {
@@ -92,7 +121,7 @@ fn capped<T>(v: &mut Vec<T>, count: &mut u64, x: T) {
 }
 
 /// The phase a time falls in (the first band containing it), or `outside`.
-fn phase_of<'a>(bands: &[&'a LabEvent], t: f64) -> &'a str {
+pub(crate) fn phase_of<'a>(bands: &[&'a LabEvent], t: f64) -> &'a str {
     bands
         .iter()
         .find(|b| b.at_unix_ms <= t && t < b.end_unix_ms.unwrap_or(f64::INFINITY))
@@ -100,12 +129,10 @@ fn phase_of<'a>(bands: &[&'a LabEvent], t: f64) -> &'a str {
         .unwrap_or("outside")
 }
 
-pub fn check(all: &[&Record], events: &[LabEvent]) -> InformerCheck {
-    let mut recs: Vec<&Record> = all
-        .iter()
-        .copied()
-        .filter(|r| r.probe == ProbeKind::Informer)
-        .collect();
+/// Judge the records of one informer lane, `kind` ([`ProbeKind::Informer`]
+/// or [`ProbeKind::InformerGo`]), against the write ledger in `all`.
+pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerCheck {
+    let mut recs: Vec<&Record> = all.iter().copied().filter(|r| r.probe == kind).collect();
     recs.sort_by(|a, b| {
         a.start_unix_ms
             .total_cmp(&b.start_unix_ms)
@@ -255,16 +282,17 @@ fn ms(v: f64) -> String {
     super::fmt_ms(v)
 }
 
-/// The `informer` rule.
-/// `ran`: the informer was told to run.
-pub fn rule(c: &InformerCheck, ran: bool) -> Rule {
-    let name = "informer".to_string();
+/// The rule of the informer lane `kind` (see [`rule_name`]), from its
+/// check. `ran`: that informer was told to run.
+pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool) -> Rule {
+    let name = rule_name(kind).to_string();
+    let who = lane_label(kind);
     if !c.run {
         return Rule::unchecked(
             name,
             ran,
-            "the informer ran but left no record: the controllers' view was not checked",
-            "the informer did not run",
+            &format!("{who} ran but left no record: the controllers' view was not checked"),
+            &format!("{who} did not run"),
         );
     }
     if c.initial_value.is_none() {
@@ -272,7 +300,7 @@ pub fn rule(c: &InformerCheck, ran: bool) -> Rule {
             name,
             status: RuleStatus::Failed,
             message: format!(
-                "the informer never completed its initial list ({} list request(s), {} error(s))",
+                "{who} never completed its initial list ({} list request(s), {} error(s))",
                 c.list_requests, c.errors
             ),
         };
@@ -318,7 +346,7 @@ pub fn rule(c: &InformerCheck, ran: bool) -> Rule {
     if c.missed_count > 0 {
         let v: Vec<String> = c.missed.iter().take(10).map(u64::to_string).collect();
         parts.push(format!(
-            "{} counter value(s) never seen by the informer: {}{}",
+            "{} counter value(s) never seen by {who}: {}{}",
             c.missed_count,
             v.join(", "),
             if c.missed_count > 10 { ", ..." } else { "" }
@@ -381,7 +409,7 @@ mod tests {
 
     fn run(recs: &[Record], events: &[LabEvent]) -> InformerCheck {
         let all: Vec<&Record> = recs.iter().collect();
-        check(&all, events)
+        check(&all, events, ProbeKind::Informer)
     }
 
     #[test]
@@ -399,7 +427,7 @@ mod tests {
             "{:?}",
             c.delay
         );
-        let r = rule(&c, true);
+        let r = rule(&c, ProbeKind::Informer, true);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
         says(
             &r,
@@ -415,7 +443,7 @@ mod tests {
             .collect();
         let c = run(&recs, &[]);
         assert_eq!(c.missed, vec![4]);
-        let r = rule(&c, true);
+        let r = rule(&c, ProbeKind::Informer, true);
         assert_eq!(r.status, RuleStatus::Failed);
         says(&r, "1 counter value(s) never seen by the informer: 4");
     }
@@ -449,7 +477,7 @@ mod tests {
             .find(|p| p.name == "MigrateDNSRecords")
             .unwrap();
         assert_eq!((p.relists, p.errors), (1, 1));
-        let r = rule(&c, true);
+        let r = rule(&c, ProbeKind::Informer, true);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
         says(&r, "MigrateDNSRecords: 1 relist(s), 1 error(s)");
     }
@@ -462,7 +490,7 @@ mod tests {
         recs.push(inf(602.0, event::INIT_APPLY, Some(3)));
         let c = run(&recs, &[]);
         assert_eq!((c.duplicated_count, c.out_of_order_count), (1, 1), "{c:?}");
-        let r = rule(&c, true);
+        let r = rule(&c, ProbeKind::Informer, true);
         assert_eq!(r.status, RuleStatus::Failed);
         says(&r, "1 value(s) delivered twice: 5 after 5 (apply)");
         says(&r, "1 value(s) out of order: 3 after 5 (init-apply)");
@@ -474,7 +502,10 @@ mod tests {
         recs.push(write(400.0, 4, 104));
         let c = run(&recs, &[]);
         assert_eq!(c.missed, vec![4]);
-        assert_eq!(rule(&c, true).status, RuleStatus::Failed);
+        assert_eq!(
+            rule(&c, ProbeKind::Informer, true).status,
+            RuleStatus::Failed
+        );
     }
 
     #[test]
@@ -483,7 +514,73 @@ mod tests {
         l.outcome = Outcome::Refused;
         let c = run(&[l], &[]);
         assert_eq!(c.errors, 1);
-        assert_eq!(rule(&c, true).status, RuleStatus::Failed);
-        assert_eq!(rule(&run(&[], &[]), false).status, RuleStatus::Skipped);
+        assert_eq!(
+            rule(&c, ProbeKind::Informer, true).status,
+            RuleStatus::Failed
+        );
+        assert_eq!(
+            rule(&run(&[], &[]), ProbeKind::Informer, false).status,
+            RuleStatus::Skipped
+        );
+    }
+
+    /// The same records, as client-go's informer lane.
+    fn as_go(recs: &[Record]) -> Vec<Record> {
+        recs.iter()
+            .cloned()
+            .map(|mut r| {
+                if r.probe == ProbeKind::Informer {
+                    r.probe = ProbeKind::InformerGo;
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn informer_go_is_judged_like_the_informer_on_the_same_events() {
+        // A relist that supersedes 4..=6, inside a phase, then a missed 9.
+        let mut recs: Vec<Record> = clean(10)
+            .into_iter()
+            .filter(|r| {
+                !(r.probe == ProbeKind::Informer && matches!(r.value, Some(4..=6) | Some(9)))
+            })
+            .collect();
+        let mut broke = inf(450.0, event::WATCH_BROKE, None);
+        broke.outcome = Outcome::Reset;
+        recs.push(broke);
+        recs.push(inf(661.0, event::INIT, None));
+        recs.push(inf(662.0, event::INIT_APPLY, Some(6)));
+        let bands = [phase("MigrateDNSRecords", 400.0, 700.0)];
+        let kube = run(&recs, &bands);
+        let go_recs = as_go(&recs);
+        let all: Vec<&Record> = go_recs.iter().collect();
+        let go = check(&all, &bands, ProbeKind::InformerGo);
+        assert!(go.run);
+        assert_eq!(go, kube, "the same events give the same check");
+        assert_eq!(go.missed, vec![9]);
+        let (rk, rg) = (
+            rule(&kube, ProbeKind::Informer, true),
+            rule(&go, ProbeKind::InformerGo, true),
+        );
+        assert_eq!((rk.name.as_str(), rg.name.as_str()), (RULE, RULE_GO));
+        assert_eq!(rk.status, RuleStatus::Failed);
+        assert_eq!(rg.status, rk.status);
+        says(
+            &rg,
+            "1 counter value(s) never seen by client-go's informer: 9",
+        );
+        says(&rg, "MigrateDNSRecords: 1 relist(s), 1 error(s)");
+        // Each check reads its own lane only.
+        assert!(!check(&all, &bands, ProbeKind::Informer).run);
+        let kube_only: Vec<&Record> = recs.iter().collect();
+        assert!(!check(&kube_only, &bands, ProbeKind::InformerGo).run);
+        // Not run: skipped, or not covered when it was told to run.
+        let none = check(&[], &[], ProbeKind::InformerGo);
+        let r = rule(&none, ProbeKind::InformerGo, false);
+        assert_eq!((r.name.as_str(), r.status), (RULE_GO, RuleStatus::Skipped));
+        says(&r, "client-go's informer did not run");
+        let r = rule(&none, ProbeKind::InformerGo, true);
+        assert_eq!(r.status, RuleStatus::NotCovered);
     }
 }

@@ -215,16 +215,26 @@ mod tests {
             v.rules.len()
         );
         assert!(!x.contains("<failure"));
-        // The run has no informer and no list records: those rules are
-        // skipped, not passed.
+        // The run has no informer, no leader-election candidate and no
+        // list records: those rules are skipped, not passed.
         let skipped: Vec<&str> = v
             .rules
             .iter()
             .filter(|r| r.status == RuleStatus::Skipped)
             .map(|r| r.name.as_str())
             .collect();
-        assert_eq!(skipped, ["informer", "slo-outside-list"]);
-        assert_eq!(tags.iter().filter(|t| *t == "skipped").count(), 2);
+        assert_eq!(
+            skipped,
+            [
+                "informer",
+                "informer-go",
+                "lease-exclusive",
+                "leader-kept",
+                "handover",
+                "slo-outside-list"
+            ]
+        );
+        assert_eq!(tags.iter().filter(|t| *t == "skipped").count(), 6);
         assert!(x.contains("cpmlab &lt;migration&gt; &amp; &quot;co&quot;"));
     }
 

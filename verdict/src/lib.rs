@@ -4,7 +4,8 @@
 //! `report.html` out. No Docker, no lab state, no network: anyone with
 //! records from a real landscape can judge them. [`judge`] is pure; one
 //! module per rule ([`availability`], [`ledger`], [`watch`], [`informer`],
-//! [`reads`], [`slo`], [`coverage`]), the known hazards in [`excuse`];
+//! [`lease`], [`reads`], [`slo`], [`coverage`]), the known hazards in
+//! [`excuse`];
 //! [`junit`] and [`report`] render a [`Verdict`] for CI and for people;
 //! [`run_dir`] reads and writes a run directory.
 //!
@@ -13,8 +14,11 @@
 //!   readyz, get, list and write (a write's `read` too); of a watch its
 //!   `connect` and `read` records, its broken streams and the ERROR events
 //!   it received (but a 410 Gone, which is how a watch is told to start
-//!   afresh); of the informer its list and watch requests and its broken
-//!   or failed watches. Attempts refused unprocessed and retried, and
+//!   afresh); of each informer (kube-rs' and client-go's) its list and
+//!   watch requests and its broken or failed watches. The leader-election
+//!   candidates' lock requests are no requests of the shoot's API: they go
+//!   to their own seed's API servers, and the [`lease`] rules judge them.
+//!   Attempts refused unprocessed and retried, and
 //!   superseded writes, are judged otherwise: see [`availability`]. A
 //!   request failed when its outcome is not `ok` or it was a stall (slower
 //!   than the stall bound). Zero downtime means zero failed requests.
@@ -29,7 +33,8 @@
 //! holds only because failed requests were excused within their budgets);
 //! `failed`; `not-covered` (it had too little to judge: see [`coverage`]);
 //! `degraded` (it could judge only part: the lost-writes check with the
-//! counter but not its history); `skipped` (it does not apply: the probe it
+//! counter but not its history, `lease-exclusive` without the Lease's
+//! history); `skipped` (it does not apply: the probe it
 //! reads did not run, or a phase too short to hold a sample). The scenario
 //! may accept a not-covered or degraded rule by naming it with why
 //! (`Criteria::uncovered`); the rule then carries that reason.
@@ -54,6 +59,7 @@ pub mod etcd_said;
 pub mod excuse;
 pub mod informer;
 pub mod junit;
+pub mod lease;
 pub mod ledger;
 pub mod load;
 pub mod reads;
@@ -216,7 +222,8 @@ pub enum RuleStatus {
     Failed,
     /// Too little to judge (a blind lane, nothing acknowledged, ...).
     NotCovered,
-    /// Judged in part only (lost writes: the counter, not its history).
+    /// Judged in part only (lost writes: the counter, not its history;
+    /// lease-exclusive: the candidates, not etcd's Lease history).
     Degraded,
     /// Does not apply: the probe it reads did not run, or the phase is too
     /// short to hold a sample.
@@ -361,6 +368,12 @@ pub struct Verdict {
     /// The informer lane: what a controller's list+watch saw.
     #[serde(default)]
     pub informer: informer::InformerCheck,
+    /// The same, through client-go's shared informer.
+    #[serde(default)]
+    pub informer_go: informer::InformerCheck,
+    /// The leader-election candidates: who led when, and what etcd says.
+    #[serde(default)]
+    pub lease: lease::LeaseCheck,
     #[serde(default)]
     pub stale_reads: StaleReads,
     pub rv_regressions: Vec<RvRegression>,
@@ -370,11 +383,15 @@ pub struct Verdict {
     pub validator: ValidatorSim,
 }
 
-/// Whether a rule is about availability or latency (`zero-downtime`, the
-/// per-step `slo-*` limits) rather than safety (lost writes, watch
-/// continuity, stale reads, ...): `verdict: safe` asserts only the latter.
+/// Whether a rule is about availability, liveness or latency
+/// (`zero-downtime`, `leader-kept`, `handover`, the per-step `slo-*`
+/// limits) rather than safety (lost writes, watch continuity, stale reads,
+/// `lease-exclusive`, ...): `verdict: safe` asserts only the latter.
 pub fn is_availability_rule(name: &str) -> bool {
-    name == availability::RULE || name.starts_with(slo::RULE_PREFIX)
+    name == availability::RULE
+        || name == lease::RULE_KEPT
+        || name == lease::RULE_HANDOVER
+        || name.starts_with(slo::RULE_PREFIX)
 }
 
 impl Verdict {
@@ -393,6 +410,8 @@ pub fn probe_name(p: ProbeKind) -> &'static str {
         ProbeKind::Watch => "watch",
         ProbeKind::Informer => "informer",
         ProbeKind::Load => "load",
+        ProbeKind::InformerGo => "informer-go",
+        ProbeKind::Lease => "lease",
     }
 }
 
@@ -400,6 +419,7 @@ pub fn mode_name(m: ConnMode) -> &'static str {
     match m {
         ConnMode::New => "new",
         ConnMode::Reused => "reused",
+        ConnMode::Keepalive => "keepalive",
     }
 }
 
@@ -432,7 +452,12 @@ pub fn is_request(r: &Record) -> bool {
             Some("ERROR") => r.http_status != Some(410),
             Some(_) => false,
         },
-        ProbeKind::Informer => crate::record::informer_event::is_request(r.event.as_deref()),
+        ProbeKind::Informer | ProbeKind::InformerGo => {
+            crate::record::informer_event::is_request(r.event.as_deref())
+        }
+        // The candidates' lock requests go their own seed's way, not the
+        // public name's: the lease rules judge them.
+        ProbeKind::Lease => false,
         _ => true,
     }
 }
@@ -597,9 +622,13 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let thresholds = &criteria.thresholds;
     let mut all: Vec<&Record> = inputs.records.iter().collect();
     all.sort_by(by_start);
+    // The probes' window: the leader-election candidates' records do not
+    // stretch it (they run on while the informers catch up, and are judged
+    // by the lease rules alone).
+    let probes = || all.iter().filter(|r| r.probe != ProbeKind::Lease);
     let window = Window {
-        start_unix_ms: all.first().map_or(0.0, |r| r.start_unix_ms),
-        end_unix_ms: all.last().map_or(0.0, |r| r.start_unix_ms),
+        start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
+        end_unix_ms: probes().last().map_or(0.0, |r| r.start_unix_ms),
     };
     let classify = availability::Classify::new(&all, criteria.stall_ms);
     let mut avail = availability::availability(&all, &classify);
@@ -623,7 +652,9 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let zero_downtime = !avail.requests.is_empty() && avail.overall.failed() == 0;
     let ledger = ledger::ledger(&all, inputs.final_read);
     let watch = watch::check(&all, &window, thresholds);
-    let informer = informer::check(&all, inputs.events);
+    let informer = informer::check(&all, inputs.events, ProbeKind::Informer);
+    let informer_go = informer::check(&all, inputs.events, ProbeKind::InformerGo);
+    let lease = lease::check(&all, inputs.events, inputs.final_read, &window, criteria);
     let stale_reads = reads::check(&all);
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
     let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
@@ -638,6 +669,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     );
     let writes = ran(inputs, &all, ProbeKind::Write);
     let reads = ran(inputs, &all, ProbeKind::Get) || ran(inputs, &all, ProbeKind::List);
+    let candidates = ran(inputs, &all, ProbeKind::Lease);
 
     // Rules, in a fixed order.
     let mut rules = vec![
@@ -646,7 +678,19 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         ledger::lost_writes_rule(&ledger, writes),
         ledger::ledger_conflicts_rule(&ledger),
         watch::rule(&watch, ran(inputs, &all, ProbeKind::Watch)),
-        informer::rule(&informer, ran(inputs, &all, ProbeKind::Informer)),
+        informer::rule(
+            &informer,
+            ProbeKind::Informer,
+            ran(inputs, &all, ProbeKind::Informer),
+        ),
+        informer::rule(
+            &informer_go,
+            ProbeKind::InformerGo,
+            ran(inputs, &all, ProbeKind::InformerGo),
+        ),
+        lease::exclusive_rule(&lease, candidates),
+        lease::kept_rule(&lease, candidates),
+        lease::handover_rule(&lease, candidates),
         ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
         reads::rule(&stale_reads, writes && reads),
     ];
@@ -684,6 +728,8 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         ledger,
         watch,
         informer,
+        informer_go,
+        lease,
         stale_reads,
         rv_regressions,
         rv_regression_count,
@@ -738,6 +784,9 @@ pub(crate) mod testutil {
             event: None,
             retry_of: None,
             base_rv: None,
+            candidate: None,
+            holder: None,
+            renew_unix_ms: None,
         }
     }
 
@@ -863,6 +912,25 @@ mod tests {
 
     fn th() -> Thresholds {
         Thresholds::default()
+    }
+
+    #[test]
+    fn the_candidates_records_do_not_stretch_the_probes_window() {
+        use crate::testutil::{clean_run, nothing, rec};
+        let mut recs = clean_run();
+        let end = recs.iter().map(|r| r.start_unix_ms).fold(0.0, f64::max);
+        let mut late = rec(
+            ProbeKind::Lease,
+            ConnMode::Reused,
+            end + 30_000.0,
+            5.0,
+            Outcome::Ok,
+        );
+        late.event = Some("update".into());
+        late.candidate = Some("cpmlab-seed-a".into());
+        recs.push(late);
+        let v = compute(&recs, &[], &nothing(), &Thresholds::default());
+        assert_eq!(v.window.end_unix_ms, end);
     }
 
     #[test]
@@ -1792,5 +1860,184 @@ mod tests {
             html.contains(">move-leader</text>"),
             "the hazard's window is a band"
         );
+    }
+
+    /// clean_run() with client-go's informer (a list, a watch, a broken
+    /// watch at 5 s) and two candidates handing over cleanly, one of whose
+    /// lock requests timed out.
+    fn with_informer_go_and_candidates() -> (Vec<Record>, FinalRead) {
+        use crate::lease::tests::{clean_handover, history, lock, A, B};
+        use crate::record::informer_event as ie;
+        let mut recs = clean_run();
+        for (t, e, o) in [
+            (1.0, ie::LIST, Outcome::Ok),
+            (3.0, ie::WATCH, Outcome::Ok),
+            (5_000.0, ie::WATCH_BROKE, Outcome::Reset),
+            (5_001.0, ie::SYNCED, Outcome::Ok),
+        ] {
+            let mut r = rec(ProbeKind::InformerGo, ConnMode::Reused, t, 2.0, o);
+            r.event = Some(e.into());
+            recs.push(r);
+        }
+        recs.extend(clean_handover());
+        recs.push(lock(A, 5_000.0, "update", Outcome::Timeout, None));
+        for (i, r) in recs.iter_mut().enumerate() {
+            r.seq = i as u64;
+        }
+        let fin = FinalRead {
+            lease_history: history(&[A, A, "", B]).lease_history,
+            ..read_back(&recs, Some(100))
+        };
+        (recs, fin)
+    }
+
+    #[test]
+    fn verdict_lease_records_are_no_lane_and_informer_go_is_one() {
+        let (recs, fin) = with_informer_go_and_candidates();
+        let judge_of = |recs: &[Record], fin: &FinalRead| {
+            judge(
+                &Inputs {
+                    records: recs,
+                    events: &[],
+                    final_read: fin,
+                    elections: &[],
+                    plan: None,
+                },
+                &Criteria::default(),
+            )
+        };
+        let base = clean_run();
+        let v0 = judge_of(&base, &read_back(&base, Some(100)));
+        let v = judge_of(&recs, &fin);
+        let go = &v.probes["informer-go/reused"];
+        assert_eq!((go.requests, go.failed()), (3, 1), "{go:?}");
+        assert!(
+            !v.probes.keys().any(|k| k.starts_with("lease")),
+            "{:?}",
+            v.probes.keys()
+        );
+        assert_eq!(v.overall.requests, v0.overall.requests + 3);
+        assert_eq!(
+            v.overall.failed(),
+            1,
+            "the lock request's timeout is no API failure"
+        );
+        assert!(v
+            .failed_requests
+            .iter()
+            .all(|f| !f.lane.starts_with("lease")));
+        let in_phases: u64 = v.phases.iter().map(|p| p.requests).sum();
+        assert_eq!(in_phases, v.overall.requests);
+        assert_eq!(
+            v.overall.unavailable_count, 1,
+            "the broken watch only: {:?}",
+            v.overall.unavailable
+        );
+        assert!(v
+            .coverage
+            .lanes
+            .iter()
+            .all(|l| !l.starts_with("lease") && !l.starts_with("informer")));
+        // The informer-go rule judges its lane, after the informer rule;
+        // the lease rules follow.
+        assert!(v.informer_go.run && !v.informer.run);
+        let names: Vec<&str> = v.rules.iter().map(|r| r.name.as_str()).collect();
+        let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        assert!(at("informer") < at("informer-go"));
+        assert!(at("informer-go") < at("lease-exclusive"));
+        assert!(at("lease-exclusive") < at("leader-kept") && at("leader-kept") < at("handover"));
+        assert_eq!(v.rule("informer").unwrap().status, RuleStatus::Skipped);
+        assert_eq!(v.rule("informer-go").unwrap().status, RuleStatus::Failed);
+        for r in ["lease-exclusive", "leader-kept", "handover"] {
+            let r = v.rule(r).unwrap();
+            assert_eq!(r.status, RuleStatus::Passed, "{}: {}", r.name, r.message);
+        }
+        assert_eq!(v.lease.candidates[0].failed_lock_requests, 2);
+    }
+
+    #[test]
+    fn verdict_split_brain_fails_the_verdict_as_a_safety_rule() {
+        use crate::lease::tests::{history, split_brain, A, B};
+        let mut recs = clean_run();
+        recs.extend(split_brain());
+        let fin = FinalRead {
+            lease_history: history(&[A, B]).lease_history,
+            ..read_back(&recs, Some(100))
+        };
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &[],
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+            },
+            &Criteria::default(),
+        );
+        assert_eq!(v.status, Status::Failed);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("lease-exclusive: 1 time(s) two candidates")),
+            "{:?}",
+            v.reasons
+        );
+        assert!(!is_availability_rule("lease-exclusive"));
+        assert!(is_availability_rule("leader-kept") && is_availability_rule("handover"));
+        // The plan lists the candidates but none left a record: not
+        // covered, which fails the verdict unless the scenario accepts it.
+        let base = clean_run();
+        let plan = ProbePlan {
+            probes: vec![ProbeKind::Lease, ProbeKind::InformerGo],
+            modes: vec![ConnMode::Reused],
+            rate: 10.0,
+            timeout_ms: 10_000.0,
+            write_rate: 0.0,
+        };
+        let v = judge(
+            &Inputs {
+                records: &base,
+                events: &[],
+                final_read: &read_back(&base, Some(100)),
+                elections: &[],
+                plan: Some(&plan),
+            },
+            &Criteria::default(),
+        );
+        for r in ["informer-go", "lease-exclusive", "leader-kept", "handover"] {
+            assert_eq!(v.rule(r).unwrap().status, RuleStatus::NotCovered, "{r}");
+        }
+        assert_eq!(v.status, Status::Failed);
+    }
+
+    #[test]
+    fn verdict_json_without_informer_go_and_lease_still_parses() {
+        let (recs, fin) = with_informer_go_and_candidates();
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &[],
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+            },
+            &Criteria::default(),
+        );
+        assert!(v.lease.run && v.informer_go.run);
+        let j = serde_json::to_string(&v).unwrap();
+        assert_eq!(serde_json::from_str::<Verdict>(&j).unwrap(), v);
+        // As a cpmlab before them wrote it: no informer_go, no lease, and
+        // criteria without the lease fields.
+        let mut old: serde_json::Value = serde_json::from_str(&j).unwrap();
+        let o = old.as_object_mut().unwrap();
+        assert!(o.remove("informer_go").is_some() && o.remove("lease").is_some());
+        let c = o["criteria"].as_object_mut().unwrap();
+        for f in ["lease_tolerance_ms", "renew_deadline_ms", "handover_ms"] {
+            assert!(c.remove(f).is_some(), "{f}");
+        }
+        let back: Verdict = serde_json::from_value(old).unwrap();
+        assert!(!back.lease.run && !back.informer_go.run);
+        assert_eq!(back.criteria, Criteria::default());
+        assert_eq!(back.informer, v.informer);
     }
 }

@@ -24,6 +24,18 @@ pub enum ProbeKind {
     /// CREATE of a new ConfigMap per request (`--write-rate`): the write
     /// load of distinct objects controllers generate, beside the ledger
     Load,
+    /// client-go's shared informer (`cpmlab-clientgo informer`) over the
+    /// probe namespace's ConfigMaps through the public name: the same
+    /// events as the kube-rs informer (`informer_event`), from Kubernetes'
+    /// own client library.
+    #[serde(rename = "informer-go")]
+    InformerGo,
+    /// One leader-election candidate (`cpmlab-clientgo elect`, client-go's
+    /// `leaderelection` on a Lease) per seed, through its own seed's API
+    /// replicas: every get/create/update of the lock and every acquire,
+    /// loss and lab action on it (`lease_event`). Judged by the lease
+    /// rules, not counted as the shoot API's availability.
+    Lease,
 }
 
 /// How the request reached the server.
@@ -34,6 +46,12 @@ pub enum ConnMode {
     New,
     /// One long-lived HTTP/2 connection, re-established only when it fails.
     Reused,
+    /// A pool of HTTP/1.1 keep-alive connections, as urllib3 keeps them for
+    /// Kubernetes' Python client: an idle connection the server closed is
+    /// dropped before reuse, and a request that failed on a connection is
+    /// sent again (up to 3 times) only when its method is idempotent or
+    /// it never left.
+    Keepalive,
 }
 
 /// The class of a request's outcome.
@@ -102,6 +120,15 @@ pub struct Record {
     /// was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_rv: Option<u64>,
+    /// lease: the candidate's identity (`cpmlab-<seed>`); its seed is `seed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<String>,
+    /// lease: the lease's holderIdentity as read or written (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// lease: the lease's renewTime as read or written, ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_unix_ms: Option<f64>,
 }
 
 /// What the probes were told to do, kept as `probes.json` in the run
@@ -145,6 +172,23 @@ pub struct FinalRead {
     /// Why the history could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_error: Option<String>,
+    /// Every version of the candidates' Lease in etcd, oldest first (runs
+    /// with leader-election candidates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_history: Option<Vec<LeaseVersion>>,
+    /// Why the Lease's history could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_history_error: Option<String>,
+}
+
+/// One version of the candidates' Lease in etcd.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseVersion {
+    /// Its mod revision.
+    pub rev: u64,
+    /// The holderIdentity it names (one of the candidates' identities found
+    /// in the stored object; empty when it names none).
+    pub holder: String,
 }
 
 /// One version of the counter in etcd.
@@ -167,6 +211,40 @@ pub struct LabEvent {
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+}
+
+/// A leader-election candidate's records (`ProbeKind::Lease`): `event` is
+/// one of these. `GET`, `CREATE` and `UPDATE` are requests of the lock (with
+/// outcome, latency, and the lease as read or written in `holder` and
+/// `renew_unix_ms`); the others are moments (duration 0).
+pub mod lease_event {
+    /// The candidate process started (`detail`-free; its settings are in the
+    /// lab event that started it).
+    pub const START: &str = "start";
+    pub const GET: &str = "get";
+    pub const CREATE: &str = "create";
+    pub const UPDATE: &str = "update";
+    /// client-go's OnStartedLeading: from here the candidate believes it leads.
+    pub const STARTED_LEADING: &str = "started-leading";
+    /// client-go's OnStoppedLeading: it no longer believes it leads.
+    pub const STOPPED_LEADING: &str = "stopped-leading";
+    /// client-go's OnNewLeader: the holder it observed changed (`holder`).
+    pub const NEW_LEADER: &str = "new-leader";
+    /// The lab stopped it (SIGTERM: client-go releases the lease on cancel).
+    pub const STOP: &str = "stop";
+    /// The lab froze it (SIGSTOP): it still believes what it believed.
+    pub const PAUSED: &str = "paused";
+    /// The lab let it go on (SIGCONT).
+    pub const RESUMED: &str = "resumed";
+    /// The lab killed it (SIGKILL): no release; its belief ends with it.
+    pub const KILLED: &str = "killed";
+    /// The process ended by itself (`error` says why).
+    pub const EXITED: &str = "exited";
+
+    /// The records that are requests of the lock.
+    pub fn is_request(event: Option<&str>) -> bool {
+        matches!(event, Some(GET | CREATE | UPDATE))
+    }
 }
 
 /// The informer's records: `event` is one of these.
@@ -232,6 +310,9 @@ mod tests {
             event: None,
             retry_of: None,
             base_rv: None,
+            candidate: None,
+            holder: None,
+            renew_unix_ms: None,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(r#""probe":"write""#) && line.contains(r#""mode":"reused""#));

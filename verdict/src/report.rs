@@ -1,7 +1,8 @@
 //! The verdict as one self-contained HTML page: header, an SVG timeline of
-//! every probe lane (outcome, answering seed, latency) under the lab's phase
-//! and fault bands, and the tables behind the verdict. No scripts, no
-//! external assets; hover titles give details.
+//! every probe lane (outcome, answering seed, latency) and of every
+//! leader-election candidate (when it believed it led) under the lab's
+//! phase and fault bands, and the tables behind the verdict. No scripts,
+//! no external assets; hover titles give details.
 //!
 //! The timeline is drawn in pixel buckets: each request covers the pixels
 //! from its start to its end, the worst outcome in a pixel wins, and runs of
@@ -26,6 +27,9 @@ const SEED_H: usize = 5;
 const EVENTS_H: usize = 5;
 const LAT_H: usize = 34;
 const LANE_GAP: usize = 9;
+/// A candidate's lane: its leading bar, then a row of failed lock requests.
+const LEASE_BAR_H: usize = 12;
+const LEASE_H: usize = 24;
 const AXIS_H: usize = 22;
 /// Hover titles on failure runs only while a lane has at most this many runs.
 const MAX_TITLED_RUNS: usize = 300;
@@ -93,6 +97,10 @@ const SLO_COLOR: &str = "#d62728";
 const WATCH_EVENT_COLOR: &str = "#1f77b4";
 const WATCH_ERROR_COLOR: &str = "#e0001b";
 const ANOMALY_COLOR: &str = "#000000";
+/// Leading bars of a candidate whose seed is unknown.
+const LEADER_COLOR: &str = "#4e79a7";
+const PAUSED_COLOR: &str = "#b0b0b0";
+const PLANNED_LOSS_COLOR: &str = "#777777";
 
 fn band_color(kind: &str, i: usize) -> (&'static str, f64) {
     match kind {
@@ -105,6 +113,51 @@ fn band_color(kind: &str, i: usize) -> (&'static str, f64) {
 }
 
 /// Time → pixel mapping of the plot area.
+/// Rows for the timeline's event labels: each label in the first row free
+/// where it starts (a label is as wide as its text, a band at least as wide
+/// as itself). Past [`MAX_LABEL_ROWS`] a band or line still goes in the row
+/// that frees up first, without its text (its tooltip names it), so no
+/// label is printed over another. Returns the placements (row, event,
+/// labelled) and the rows used.
+fn place_labels<'a>(
+    events: &[&'a LabEvent],
+    sc: &Scale,
+    t0: f64,
+    t1: f64,
+) -> (Vec<(usize, &'a LabEvent, bool)>, usize) {
+    let mut row_end: Vec<f64> = Vec::new();
+    let mut placed = Vec::new();
+    for e in events {
+        let end = e.end_unix_ms.unwrap_or(e.at_unix_ms);
+        if end < t0 || e.at_unix_ms > t1 {
+            continue;
+        }
+        let x0 = sc.x(e.at_unix_ms);
+        let text_w = 6.3 * e.name.chars().count() as f64 + 8.0;
+        let x1 = (x0 + text_w).max(sc.x(end));
+        let (row, labelled) = match row_end.iter().position(|re| *re <= x0) {
+            Some(i) => (i, true),
+            None if row_end.len() < MAX_LABEL_ROWS => {
+                row_end.push(0.0);
+                (row_end.len() - 1, true)
+            }
+            None => (
+                (0..row_end.len())
+                    .min_by(|a, b| row_end[*a].total_cmp(&row_end[*b]))
+                    .expect("rows exist"),
+                false,
+            ),
+        };
+        if labelled {
+            row_end[row] = x1;
+        } else {
+            row_end[row] = row_end[row].max(sc.x(end));
+        }
+        placed.push((row, *e, labelled));
+    }
+    (placed, row_end.len().max(1))
+}
+
 struct Scale {
     t0: f64,
     t1: f64,
@@ -162,9 +215,12 @@ impl Lane {
     }
 }
 
-/// Lanes with an events strip: the watch and the informer.
+/// Lanes with an events strip: the watch and the informers.
 fn has_events(p: ProbeKind) -> bool {
-    matches!(p, ProbeKind::Watch | ProbeKind::Informer)
+    matches!(
+        p,
+        ProbeKind::Watch | ProbeKind::Informer | ProbeKind::InformerGo
+    )
 }
 
 /// A unix-ms time as `YYYY-MM-DD hh:mm:ss.mmm UTC`.
@@ -362,21 +418,22 @@ pub fn html(
         }
     }
     // Watch events: their own strip in the watch and informer lanes; an
-    // error, and an informer's re-list, in the error color.
-    let mut informer_inits = 0;
-    for r in sorted
-        .iter()
-        .filter(|r| !super::is_request(r) && !retried.contains(&r.seq))
-    {
+    // error, and an informer's re-list, in the error color. The lease
+    // candidates have lanes of their own (below).
+    let mut informer_inits: BTreeMap<ProbeKind, u64> = BTreeMap::new();
+    for r in sorted.iter().filter(|r| {
+        r.probe != ProbeKind::Lease && !super::is_request(r) && !retried.contains(&r.seq)
+    }) {
         let lane = lanes
             .entry((r.probe, r.mode))
             .or_insert_with(|| Lane::new(r.probe));
         lane.watch_events += 1;
-        let relist = r.probe == ProbeKind::Informer
+        let relist = matches!(r.probe, ProbeKind::Informer | ProbeKind::InformerGo)
             && r.event.as_deref() == Some(crate::record::informer_event::INIT)
             && {
-                informer_inits += 1;
-                informer_inits > 1
+                let n = informer_inits.entry(r.probe).or_default();
+                *n += 1;
+                *n > 1
             };
         let e = if r.event.as_deref() == Some("ERROR") || r.outcome != Outcome::Ok || relist {
             2
@@ -421,31 +478,7 @@ pub fn html(
         .chain(hazard_bands.iter())
         .collect();
     timeline_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
-    let mut row_end: Vec<f64> = Vec::new();
-    let mut placed: Vec<(usize, &LabEvent)> = Vec::new();
-    for e in &timeline_events {
-        let end = e.end_unix_ms.unwrap_or(e.at_unix_ms);
-        if end < t0 || e.at_unix_ms > t1 {
-            continue;
-        }
-        let x0 = sc.x(e.at_unix_ms);
-        let text_w = 6.3 * e.name.chars().count() as f64 + 8.0;
-        let x1 = (x0 + text_w).max(sc.x(end));
-        let row = match row_end.iter().position(|re| *re <= x0) {
-            Some(i) => i,
-            None if row_end.len() < MAX_LABEL_ROWS => {
-                row_end.push(0.0);
-                row_end.len() - 1
-            }
-            // Out of rows: share the one that frees up first.
-            None => (0..row_end.len())
-                .min_by(|a, b| row_end[*a].total_cmp(&row_end[*b]))
-                .unwrap(),
-        };
-        row_end[row] = x1;
-        placed.push((row, e));
-    }
-    let label_rows = row_end.len().max(1);
+    let (placed, label_rows) = place_labels(&timeline_events, &sc, t0, t1);
 
     // Vertical layout.
     let top_overall = label_rows * LABEL_ROW_H + 4;
@@ -455,6 +488,11 @@ pub fn html(
     for lane in lanes.values() {
         lane_y.push(y);
         y += lane.height() + LANE_GAP;
+    }
+    let mut lease_y = Vec::new();
+    for _ in &v.lease.candidates {
+        lease_y.push(y);
+        y += LEASE_H + LANE_GAP;
     }
     let plot_bottom = y - LANE_GAP;
     let svg_h = plot_bottom + AXIS_H;
@@ -488,8 +526,13 @@ pub fn html(
 
     // Bands and instant events, behind the lanes; labels on top rows.
     let mut phase_i = 0;
-    for (row, e) in &placed {
+    for (row, e, labelled) in &placed {
         let ly = row * LABEL_ROW_H;
+        let label = if *labelled {
+            esc(&e.name)
+        } else {
+            String::new()
+        };
         let (color, opacity) = band_color(&e.kind, phase_i);
         if e.kind == "phase" && e.end_unix_ms.is_some() {
             phase_i += 1;
@@ -514,7 +557,7 @@ pub fn html(
                 plot_bottom - top_overall,
                 x0 + 3.0,
                 ly + LABEL_ROW_H - 3,
-                esc(&e.name)
+                label
             );
         } else {
             let _ = writeln!(
@@ -522,7 +565,7 @@ pub fn html(
                 r##"<g><title>{tip}</title><line x1="{x0:.1}" y1="{ly}" x2="{x0:.1}" y2="{plot_bottom}" stroke="#444" stroke-width="1" stroke-dasharray="3,2"/><text x="{:.1}" y="{}" fill="#222">{}</text></g>"##,
                 x0 + 3.0,
                 ly + LABEL_ROW_H - 3,
-                esc(&e.name)
+                label
             );
         }
     }
@@ -576,8 +619,15 @@ pub fn html(
         // Label and availability.
         let _ = writeln!(
             s,
-            r#"<text x="4" y="{}" font-weight="bold">{}</text>"#,
+            r#"<text x="4" y="{}" font-weight="bold"{}>{}</text>"#,
             y0 + OUTCOME_H - 3,
+            // informer-go/reused and the like: narrower, to stay left of
+            // the plot.
+            if name.chars().count() > 16 {
+                r#" font-size="9.5""#
+            } else {
+                ""
+            },
             esc(&name)
         );
         let sub = match stats {
@@ -594,6 +644,12 @@ pub fn html(
                 format!(
                     "{} events, {} relists",
                     v.informer.events, v.informer.relists
+                )
+            }
+            _ if lane.probe == ProbeKind::InformerGo => {
+                format!(
+                    "{} events, {} relists",
+                    v.informer_go.events, v.informer_go.relists
                 )
             }
             _ => String::new(),
@@ -809,6 +865,9 @@ pub fn html(
             rel(*at, t0)
         );
     }
+    s.push_str(&lease_lanes(v, &sorted, &sc, &lease_y, &|seed: &str| {
+        seed_ids.get(seed).map(|id| seed_color(*id))
+    }));
     s.push_str("</svg>\n");
 
     // The page.
@@ -898,6 +957,22 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
             "missed / duplicated / out-of-order event, rv regression",
         ));
     }
+    if v.lease.run {
+        h.push_str(&sw(
+            LEADER_COLOR,
+            "candidate believes it leads (bar, in its seed's colour)",
+        ));
+        h.push_str(&sw(
+            WATCH_ERROR_COLOR,
+            "two candidates believe they lead at once",
+        ));
+        h.push_str(&sw(PAUSED_COLOR, "candidate paused by the lab"));
+        let _ = write!(
+            h,
+            r#"<span><svg width="10" height="10"><line x1="5" y1="0" x2="5" y2="10" stroke="{ANOMALY_COLOR}" stroke-width="2"/></svg> leadership lost, not by the lab (grey: after the lab's stop, kill or pause)</span><span><svg width="10" height="10"><circle cx="5" cy="5" r="3" fill="{}"/></svg> failed lock request</span>"#,
+            outcome_color(Outcome::Timeout)
+        );
+    }
     let _ = write!(
         h,
         r#"<span><svg width="22" height="10"><line x1="0" y1="5" x2="22" y2="5" stroke="{LATENCY_COLOR}"/></svg> latency (max per pixel, log)</span>"#
@@ -919,7 +994,11 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         h.push_str(r##"<span><svg width="22" height="10"><line x1="11" y1="0" x2="11" y2="10" stroke="#444" stroke-dasharray="3,2"/></svg> instant event</span>"##);
     }
     h.push_str("</div>\n<div class=\"meta\" style=\"font-size:11px\">Lanes: outcome (worst per pixel) · answering seed · ");
-    h.push_str("watch events (watch lanes; their outcome strip is the connection state) · latency of successful requests. Top lane: union of unavailable intervals.</div>\n");
+    h.push_str("watch events (watch lanes; their outcome strip is the connection state) · latency of successful requests. Top lane: union of unavailable intervals.");
+    if v.lease.run {
+        h.push_str(" Last lanes: one per leader-election candidate, a bar while it believes it leads, failed lock requests as dots below.");
+    }
+    h.push_str("</div>\n");
     h.push_str(&s);
 
     // Summary per probe.
@@ -1017,6 +1096,8 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         );
     }
     h.push_str("</table>\n");
+    h.push_str(&informers_section(v));
+    h.push_str(&lease_section(v, t0));
     h.push_str(&excused_section(v, t0));
     h.push_str(&coverage_section(v, t0));
 
@@ -1157,6 +1238,494 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         h.push_str("</table>\n");
     }
     h.push_str("</body></html>\n");
+    h
+}
+
+/// One lane per leader-election candidate: a bar while it believes it
+/// leads (in its seed's colour), paused spans under it, overlaps with
+/// another candidate in the error colour, each loss a tick (black when
+/// the lab did not cause it), failed lock requests as dots below (one per
+/// pixel, the worst outcome).
+fn lease_lanes(
+    v: &Verdict,
+    sorted: &[&Record],
+    sc: &Scale,
+    lease_y: &[usize],
+    seed_color: &dyn Fn(&str) -> Option<&'static str>,
+) -> String {
+    let l = &v.lease;
+    let mut s = String::new();
+    let t0 = sc.t0;
+    let lane_of: BTreeMap<&str, usize> = l
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.identity.as_str(), i))
+        .collect();
+    let bar = |s: &mut String, y0: usize, a: f64, b: f64, fill: &str, opacity: f64, tip: &str| {
+        let x0 = sc.x(a);
+        let w = (sc.x(b) - x0).max(1.0);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0:.1}" y="{y0}" width="{w:.1}" height="{LEASE_BAR_H}" fill="{fill}" fill-opacity="{opacity}"><title>{}</title></rect>"#,
+            esc(tip)
+        );
+    };
+    for (c, y0) in l.candidates.iter().zip(lease_y) {
+        let y0 = *y0;
+        let _ = writeln!(
+            s,
+            r##"<text x="4" y="{}" font-weight="bold">{}</text><text x="4" y="{}" font-size="9.5" fill="#555">{}</text>"##,
+            y0 + LEASE_BAR_H - 2,
+            esc(&c.identity),
+            y0 + LEASE_H - 2,
+            esc(&format!(
+                "lease · led {}× · lost {}×",
+                c.acquisitions, c.losses
+            ))
+        );
+        let _ = writeln!(
+            s,
+            r##"<rect x="{LEFT}" y="{y0}" width="{PLOT_W}" height="{LEASE_BAR_H}" fill="#fff" stroke="#eee"/>"##
+        );
+        let color = c
+            .seed
+            .as_deref()
+            .and_then(seed_color)
+            .unwrap_or(LEADER_COLOR);
+        for iv in &c.leading {
+            bar(
+                &mut s,
+                y0,
+                iv.start_unix_ms,
+                iv.end_unix_ms,
+                color,
+                0.85,
+                &format!(
+                    "{} believes it leads {} – {} ({} ms)",
+                    c.identity,
+                    rel(iv.start_unix_ms, t0),
+                    rel(iv.end_unix_ms, t0),
+                    ms(iv.duration_ms())
+                ),
+            );
+        }
+        // Over the bar: a paused leader still believes it leads.
+        for p in &c.paused {
+            bar(
+                &mut s,
+                y0,
+                p.start_unix_ms,
+                p.end_unix_ms,
+                PAUSED_COLOR,
+                0.6,
+                &format!(
+                    "{} paused by the lab {} – {}",
+                    c.identity,
+                    rel(p.start_unix_ms, t0),
+                    rel(p.end_unix_ms, t0)
+                ),
+            );
+        }
+    }
+    for o in &l.overlaps {
+        for who in &o.candidates {
+            let Some(i) = lane_of.get(who.as_str()) else {
+                continue;
+            };
+            bar(
+                &mut s,
+                lease_y[*i],
+                o.from_unix_ms,
+                o.to_unix_ms,
+                WATCH_ERROR_COLOR,
+                0.9,
+                &format!(
+                    "{} both believe they lead {} – {} ({} ms)",
+                    o.candidates.join(" and "),
+                    rel(o.from_unix_ms, t0),
+                    rel(o.to_unix_ms, t0),
+                    ms(o.duration_ms)
+                ),
+            );
+        }
+    }
+    for loss in &l.losses {
+        let Some(i) = lane_of.get(loss.candidate.as_str()) else {
+            continue;
+        };
+        let x = sc.x(loss.at_unix_ms);
+        let (color, width, why) = match &loss.lab_action {
+            Some(a) => (PLANNED_LOSS_COLOR, 1.5, format!("after the lab's {a}")),
+            None => (
+                ANOMALY_COLOR,
+                2.5,
+                format!(
+                    "not caused by the lab; {} failed or slow lock request(s) in the renew deadline before",
+                    loss.request_count
+                ),
+            ),
+        };
+        let _ = writeln!(
+            s,
+            r#"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="{color}" stroke-width="{width}"><title>{}</title></line>"#,
+            lease_y[*i],
+            lease_y[*i] + LEASE_BAR_H + 2,
+            esc(&format!(
+                "{} lost leadership at {} ({}): {why}",
+                loss.candidate,
+                rel(loss.at_unix_ms, t0),
+                loss.how
+            ))
+        );
+    }
+    // Failed lock requests: the worst per pixel and lane.
+    let mut dots: BTreeMap<(usize, usize), (u8, &Record, u64)> = BTreeMap::new();
+    for r in sorted.iter().filter(|r| {
+        r.probe == ProbeKind::Lease
+            && crate::record::lease_event::is_request(r.event.as_deref())
+            && r.outcome != Outcome::Ok
+    }) {
+        let Some(i) = lane_of.get(super::lease::candidate_of(r)) else {
+            continue;
+        };
+        let sev = severity(r.outcome);
+        let e = dots
+            .entry((*i, sc.bucket(r.start_unix_ms)))
+            .or_insert((sev, r, 0));
+        e.2 += 1;
+        if sev > e.0 {
+            (e.0, e.1) = (sev, r);
+        }
+    }
+    for ((i, px), (sev, r, n)) in &dots {
+        let (color, what) = sev_look(*sev);
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{}.5" cy="{}" r="2.5" fill="{color}"><title>{}</title></circle>"#,
+            LEFT + px,
+            lease_y[*i] + LEASE_BAR_H + 5,
+            esc(&format!(
+                "{} {} failed at {}: {what}{}{}{}",
+                super::lease::candidate_of(r),
+                r.event.as_deref().unwrap_or(""),
+                rel(r.start_unix_ms, t0),
+                r.http_status.map(|h| format!(" {h}")).unwrap_or_default(),
+                r.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                if *n > 1 {
+                    format!(" — {n} failed in this pixel")
+                } else {
+                    String::new()
+                }
+            ))
+        );
+    }
+    s
+}
+
+/// Phase names in band order (as the latency phases list them), `outside`
+/// last, each once.
+fn in_band_order<'a>(v: &Verdict, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let rank = |n: &str| {
+        if n == "outside" {
+            usize::MAX
+        } else {
+            v.phases
+                .iter()
+                .position(|p| p.name == n)
+                .unwrap_or(usize::MAX - 1)
+        }
+    };
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out.sort_by_key(|n| rank(n));
+    out
+}
+
+/// The two informers side by side: relists, errors and delivery delay per
+/// phase, kube-rs' watcher against client-go's shared informer.
+fn informers_section(v: &Verdict) -> String {
+    let (k, g) = (&v.informer, &v.informer_go);
+    if !k.run && !g.run {
+        return String::new();
+    }
+    let names = in_band_order(v, k.phases.iter().chain(&g.phases).map(|p| p.name.as_str()));
+    let delay = |d: &Option<Latency>| match d {
+        Some(d) => format!("<td>{}</td><td>{}</td>", ms(d.p50_ms), ms(d.p99_ms)),
+        None => "<td>–</td><td>–</td>".into(),
+    };
+    let cells = |c: &super::informer::InformerCheck, name: Option<&str>| -> String {
+        if !c.run {
+            return "<td colspan=\"4\" class=\"l\">not run</td>".into();
+        }
+        match name {
+            None => format!(
+                "<td>{}</td><td>{}</td>{}",
+                c.relists,
+                c.errors,
+                delay(&c.delay)
+            ),
+            Some(n) => match c.phases.iter().find(|p| p.name == n) {
+                Some(p) => format!(
+                    "<td>{}</td><td>{}</td>{}",
+                    p.relists,
+                    p.errors,
+                    delay(&p.delay)
+                ),
+                None => "<td>0</td><td>0</td><td>–</td><td>–</td>".into(),
+            },
+        }
+    };
+    let mut h = String::from(
+        "<h2>Informers: kube-rs and client-go</h2>\n<table><tr><th class=\"l\" rowspan=\"2\">phase</th><th colspan=\"4\">kube-rs watcher (<code>informer</code>)</th><th colspan=\"4\">client-go shared informer (<code>informer-go</code>)</th></tr>\n<tr><th>relists</th><th>errors</th><th>delay p50 ms</th><th>delay p99 ms</th><th>relists</th><th>errors</th><th>delay p50 ms</th><th>delay p99 ms</th></tr>\n",
+    );
+    for n in names {
+        let _ = writeln!(
+            h,
+            r#"<tr><td class="l">{}</td>{}{}</tr>"#,
+            esc(n),
+            cells(k, Some(n)),
+            cells(g, Some(n))
+        );
+    }
+    let _ = writeln!(
+        h,
+        r#"<tr><th class="l">whole run</th>{}{}</tr>"#,
+        cells(k, None),
+        cells(g, None)
+    );
+    let anomalies = |c: &super::informer::InformerCheck| {
+        if c.run {
+            format!(
+                "<td colspan=\"4\" class=\"l\">{} missed, {} duplicated, {} out of order; {} of {} delivered, {} superseded</td>",
+                c.missed_count,
+                c.duplicated_count,
+                c.out_of_order_count,
+                c.delivered,
+                c.expected,
+                c.superseded_by_relist
+            )
+        } else {
+            "<td colspan=\"4\" class=\"l\">not run</td>".into()
+        }
+    };
+    let bad = |c: &super::informer::InformerCheck| {
+        c.missed_count + c.duplicated_count + c.out_of_order_count > 0
+    };
+    let _ = writeln!(
+        h,
+        r#"<tr{}><th class="l">anomalies</th>{}{}</tr>"#,
+        if bad(k) || bad(g) {
+            " class=\"bad\""
+        } else {
+            ""
+        },
+        anomalies(k),
+        anomalies(g)
+    );
+    h.push_str("</table>\n");
+    h
+}
+
+/// The leader-election candidates: per candidate what it did, renew
+/// latency p99 per phase, the longest leaderless gap, the etcd cross-check,
+/// overlaps, losses and handovers.
+fn lease_section(v: &Verdict, t0: f64) -> String {
+    let l = &v.lease;
+    if !l.run {
+        return String::new();
+    }
+    use super::lease::{CrossCheckOutcome, HandoverOutcome};
+    let x = &l.etcd_cross_check;
+    let seq = |v: &[String]| {
+        if v.is_empty() {
+            "nobody".to_string()
+        } else {
+            v.join(" → ")
+        }
+    };
+    let cross = match x.outcome {
+        CrossCheckOutcome::Matched => format!(
+            "the acquisitions recorded agree with etcd's history: {}",
+            seq(&x.recorded)
+        ),
+        CrossCheckOutcome::Mismatched => format!(
+            "the acquisitions recorded DISAGREE with etcd's history: etcd's holders {}, recorded {}",
+            seq(x.etcd.as_deref().unwrap_or(&[])),
+            seq(&x.recorded)
+        ),
+        CrossCheckOutcome::HistoryError => format!(
+            "the acquisitions recorded were not cross-checked: the Lease's history could not be read ({})",
+            x.error.as_deref().unwrap_or("")
+        ),
+        CrossCheckOutcome::NoHistory | CrossCheckOutcome::NotRun => {
+            "the acquisitions recorded were not cross-checked: no Lease history read back".into()
+        }
+    };
+    let mut h = format!(
+        "<h2>Leader election (Lease)</h2>\n<p class=\"meta\">Longest without a leader: <b>{}</b> (from the first leader, {}, to the window's end) · {} overlap(s) beyond the {} ms tolerance · {} loss(es), {} not caused by the lab · {}.</p>\n",
+        l.longest_leaderless_ms
+            .map(|g| format!("{} ms", ms(g)))
+            .unwrap_or_else(|| "nobody ever led".into()),
+        l.first_leader_unix_ms
+            .map(|t| rel(t, t0))
+            .unwrap_or_else(|| "–".into()),
+        l.overlap_count,
+        ms(l.tolerance_ms),
+        l.loss_count,
+        l.candidates.iter().map(|c| c.unplanned_losses).sum::<u64>(),
+        esc(&cross)
+    );
+    h.push_str("<table><tr><th class=\"l\">candidate</th><th class=\"l\">seed</th><th>led</th><th>lost</th><th>not by the lab</th><th>lock requests</th><th>failed</th><th>renewals</th><th>renew p50 ms</th><th>p99</th><th>max</th></tr>\n");
+    for c in &l.candidates {
+        let _ = writeln!(
+            h,
+            r#"<tr{}><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>"#,
+            if c.unplanned_losses > 0 {
+                " class=\"bad\""
+            } else {
+                ""
+            },
+            esc(&c.identity),
+            esc(c.seed.as_deref().unwrap_or("–")),
+            c.acquisitions,
+            c.losses,
+            c.unplanned_losses,
+            c.lock_requests,
+            c.failed_lock_requests,
+            lat_cells(&c.renew)
+        );
+    }
+    h.push_str("</table>\n");
+    // Renew latency p99 per phase (rows) and candidate (columns).
+    let names = in_band_order(
+        v,
+        l.candidates
+            .iter()
+            .flat_map(|c| &c.phases)
+            .map(|p| p.name.as_str()),
+    );
+    if !names.is_empty() {
+        h.push_str("<p class=\"meta\">Renew latency p99 per phase, ms (renewals; failed lock requests in brackets):</p><table><tr><th class=\"l\">phase</th>");
+        for c in &l.candidates {
+            let _ = write!(h, "<th>{}</th>", esc(&c.identity));
+        }
+        h.push_str("</tr>\n");
+        for n in names {
+            let _ = write!(h, r#"<tr><td class="l">{}</td>"#, esc(n));
+            for c in &l.candidates {
+                let cell = match c.phases.iter().find(|p| p.name == n) {
+                    None => "–".to_string(),
+                    Some(p) => format!(
+                        "{}{}",
+                        p.renew
+                            .map(|r| format!("{} (n {})", ms(r.p99_ms), r.count))
+                            .unwrap_or_else(|| "–".into()),
+                        if p.failed_lock_requests > 0 {
+                            format!(" [{} failed]", p.failed_lock_requests)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                };
+                let _ = write!(h, "<td>{}</td>", esc(&cell));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
+    if !l.overlaps.is_empty() {
+        h.push_str("<p class=\"meta\">Two candidates believing they led at once:</p><table><tr><th class=\"l\">candidates</th><th>from</th><th>to</th><th>ms</th></tr>\n");
+        for o in &l.overlaps {
+            let _ = writeln!(
+                h,
+                r#"<tr class="bad"><td class="l">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                esc(&o.candidates.join(" and ")),
+                rel(o.from_unix_ms, t0),
+                rel(o.to_unix_ms, t0),
+                ms(o.duration_ms)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !l.losses.is_empty() {
+        h.push_str("<p class=\"meta\">Losses of leadership:</p><table><tr><th class=\"l\">candidate</th><th>led from</th><th>lost at</th><th class=\"l\">how</th><th class=\"l\">the lab's action</th><th class=\"l\">failed or slow lock requests in the renew deadline before</th><th class=\"l\">lab events then</th></tr>\n");
+        for loss in &l.losses {
+            let reqs: Vec<String> = loss
+                .requests
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {} {}{}{} {} ms",
+                        rel(r.start_unix_ms, t0),
+                        r.event,
+                        if r.failed { r.outcome.as_str() } else { "slow" },
+                        r.http_status.map(|s| format!(" {s}")).unwrap_or_default(),
+                        r.error
+                            .as_deref()
+                            .map(|e| format!(" ({e})"))
+                            .unwrap_or_default(),
+                        ms(r.duration_ms)
+                    )
+                })
+                .collect();
+            let evs: Vec<String> = loss
+                .lab_events
+                .iter()
+                .map(|e| format!("{} {} {}", e.kind, e.name, rel(e.at_unix_ms, t0)))
+                .collect();
+            let _ = writeln!(
+                h,
+                r#"<tr{}><td class="l">{}</td><td>{}</td><td>{}</td><td class="l">{}</td><td class="l">{}</td><td class="msg">{}{}</td><td class="msg">{}</td></tr>"#,
+                if loss.planned() { "" } else { " class=\"bad\"" },
+                esc(&loss.candidate),
+                rel(loss.led_from_unix_ms, t0),
+                rel(loss.at_unix_ms, t0),
+                esc(&loss.how),
+                esc(loss.lab_action.as_deref().unwrap_or("none")),
+                esc(&reqs.join("; ")),
+                if loss.request_count > loss.requests.len() as u64 {
+                    format!(" … {} in all", loss.request_count)
+                } else {
+                    String::new()
+                },
+                esc(&evs.join("; "))
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !l.handovers.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"meta\">Handovers (bound {} ms):</p><table><tr><th class=\"l\">from</th><th class=\"l\">how</th><th>at</th><th class=\"l\">to</th><th>ms</th><th class=\"l\">outcome</th></tr>",
+            ms(l.handover_bound_ms)
+        );
+        for ho in &l.handovers {
+            let (cls, what) = match ho.outcome {
+                HandoverOutcome::Within => ("", "within the bound"),
+                HandoverOutcome::Late => (" class=\"bad\"", "LATE"),
+                HandoverOutcome::Missing => (" class=\"bad\"", "NO HANDOVER"),
+                HandoverOutcome::NotJudged => ("", "not judged (cut short)"),
+            };
+            let _ = writeln!(
+                h,
+                r#"<tr{cls}><td class="l">{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td class="l">{what}</td></tr>"#,
+                esc(&ho.from),
+                esc(&ho.how),
+                rel(ho.at_unix_ms, t0),
+                esc(ho.to.as_deref().unwrap_or("–")),
+                ho.handover_ms.map(ms).unwrap_or_else(|| "–".into())
+            );
+        }
+        h.push_str("</table>\n");
+    }
     h
 }
 
@@ -1336,6 +1905,51 @@ mod tests {
     use super::super::*;
     use super::*;
 
+    #[test]
+    fn event_labels_never_print_over_each_other() {
+        // Forty notes a second apart with long names: more than the rows hold.
+        let events: Vec<LabEvent> = (0..40)
+            .map(|i| LabEvent {
+                at_unix_ms: 1000.0 * f64::from(i),
+                end_unix_ms: (i % 3 == 0).then_some(1000.0 * f64::from(i) + 2500.0),
+                kind: if i % 3 == 0 { "phase" } else { "note" }.into(),
+                name: format!("a rather long event name number {i}"),
+                detail: String::new(),
+            })
+            .collect();
+        let refs: Vec<&LabEvent> = events.iter().collect();
+        let sc = Scale {
+            t0: 0.0,
+            t1: 40_000.0,
+        };
+        let (placed, rows) = place_labels(&refs, &sc, 0.0, 40_000.0);
+        assert_eq!(placed.len(), 40, "every event is drawn");
+        assert!(rows <= MAX_LABEL_ROWS);
+        assert!(
+            placed.iter().any(|(_, _, l)| !l),
+            "some go without text here"
+        );
+        for row in 0..rows {
+            let mut spans: Vec<(f64, f64)> = placed
+                .iter()
+                .filter(|(r, _, l)| *r == row && *l)
+                .map(|(_, e, _)| {
+                    let x0 = sc.x(e.at_unix_ms);
+                    (x0, x0 + 6.3 * e.name.chars().count() as f64 + 8.0)
+                })
+                .collect();
+            spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for w in spans.windows(2) {
+                assert!(
+                    w[0].1 <= w[1].0,
+                    "row {row}: {:?} overprints {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+    }
+
     /// A migration-like run: every probe in both modes every `step` ms for
     /// `secs` s, seed-a answering until the switch, seed-b after, a 2 s
     /// outage of new connections during the switch, slow writes while
@@ -1491,6 +2105,91 @@ mod tests {
         let v = compute(&[], &[], &nothing(), &Thresholds::default());
         let page = html(&v, &[], &[], &[], &[], &[], "empty");
         assert!(page.contains("<svg") && page.contains("FAILED"));
+    }
+
+    #[test]
+    fn verdict_report_draws_the_candidates_and_compares_the_informers() {
+        use crate::lease::tests::{history, lock, split_brain, A, B};
+        use crate::record::informer_event as ie;
+        let (mut recs, events) = demo(60.0, 100.0);
+        for kind in [ProbeKind::Informer, ProbeKind::InformerGo] {
+            for (t, e) in [
+                (1.0, ie::LIST),
+                (2.0, ie::INIT),
+                (3.0, ie::SYNCED),
+                (4.0, ie::WATCH),
+            ] {
+                let mut r = rec(kind, ConnMode::Reused, t, 1.0, Outcome::Ok);
+                r.event = Some(e.into());
+                recs.push(r);
+            }
+        }
+        // client-go's informer re-lists once; kube-rs' does not.
+        let mut relist = rec(
+            ProbeKind::InformerGo,
+            ConnMode::Reused,
+            30_000.0,
+            0.0,
+            Outcome::Ok,
+        );
+        relist.event = Some(ie::INIT.into());
+        recs.push(relist);
+        recs.extend(split_brain());
+        recs.push(lock(B, 20_000.0, "get", Outcome::Refused, None));
+        for (i, r) in recs.iter_mut().enumerate() {
+            r.seq = i as u64;
+        }
+        let fin = FinalRead {
+            lease_history: history(&[A, B]).lease_history,
+            ..read_back(&recs, Some(1_000_000))
+        };
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &events,
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+            },
+            &Criteria::default(),
+        );
+        assert_eq!((v.informer.relists, v.informer_go.relists), (0, 1));
+        let page = html(&v, &recs, &events, &[], &[], &[], "lease");
+        // A lane per candidate, none per lease "probe".
+        assert!(page.contains(">cpmlab-seed-a</text>") && page.contains(">cpmlab-seed-b</text>"));
+        assert!(!page.contains(">lease/reused</text>"));
+        assert!(page.contains(">informer-go/reused</text>"));
+        assert!(page.contains("cpmlab-seed-b believes it leads +26.030 s"));
+        assert!(page.contains(
+            "cpmlab-seed-a and cpmlab-seed-b both believe they lead +26.030 s – +50.000 s (23970 ms)"
+        ));
+        assert!(page.contains("cpmlab-seed-a lost leadership at +50.000 s (stopped-leading): after the lab&#39;s paused"));
+        assert!(page.contains("cpmlab-seed-b get failed at +20.000 s: refused"));
+        assert!(page.contains("cpmlab-seed-a paused by the lab +10.500 s – +40.000 s"));
+        // The tables.
+        assert!(page.contains("<h2>Leader election (Lease)</h2>"));
+        assert!(page.contains("Longest without a leader: <b>"));
+        // Its phases in band order, whichever candidate saw them first.
+        let renew = &page[page.find("Renew latency p99 per phase").unwrap()..];
+        let row = |p: &str| {
+            renew
+                .find(&format!("<tr><td class=\"l\">{p}</td>"))
+                .unwrap()
+        };
+        assert!(row("prepare") < row("etcd &lt;join&gt; &amp; sync"));
+        assert!(row("etcd &lt;join&gt; &amp; sync") < row("switch-dns"));
+        assert!(row("switch-dns") < row("cleanup"));
+        assert!(page.contains("the acquisitions recorded agree with etcd&#39;s history"));
+        assert!(page.contains("<h2>Informers: kube-rs and client-go</h2>"));
+        assert!(page.contains(
+            "<tr><th class=\"l\">whole run</th><td>0</td><td>0</td><td>–</td><td>–</td><td>1</td><td>0</td><td>–</td><td>–</td></tr>"
+        ), "the informers side by side");
+        for rule in ["informer-go", "lease-exclusive", "leader-kept", "handover"] {
+            assert!(
+                page.contains(&format!(">{rule}</td>")),
+                "{rule} in the rules table"
+            );
+        }
     }
 
     /// Renders the page with headless Chromium and checks the screenshot.

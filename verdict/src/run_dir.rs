@@ -122,6 +122,22 @@ fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
 
 /// Judges a run directory against `criteria`; writes verdict.json,
 /// junit.xml and report.html into it.
+/// A report's title: the run's directory name (`<lab>-<time>`), or for a
+/// scenario's run (kept as `<scenario>/run` by `cpmlab run`) the scenario's.
+pub fn title(run: &Path) -> String {
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    match run.parent() {
+        Some(parent) if name(run) == "run" && !name(parent).is_empty() => {
+            format!("cpmlab scenario {}", name(parent))
+        }
+        _ => format!("cpmlab run {}", name(run)),
+    }
+}
+
 pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
     let l = load(run)?;
     let v = crate::judge(&l.inputs(), criteria);
@@ -130,12 +146,7 @@ pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
         serde_json::to_string_pretty(&v).expect("a verdict is JSON"),
     )?;
     write(&run.join("junit.xml"), crate::junit::junit(&v, "cpmlab"))?;
-    let title = format!(
-        "cpmlab run {}",
-        run.file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
+    let title = title(run);
     write(
         &run.join("report.html"),
         crate::report::html(
@@ -149,4 +160,22 @@ pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
         ),
     )?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_titled_by_its_run_or_its_scenario() {
+        assert_eq!(
+            title(Path::new("/s/runs/lab-20261124-080000")),
+            "cpmlab run lab-20261124-080000"
+        );
+        assert_eq!(
+            title(Path::new("/r/six-member-25ms/run")),
+            "cpmlab scenario six-member-25ms"
+        );
+        assert_eq!(title(Path::new("run")), "cpmlab run run");
+    }
 }

@@ -37,9 +37,13 @@ pub struct ProbeArgs {
     out: PathBuf,
     #[command(flatten)]
     settings: crate::probe::run::ProbeSettings,
-    /// seed=gateway-ip pairs, to name the seed when the server does not.
+    /// seed=gateway-ip pairs, to name the seed when the server does not
+    /// (and the way each seed's leader-election candidate goes).
     #[arg(long, default_value = "")]
     seed_gateways: String,
+    /// `cpmlab-clientgo`, for the informer-go lane and the candidates.
+    #[arg(long)]
+    clientgo: Option<PathBuf>,
 }
 
 impl ProbeArgs {
@@ -62,6 +66,51 @@ impl ProbeArgs {
             .into()),
         }
     }
+}
+
+/// client-go's lanes as the agent's flags ask for them.
+fn clientgo_lanes(
+    a: &ProbeArgs,
+    p: &crate::probe::run::Parsed,
+    seeds_by_addr: &[(std::net::Ipv4Addr, String)],
+) -> Result<Option<crate::probe::clientgo::ClientGo>> {
+    use crate::probe::record::ProbeKind;
+    let informer = p.probes.contains(&ProbeKind::InformerGo);
+    if !informer && p.candidates.is_empty() {
+        return Ok(None);
+    }
+    let bin = a.clientgo.clone().ok_or_else(|| {
+        BadInput("--probes informer-go and --candidates need --clientgo (cpmlab-clientgo)".into())
+    })?;
+    let candidates = p
+        .candidates
+        .iter()
+        .map(|seed| {
+            seeds_by_addr
+                .iter()
+                .find(|(_, s)| s == seed)
+                .map(|(ip, _)| (seed.clone(), *ip))
+                .ok_or_else(|| {
+                    BadInput(format!(
+                        "--candidates: `{seed}` has no gateway in --seed-gateways"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, BadInput>>()?;
+    let control = a
+        .out
+        .parent()
+        .map(|d| d.join(crate::probe::clientgo::CONTROL_FILE))
+        .unwrap_or_else(|| PathBuf::from(crate::probe::clientgo::CONTROL_FILE));
+    Ok(Some(crate::probe::clientgo::ClientGo {
+        bin,
+        informer,
+        candidates,
+        start: p.start_candidates.clone(),
+        timings: p.lease,
+        control,
+        kubeconfig: a.kubeconfig.clone(),
+    }))
 }
 
 #[derive(clap::Args, Debug)]
@@ -235,7 +284,9 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                     Ok((ip, s.to_string()))
                 })
                 .collect::<Result<Vec<_>, BadInput>>()?;
+            let clientgo = clientgo_lanes(&a, &parsed, &seeds_by_addr)?;
             crate::probe::agent::run(crate::probe::agent::ProbeConfig {
+                clientgo,
                 target: a.target()?,
                 namespace: a.namespace,
                 out: a.out,

@@ -16,7 +16,7 @@ pub enum ProbeCommand {
         #[command(flatten)]
         lab: LabArgs,
         #[command(flatten)]
-        settings: crate::probe::run::ProbeSettings,
+        settings: Box<crate::probe::run::ProbeSettings>,
         /// Probe the API server this kubeconfig names, from this host
         /// (token or client certificate; exec plugins are not supported).
         #[arg(long)]
@@ -41,6 +41,17 @@ pub enum ProbeCommand {
         #[command(flatten)]
         lab: LabArgs,
     },
+    /// Act on a seed's leader-election candidate (started with
+    /// --candidates): start, stop (SIGTERM: it releases the lease), pause,
+    /// resume, kill (SIGKILL: no release). The agent records it.
+    Candidate {
+        #[command(flatten)]
+        lab: LabArgs,
+        #[arg(value_enum)]
+        action: crate::probe::clientgo::CandidateAction,
+        /// The seed whose candidate.
+        seed: String,
+    },
 }
 
 pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
@@ -48,12 +59,16 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
     let lab = match &command {
         ProbeCommand::Start { lab, .. }
         | ProbeCommand::Stop { lab }
-        | ProbeCommand::Status { lab } => lab.clone(),
+        | ProbeCommand::Status { lab }
+        | ProbeCommand::Candidate { lab, .. } => lab.clone(),
     };
     check_name(&lab.name)?;
     // Bad flags fail with exit 2 before anything is looked at or started.
     if let ProbeCommand::Start { settings, .. } = &command {
         settings.parse()?;
+    }
+    if let ProbeCommand::Candidate { action, seed, .. } = &command {
+        return candidate(state_root, &lab, *action, seed);
     }
     if let Some(code) = outside(state_root, &lab, &command).await? {
         return Ok(code);
@@ -103,7 +118,59 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
             }
             Ok(0)
         }
+        ProbeCommand::Candidate { .. } => unreachable!("handled above"),
     }
+}
+
+/// `cpmlab probe candidate ACTION SEED`: a command to the running agent.
+fn candidate(
+    state_root: &Path,
+    lab: &LabArgs,
+    action: crate::probe::clientgo::CandidateAction,
+    seed: &str,
+) -> Result<u8> {
+    let (dir, state) = crate::status::load_lab(state_root, &lab.name)?;
+    let run = state.probe_run.clone().ok_or_else(|| {
+        crate::errors::EnvNotReady::new(
+            format!("no probe run in lab `{}`", state.name),
+            format!(
+                "run `cpmlab probe start --name {} --candidates ...` first",
+                state.name
+            ),
+        )
+    })?;
+    let plan: Option<crate::verdict::record::ProbePlan> =
+        std::fs::read(run.join(crate::verdict::record::PROBES_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+    if !plan.is_some_and(|p| p.probes.contains(&crate::probe::record::ProbeKind::Lease)) {
+        return Err(crate::errors::BadInput(format!(
+            "the probes of lab `{}` run no candidates (start them with --candidates)",
+            state.name
+        ))
+        .into());
+    }
+    if state.seed(seed).is_none() {
+        return Err(
+            crate::errors::BadInput(format!("lab `{}` has no seed `{seed}`", state.name)).into(),
+        );
+    }
+    crate::probe::clientgo::control(&run, seed, action)?;
+    crate::probe::run::record_lab_event(
+        &dir,
+        "note",
+        &format!("{} candidate {seed}", action.as_str()),
+        "cpmlab probe candidate",
+        crate::probe::run::now_unix_ms(),
+        None,
+    );
+    match lab.output {
+        Output::Json => print_json_line(&serde_json::json!({
+            "event": "candidate", "action": action.as_str(), "seed": seed, "run": run,
+        })),
+        Output::Text => println!("{} candidate {seed}", action.as_str()),
+    }
+    Ok(0)
 }
 
 /// The host-side probes (`probe start --kubeconfig`), when the command is

@@ -65,6 +65,8 @@ pub struct ProbeConfig {
     pub write_rate: f64,
     pub write_bytes: usize,
     pub seeds_by_addr: Vec<(std::net::Ipv4Addr, String)>,
+    /// client-go's lanes: its informer and the leader-election candidates.
+    pub clientgo: Option<super::clientgo::ClientGo>,
 }
 
 pub(super) struct Ctx {
@@ -91,6 +93,14 @@ impl Ctx {
             .iter()
             .find(|(ip, _)| ip == a.ip())
             .map(|(_, s)| s.clone())
+    }
+
+    /// The agent's start, ms since the epoch (monotonic times count from it).
+    pub(super) fn wall0_ms(&self) -> f64 {
+        self.wall0
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64() * 1e3)
+            .unwrap_or(0.0)
     }
 
     fn stamp(&self, at: Instant) -> (f64, f64) {
@@ -124,6 +134,9 @@ impl Ctx {
             event: None,
             retry_of: None,
             base_rv: None,
+            candidate: None,
+            holder: None,
+            renew_unix_ms: None,
         }
     }
 
@@ -829,6 +842,8 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                 )))
             }
             ProbeKind::Load => unreachable!("--write-rate starts the load"),
+            // Child processes (see `clientgo`), started below.
+            ProbeKind::InformerGo | ProbeKind::Lease => {}
             ProbeKind::Watch => {
                 for m in &cfg.modes {
                     tasks.push(tokio::spawn(watch_loop(c.clone(), *m, stop_rx.clone())));
@@ -853,6 +868,25 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
             stop_rx.clone(),
         )));
     }
+    // client-go's lanes, and the task that follows the lab's commands to
+    // the candidates (it hands the lanes back when told to stop).
+    let (cg_stop_tx, cg_stop_rx) = tokio::sync::watch::channel(false);
+    let clientgo = match cfg.clientgo.clone() {
+        Some(cg) => {
+            let mut lanes = super::clientgo::Lanes::start(
+                c.clone(),
+                cg,
+                &target.ca_pem,
+                target.token().unwrap_or(""),
+            )
+            .await?;
+            Some(tokio::spawn(async move {
+                lanes.follow(cg_stop_rx).await;
+                lanes
+            }))
+        }
+        None => None,
+    };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = term.recv() => {}
@@ -870,8 +904,24 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     }
     // The writer has stopped: the last acknowledged value is final now.
     let _ = informer_stop_tx.send(true);
+    let _ = cg_stop_tx.send(true);
+    let lanes = match clientgo {
+        Some(t) => t.await.ok(),
+        None => None,
+    };
     if let Some(t) = informer {
         let _ = tokio::time::timeout(INFORMER_CATCH_UP + Duration::from_secs(1), t).await;
+    }
+    if let Some(mut lanes) = lanes {
+        // client-go's informer catches up as the kube-rs one does.
+        let since = Instant::now();
+        while lanes.informer_seen.load(Ordering::SeqCst) < c.last_acked.load(Ordering::SeqCst)
+            && since.elapsed() < INFORMER_CATCH_UP
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        lanes.stop_informer().await;
+        lanes.end_candidates().await;
     }
     // In-flight requests finish within the timeout.
     tokio::time::sleep(cfg.timeout.min(Duration::from_secs(3))).await;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::agent::{COUNTER, NAMESPACE};
-use super::record::{FinalRead, HistoryEntry};
+use super::record::{FinalRead, HistoryEntry, LeaseVersion};
 use crate::state::{LabDir, LabState};
 
 /// Attempts at reading the counter, and the pause before each retry.
@@ -21,15 +21,67 @@ pub fn counter_key() -> String {
     format!("/registry/configmaps/{NAMESPACE}/{COUNTER}")
 }
 
-pub async fn read(dir: &LabDir, state: &LabState) -> FinalRead {
+/// The candidates' Lease's key in etcd.
+pub fn lease_key() -> String {
+    format!("/registry/leases/{NAMESPACE}/{}", super::clientgo::LEASE)
+}
+
+/// What is read back; `candidates`: the run had leader-election candidates
+/// (their Lease's history is read too).
+pub async fn read(dir: &LabDir, state: &LabState, candidates: bool) -> FinalRead {
     let mut f = FinalRead::default();
     read_counter(&mut f, || counter(dir, state)).await;
-    match tokio::time::timeout(HISTORY_TIMEOUT, history(dir, state)).await {
+    let key = counter_key();
+    let counter = |rev: i64, bytes: &[u8]| {
+        stored_counter(bytes)
+            .map(|value| HistoryEntry {
+                value,
+                rev: rev as u64,
+            })
+            .ok_or_else(|| {
+                format!(
+                    "{key} at revision {rev} is not a ConfigMap (JSON or Kubernetes protobuf) with a numeric value"
+                )
+            })
+    };
+    match tokio::time::timeout(HISTORY_TIMEOUT, history(dir, state, &key, counter)).await {
         Ok(Ok(h)) => f.history = Some(h),
         Ok(Err(e)) => f.history_error = Some(e),
         Err(_) => f.history_error = Some(format!("not read within {HISTORY_TIMEOUT:?}")),
     }
+    if candidates {
+        let ids: Vec<String> = state
+            .seeds
+            .iter()
+            .map(|s| super::clientgo::identity(&s.name))
+            .collect();
+        let lease = |rev: i64, bytes: &[u8]| {
+            Ok(LeaseVersion {
+                rev: rev as u64,
+                holder: stored_holder(bytes, &ids),
+            })
+        };
+        let key = lease_key();
+        match tokio::time::timeout(HISTORY_TIMEOUT, history(dir, state, &key, lease)).await {
+            Ok(Ok(h)) => f.lease_history = Some(h),
+            Ok(Err(e)) => f.lease_history_error = Some(e),
+            Err(_) => f.lease_history_error = Some(format!("not read within {HISTORY_TIMEOUT:?}")),
+        }
+    }
     f
+}
+
+/// The candidate a stored Lease names as its holder: the longest of the
+/// identities found in its bytes (JSON or Kubernetes protobuf alike: the
+/// identities are the only strings of their kind in it); empty when none
+/// (a released lease).
+pub fn stored_holder(bytes: &[u8], identities: &[String]) -> String {
+    identities
+        .iter()
+        .filter(|id| !id.is_empty() && bytes.windows(id.len()).any(|w| w == id.as_bytes()))
+        .max_by_key(|id| id.len())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Reads the counter back with `get`, retrying, into `f`.
@@ -123,25 +175,28 @@ pub fn stored_counter(bytes: &[u8]) -> Option<u64> {
     v["data"]["value"].as_str()?.parse().ok()
 }
 
-async fn history(dir: &LabDir, state: &LabState) -> Result<Vec<HistoryEntry>, String> {
+/// Every version of `key`, oldest first, each turned into an entry by
+/// `entry`: a watch of the key from revision 1 up to its current revision.
+async fn history<T>(
+    dir: &LabDir,
+    state: &LabState,
+    key: &str,
+    entry: impl Fn(i64, &[u8]) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
     use etcd_client::{EventType, WatchOptions};
     let tls = crate::etcd::lab_tls(dir).map_err(|e| format!("{e:#}"))?;
     let mut client = crate::etcd::cluster_client(state, &tls, Duration::from_secs(3))
         .await
         .map_err(|e| format!("etcd: {e}"))?;
-    let key = counter_key();
     let now = client
-        .get(key.as_str(), None)
+        .get(key, None)
         .await
         .map_err(|e| format!("etcd get {key}: {e}"))?;
     let Some(last) = now.kvs().first().map(|kv| kv.mod_revision()) else {
         return Err(format!("{key} is not in etcd"));
     };
     let mut stream = client
-        .watch(
-            key.as_str(),
-            Some(WatchOptions::new().with_start_revision(1)),
-        )
+        .watch(key, Some(WatchOptions::new().with_start_revision(1)))
         .await
         .map_err(|e| format!("etcd watch {key}: {e}"))?;
     let mut out = Vec::new();
@@ -159,16 +214,7 @@ async fn history(dir: &LabDir, state: &LabState) -> Result<Vec<HistoryEntry>, St
         for ev in resp.events() {
             let Some(kv) = ev.kv() else { continue };
             if ev.event_type() == EventType::Put {
-                let value = stored_counter(kv.value()).ok_or_else(|| {
-                    format!(
-                        "{key} at revision {} is not a ConfigMap (JSON or Kubernetes protobuf) with a numeric value",
-                        kv.mod_revision()
-                    )
-                })?;
-                out.push(HistoryEntry {
-                    value,
-                    rev: kv.mod_revision() as u64,
-                });
+                out.push(entry(kv.mod_revision(), kv.value())?);
             }
             if kv.mod_revision() >= last {
                 return Ok(out);
@@ -204,5 +250,22 @@ mod tests {
         );
         assert_eq!(stored_counter(br#"{"data":{"value":"x"}}"#), None);
         assert_eq!(stored_counter(b"k8s\x00\x0a"), None);
+    }
+
+    #[test]
+    fn a_leases_holder_is_the_identity_it_names() {
+        let ids = ["cpmlab-seed-a".to_string(), "cpmlab-seed-b".to_string()];
+        let proto = b"k8s\x00\x0a\x12\x0dcpmlab-seed-b\x1a\x02\x08\x0f";
+        assert_eq!(stored_holder(proto, &ids), "cpmlab-seed-b");
+        let json = br#"{"spec":{"holderIdentity":"cpmlab-seed-a","leaseDurationSeconds":15}}"#;
+        assert_eq!(stored_holder(json, &ids), "cpmlab-seed-a");
+        // client-go's release on cancel writes an empty holder.
+        assert_eq!(
+            stored_holder(br#"{"spec":{"holderIdentity":""}}"#, &ids),
+            ""
+        );
+        // A longer identity wins over one it contains.
+        let nested = ["seed".to_string(), "seed-b".to_string()];
+        assert_eq!(stored_holder(b"..seed-b..", &nested), "seed-b");
     }
 }

@@ -1,6 +1,7 @@
 //! Continuous probe clients of the shoot API and what they record.
 
 pub mod agent;
+pub mod clientgo;
 pub mod container_logs;
 pub mod final_read;
 pub mod informer;

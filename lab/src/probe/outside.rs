@@ -80,7 +80,14 @@ pub async fn start(
     namespace: Option<&str>,
     s: &ProbeSettings,
 ) -> Result<PathBuf> {
-    s.parse()?;
+    let parsed = s.parse()?;
+    if !parsed.candidates.is_empty() {
+        return Err(BadInput(
+            "--candidates: leader-election candidates run in a lab's seeds; from outside, use --probes informer-go".into(),
+        )
+        .into());
+    }
+    let clientgo = super::run::clientgo_bin(&parsed)?;
     let target = from_kubeconfig(kubeconfig, context)?;
     let namespace = namespace
         .map(str::to_string)
@@ -134,6 +141,7 @@ pub async fn start(
         .arg(format!("--modes={}", s.modes))
         .arg(format!("--write-rate={}", s.write_rate))
         .arg(format!("--write-bytes={}", s.write_bytes))
+        .args(clientgo.map(|b| format!("--clientgo={}", b.display())))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

@@ -37,6 +37,23 @@ pub struct ProbeSettings {
     /// The size of each load object's data.
     #[arg(long, default_value_t = 1024)]
     pub write_bytes: usize,
+    /// Seeds that run a leader-election candidate (client-go, through its
+    /// own seed's gateway), comma-separated; none by default.
+    #[arg(long, default_value = "")]
+    pub candidates: String,
+    /// Those of them that start with the probes (the others start on
+    /// `cpmlab probe candidate start SEED`).
+    #[arg(long, default_value = "")]
+    pub start_candidates: String,
+    /// client-go's leader election: how long a lease holds unrenewed.
+    #[arg(long, default_value = "15s")]
+    pub lease_duration: String,
+    /// How long a leader retries renewing before it gives up.
+    #[arg(long, default_value = "10s")]
+    pub renew_deadline: String,
+    /// How often candidates try to acquire or renew.
+    #[arg(long, default_value = "2s")]
+    pub retry_period: String,
 }
 
 /// `ProbeSettings`, checked.
@@ -47,6 +64,9 @@ pub struct Parsed {
     pub timeout: Duration,
     pub probes: Vec<ProbeKind>,
     pub modes: Vec<ConnMode>,
+    pub candidates: Vec<String>,
+    pub start_candidates: Vec<String>,
+    pub lease: super::clientgo::LeaseTimings,
 }
 
 fn parse_list<T: serde::de::DeserializeOwned>(
@@ -90,20 +110,51 @@ impl ProbeSettings {
         let probes: Vec<ProbeKind> = parse_list(
             "--probes",
             &self.probes,
-            "readyz, get, list, write, watch, informer",
+            "readyz, get, list, write, watch, informer, informer-go",
         )?;
         if probes.contains(&ProbeKind::Load) {
             return Err(BadInput(
                 "--probes: `load` is not a probe; --write-rate starts the write load".into(),
             ));
         }
+        if probes.contains(&ProbeKind::Lease) {
+            return Err(BadInput(
+                "--probes: `lease` is not a probe; --candidates starts leader-election candidates"
+                    .into(),
+            ));
+        }
+        let names = |s: &str| -> Vec<String> {
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let candidates = names(&self.candidates);
+        let start_candidates = names(&self.start_candidates);
+        if let Some(s) = start_candidates.iter().find(|s| !candidates.contains(s)) {
+            return Err(BadInput(format!(
+                "--start-candidates: `{s}` has no candidate (--candidates {})",
+                self.candidates
+            )));
+        }
+        let d = |flag: &str, v: &str| crate::link::profile::parse_duration(flag, v);
+        let lease = super::clientgo::LeaseTimings {
+            lease_duration: d("--lease-duration", &self.lease_duration)?,
+            renew_deadline: d("--renew-deadline", &self.renew_deadline)?,
+            retry_period: d("--retry-period", &self.retry_period)?,
+        };
+        lease.check()?;
         Ok(Parsed {
             rate: self.rate,
             write_rate: self.write_rate,
             write_bytes: self.write_bytes,
             timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
             probes,
-            modes: parse_list("--modes", &self.modes, "new, reused")?,
+            modes: parse_list("--modes", &self.modes, "new, reused, keepalive")?,
+            candidates,
+            start_candidates,
+            lease,
         })
     }
 }
@@ -207,7 +258,25 @@ pub async fn start(
     // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
     let run = new_run_dir(&dir.runs(), &state.name)?;
     crate::verdict::run_dir::write_plan(&run, &plan(&parsed))?;
+    if !parsed.candidates.is_empty() {
+        let mut k = crate::verdict::Criteria::default();
+        lease_criteria(&mut k, &parsed.lease);
+        crate::verdict::run_dir::write_criteria(&run, &k)?;
+    }
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
+    if let Some(s) = parsed.candidates.iter().find(|c| state.seed(c).is_none()) {
+        return Err(BadInput(format!(
+            "--candidates: lab `{}` has no seed `{s}` (seeds: {})",
+            state.name,
+            state
+                .seeds
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into());
+    }
     let seeds: Vec<String> = state
         .seeds
         .iter()
@@ -229,13 +298,28 @@ pub async fn start(
             format!("--write-rate={}", s.write_rate),
             format!("--write-bytes={}", s.write_bytes),
             format!("--seed-gateways={}", seeds.join(",")),
+            format!("--candidates={}", s.candidates),
+            format!("--start-candidates={}", s.start_candidates),
+            format!("--lease-duration={}", s.lease_duration),
+            format!("--renew-deadline={}", s.renew_deadline),
+            format!("--retry-period={}", s.retry_period),
         ],
         files: vec![
             FileSpec::new("/etc/cpmlab/probe/ca.crt", ca, 0o644),
             FileSpec::new("/etc/cpmlab/probe/token", state.api_token.clone(), 0o600),
         ],
         out: run.clone(),
+        mounts: Vec::new(),
     };
+    let mut client = client;
+    if let Some(bin) = clientgo_bin(&parsed)? {
+        client
+            .mounts
+            .push((bin, super::clientgo::CONTAINER_BIN.into()));
+        client
+            .args
+            .push(format!("--clientgo={}", super::clientgo::CONTAINER_BIN));
+    }
     provider.start_client(state, &client).await?;
     note(
         &run,
@@ -262,6 +346,35 @@ pub async fn start(
     let probe_run = Some(run.clone());
     *state = dir.update(|s| s.probe_run = probe_run)?;
     Ok(run)
+}
+
+/// The lease rules' bounds from the candidates' timings: client-go's renew
+/// deadline, and a handover within the lease plus two retry periods (the
+/// bound for a leader that ends without releasing; a released lease is
+/// taken within about one retry period).
+pub fn lease_criteria(k: &mut crate::verdict::Criteria, t: &super::clientgo::LeaseTimings) {
+    k.renew_deadline_ms = t.renew_deadline.as_secs_f64() * 1e3;
+    k.handover_ms = (t.lease_duration + 2 * t.retry_period).as_secs_f64() * 1e3;
+}
+
+/// `cpmlab-clientgo`, when the probes run one of its lanes (exit 3 with
+/// the fix when it is not built).
+pub fn clientgo_bin(p: &Parsed) -> Result<Option<PathBuf>> {
+    if !p.probes.contains(&ProbeKind::InformerGo) && p.candidates.is_empty() {
+        return Ok(None);
+    }
+    let part = crate::go_parts::CLIENTGO;
+    match part.find() {
+        Some(f) => Ok(Some(f.path().clone())),
+        None => Err(EnvNotReady::new(
+            "the informer-go lane and leader-election candidates need cpmlab-clientgo, which is not built",
+            format!(
+                "run `{} {}` (scripts/setup does), or set {}",
+                part.installer, part.name, part.env
+            ),
+        )
+        .into()),
+    }
 }
 
 pub struct StopOutcome {
@@ -294,7 +407,12 @@ pub async fn stop(
     super::container_logs::keep(provider, &run, &names).await;
     provider.remove(state, &c, None).await?;
     note(&run, "probes stopped")?;
-    let fin = super::final_read::read(dir, state).await;
+    // Candidates ran when the plan kept with the run says so.
+    let candidates = std::fs::read(run.join(crate::verdict::record::PROBES_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<crate::verdict::record::ProbePlan>(&b).ok())
+        .is_some_and(|p| p.probes.contains(&ProbeKind::Lease));
+    let fin = super::final_read::read(dir, state, candidates).await;
     std::fs::write(run.join(FINAL_FILE), serde_json::to_string_pretty(&fin)?)?;
     let verdict = judge(&run)?;
     *state = dir.update(|s| s.probe_run = None)?;
@@ -319,6 +437,9 @@ pub fn plan(p: &Parsed) -> crate::verdict::record::ProbePlan {
     if p.write_rate > 0.0 {
         probes.push(ProbeKind::Load);
     }
+    if !p.candidates.is_empty() {
+        probes.push(ProbeKind::Lease);
+    }
     crate::verdict::record::ProbePlan {
         probes,
         modes: p.modes.clone(),
@@ -340,6 +461,11 @@ mod tests {
             modes: modes.into(),
             write_rate: 0.0,
             write_bytes: 1024,
+            candidates: String::new(),
+            start_candidates: String::new(),
+            lease_duration: "15s".into(),
+            renew_deadline: "10s".into(),
+            retry_period: "2s".into(),
         }
     }
 

@@ -1,8 +1,10 @@
 //! How probes reach the shoot API: the API name resolved through the lab's
 //! DNS (cached for the record's TTL, as a client library would), TLS with
-//! the API name as SNI, and either a new HTTP/1.1 connection per request or
+//! the API name as SNI, and either a new HTTP/1.1 connection per request,
 //! one long-lived HTTP/2 connection that is re-established only when it
-//! breaks (GOAWAY, reset), as kubectl and client libraries keep theirs.
+//! breaks (GOAWAY, reset), as kubectl and client-go keep theirs, or a pool
+//! of HTTP/1.1 keep-alive connections, as urllib3 keeps them for
+//! Kubernetes' Python client.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -242,7 +244,25 @@ pub struct Transport {
     /// Gateway address -> seed, for servers that do not say (real kube-apiserver).
     pub seeds_by_addr: Vec<(Ipv4Addr, String)>,
     h2: Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>,
+    /// The keep-alive lane's idle connections.
+    h1_pool: Mutex<Vec<(http1::SendRequest<Full<Bytes>>, SocketAddr)>>,
     next_ip: std::sync::atomic::AtomicUsize,
+}
+
+/// urllib3's `Retry.DEFAULT` (total 3, no backoff), which Kubernetes'
+/// Python client keeps when its configuration sets no retries.
+pub const KEEPALIVE_RETRIES: u32 = 3;
+/// Idle connections the keep-alive pool keeps at most (urllib3's pool is
+/// bounded the same way; Kubernetes' Python client sizes it 5 per CPU).
+pub const KEEPALIVE_POOL: usize = 10;
+
+/// Whether urllib3 sends a request again after it failed on the wire
+/// (`Retry.DEFAULT_ALLOWED_METHODS`): idempotent methods, not POST or PATCH.
+pub fn urllib3_retries(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+    )
 }
 
 async fn connect_tls(
@@ -342,6 +362,7 @@ impl Transport {
             tls,
             seeds_by_addr,
             h2: Mutex::new(None),
+            h1_pool: Mutex::new(Vec::new()),
             next_ip: Default::default(),
         }
     }
@@ -454,6 +475,99 @@ impl Transport {
         }
     }
 
+    /// A request on a pooled HTTP/1.1 keep-alive connection, as urllib3
+    /// sends it: an idle connection the server closed is not used (urllib3
+    /// checks `is_connection_dropped` first); a new connection when none is
+    /// idle; back to the pool after the answer unless the server said
+    /// `Connection: close`. A failure before the request left (connect,
+    /// TLS) is retried for any method, one on the wire only for idempotent
+    /// methods, up to [`KEEPALIVE_RETRIES`] times with no pause; the first
+    /// failed attempt is returned beside the outcome, so that both are
+    /// recorded.
+    pub async fn send_keepalive(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
+        let mut first: Option<Refused> = None;
+        let mut retries = 0;
+        loop {
+            let started = Instant::now();
+            let sent = match self.h1_idle().await {
+                Some(s) => Ok(s),
+                None => match connect_tls(self, deadline, false).await {
+                    Ok((tls, addr)) => match http1::handshake(TokioIo::new(tls)).await {
+                        Ok((s, conn)) => {
+                            tokio::spawn(async move {
+                                let _ = conn.await;
+                            });
+                            Ok((s, addr))
+                        }
+                        Err(e) => Err(classify_hyper(&e, Some(addr))),
+                    },
+                    Err(f) => Err(f),
+                },
+            };
+            let (failure, on_wire) = match sent {
+                Err(f) => (f, false),
+                Ok((mut sender, addr)) => {
+                    let req = request(self, method, path, body.clone());
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(left, sender.send_request(req)).await {
+                        Err(_) => {
+                            let f = Failure::new(Outcome::Timeout, "request timed out", Some(addr));
+                            return (Err(f), first);
+                        }
+                        Ok(Ok(resp)) => {
+                            let close = resp
+                                .headers()
+                                .get(hyper::header::CONNECTION)
+                                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+                            if !close {
+                                self.h1_return(sender, addr).await;
+                            }
+                            return (Ok(self.reply(resp, addr)), first);
+                        }
+                        // A request hyper never wrote (the connection was
+                        // already closed) did not leave.
+                        Ok(Err(e)) => (classify_hyper(&e, Some(addr)), !e.is_canceled()),
+                    }
+                }
+            };
+            let again = retries < KEEPALIVE_RETRIES
+                && (!on_wire || urllib3_retries(method))
+                && Instant::now() < deadline;
+            if !again {
+                return (Err(failure), first);
+            }
+            retries += 1;
+            first.get_or_insert(Refused {
+                started,
+                ended: Instant::now(),
+                failure,
+            });
+        }
+    }
+
+    /// An idle pooled connection the server has not closed (those it closed
+    /// are dropped), if any.
+    async fn h1_idle(&self) -> Option<(http1::SendRequest<Full<Bytes>>, SocketAddr)> {
+        let mut pool = self.h1_pool.lock().await;
+        pool.retain(|(s, _)| !s.is_closed());
+        let i = pool.iter().position(|(s, _)| s.is_ready())?;
+        Some(pool.swap_remove(i))
+    }
+
+    async fn h1_return(&self, sender: http1::SendRequest<Full<Bytes>>, addr: SocketAddr) {
+        let mut pool = self.h1_pool.lock().await;
+        pool.retain(|(s, _)| !s.is_closed());
+        if pool.len() < KEEPALIVE_POOL {
+            pool.push((sender, addr));
+        }
+    }
+
     async fn h2_sender(
         &self,
         deadline: Instant,
@@ -536,6 +650,9 @@ impl Transport {
                 (self.send_new(method, path, body, deadline).await, None)
             }
             super::record::ConnMode::Reused => self.send_reused(method, path, body, deadline).await,
+            super::record::ConnMode::Keepalive => {
+                self.send_keepalive(method, path, body, deadline).await
+            }
         }
     }
 }
@@ -543,6 +660,161 @@ impl Transport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How a test server treats each connection: answer this many requests
+    /// on it, then close it (after reading one more request, unanswered,
+    /// when `swallow`).
+    #[derive(Clone, Copy)]
+    struct Serve {
+        answers: usize,
+        swallow: bool,
+    }
+
+    /// An HTTPS/1.1 server on 127.0.0.1 with a lab CA's certificate for
+    /// `api.test`; returns the transport that reaches it and the count of
+    /// connections it accepted.
+    async fn h1_server(serve: Serve) -> (Transport, Arc<std::sync::atomic::AtomicUsize>) {
+        use rustls::pki_types::pem::PemObject;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let ca = crate::pki::Ca::generate("t").unwrap();
+        let ck = ca.issue_member("api", &["api.test".into()], &[]).unwrap();
+        let certs: Vec<_> =
+            rustls::pki_types::CertificateDer::pem_slice_iter(ck.cert_pem.as_bytes())
+                .map(Result::unwrap)
+                .collect();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(ck.key_pem.as_bytes()).unwrap();
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut buf = Vec::new();
+                    let mut answered = 0;
+                    loop {
+                        // One request head (the probes' GETs and these
+                        // tests' bodies are small).
+                        let mut chunk = [0u8; 4096];
+                        match tls.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        if !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            continue;
+                        }
+                        buf.clear();
+                        if answered == serve.answers {
+                            // Read, never answered: the connection ends.
+                            return;
+                        }
+                        answered += 1;
+                        let _ = tls
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .await;
+                        let _ = tls.flush().await;
+                        if answered == serve.answers && !serve.swallow {
+                            let _ = tls.shutdown().await;
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let t = Transport::new(
+            Resolver::new(Resolve::Fixed("127.0.0.1".parse().unwrap()), "api.test"),
+            "api.test",
+            port,
+            None,
+            crate::apiserver::client::tls_client(&ca.cert_pem).unwrap(),
+            vec![],
+        );
+        (t, accepted)
+    }
+
+    async fn body(r: Result<Reply, Failure>) -> Result<String, String> {
+        match r {
+            Ok(rep) => {
+                let (_, b) = rep
+                    .bytes(Instant::now() + Duration::from_secs(5))
+                    .await
+                    .map_err(|f| f.error)?;
+                Ok(String::from_utf8_lossy(&b).into_owned())
+            }
+            Err(f) => Err(f.error),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_keepalive_lane_reuses_its_connections_as_urllib3_does() {
+        let deadline = || Instant::now() + Duration::from_secs(5);
+        let n = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::SeqCst);
+        // Kept open: three requests, one connection.
+        let (t, accepted) = h1_server(Serve {
+            answers: 100,
+            swallow: false,
+        })
+        .await;
+        for _ in 0..3 {
+            let (r, first) = t.send_keepalive("GET", "/", None, deadline()).await;
+            assert_eq!(body(r).await.as_deref(), Ok("ok"));
+            assert!(first.is_none());
+        }
+        assert_eq!(n(&accepted), 1);
+        // The server closes each connection after one answer: the next
+        // request still succeeds (the closed connection dropped before
+        // reuse, or the request it never sent retried), on a new one.
+        let (t, accepted) = h1_server(Serve {
+            answers: 1,
+            swallow: false,
+        })
+        .await;
+        for _ in 0..3 {
+            let (r, _) = t
+                .send_keepalive("POST", "/", Some(b"{}".to_vec()), deadline())
+                .await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(body(r).await.as_deref(), Ok("ok"));
+        }
+        assert_eq!(n(&accepted), 3);
+        // A request read and never answered: a GET is sent again, three
+        // times (urllib3's Retry.DEFAULT), the first failure kept; a POST
+        // is not.
+        let (t, accepted) = h1_server(Serve {
+            answers: 0,
+            swallow: true,
+        })
+        .await;
+        let (r, first) = t.send_keepalive("GET", "/", None, deadline()).await;
+        assert!(r.is_err());
+        assert!(first.is_some(), "the first failed attempt is returned");
+        assert_eq!(n(&accepted), 1 + KEEPALIVE_RETRIES as usize);
+        let (t, accepted) = h1_server(Serve {
+            answers: 0,
+            swallow: true,
+        })
+        .await;
+        let (r, first) = t
+            .send_keepalive("POST", "/", Some(b"{}".to_vec()), deadline())
+            .await;
+        assert!(r.is_err() && first.is_none());
+        assert_eq!(n(&accepted), 1);
+        assert!(urllib3_retries("PUT") && !urllib3_retries("PATCH"));
+    }
 
     /// Sends one request over HTTP/2 to a server that treats it with
     /// `serve`, and returns hyper's error.

@@ -135,6 +135,9 @@ pub struct ClientSpec {
     pub args: Vec<String>,
     pub files: Vec<FileSpec>,
     pub out: std::path::PathBuf,
+    /// Host files mounted read-only at a path in the workload (binaries
+    /// the agent runs, e.g. cpmlab-clientgo).
+    pub mounts: Vec<(std::path::PathBuf, String)>,
 }
 
 /// Where the probe agent writes, inside its workload (`out` on the host).

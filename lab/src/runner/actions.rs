@@ -17,6 +17,33 @@ use crate::scenario::{LinkSpec, MigrateAction};
 use crate::state::LabDir;
 use crate::verdict::excuse::{KILL_EVENT, LEADER_MARK};
 
+/// An action on a seed's leader-election candidate: a command to the probe
+/// agent through the run's control file (the agent records it as a lease
+/// event), and a lab event for the report.
+fn candidate(dir: &LabDir, action: &Action, seed: &str) -> Result<String> {
+    use crate::probe::clientgo::{control, CandidateAction as A};
+    let act = match action {
+        Action::Kill(_) => A::Kill,
+        Action::Stop(_) => A::Stop,
+        Action::Pause(_) => A::Pause,
+        Action::Unpause(_) => A::Resume,
+        _ => A::Start,
+    };
+    let run = dir
+        .load()?
+        .probe_run
+        .context("no probe run: candidates run with the probes")?;
+    control(&run, seed, act)?;
+    let name = format!("{} candidate {seed}", act.as_str());
+    let kind = if matches!(act, A::Start | A::Stop) {
+        "note"
+    } else {
+        "fault"
+    };
+    record_lab_event(dir, kind, &name, "timeline", now_unix_ms(), None);
+    Ok(name)
+}
+
 /// A container an action hits, with what it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
@@ -34,6 +61,9 @@ pub struct Hit {
 pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit> {
     let (_, state) = crate::status::load_lab(state_root, lab)?;
     match t {
+        TargetRef::Candidate(seed) => {
+            anyhow::bail!("candidate {seed} is a process of the probe agent, not a container")
+        }
         TargetRef::Gateway(seed) => {
             let s = state
                 .seed(seed)
@@ -207,6 +237,9 @@ pub async fn perform(
         | Action::Pause(t)
         | Action::Unpause(t)
         | Action::Restart(t) => {
+            if let TargetRef::Candidate(seed) = t {
+                return candidate(dir, action, seed);
+            }
             let hit = resolve(&cpm.state_root, &cpm.lab, t).await?;
             let c = &hit.container;
             let at = now_unix_ms();

@@ -28,6 +28,10 @@ pub struct EntryResult {
     /// What it hit, or why it failed.
     pub detail: String,
     pub ok: bool,
+    /// The leader-election schedule's, not the file's: reported, and held
+    /// to account only when it fired and failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scheduled: bool,
 }
 
 /// Everything the expectations are checked against.
@@ -114,6 +118,32 @@ fn verdict_outcome_of(
     (passed == (want == VerdictExpect::Pass), seen)
 }
 
+/// `expect.rules`: one rule of the verdict passes (does not fail it) or
+/// fails, as the scenario wants.
+fn rule_outcome(v: &Verdict, name: &str, want: crate::scenario::RuleExpect) -> ExpectResult {
+    use crate::scenario::RuleExpect;
+    let label = format!("rule {name}");
+    let want_s = match want {
+        RuleExpect::Pass => "pass",
+        RuleExpect::Fail => "fail",
+    };
+    match v.rule(name) {
+        Some(r) => {
+            let passes = !r.fails(&v.accepted);
+            res(
+                label,
+                passes == (want == RuleExpect::Pass),
+                format!("want {want_s}, was {}: {}", r.status.as_str(), r.message),
+            )
+        }
+        None => res(
+            label,
+            false,
+            format!("want {want_s}, the verdict has no such rule"),
+        ),
+    }
+}
+
 /// Checks every expectation (the defaults included: the verdict passes, a
 /// migration completes, every timeline entry ran).
 pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
@@ -179,6 +209,9 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
                     )),
                 }
             }
+            for (name, want) in &e.rules {
+                out.push(rule_outcome(v, name, *want));
+            }
         }
         None => out.push(res("verdict", false, "the run has no verdict")),
     }
@@ -237,6 +270,16 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
         }
     }
     for t in o.timeline {
+        if t.scheduled {
+            if t.at_s.is_some() && !t.ok {
+                out.push(res(
+                    format!("leader election: {}", t.action),
+                    false,
+                    t.detail.clone(),
+                ));
+            }
+            continue;
+        }
         let name = format!("timeline[{}] {}", t.index, t.action);
         let msg = match t.at_s {
             Some(at) => format!("at {at:.1} s: {}", t.detail),

@@ -315,7 +315,7 @@ async fn drive(
     }
     cancel.check()?;
     step.detail("probes");
-    let p = s.probes.settings();
+    let p = s.probes.settings(&s.topology);
     let d = cpm
         .run(
             &args(&[
@@ -333,6 +333,16 @@ async fn drive(
                 &p.write_rate.to_string(),
                 "--write-bytes",
                 &p.write_bytes.to_string(),
+                "--candidates",
+                &p.candidates,
+                "--start-candidates",
+                &p.start_candidates,
+                "--lease-duration",
+                &p.lease_duration,
+                "--renew-deadline",
+                &p.renew_deadline,
+                "--retry-period",
+                &p.retry_period,
             ]),
             cancel,
         )
@@ -492,6 +502,10 @@ mod judge {
         };
         if let Some(d) = c.stall {
             k.stall_ms = d.as_secs_f64() * 1e3;
+        }
+        if s.probes.leader_election.is_some() {
+            let p = s.probes.settings(&s.topology).parse()?;
+            crate::probe::run::lease_criteria(&mut k, &p.lease);
         }
         Ok(k)
     }
@@ -684,6 +698,7 @@ async fn timeline_and_migration(
                 }
             },
             ok: false,
+            scheduled: p.scheduled,
         })
         .collect();
     let mut pending: Vec<usize> = (0..c.timeline.len()).collect();

@@ -68,6 +68,13 @@ fn status(r: &ScenarioResult) -> &'static str {
     }
 }
 
+/// The run's verdict, beside the result: a scenario whose expectation is a
+/// failing (or only a safe) verdict passes with a verdict that failed, and
+/// the table must not let PASSED read as zero downtime.
+fn verdict(r: &ScenarioResult) -> &'static str {
+    r.verdict.map_or("-", |v| v.headline())
+}
+
 /// Raw figures and what was excused, in a few words.
 fn figures(r: &ScenarioResult) -> String {
     if r.verdict.is_none() {
@@ -120,16 +127,23 @@ pub fn table(results: &[ScenarioResult]) -> String {
         .max()
         .unwrap_or(10)
         .max(10);
+    let vw = results
+        .iter()
+        .map(|r| verdict(r).len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
     let mut out = format!(
-        "{:<w$}  {:<rw$}  {:>7}  {:<10}  {:>10}  WHY\n",
-        "SCENARIO", "RESULT", "WALL", "MIGRATION", "SEED"
+        "{:<w$}  {:<rw$}  {:<vw$}  {:>7}  {:<10}  {:>10}  WHY\n",
+        "SCENARIO", "RESULT", "VERDICT", "WALL", "MIGRATION", "SEED"
     );
     for r in ordered(results) {
         let _ = writeln!(
             out,
-            "{:<w$}  {:<rw$}  {:>6.0}s  {:<10}  {:>10}  {}",
+            "{:<w$}  {:<rw$}  {:<vw$}  {:>6.0}s  {:<10}  {:>10}  {}",
             r.name,
             status(r),
+            verdict(r),
             r.wall_s,
             r.migration.as_deref().unwrap_or("-"),
             r.seed,
@@ -377,4 +391,44 @@ pub fn write_all(
     std::fs::write(dir.join("summary.json"), rows + "\n")?;
     std::fs::write(dir.join("summary.md"), markdown(results, title))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::Status;
+
+    fn result(name: &str, passed: bool, verdict: Option<Status>) -> ScenarioResult {
+        let mut r: ScenarioResult =
+            serde_json::from_value(serde_json::json!({"name": name, "file": "f.yaml", "description": "", "seed": 1, "lab": "l", "passed": passed, "incomplete": false, "env_error": false, "wall_s": 60.0, "requests": 100, "failed_requests": 7, "excused": 0, "excused_by_hazard": {}, "expectations": [], "timeline": [], "etcd_said": [], "dir": "/tmp/x"}))
+                .unwrap();
+        r.verdict = verdict;
+        r
+    }
+
+    #[test]
+    fn the_table_names_the_verdict_beside_the_expectations() {
+        let t = table(&[
+            result("safe-but-down", true, Some(Status::Failed)),
+            result("clean", true, Some(Status::Passed)),
+            result("broken", false, Some(Status::Failed)),
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].contains("RESULT") && lines[0].contains("VERDICT"),
+            "{t}"
+        );
+        // Failures first; a passed scenario whose verdict failed says both.
+        let row = |name: &str| {
+            lines
+                .iter()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .unwrap()
+        };
+        assert!(lines[1].starts_with("broken"), "{t}");
+        assert_eq!(row("safe-but-down")[1..3], ["PASSED", "FAILED"], "{t}");
+        assert_eq!(row("clean")[1..3], ["PASSED", "PASSED"], "{t}");
+        assert!(t.contains("100 requests, 7 failed"), "{t}");
+    }
 }

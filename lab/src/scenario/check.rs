@@ -49,6 +49,10 @@ pub struct Planned {
     pub index: usize,
     pub trigger: Trigger,
     pub action: Action,
+    /// Part of the leader-election schedule (`probes.leader_election`), not
+    /// of the file's timeline: carried out alike, but a step the run never
+    /// reaches is no failed expectation.
+    pub scheduled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -118,6 +122,8 @@ pub enum TargetRef {
         index: usize,
     },
     Gateway(String),
+    /// A seed's leader-election candidate.
+    Candidate(String),
 }
 
 impl std::fmt::Display for TargetRef {
@@ -137,6 +143,7 @@ impl std::fmt::Display for TargetRef {
             TargetRef::Member { seed, index } => write!(f, "member {seed}/{index}"),
             TargetRef::Api { seed, index } => write!(f, "api {seed}/{index}"),
             TargetRef::Gateway(s) => write!(f, "gateway {s}"),
+            TargetRef::Candidate(s) => write!(f, "candidate {s}"),
         }
     }
 }
@@ -185,9 +192,36 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
     for (i, l) in s.links.iter().enumerate() {
         link_profile(l, &nets, &format!("links[{i}]"))?;
     }
-    let settings = s.probes.settings();
+    if let Some(le) = &s.probes.leader_election {
+        for (i, seed) in le.seeds.iter().enumerate() {
+            if !seeds.contains(seed) {
+                return Err(p(
+                    format!("probes.leader_election.seeds[{i}]"),
+                    format!("`{seed}` is not a seed of this lab ({})", seeds.join(", ")),
+                ));
+            }
+        }
+        if le.source_until() != "never" {
+            known_step("probes.leader_election.source_until", le.source_until())?;
+        }
+        if le.destination_from() != "start" {
+            known_step(
+                "probes.leader_election.destination_from",
+                le.destination_from(),
+            )?;
+        }
+    }
+    let settings = s.probes.settings(&s.topology);
     settings.parse().map_err(|e| {
-        let field = if e.0.starts_with("--rate") {
+        let field = if e.0.starts_with("--lease-duration") {
+            "probes.leader_election.lease_duration"
+        } else if e.0.starts_with("--renew-deadline") {
+            "probes.leader_election.renew_deadline"
+        } else if e.0.starts_with("--retry-period") {
+            "probes.leader_election.retry_period"
+        } else if e.0.starts_with("--candidates") || e.0.starts_with("--start-candidates") {
+            "probes.leader_election.seeds"
+        } else if e.0.starts_with("--rate") {
             "probes.rate"
         } else if e.0.starts_with("--timeout") {
             "probes.timeout"
@@ -203,7 +237,18 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         p(field, e.0)
     })?;
     let warmup = time("probes.warmup", &s.probes.warmup)?;
-    let cooldown = time("probes.cooldown", &s.probes.cooldown)?;
+    let mut cooldown = time("probes.cooldown", &s.probes.cooldown)?;
+    // The destination's candidate takes a lease the source could not
+    // release only once it expired: the probes run on for the handover's
+    // bound, so that the takeover is seen and judged.
+    if let (Some(le), Some(_)) = (&s.probes.leader_election, &s.migration) {
+        if le.source_until() != "never" {
+            if let Ok(p) = s.probes.settings(&s.topology).parse() {
+                let bound = p.lease.lease_duration + 2 * p.lease.retry_period;
+                cooldown = cooldown.max(bound);
+            }
+        }
+    }
     let duration = match &s.duration {
         Some(d) => time("duration", d)?,
         None if s.migration.is_none() => Duration::from_secs(20),
@@ -262,13 +307,14 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         }
         None => None,
     };
-    let timeline = s
+    let mut timeline = s
         .timeline
         .iter()
         .enumerate()
         .map(|(i, e)| planned(s, i, e, &nets, &seeds))
         .collect::<Result<Vec<_>, _>>()?;
     reachable(s, &timeline)?;
+    timeline.extend(leader_election_schedule(s, timeline.len()));
     let (downtime, p99, excuse, stall) = expectations(&s.expect, s, &seeds)?;
     Ok(Checked {
         duration,
@@ -282,6 +328,52 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         excuse,
         stall,
     })
+}
+
+/// The leader-election schedule as timeline entries after the file's: the
+/// source's candidate stops when `source_until` starts, the destination's
+/// starts when `destination_from` turned True (GEP: source components run
+/// until their step hands over; destination components start once the
+/// destination's API server is ready).
+fn leader_election_schedule(s: &Scenario, first: usize) -> Vec<Planned> {
+    let (Some(le), Some(_)) = (&s.probes.leader_election, &s.migration) else {
+        return Vec::new();
+    };
+    let with = le.seeds(&s.topology);
+    let (src, dst) = (
+        s.topology.source().name.clone(),
+        s.topology.destination().name.clone(),
+    );
+    let mut out = Vec::new();
+    if le.destination_from() != "start" && with.contains(&dst) {
+        out.push((
+            Trigger::Step {
+                step: le.destination_from().to_string(),
+                on: StepEvent::Leaving,
+                after: Duration::ZERO,
+            },
+            Action::Restart(TargetRef::Candidate(dst)),
+        ));
+    }
+    if le.source_until() != "never" && with.contains(&src) {
+        out.push((
+            Trigger::Step {
+                step: le.source_until().to_string(),
+                on: StepEvent::Entering,
+                after: Duration::ZERO,
+            },
+            Action::Stop(TargetRef::Candidate(src)),
+        ));
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(k, (trigger, action))| Planned {
+            index: first + k,
+            trigger,
+            action,
+            scheduled: true,
+        })
+        .collect()
 }
 
 fn known_step(field: &str, step: &str) -> Result<(), Problem> {
@@ -435,6 +527,7 @@ fn planned(
             index: i,
             trigger,
             action: actions.remove(0),
+            scheduled: false,
         }),
         0 => Err(p(
             &f,
@@ -475,12 +568,40 @@ fn seed_index(s: &str, field: &str, seeds: &[String]) -> Result<(String, usize),
 }
 
 fn target(s: &Scenario, t: &Target, f: &str, seeds: &[String]) -> Result<TargetRef, Problem> {
-    let given = [t.member.is_some(), t.api.is_some(), t.gateway.is_some()]
-        .iter()
-        .filter(|x| **x)
-        .count();
+    let given = [
+        t.member.is_some(),
+        t.api.is_some(),
+        t.gateway.is_some(),
+        t.candidate.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
     if given != 1 {
-        return Err(p(f, "name exactly one of `member`, `api` or `gateway`"));
+        return Err(p(
+            f,
+            "name exactly one of `member`, `api`, `gateway` or `candidate`",
+        ));
+    }
+    if let Some(c) = &t.candidate {
+        let field = format!("{f}.candidate");
+        let Some(le) = &s.probes.leader_election else {
+            return Err(p(
+                field,
+                "there are candidates only with `probes.leader_election`",
+            ));
+        };
+        let with = le.seeds(&s.topology);
+        if !with.contains(c) {
+            return Err(p(
+                field,
+                format!(
+                    "`{c}` runs no candidate (probes.leader_election.seeds: {})",
+                    with.join(", ")
+                ),
+            ));
+        }
+        return Ok(TargetRef::Candidate(c.clone()));
     }
     if let Some(seed) = &t.seed {
         if !seeds.contains(seed) {
@@ -681,6 +802,10 @@ fn known_uncovered(k: &str) -> bool {
         "stale-reads",
         "watch-continuity",
         "informer",
+        "informer-go",
+        "lease-exclusive",
+        "leader-kept",
+        "handover",
         "writes-after-last-step",
         "writes-after-last-hazard",
     ]
@@ -699,6 +824,17 @@ fn known_uncovered(k: &str) -> bool {
 }
 
 fn expectations(e: &Expect, s: &Scenario, seeds: &[String]) -> Result<Limits, Problem> {
+    for k in e.rules.keys() {
+        if !super::RULES.contains(&k.as_str()) && !k.starts_with("slo-") {
+            return Err(p(
+                format!("expect.rules.{k}"),
+                format!(
+                    "not a rule of the verdict ({}, or slo-*)",
+                    super::RULES.join(", ")
+                ),
+            ));
+        }
+    }
     let mut downtime = BTreeMap::new();
     for (k, v) in &e.downtime {
         let f = format!("expect.downtime.{k}");

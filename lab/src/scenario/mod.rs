@@ -147,7 +147,8 @@ pub struct ProbeSpec {
     /// Per-request timeout.
     #[serde(default = "default_timeout")]
     pub timeout: String,
-    /// readyz, get, list, write, watch, informer.
+    /// readyz, get, list, write, watch, informer (kube-rs), informer-go
+    /// (client-go).
     #[serde(default = "default_probes")]
     pub probes: Vec<String>,
     /// new, reused.
@@ -162,9 +163,79 @@ pub struct ProbeSpec {
     /// How long the probes run before the migration starts.
     #[serde(default = "default_warmup")]
     pub warmup: String,
-    /// How long they run after the migration (and the timeline) ended.
+    /// How long they run after the migration (and the timeline) ended;
+    /// with `leader_election`, at least the handover's bound (lease + 2
+    /// retry periods, 19 s), so that the destination's takeover is seen.
     #[serde(default = "default_cooldown")]
     pub cooldown: String,
+    /// Leader-election candidates (client-go on one Lease), one per seed,
+    /// each through its own seed's gateway to its own seed's API replicas,
+    /// as the GEP's Lease Management has the seed's components hold their
+    /// leases in the shoot. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_election: Option<LeaderElectionSpec>,
+}
+
+/// When each seed's candidate runs, and client-go's timings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaderElectionSpec {
+    /// Seeds with a candidate (default: the source and the destination).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<String>,
+    /// The step at whose start the source's candidate stops (SIGTERM: it
+    /// releases the lease), or `never`. Default `SourceSeedCleanup`: the
+    /// source's components run until the source seed is cleaned up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_until: Option<String>,
+    /// The step whose end (True) starts the destination's candidate, or
+    /// `start` (with the probes). Default `DestinationKubeAPIServerReady`:
+    /// the destination's components start once its API server serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_from: Option<String>,
+    /// client-go's LeaseDuration (default 15s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration: Option<String>,
+    /// client-go's RenewDeadline (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_deadline: Option<String>,
+    /// client-go's RetryPeriod (default 2s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_period: Option<String>,
+}
+
+/// The default step the source's candidate stops at.
+pub const SOURCE_UNTIL: &str = "SourceSeedCleanup";
+/// The default step after which the destination's candidate starts.
+pub const DESTINATION_FROM: &str = "DestinationKubeAPIServerReady";
+
+impl LeaderElectionSpec {
+    /// The seeds with a candidate: as written, else source and destination.
+    pub fn seeds(&self, topology: &Topology) -> Vec<String> {
+        if self.seeds.is_empty() {
+            vec![
+                topology.source().name.clone(),
+                topology.destination().name.clone(),
+            ]
+        } else {
+            self.seeds.clone()
+        }
+    }
+    pub fn source_until(&self) -> &str {
+        self.source_until.as_deref().unwrap_or(SOURCE_UNTIL)
+    }
+    pub fn destination_from(&self) -> &str {
+        self.destination_from.as_deref().unwrap_or(DESTINATION_FROM)
+    }
+    /// The candidates that start with the probes: those not in the
+    /// destination, and the destination's when `destination_from: start`.
+    pub fn start_with_probes(&self, topology: &Topology) -> Vec<String> {
+        let dest = &topology.destination().name;
+        self.seeds(topology)
+            .into_iter()
+            .filter(|s| s != dest || self.destination_from() == "start")
+            .collect()
+    }
 }
 
 impl Default for ProbeSpec {
@@ -178,6 +249,7 @@ impl Default for ProbeSpec {
             write_bytes: default_write_bytes(),
             warmup: default_warmup(),
             cooldown: default_cooldown(),
+            leader_election: None,
         }
     }
 }
@@ -208,7 +280,9 @@ fn default_cooldown() -> String {
 
 impl ProbeSpec {
     /// As `cpmlab probe start` flags take them.
-    pub fn settings(&self) -> crate::probe::run::ProbeSettings {
+    pub fn settings(&self, topology: &Topology) -> crate::probe::run::ProbeSettings {
+        let le = self.leader_election.clone();
+        let or = |v: Option<String>, d: &str| v.unwrap_or_else(|| d.to_string());
         crate::probe::run::ProbeSettings {
             rate: self.rate,
             timeout: self.timeout.clone(),
@@ -216,6 +290,17 @@ impl ProbeSpec {
             modes: self.modes.join(","),
             write_rate: self.write_rate,
             write_bytes: self.write_bytes,
+            candidates: le
+                .as_ref()
+                .map(|l| l.seeds(topology).join(","))
+                .unwrap_or_default(),
+            start_candidates: le
+                .as_ref()
+                .map(|l| l.start_with_probes(topology).join(","))
+                .unwrap_or_default(),
+            lease_duration: or(le.as_ref().and_then(|l| l.lease_duration.clone()), "15s"),
+            renew_deadline: or(le.as_ref().and_then(|l| l.renew_deadline.clone()), "10s"),
+            retry_period: or(le.as_ref().and_then(|l| l.retry_period.clone()), "2s"),
         }
     }
 }
@@ -355,6 +440,12 @@ pub struct Target {
     /// A seed's gateway, by seed name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
+    /// A seed's leader-election candidate (`probes.leader_election`), by
+    /// seed name: `kill` SIGKILLs it (no release), `stop` SIGTERMs it (it
+    /// releases the lease), `pause`/`unpause` freeze and thaw it, `restart`
+    /// starts it (again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<String>,
     /// With a role: only members in this seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
@@ -430,7 +521,37 @@ pub struct Expect {
     /// `watch_grace` (as `cpmlab verdict` takes them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub slo: BTreeMap<String, String>,
+    /// Single rules of the verdict that must pass or fail, whatever the
+    /// verdict as a whole (e.g. `{leader-kept: fail, lease-exclusive:
+    /// pass}`): a rule passes when it does not fail the verdict (passed,
+    /// skipped, or not covered and accepted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, RuleExpect>,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleExpect {
+    Pass,
+    Fail,
+}
+
+/// The verdict's rules a scenario may name in `expect.rules` (and the
+/// per-step `slo-*` rules).
+pub const RULES: &[&str] = &[
+    "zero-downtime",
+    "coverage",
+    "lost-writes",
+    "ledger-conflicts",
+    "watch-continuity",
+    "informer",
+    "informer-go",
+    "rv-monotonic",
+    "stale-reads",
+    "lease-exclusive",
+    "leader-kept",
+    "handover",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -561,6 +682,96 @@ mod tests {
 
     fn parse_str(s: &str) -> Result<ScenarioFile, FileError> {
         parse(s, Path::new("s.yaml"))
+    }
+
+    #[test]
+    fn leader_election_follows_the_geps_schedule_unless_told_otherwise() {
+        let f = parse_str(
+            "description: candidates on one lease in both seeds\nprobes:\n  probes: [get, informer-go]\n  leader_election: {}\nmigration: {}\ntimeline:\n  - at: 20s\n    pause: {candidate: seed-a}\n",
+        )
+        .unwrap();
+        let s = &f.scenario;
+        let p = s.probes.settings(&s.topology);
+        assert_eq!(p.candidates, "seed-a,seed-b");
+        assert_eq!(p.start_candidates, "seed-a", "the destination's waits");
+        assert_eq!(
+            (
+                p.lease_duration.as_str(),
+                p.renew_deadline.as_str(),
+                p.retry_period.as_str()
+            ),
+            ("15s", "10s", "2s")
+        );
+        assert_eq!(
+            f.checked.cooldown,
+            Duration::from_secs(19),
+            "the handover's bound"
+        );
+        let t = &f.checked.timeline;
+        assert_eq!(t.len(), 3);
+        assert_eq!(
+            t[0].action,
+            Action::Pause(TargetRef::Candidate("seed-a".into()))
+        );
+        assert!(!t[0].scheduled);
+        // The destination's starts when its API server is ready; the
+        // source's stops as the source seed is cleaned up.
+        assert_eq!(
+            (&t[1].trigger, &t[1].action, t[1].scheduled),
+            (
+                &Trigger::Step {
+                    step: "DestinationKubeAPIServerReady".into(),
+                    on: StepEvent::Leaving,
+                    after: Duration::ZERO
+                },
+                &Action::Restart(TargetRef::Candidate("seed-b".into())),
+                true
+            )
+        );
+        assert_eq!(
+            (&t[2].trigger, &t[2].action),
+            (
+                &Trigger::Step {
+                    step: "SourceSeedCleanup".into(),
+                    on: StepEvent::Entering,
+                    after: Duration::ZERO
+                },
+                &Action::Stop(TargetRef::Candidate("seed-a".into()))
+            )
+        );
+        let f = parse_str(
+            "description: both candidates from the start, the source's to the end\nprobes:\n  leader_election: {destination_from: start, source_until: never, retry_period: 1s}\nmigration: {}\n",
+        )
+        .unwrap();
+        let p = f.scenario.probes.settings(&f.scenario.topology);
+        assert_eq!(p.start_candidates, "seed-a,seed-b");
+        assert_eq!(p.retry_period, "1s");
+        assert!(f.checked.timeline.is_empty());
+        // Without a migration nothing is scheduled: the source's runs.
+        let f = parse_str("description: one candidate with no migration at all\nprobes:\n  leader_election: {seeds: [seed-a]}\n").unwrap();
+        assert!(f.checked.timeline.is_empty());
+        assert_eq!(
+            f.scenario.probes.settings(&f.scenario.topology).candidates,
+            "seed-a"
+        );
+    }
+
+    #[test]
+    fn bad_leader_election_settings_name_their_field() {
+        for (yaml, field) in [
+            ("probes:\n  leader_election: {seeds: [seed-c]}\n", "probes.leader_election.seeds[0]"),
+            ("probes:\n  leader_election: {source_until: Cleanup}\n", "probes.leader_election.source_until"),
+            ("probes:\n  leader_election: {retry_period: 9s}\n", "probes.leader_election.renew_deadline"),
+            ("probes:\n  leader_election: {lease_duration: soon}\n", "probes.leader_election.lease_duration"),
+            ("timeline:\n  - at: 1s\n    kill: {candidate: seed-a}\n", "timeline[0].kill.candidate"),
+            ("probes:\n  leader_election: {seeds: [seed-a]}\ntimeline:\n  - at: 1s\n    kill: {candidate: seed-b}\n", "timeline[0].kill.candidate"),
+            ("expect:\n  rules: {leader-held: pass}\n", "expect.rules.leader-held"),
+        ] {
+            let text = format!("description: a bad leader-election setting here\n{yaml}");
+            let e = parse_str(&text).unwrap_err();
+            assert_eq!(e.field, field, "{yaml}: {e}");
+            assert!(e.line >= 2, "{yaml}: {e}");
+        }
     }
 
     #[test]

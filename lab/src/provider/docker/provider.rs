@@ -195,7 +195,15 @@ impl Provider for DockerProvider {
                     format!("{AGENT_BIN}:ro"),
                 ),
                 (client.out.display().to_string(), CLIENT_OUT.into()),
-            ],
+            ]
+            .into_iter()
+            .chain(
+                client
+                    .mounts
+                    .iter()
+                    .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
+            )
+            .collect(),
             devices: vec![],
             files: client.files.clone(),
         };
