@@ -628,7 +628,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let probes = || all.iter().filter(|r| r.probe != ProbeKind::Lease);
     let window = Window {
         start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
-        end_unix_ms: probes().last().map_or(0.0, |r| r.start_unix_ms),
+        end_unix_ms: probes().next_back().map_or(0.0, |r| r.start_unix_ms),
     };
     let classify = availability::Classify::new(&all, criteria.stall_ms);
     let mut avail = availability::availability(&all, &classify);
