@@ -654,7 +654,19 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let watch = watch::check(&all, &window, thresholds);
     let informer = informer::check(&all, inputs.events, ProbeKind::Informer);
     let informer_go = informer::check(&all, inputs.events, ProbeKind::InformerGo);
-    let lease = lease::check(&all, inputs.events, inputs.final_read, &window, criteria);
+    // The candidates are judged over their own records too: they run on
+    // while the informers catch up, and what they believe then counts.
+    let lease_window = Window {
+        start_unix_ms: all.first().map_or(0.0, |r| r.start_unix_ms),
+        end_unix_ms: all.last().map_or(0.0, |r| r.start_unix_ms),
+    };
+    let lease = lease::check(
+        &all,
+        inputs.events,
+        inputs.final_read,
+        &lease_window,
+        criteria,
+    );
     let stale_reads = reads::check(&all);
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
     let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
