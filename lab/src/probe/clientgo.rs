@@ -612,29 +612,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A record as the agent stamps it before a line fills it in.
     fn base() -> Record {
-        Record {
-            seq: 7,
-            probe: ProbeKind::Get,
-            mode: ConnMode::New,
-            start_unix_ms: 0.0,
-            start_mono_ms: 0.0,
-            duration_ms: 0.0,
-            outcome: Outcome::Ok,
-            http_status: None,
-            seed: None,
-            server: None,
-            addr: None,
-            error: None,
-            value: None,
-            rv: None,
-            event: None,
-            retry_of: None,
-            base_rv: None,
-            candidate: None,
-            holder: None,
-            renew_unix_ms: None,
-        }
+        serde_json::from_value(json!({"seq": 7, "probe": "get", "mode": "new",
+            "start_unix_ms": 0.0, "start_mono_ms": 0.0, "duration_ms": 0.0, "outcome": "ok"}))
+        .unwrap()
     }
 
     #[test]
