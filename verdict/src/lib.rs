@@ -902,6 +902,25 @@ pub(crate) mod testutil {
     }
 
     /// Nothing read back.
+    /// A run judged with nothing but its records, what was read back and
+    /// its plan: no lab events, no etcd logs, the default criteria.
+    pub fn judge_plain(
+        records: &[Record],
+        final_read: &FinalRead,
+        plan: Option<&ProbePlan>,
+    ) -> crate::Verdict {
+        crate::judge(
+            &crate::Inputs {
+                records,
+                events: &[],
+                final_read,
+                elections: &[],
+                plan,
+            },
+            &Criteria::default(),
+        )
+    }
+
     pub fn nothing() -> FinalRead {
         FinalRead::default()
     }
@@ -1906,21 +1925,9 @@ mod tests {
     #[test]
     fn verdict_lease_records_are_no_lane_and_informer_go_is_one() {
         let (recs, fin) = with_informer_go_and_candidates();
-        let judge_of = |recs: &[Record], fin: &FinalRead| {
-            judge(
-                &Inputs {
-                    records: recs,
-                    events: &[],
-                    final_read: fin,
-                    elections: &[],
-                    plan: None,
-                },
-                &Criteria::default(),
-            )
-        };
         let base = clean_run();
-        let v0 = judge_of(&base, &read_back(&base, Some(100)));
-        let v = judge_of(&recs, &fin);
+        let v0 = judge_plain(&base, &read_back(&base, Some(100)), None);
+        let v = judge_plain(&recs, &fin, None);
         let go = &v.probes["informer-go/reused"];
         assert_eq!((go.requests, go.failed()), (3, 1), "{go:?}");
         assert!(
@@ -1976,16 +1983,7 @@ mod tests {
             lease_history: history(&[A, B]).lease_history,
             ..read_back(&recs, Some(100))
         };
-        let v = judge(
-            &Inputs {
-                records: &recs,
-                events: &[],
-                final_read: &fin,
-                elections: &[],
-                plan: None,
-            },
-            &Criteria::default(),
-        );
+        let v = judge_plain(&recs, &fin, None);
         assert_eq!(v.status, Status::Failed);
         assert!(
             v.reasons
@@ -2006,16 +2004,7 @@ mod tests {
             timeout_ms: 10_000.0,
             write_rate: 0.0,
         };
-        let v = judge(
-            &Inputs {
-                records: &base,
-                events: &[],
-                final_read: &read_back(&base, Some(100)),
-                elections: &[],
-                plan: Some(&plan),
-            },
-            &Criteria::default(),
-        );
+        let v = judge_plain(&base, &read_back(&base, Some(100)), Some(&plan));
         for r in ["informer-go", "lease-exclusive", "leader-kept", "handover"] {
             assert_eq!(v.rule(r).unwrap().status, RuleStatus::NotCovered, "{r}");
         }
@@ -2025,16 +2014,7 @@ mod tests {
     #[test]
     fn verdict_json_without_informer_go_and_lease_still_parses() {
         let (recs, fin) = with_informer_go_and_candidates();
-        let v = judge(
-            &Inputs {
-                records: &recs,
-                events: &[],
-                final_read: &fin,
-                elections: &[],
-                plan: None,
-            },
-            &Criteria::default(),
-        );
+        let v = judge_plain(&recs, &fin, None);
         assert!(v.lease.run && v.informer_go.run);
         let j = serde_json::to_string(&v).unwrap();
         assert_eq!(serde_json::from_str::<Verdict>(&j).unwrap(), v);
