@@ -266,12 +266,12 @@ pub async fn doctor() -> DoctorReport {
         (
             "kind",
             "kind provider (seeds as kind clusters)",
-            "install kind from its release page (not packaged by Debian)",
+            "scripts/build-go --kind (builds kind, kubectl and istioctl from their Go modules)",
         ),
         (
             "istioctl",
             "kind provider (Istio gateways)",
-            "install istioctl from Istio's release page",
+            "scripts/build-go --kind (builds kind, kubectl and istioctl from their Go modules)",
         ),
         (
             "kubectl",
@@ -279,7 +279,13 @@ pub async fn doctor() -> DoctorReport {
             "apt-get install -y kubectl (or your distribution's package)",
         ),
     ] {
-        let found = which(bin).or_else(|| {
+        // The kind form's tools are run from the lab's Go install dir first
+        // (`provider::kind::up::Tooling`): look where they will be found.
+        let found = crate::go_parts::install_dir()
+            .map(|d| d.join(bin))
+            .filter(|p| p.is_file())
+            .or_else(|| which(bin))
+            .or_else(|| {
             std::env::var_os("KUBEBUILDER_ASSETS")
                 .map(|d| std::path::PathBuf::from(d).join(bin))
                 .filter(|p| p.is_file())

@@ -141,11 +141,22 @@ impl Grant {
     }
 }
 
-/// What the node runs before the image's entrypoint: its cgroup mounts
-/// made writable (see the module's comment).
+/// What the node runs before the image's entrypoint:
+/// - its cgroup mounts made writable (see the module's comment);
+/// - containerd's CRI told to restrict pods' OOM score adjustments to its
+///   own (`restrict_oom_score_adj`), as kind's entrypoint does for a
+///   rootless node (`images/base/files/usr/local/bin/entrypoint`, kind
+///   v0.33.0): without CAP_SYS_RESOURCE no process in the node may lower
+///   an OOM score, and runc then refuses every pod sandbox ("failed to
+///   update /proc/self/oom_score_adj: Permission denied"; kubelet asks
+///   -998 for pause). The pods' scores are then never below the node's.
+///   `CPMLAB_CONTAINERD_CONFIG` names another file (for tests).
 pub const REMOUNT_CGROUPS: &str =
     "for m in $(awk '$3 == \"cgroup\" || $3 == \"cgroup2\" {print $2}' /proc/self/mounts); \
-     do mount -o remount,bind,rw \"$m\" || exit 1; done; exec \"$0\" \"$@\"";
+     do mount -o remount,bind,rw \"$m\" || exit 1; done; \
+     c=${CPMLAB_CONTAINERD_CONFIG:-/etc/containerd/config.toml}; \
+     if [ -f \"$c\" ]; then sed -i 's/restrict_oom_score_adj = false/restrict_oom_score_adj = true/' \"$c\" || exit 1; fi; \
+     exec \"$0\" \"$@\"";
 
 /// kind's docker call `args` (without `docker`) as the adapter passes it
 /// on: a node's `run`/`create` with `--privileged` (kind's node runs end
@@ -383,7 +394,15 @@ mod tests {
     /// /proc/self/mounts lists as cgroups and execs its arguments.
     #[test]
     fn the_remount_script_execs_the_entrypoint_with_its_arguments() {
+        let d = tempfile::tempdir().unwrap();
+        let config = d.path().join("config.toml");
+        std::fs::write(
+            &config,
+            "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = false\n",
+        )
+        .unwrap();
         let out = std::process::Command::new("/bin/sh")
+            .env("CPMLAB_CONTAINERD_CONFIG", &config)
             .args([
                 "-c",
                 &REMOUNT_CGROUPS.replace("mount -o", "echo mount -o"),
@@ -396,6 +415,11 @@ mod tests {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{text}");
         assert!(text.ends_with("entrypoint /sbin/init\n"), "{text}");
+        // containerd restricts OOM score adjustments, as in a rootless node.
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n"
+        );
     }
 
     #[test]

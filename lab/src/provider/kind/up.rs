@@ -615,6 +615,17 @@ pub async fn make(
     }
     .await;
     if let Err(e) = result {
+        // The steps' log goes with the lab's directory: keep a copy, so the
+        // failure explains itself after the lab is gone.
+        let log = crate::state::LabDir::new(state_root, lab)
+            .root
+            .join(RENDER_DIR)
+            .join("up.log");
+        let kept = state_root.join(format!("{lab}-kind-up-failed.log"));
+        let e = match std::fs::copy(&log, &kept) {
+            Ok(_) => e.context(format!("the steps' whole output: {}", kept.display())),
+            Err(_) => e,
+        };
         progress.note("the kind form could not be made: removing what was made");
         if let Err(d) = down(state_root, lab).await {
             tracing::warn!("removing the kind lab {lab}: {d:#}");
