@@ -180,6 +180,14 @@ pub const GATEWAY_UNPRIVILEGED_API_PORT: u16 = 9443;
 /// - telemetry is off (`values.telemetry`): istiod's telemetry adds
 ///   Istio's own Envoy filters (`istio.stats`, metadata exchange), which
 ///   upstream Envoy does not have and would reject;
+/// - istiod does not add the TCP metadata-exchange filter to clusters
+///   (`PILOT_ENABLE_METADATA_EXCHANGE=false`; on by default,
+///   `pilot/pkg/features/telemetry.go`, applied in
+///   `pilot/pkg/networking/core/cluster_builder.go`
+///   `applyMetadataExchange`). Telemetry off does not remove it: upstream
+///   Envoy rejected every cluster ("Didn't find a registered
+///   implementation for 'istio.metadata_exchange'", seen here) and the
+///   gateway never became ready;
 /// - istiod's and the gateway's CPU and memory requests are small (one
 ///   2-core machine carries two clusters);
 /// - images are never pulled (`IfNotPresent`: they are in the node).
@@ -207,6 +215,7 @@ pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
                 "pilot": {
                     "autoscaleEnabled": false,
                     "replicaCount": 1,
+                    "env": {"PILOT_ENABLE_METADATA_EXCHANGE": "false"},
                     "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
                 },
             },
@@ -839,6 +848,10 @@ mod tests {
         let op = parse(file(&files, "seed-b/istio-operator.yaml"));
         assert_eq!(op["spec"]["values"]["telemetry"]["enabled"], false);
         assert_eq!(op["spec"]["values"]["telemetry"]["v2"]["enabled"], false);
+        assert_eq!(
+            op["spec"]["values"]["pilot"]["env"]["PILOT_ENABLE_METADATA_EXCHANGE"],
+            "false"
+        );
         assert_eq!(op["spec"]["tag"], ISTIO_VERSION);
         assert_eq!(
             op["spec"]["values"]["global"]["imagePullPolicy"],
