@@ -260,12 +260,9 @@ impl<'a> Flow<'a> {
             .expect("checked: the source has members");
         let host = format!("{}:{}", member.host, member.peer_port);
         let vantage = self
-            .state
-            .seed(&o.to)
-            .expect("checked")
-            .gateway
-            .container
-            .clone();
+            .provider
+            .vantage(&self.state, &o.to)
+            .expect("checked: the seed exists");
         let report = super::peer::peer_check(
             self.provider,
             &self.state,
@@ -472,12 +469,9 @@ impl<'a> Flow<'a> {
     async fn prepare(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let (from, to) = (self.mig().from.clone(), self.mig().to.clone());
         let vantage = self
-            .state
-            .seed(&to)
-            .expect("seed")
-            .gateway
-            .container
-            .clone();
+            .provider
+            .vantage(&self.state, &to)
+            .expect("the destination seed exists");
         let members: Vec<MemberState> = self.state.members_of(&from).cloned().collect();
         let t0 = Instant::now();
         for m in &members {

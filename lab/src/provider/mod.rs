@@ -149,6 +149,13 @@ pub trait Provider: Send + Sync {
     /// `docker` or `kind`.
     fn name(&self) -> &'static str;
 
+    /// The workload in `seed` that runs the agent's checks from that seed
+    /// (the RTT gate, the source's peer URLs as a joining member reaches
+    /// them): by default the seed's gateway, which carries the agent.
+    fn vantage(&self, state: &LabState, seed: &str) -> Option<String> {
+        state.seed(seed).map(|s| s.gateway.container.clone())
+    }
+
     /// What `workload` is doing now.
     async fn workload_state(&self, workload: &str) -> Result<WorkloadState>;
 

@@ -303,7 +303,8 @@ async fn kubectl(argv: &[String]) -> Result<Output> {
 /// Runs kubectl (or kind) with `input` on its standard input, if any.
 async fn kubectl_with_input(argv: &[String], input: Option<&[u8]>) -> Result<Output> {
     use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new(&argv[0]);
+    // kind and kubectl from the lab's Go install dir, as `up` ran them.
+    let mut cmd = super::up::Tooling::new(None).command(&argv[0]);
     cmd.args(&argv[1..])
         .kill_on_drop(true)
         .stdin(if input.is_some() {
@@ -415,6 +416,14 @@ fn unsupported(what: &str) -> anyhow::Error {
 impl Provider for KindProvider {
     fn name(&self) -> &'static str {
         "kind"
+    }
+
+    /// The seed's first node: Istio's gateway pod has no agent, and the
+    /// node's traffic to the other seed takes the same way as its pods'
+    /// (through the router). `up` puts the agent there.
+    fn vantage(&self, state: &LabState, seed: &str) -> Option<String> {
+        state.seed(seed)?;
+        Some(super::up::agent_node(&state.name, seed))
     }
 
     async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {

@@ -28,6 +28,14 @@ pub struct Step {
 pub enum Action {
     /// Each node's CNI configuration and routes (`cni.rs`).
     PodNetwork { context: String, nodes: Vec<String> },
+    /// The running cpmlab binary copied into a node, as the agent the
+    /// migration's checks run from that seed (`Provider::vantage`).
+    AgentInNode { node: String },
+}
+
+/// The node of `seed` that carries the agent (its cluster's control plane).
+pub fn agent_node(lab: &str, seed: &str) -> String {
+    format!("{}-control-plane", cluster_name(lab, seed))
 }
 
 impl Step {
@@ -127,6 +135,19 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             nodes: nodes.clone(),
         });
         v.push(net_step);
+        let node = agent_node(lab, seed);
+        let mut agent = Step::new(
+            format!("{seed}: the cpmlab agent in node {node} (the seed's checks run there)"),
+            &[
+                "cpmlab:",
+                "docker",
+                "cp",
+                "<this binary>",
+                &format!("{node}:{}", crate::provider::AGENT_BIN),
+            ],
+        );
+        agent.action = Some(Action::AgentInNode { node });
+        v.push(agent);
         v.push(kubectl(
             format!("{seed}: nodes ready"),
             &[
@@ -293,6 +314,27 @@ impl Tooling {
         }
         Tooling { env }
     }
+
+    /// `program` (kind, kubectl, istioctl, ...) as a command with the
+    /// tools' environment, looked up on the tools' PATH first: the lab's
+    /// Go-built tools are found whether or not they are on the caller's.
+    pub fn command(&self, program: &str) -> tokio::process::Command {
+        let found = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .and_then(|(_, path)| {
+                std::env::split_paths(path)
+                    .map(|d| d.join(program))
+                    .find(|p| p.is_file())
+            })
+            .unwrap_or_else(|| program.into());
+        let mut cmd = tokio::process::Command::new(found);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
 }
 
 /// Runs one step; its output is kept in `log` (appended), and a failure
@@ -305,6 +347,7 @@ pub async fn run_step(step: &Step, log: &Path, timeout: Duration, tools: &Toolin
                 Action::PodNetwork { context, nodes } => {
                     super::cni::configure(context, nodes).await
                 }
+                Action::AgentInNode { node } => copy_agent(node).await,
             }
         };
         return tokio::time::timeout(timeout, run)
@@ -312,20 +355,9 @@ pub async fn run_step(step: &Step, log: &Path, timeout: Duration, tools: &Toolin
             .with_context(|| format!("{}: took over {timeout:?}", step.what))?
             .with_context(|| step.what.clone());
     }
-    // The program is looked up on the tools' PATH too.
-    let program = tools
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .and_then(|(_, path)| {
-            std::env::split_paths(path)
-                .map(|d| d.join(&step.argv[0]))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| step.argv[0].clone().into());
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = tools.command(&step.argv[0]);
     cmd.args(&step.argv[1..]).kill_on_drop(true);
-    for (k, v) in tools.env.iter().chain(&step.env) {
+    for (k, v) in &step.env {
         cmd.env(k, v);
     }
     let out = tokio::time::timeout(timeout, cmd.output())
@@ -351,6 +383,27 @@ pub async fn run_step(step: &Step, log: &Path, timeout: Duration, tools: &Toolin
             .last()
             .unwrap_or(""),
         log.display()
+    );
+    Ok(())
+}
+
+/// Copies the running cpmlab binary into `node` at the agent's path.
+async fn copy_agent(node: &str) -> Result<()> {
+    let exe = crate::provider::agent_exe().context("the cpmlab binary's path")?;
+    let out = tokio::process::Command::new("docker")
+        .arg("cp")
+        .arg(&exe)
+        .arg(format!("{node}:{}", crate::provider::AGENT_BIN))
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("run `docker cp`")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "docker cp {} {node}:{}: {}",
+        exe.display(),
+        crate::provider::AGENT_BIN,
+        String::from_utf8_lossy(&out.stderr).trim()
     );
     Ok(())
 }
