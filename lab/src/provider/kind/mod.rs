@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod cni;
 pub mod config;
+pub mod druid;
 pub mod lab_state;
 pub mod manifests;
 pub mod provider;
