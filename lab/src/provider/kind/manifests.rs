@@ -3,16 +3,18 @@
 //! Per etcd member: a Service of its own (the ingress routes to it, not to
 //! etcd-druid's Services) and a StatefulSet of one replica (the source
 //! seed's run at `up`, the destination's are made with zero replicas and
-//! scaled up by the migration). The Istio objects of the seed's ingress
-//! gateway — the shoot API in the topology's exposure mode, each member's
-//! peer and client endpoint and etcd's client endpoint by SNI with TLS
-//! passthrough — are rendered from the one definition the docker form's
-//! Envoy is rendered from (`crate::exposure`). A NetworkPolicy admits the
-//! ingress gateway to etcd. kube-apiserver runs as a Deployment with the
-//! docker form's command line (the flags Gardener sets), talking to its own
-//! seed's etcd only, behind Gardener's three Services (plain, `-mtls`,
-//! `-connection-upgrade`); the Deployment is rendered with the Secrets
-//! (its probes carry the health-check token).
+//! scaled up by the migration); with etcd-druid instead the seed's `Etcd`
+//! (`druid`), each member's Service selecting druid's pod. The Istio
+//! objects of the seed's ingress gateway — the shoot API in the topology's
+//! exposure mode, each member's peer and client endpoint and etcd's client
+//! endpoint by SNI with TLS passthrough — are rendered from the one
+//! definition the docker form's Envoy is rendered from
+//! (`crate::exposure`). A NetworkPolicy admits the ingress gateway to etcd.
+//! kube-apiserver runs as a Deployment with the docker form's command line
+//! (the flags Gardener sets), talking to its own seed's etcd only, behind
+//! Gardener's three Services (plain, `-mtls`, `-connection-upgrade`); the
+//! Deployment is rendered with the Secrets (its probes carry the
+//! health-check token).
 
 use serde_json::{json, Value};
 
@@ -129,7 +131,10 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
         .map(|m| (m.name.clone(), m.peer_url()))
         .collect();
     for m in &mine {
-        out.push(Manifest::new(10, member_service(lab, &ns, m)));
+        out.push(Manifest::new(
+            10,
+            member_service(lab, &ns, m, s.with_etcd_druid),
+        ));
         if !s.with_etcd_druid {
             out.push(Manifest::new(
                 11,
@@ -137,13 +142,12 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
             ));
         }
     }
-    out.push(Manifest::new(10, client_service(lab, &ns, seed)));
     out.push(Manifest::new(12, network_policy(lab, &ns, seed)));
     if s.with_etcd_druid {
-        out.push(Manifest::new(
-            11,
-            super::render::druid_etcd(lab, &ns, &mine, &cluster, source),
-        ));
+        // druid makes `etcd-main-client` (and `etcd-main-peer`) itself.
+        out.push(Manifest::new(11, super::druid::etcd_at_up(lab, t, s, seed)));
+    } else {
+        out.push(Manifest::new(10, client_service(lab, &ns, seed)));
     }
     for svc in [
         "kube-apiserver",
@@ -209,13 +213,20 @@ pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::
     }
 }
 
-fn member_service(lab: &str, ns: &str, m: &KindMember) -> Value {
+/// A member's own Service: its StatefulSet's pod, or with etcd-druid
+/// druid's pod of that ordinal.
+fn member_service(lab: &str, ns: &str, m: &KindMember, druid: bool) -> Value {
+    let selector = if druid {
+        super::druid::member_selector(m.index)
+    } else {
+        json!({"statefulset.kubernetes.io/pod-name": m.pod()})
+    };
     json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": meta(&m.service(), ns, labels(lab, &m.seed, "etcd")),
         "spec": {
             "type": "ClusterIP",
-            "selector": {"statefulset.kubernetes.io/pod-name": m.pod()},
+            "selector": selector,
             // Peers connect before the member is ready (it is not, until it
             // has joined): the Service must route to it anyway.
             "publishNotReadyAddresses": true,

@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod cni;
 pub mod config;
+pub mod druid;
 pub mod lab_state;
 pub mod manifests;
 pub mod provider;
@@ -32,11 +33,11 @@ pub const KIND_NODE_IMAGE: &str = "kindest/node:v1.36.3";
 pub const ISTIO_VERSION: &str = "1.29.1";
 pub const METALLB_VERSION: &str = "v0.15.2";
 pub const KUBE_APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver:v1.36.3";
-/// The lab's own etcd images: Debian 12's etcd 3.4 (the docker form's
-/// default, the host's `etcd-server`) and etcd 3.5.27 built from
-/// go.etcd.io/etcd/server/v3 (Gardener's image vector's etcd), each with
-/// etcdctl 3.6.
-pub const ETCD_IMAGE_3_4: &str = "cpmlab/etcd:3.4.23";
+/// The lab's own etcd images: etcd 3.4.34 built from go/etcd34 (the docker
+/// form's default, what etcd-wrapper runs behind etcd-druid) and etcd
+/// 3.5.27 built from go.etcd.io/etcd/server/v3 (Gardener's image vector's
+/// etcd), each with etcdctl 3.6.
+pub const ETCD_IMAGE_3_4: &str = "cpmlab/etcd:3.4.34";
 pub const ETCD_IMAGE_3_5: &str = "cpmlab/etcd:3.5.27";
 
 pub use crate::topology::PeerExposure;
@@ -128,5 +129,7 @@ mod tests {
             format!("registry.k8s.io/kube-apiserver:{KUBERNETES_VERSION}")
         );
         assert_eq!(ETCD_IMAGE_3_5, "cpmlab/etcd:3.5.27");
+        assert!(go_mod("etcd34").contains("// etcd 3.4.34 (the v3.4.34 tag"));
+        assert_eq!(ETCD_IMAGE_3_4, "cpmlab/etcd:3.4.34");
     }
 }

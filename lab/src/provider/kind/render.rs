@@ -335,65 +335,10 @@ pub fn coredns(t: &Topology, dns: std::net::Ipv4Addr) -> Value {
     })
 }
 
-/// etcd-druid's `Etcd` for a seed (with `--with-etcd-druid`): the member
-/// name prefix keeps both seeds' members apart, each member advertises its
-/// ingress URL beside druid's in-cluster one, the destination bootstraps
-/// into the source's cluster, and peers' client SANs are not checked
-/// (they arrive from the gateway's address).
-pub fn druid_etcd(
-    lab: &str,
-    ns: &str,
-    mine: &[KindMember],
-    cluster: &[(String, String)],
-    source: bool,
-) -> Value {
-    let seed = mine.first().map(|m| m.seed.as_str()).unwrap_or("seed");
-    let mut spec = json!({
-        "replicas": if source { mine.len() } else { 0 },
-        "labels": {"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": seed},
-        "selector": {"matchLabels": {"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": seed}},
-        "etcd": {
-            "memberNamePrefix": format!("{seed}-etcd"),
-            "quota": "8Gi",
-            "metrics": "extensive",
-            "clientUrlTls": {
-                "tlsCASecretRef": {"name": "ca", "dataKey": "ca.crt"},
-                "serverTLSSecretRef": {"name": format!("{seed}-etcd-server")},
-                "clientTLSSecretRef": {"name": format!("{seed}-etcd-client")},
-            },
-            "peerUrlTls": {
-                "tlsCASecretRef": {"name": "ca", "dataKey": "ca.crt"},
-                "serverTLSSecretRef": {"name": format!("{seed}-etcd-peer")},
-                "skipClientSANVerification": true,
-            },
-            "additionalAdvertisePeerUrls": mine.iter().map(|m| json!({
-                "memberName": m.name, "urls": [m.peer_url()],
-            })).collect::<Vec<_>>(),
-        },
-        "backup": {},
-        "sharedConfig": {"autoCompactionMode": "periodic", "autoCompactionRetention": "30m"},
-        "storageCapacity": "10Gi",
-    });
-    if !source {
-        spec["etcd"]["bootstrapWithExistingCluster"] = json!({
-            "joinMode": "learner",
-            "members": cluster.iter().map(|(name, url)| json!({"name": name, "peerUrls": [url]})).collect::<Vec<_>>(),
-        });
-    }
-    json!({
-        "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-        "metadata": {"name": "etcd-main", "namespace": ns, "labels": {
-            crate::provider::docker::LABEL_LAB: lab,
-            crate::provider::docker::LABEL_SEED: seed,
-            crate::provider::docker::LABEL_ROLE: "etcd",
-        }},
-        "spec": spec,
-    })
-}
-
 /// The Secrets of a seed, from the lab's CA and keys: each member's
-/// certificate (its SNI name and its Services' names), and kube-apiserver's
-/// files in one Secret laid out as the docker form mounts them
+/// certificate (its SNI name and its Services' names; with etcd-druid
+/// instead the Secrets its `Etcd` names, `druid::secrets`), and
+/// kube-apiserver's files in one Secret laid out as the docker form mounts them
 /// (`apiserver::launch::DIR`: the CA, its serving and etcd-client
 /// certificate, the front-proxy CA it trusts request headers on, the
 /// static tokens of the probes and of the health check, the
@@ -427,7 +372,23 @@ pub fn secrets(
     };
     let ca_pem = ca.cert_pem.clone();
     let mut out = vec![secret("ca", json!({"ca.crt": b64(&ca_pem)}))];
-    for m in manifests::members(t, s, seed) {
+    if s.with_etcd_druid {
+        // The Secrets druid's `Etcd` names, in the keys druid reads.
+        for (name, data) in super::druid::secrets(t, s, seed, ca)? {
+            let data: serde_json::Map<String, Value> = data
+                .into_iter()
+                .map(|(key, pem)| (key.to_string(), json!(b64(&pem))))
+                .collect();
+            out.push(secret(&name, Value::Object(data)));
+        }
+    }
+    // The lab's own StatefulSets mount one Secret per member.
+    let own = if s.with_etcd_druid {
+        vec![]
+    } else {
+        manifests::members(t, s, seed)
+    };
+    for m in own {
         let dns = vec![
             m.host.clone(),
             m.service(),
@@ -1068,34 +1029,6 @@ mod tests {
             "{corefile}"
         );
         assert!(corefile.contains("kubernetes cluster.local"), "{corefile}");
-    }
-
-    #[test]
-    fn druid_names_members_by_seed_and_bootstraps_the_destination() {
-        let s = KindSettings {
-            with_etcd_druid: true,
-            ..Default::default()
-        };
-        let files = rendered(&s);
-        assert!(!files
-            .iter()
-            .any(|f| f.path.to_string_lossy().contains("statefulset")));
-        let dst = parse(file(&files, "seed-b/manifests/11-etcd-etcd-main.yaml"));
-        assert_eq!(dst["spec"]["etcd"]["memberNamePrefix"], "seed-b-etcd");
-        assert_eq!(
-            dst["spec"]["etcd"]["peerUrlTls"]["skipClientSANVerification"],
-            true
-        );
-        let boot = &dst["spec"]["etcd"]["bootstrapWithExistingCluster"]["members"];
-        assert_eq!(boot[0]["name"], "seed-a-etcd-0");
-        assert_eq!(
-            dst["spec"]["etcd"]["additionalAdvertisePeerUrls"][2]["urls"][0],
-            "https://seed-b-etcd-2.local.cpmlab.test:9102"
-        );
-        let src = parse(file(&files, "seed-a/manifests/11-etcd-etcd-main.yaml"));
-        assert!(src["spec"]["etcd"]
-            .get("bootstrapWithExistingCluster")
-            .is_none());
     }
 
     #[test]
