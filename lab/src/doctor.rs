@@ -286,10 +286,10 @@ pub async fn doctor() -> DoctorReport {
             .filter(|p| p.is_file())
             .or_else(|| which(bin))
             .or_else(|| {
-            std::env::var_os("KUBEBUILDER_ASSETS")
-                .map(|d| std::path::PathBuf::from(d).join(bin))
-                .filter(|p| p.is_file())
-        });
+                std::env::var_os("KUBEBUILDER_ASSETS")
+                    .map(|d| std::path::PathBuf::from(d).join(bin))
+                    .filter(|p| p.is_file())
+            });
         checks.push(match found {
             Some(p) => Check {
                 name: bin,

@@ -1,6 +1,6 @@
 //! cpmlab: a local dual-seed lab and end-to-end test suite for Gardener's
 //! Live Control Plane Migration. See DESIGN.md in the shared folder and the
-//! README for the architecture.
+//! docs/architecture.md for the architecture.
 
 pub mod addressing;
 pub mod agent;

@@ -4,7 +4,7 @@
 //! `i`-th pod by age; the lab's router, DNS server, toolbox and probe agent
 //! are containers, as in the docker form, and go to the docker provider.
 //!
-//! What differs from the docker provider (README, "Providers"): a member is
+//! What differs from the docker provider (docs/providers.md): a member is
 //! stopped and started by scaling its StatefulSet (its data is a
 //! PersistentVolumeClaim and stays); a joining member gets the cluster as
 //! it is when it joins in a ConfigMap its StatefulSet reads, then one
@@ -232,14 +232,38 @@ impl ReplicaRef {
         if n <= self.index {
             self.scale(self.index + 1).await?;
         }
-        kubectl_ok(self.at.kubectl(&[
-            "rollout",
-            "status",
-            &format!("deployment/{}", self.deployment),
-            "--timeout=55s",
-        ]))
-        .await
-        .map(|_| ())
+        // Until the rollout is done: a replica whose post-start hooks are
+        // slow (a loaded machine, etcd across the link) is restarted by its
+        // liveness probe and may take minutes. Each wait is under the
+        // 60 s kubectl call limit; a failure other than the wait's timeout
+        // ends it at once.
+        let t0 = std::time::Instant::now();
+        loop {
+            let argv = self.at.kubectl(&[
+                "rollout",
+                "status",
+                &format!("deployment/{}", self.deployment),
+                "--timeout=50s",
+            ]);
+            let out = kubectl(&argv).await?;
+            if out.code == 0 {
+                return Ok(());
+            }
+            let timed_out = out.stderr.contains("timed out waiting");
+            if !timed_out || t0.elapsed() > ROLLOUT_DEADLINE {
+                let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+                return out
+                    .stdout_if_ok("kubectl", &refs)
+                    .map(|_| ())
+                    .with_context(|| {
+                        format!(
+                            "deployment {} not rolled out after {:.0} s",
+                            self.deployment,
+                            t0.elapsed().as_secs_f64()
+                        )
+                    });
+            }
+        }
     }
 
     /// Its pod's name, to exec in or read logs of.
@@ -402,13 +426,16 @@ async fn kind_clusters() -> Result<Vec<String>> {
     Ok(out.stdout.lines().map(|c| c.trim().to_string()).collect())
 }
 
+/// How long a replica brought back may take to roll out.
+const ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
+
 /// The seed's kube-apiserver Deployment (manifests.rs).
 const APISERVER_DEPLOYMENT: &str = "kube-apiserver";
 
 fn unsupported(what: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "the kind provider cannot {what}: run this with the docker provider \
-         (README, \"Providers\", says what each provider does)"
+         (docs/providers.md says what each provider does)"
     )
 }
 

