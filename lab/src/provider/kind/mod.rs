@@ -40,6 +40,19 @@ pub const KUBE_APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver:v1.36.3";
 pub const ETCD_IMAGE_3_4: &str = "cpmlab/etcd:3.4.34";
 pub const ETCD_IMAGE_3_5: &str = "cpmlab/etcd:3.5.27";
 
+/// The images the lab's own rendered objects run (the shoot's API server
+/// and etcd, Istio's istiod and gateway): the node image must preload each,
+/// since nothing is pulled.
+pub fn lab_images() -> Vec<String> {
+    vec![
+        KUBE_APISERVER_IMAGE.to_string(),
+        ETCD_IMAGE_3_4.to_string(),
+        ETCD_IMAGE_3_5.to_string(),
+        format!("docker.io/istio/pilot:{ISTIO_VERSION}"),
+        format!("docker.io/istio/proxyv2:{ISTIO_VERSION}"),
+    ]
+}
+
 pub use crate::topology::PeerExposure;
 
 /// The kind form's own settings, beside the topology.

@@ -98,26 +98,49 @@ async fn node_image(engine: Option<&Engine>) -> Requirement {
         None => None,
     };
     match labels {
-        Some(labels) => {
-            let preloaded = labels
-                .get(LABEL_PRELOADED)
-                .map(|p| p.replace(',', ", "))
-                .unwrap_or_else(|| "not built by scripts/build-kind-images".into());
-            Requirement {
+        Some(labels) => match labels.get(LABEL_PRELOADED) {
+            Some(list) => preloads(list),
+            None => Requirement {
                 name: KIND_NODE_IMAGE.into(),
-                detail: format!("present; preloads {preloaded}"),
-                ok: labels.contains_key(LABEL_PRELOADED),
-                fix: (!labels.contains_key(LABEL_PRELOADED)).then(|| {
-                    format!("{BUILD_GO}: it replaces this image with one that holds every image the form runs")
-                }),
-            }
-        }
+                detail: "present; preloads nothing known (not built by scripts/build-kind-images)"
+                    .into(),
+                ok: false,
+                fix: Some(format!(
+                    "{BUILD_GO}: it replaces this image with one that holds every image the form runs"
+                )),
+            },
+        },
         None => Requirement {
             name: KIND_NODE_IMAGE.into(),
             detail: "not present (no registry is pulled from: every image is built here)".into(),
             ok: false,
             fix: Some(BUILD_GO.into()),
         },
+    }
+}
+
+/// The node image's preloaded images (its label's list) against those the
+/// lab's objects run: one missing would be pulled, and nothing can be.
+pub fn preloads(list: &str) -> Requirement {
+    let have: Vec<&str> = list.split(',').map(str::trim).collect();
+    let missing: Vec<String> = super::lab_images()
+        .into_iter()
+        .filter(|i| !have.contains(&i.as_str()))
+        .collect();
+    Requirement {
+        name: KIND_NODE_IMAGE.into(),
+        detail: if missing.is_empty() {
+            format!("present; preloads {}", have.join(", "))
+        } else {
+            format!(
+                "present, but does not preload {} (the lab's objects run it; nothing is pulled)",
+                missing.join(", ")
+            )
+        },
+        ok: missing.is_empty(),
+        fix: (!missing.is_empty()).then(|| {
+            format!("{BUILD_GO}: it rebuilds what changed and the node image with every image the form runs")
+        }),
     }
 }
 
@@ -210,6 +233,27 @@ pub fn missing_line(reqs: &[Requirement]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    /// A node image built before the lab's etcd image changed lacks it:
+    /// doctor fails it, naming the image, rather than a pod waiting on a
+    /// pull that cannot happen.
+    #[test]
+    fn a_node_image_must_preload_every_image_the_lab_runs() {
+        let all = super::super::lab_images().join(",");
+        let r = super::preloads(&format!("registry.k8s.io/pause:3.10.2,{all}"));
+        assert!(r.ok, "{}", r.detail);
+        let old = all.replace(super::super::ETCD_IMAGE_3_4, "cpmlab/etcd:3.4.23");
+        let r = super::preloads(&old);
+        assert!(!r.ok);
+        assert!(
+            r.detail.contains(super::super::ETCD_IMAGE_3_4),
+            "{}",
+            r.detail
+        );
+        assert!(r
+            .fix
+            .is_some_and(|f| f.contains("scripts/build-kind-images")));
+    }
+
     use super::*;
 
     #[test]

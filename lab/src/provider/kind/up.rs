@@ -449,7 +449,9 @@ mod tests {
                 "{agents:?}"
             );
         }
-        let kind_a = s.iter().position(|s| s.what == "seed-a: kind cluster lab-seed-a");
+        let kind_a = s
+            .iter()
+            .position(|s| s.what == "seed-a: kind cluster lab-seed-a");
         let agent_a = s.iter().position(|s| {
             s.action
                 == Some(Action::AgentInNode {
