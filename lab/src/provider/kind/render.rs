@@ -188,6 +188,14 @@ pub const GATEWAY_UNPRIVILEGED_API_PORT: u16 = 9443;
 ///   Envoy rejected every cluster ("Didn't find a registered
 ///   implementation for 'istio.metadata_exchange'", seen here) and the
 ///   gateway never became ready;
+/// - istiod does not add its ALPN HTTP filter (`istio.alpn`) to the
+///   gateway's HTTP connection managers (`PILOT_ENABLE_ALPN_FILTER=false`;
+///   `pilot/pkg/features/pilot.go`, applied in
+///   `pilot/pkg/networking/core/listener_builder.go`): it is Istio's own
+///   extension, and upstream Envoy rejected the TLS-terminating listener
+///   (Gardener's default exposure) for it, so nothing listened on 9443.
+///   The filter only rewrites ALPN towards Istio-mTLS upstreams, which
+///   the lab has none of (no sidecars);
 /// - istiod's and the gateway's CPU and memory requests are small (one
 ///   2-core machine carries two clusters);
 /// - images are never pulled (`IfNotPresent`: they are in the node).
@@ -215,7 +223,10 @@ pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
                 "pilot": {
                     "autoscaleEnabled": false,
                     "replicaCount": 1,
-                    "env": {"PILOT_ENABLE_METADATA_EXCHANGE": "false"},
+                    "env": {
+                        "PILOT_ENABLE_METADATA_EXCHANGE": "false",
+                        "PILOT_ENABLE_ALPN_FILTER": "false",
+                    },
                     "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
                 },
             },
@@ -811,6 +822,10 @@ mod tests {
         assert_eq!(op["spec"]["values"]["telemetry"]["v2"]["enabled"], false);
         assert_eq!(
             op["spec"]["values"]["pilot"]["env"]["PILOT_ENABLE_METADATA_EXCHANGE"],
+            "false"
+        );
+        assert_eq!(
+            op["spec"]["values"]["pilot"]["env"]["PILOT_ENABLE_ALPN_FILTER"],
             "false"
         );
         assert_eq!(op["spec"]["tag"], ISTIO_VERSION);

@@ -683,6 +683,24 @@ pub async fn make(
             run_step(&step, &log, Duration::from_secs(600), &tools).await?;
             p.done();
         }
+        // Ready as the docker form is: the shoot API answers through the
+        // source seed's ingress, as its clients reach it. A rendered object
+        // istiod's proxy rejects shows here, not at the probes' start.
+        let source = &t.source().name;
+        let gw = state.seed(source).expect("the source seed").gateway.ip;
+        let p = progress.step(format!("{source}: the shoot API through the ingress ({gw}:443)"));
+        let ca_pem = std::fs::read_to_string(dir.pki().join("ca.crt")).context("the lab's CA")?;
+        crate::apiserver::ready::wait_api_at(&state, gw, &ca_pem, &crate::errors::Cancel::default())
+            .await
+            .with_context(|| {
+                format!(
+                    "the ingress gateway of `{source}` does not serve the shoot API: see its \
+                     log for rejected configuration (`kubectl --context kind-{} -n {INGRESS_NAMESPACE} \
+                     logs deploy/istio-ingressgateway`)",
+                    cluster_name(lab, source)
+                )
+            })?;
+        p.done();
         state.phase = crate::state::Phase::Ready;
         dir.save(&state)?;
         anyhow::Ok(())
