@@ -560,6 +560,107 @@ fn scenario_five_member_25ms_passthrough() {
     plan_at_25ms("p5", "five-member-25ms-passthrough.yaml", "5 voters");
 }
 
+/// The GEP's "3-Member etcd Cluster" alternative (`rolling`) on the quick
+/// topology at 25 ms: the fixture's expectations hold (the verdict's own
+/// rules, safety asserted), and the membership moved as the plan says,
+/// read from the run's lab events rather than from the flow's own summary:
+/// learner added, promoted, a source member removed, three times in that
+/// order; two exchanges inside DestinationEtcdPeersJoined (a follower each,
+/// so the destination API started on two destination members), the third
+/// inside EtcdMigrationComplete with the source leader last.
+#[test]
+fn scenario_rolling_25ms() {
+    let file = "rolling-25ms.yaml";
+    let Some((dir, _keep)) = plan_at_25ms("r3", file, "3 voters") else {
+        return;
+    };
+    let run = dir.join("run");
+    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let phase = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == "phase" && e["name"] == name)
+            .map(|e| {
+                (
+                    e["at_unix_ms"].as_f64().unwrap(),
+                    e["end_unix_ms"].as_f64().unwrap(),
+                )
+            })
+            .unwrap_or_else(|| panic!("{file}: phase {name}"))
+    };
+    // Membership changes in the order they happened: +name (added as a
+    // learner), ^name (promoted), -name (removed), with when.
+    let mut moves: Vec<(String, f64)> = Vec::new();
+    let mut leader_removal = None;
+    for e in events.iter().filter(|e| e["kind"] == "note") {
+        let n = e["name"].as_str().unwrap();
+        let at = e["at_unix_ms"].as_f64().unwrap();
+        let member = n.split_whitespace().next().unwrap_or("");
+        if n.contains(" added as a learner") {
+            moves.push((format!("+{member}"), at));
+        } else if n.contains(" caught up and was promoted") {
+            moves.push((format!("^{member}"), at));
+        } else if n.ends_with(" removed from the cluster") {
+            moves.push((format!("-{member}"), at));
+        } else if let Some(rest) = n.strip_prefix("removing the leader ") {
+            leader_removal = Some((rest.split_whitespace().next().unwrap().to_string(), at));
+        }
+    }
+    let kinds: String = moves.iter().map(|(m, _)| &m[..1]).collect();
+    assert_eq!(
+        kinds, "+^-+^-+^-",
+        "{file}: one in, one out, three times: {moves:?}"
+    );
+    for (i, (m, _)) in moves.iter().enumerate() {
+        let seed = if m.starts_with('-') {
+            "seed-a"
+        } else {
+            "seed-b"
+        };
+        assert!(m[1..].starts_with(seed), "{file}: move {i}: {m}");
+    }
+    let (_, joined_end) = phase("DestinationEtcdPeersJoined");
+    let (shrink_start, shrink_end) = phase("EtcdMigrationComplete");
+    assert!(
+        moves[5].1 <= joined_end,
+        "{file}: two exchanges before the destination API: {moves:?}"
+    );
+    assert!(
+        moves[6].1 >= shrink_start && moves[8].1 <= shrink_end,
+        "{file}: the third in EtcdMigrationComplete: {moves:?}"
+    );
+    // The source leader left last, by a plain removal (the default
+    // handover), and only then.
+    let (leader, at) = leader_removal
+        .unwrap_or_else(|| panic!("{file}: the source leader's removal is noted: {moves:?}"));
+    assert_eq!(format!("-{leader}"), moves[8].0, "{file}: {moves:?}");
+    assert!(at >= moves[7].1, "{file}");
+    let state: Value = read_json(&dir.join("lab-state.json"));
+    let api = &state["migration"]["conditions"][3];
+    assert_eq!(api["type"], "DestinationKubeAPIServerReady");
+    assert!(
+        api["message"]
+            .as_str()
+            .unwrap()
+            .contains("on 2 destination member(s)"),
+        "{file}: {api}"
+    );
+    let r: Value = read_json(&dir.join("result.json"));
+    let mig = &state["migration"];
+    eprintln!(
+        "{file}: verdict {}, {} of {} requests failed, migration {:.1} s",
+        r["verdict"],
+        r["failed_requests"],
+        r["requests"],
+        (mig["finished_unix_ms"].as_f64().unwrap() - mig["started_unix_ms"].as_f64().unwrap())
+            / 1e3
+    );
+}
+
 #[test]
 fn scenario_join_fails_then_abort() {
     fixture_passes("ja", "join-fails-then-abort.yaml");

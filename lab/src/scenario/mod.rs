@@ -353,6 +353,7 @@ fn default_driver() -> Driver {
 enum PlanName {
     SixMember,
     FiveMember,
+    Rolling,
 }
 
 #[derive(JsonSchema)]
