@@ -21,6 +21,12 @@ pub enum Plan {
     /// The GEP's "3-Member etcd Cluster" alternative: the cluster moves
     /// member by member, never above one member more than its size.
     Rolling,
+    /// GEP-7's control plane migration, what Live CPM replaces: no cluster
+    /// spans the seeds. The source API servers stop, the source's etcd is
+    /// saved (`etcdctl snapshot save`) and stops, a new cluster is restored
+    /// from the snapshot in the destination (`etcdctl snapshot restore`,
+    /// `initial-cluster-state new`) — downtime by design.
+    Classic,
 }
 
 impl Plan {
@@ -45,7 +51,15 @@ impl Plan {
             Plan::SixMember => 3,
             Plan::FiveMember => 2,
             Plan::Rolling => 2,
+            // The new cluster: all of them, before the API starts.
+            Plan::Classic => 3,
         }
+    }
+
+    /// Whether the destination is a new cluster restored from the source's
+    /// snapshot (`classic`), rather than members joining the source's.
+    pub fn restores(self) -> bool {
+        matches!(self, Plan::Classic)
     }
 
     /// Whether a source member leaves for each destination member that
@@ -60,6 +74,7 @@ impl Plan {
             Plan::SixMember => "six-member",
             Plan::FiveMember => "five-member",
             Plan::Rolling => "rolling",
+            Plan::Classic => "classic",
         }
     }
 }
@@ -518,7 +533,13 @@ mod tests {
     fn only_rolling_exchanges_and_every_plan_has_its_name() {
         assert!(Plan::Rolling.exchanges());
         assert!(!Plan::SixMember.exchanges() && !Plan::FiveMember.exchanges());
-        for p in [Plan::SixMember, Plan::FiveMember, Plan::Rolling] {
+        assert!(Plan::Classic.restores() && !Plan::Classic.exchanges());
+        for p in [
+            Plan::SixMember,
+            Plan::FiveMember,
+            Plan::Rolling,
+            Plan::Classic,
+        ] {
             assert_eq!(serde_json::to_value(p).unwrap(), p.name());
             assert_eq!(
                 <Plan as clap::ValueEnum>::from_str(p.name(), false).unwrap(),

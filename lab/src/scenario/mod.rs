@@ -354,6 +354,7 @@ enum PlanName {
     SixMember,
     FiveMember,
     Rolling,
+    Classic,
 }
 
 #[derive(JsonSchema)]
