@@ -253,6 +253,14 @@ impl<'a> Flow<'a> {
     /// created. Refuses distant regions unless allowed.
     pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
         check_seeds(&self.state, &o.from, &o.to)?;
+        if o.plan.restores() && !self.provider.restores_members() {
+            return Err(BadInput(format!(
+                "the {} plan restores etcd from a snapshot, which the {} form of the lab cannot do (use the docker form)",
+                o.plan.name(),
+                self.provider.name()
+            ))
+            .into());
+        }
         let member = self
             .state
             .members_of(&o.from)
@@ -1006,7 +1014,12 @@ impl<'a> Flow<'a> {
         let drained = self.drain_source_api(line, mig.force_shrink).await?;
         Ok((
             "DNSRecordsMigrated",
-            if mig.force_shrink {
+            if mig.plan.restores() {
+                format!(
+                    "{name} -> {gw}; waited the {ttl} s TTL; the {drained} source API server(s) had stopped in {PREPARE} ({})",
+                    mig.plan.name()
+                )
+            } else if mig.force_shrink {
                 format!(
                     "{name} -> {gw} at once (force-shrink); {drained} source API server(s) stopped"
                 )

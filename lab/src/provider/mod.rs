@@ -181,6 +181,12 @@ pub trait Provider: Send + Sync {
         cluster: &[(String, String)],
     ) -> Result<()>;
 
+    /// Whether [`Provider::start_restored_member`] and
+    /// [`Provider::download`] work here (the `classic` plan needs them).
+    fn restores_members(&self) -> bool {
+        false
+    }
+
     /// Creates and starts etcd member `m` as the one member of a new
     /// cluster whose data is restored from `snapshot` (an etcd snapshot
     /// file's bytes): the snapshot is placed in its workload and restored

@@ -82,6 +82,10 @@ impl Provider for DockerProvider {
         seed::start_joining_member(&self.engine, state, ca, m, cluster).await
     }
 
+    fn restores_members(&self) -> bool {
+        true
+    }
+
     async fn start_restored_member(
         &self,
         state: &LabState,
