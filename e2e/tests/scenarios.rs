@@ -604,7 +604,7 @@ fn scenario_rolling_25ms() {
             moves.push((format!("+{member}"), at));
         } else if n.contains(" caught up and was promoted") {
             moves.push((format!("^{member}"), at));
-        } else if n.ends_with(" removed from the cluster") {
+        } else if n.ends_with(" removed from the cluster") || n.contains(" left the cluster (") {
             moves.push((format!("-{member}"), at));
         } else if let Some(rest) = n.strip_prefix("removing the leader ") {
             leader_removal = Some((rest.split_whitespace().next().unwrap().to_string(), at));
@@ -714,10 +714,9 @@ fn scenario_classic_25ms() {
         );
     }
     assert!(
-        !notes
-            .iter()
-            .any(|(n, _)| n.contains("seed-b-etcd-0 added")
-                || n.ends_with("removed from the cluster")),
+        !notes.iter().any(|(n, _)| n.contains("seed-b-etcd-0 added")
+            || n.ends_with("removed from the cluster")
+            || n.contains(" left the cluster (")),
         "{file}: no cluster spans the seeds: {notes:?}"
     );
     let note = &notes

@@ -592,6 +592,15 @@ impl<'a> Flow<'a> {
             .context("no etcd member of the lab answers")
     }
 
+    /// A client for the cluster through any member but `name`.
+    async fn client_without(&self, name: &str) -> Result<etcd_client::Client> {
+        let mut others = self.state.clone();
+        others.members.retain(|m| m.name != name);
+        etcd::cluster_client(&others, &self.tls, Duration::from_secs(3))
+            .await
+            .with_context(|| format!("no etcd member of the lab but {name} answers"))
+    }
+
     async fn view(&self) -> ClusterView {
         etcd::cluster_view(&self.state, &self.tls, Duration::from_secs(3)).await
     }
@@ -1198,6 +1207,15 @@ impl<'a> Flow<'a> {
             .cloned()
             .collect();
         if !gone.is_empty() {
+            for m in &gone {
+                self.note(
+                    line,
+                    &format!(
+                        "{} left the cluster (its removal applied, the answer lost)",
+                        m.name
+                    ),
+                );
+            }
             self.depart(&gone).await?;
         }
         // Only now: a removed member exits on its own, and is not
@@ -1400,7 +1418,9 @@ impl<'a> Flow<'a> {
                         &format!("removing the leader {member} (no MoveLeader: the rest elect)"),
                     );
                 }
-                let mut c = self.client().await?;
+                // Asked through a member that stays: a member asked to
+                // remove itself stops before its answer is out.
+                let mut c = self.client_without(member).await?;
                 etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30)).await?;
                 format!("{member} removed from the cluster")
             }
