@@ -346,6 +346,11 @@ impl LabDir {
     pub fn pki(&self) -> PathBuf {
         self.root.join("pki")
     }
+    /// The lab's backup bucket: etcd snapshots a `classic` migration takes
+    /// from the source and restores in the destination.
+    pub fn backups(&self) -> PathBuf {
+        self.root.join("backups")
+    }
 
     pub fn exists(&self) -> bool {
         self.state_file().exists()

@@ -14,8 +14,12 @@ use std::path::Path;
 pub struct MigrateArgs {
     #[command(flatten)]
     pub lab: LabArgs,
-    /// etcd membership plan: six-member (3 join, 6 voters) or five-member
-    /// (2 join, 5 voters; the third joins once the API has moved).
+    /// etcd membership plan: six-member (3 join, 6 voters), five-member
+    /// (2 join, 5 voters; the third joins once the API has moved) or
+    /// rolling (the GEP's 3-member alternative: one in, one out, three
+    /// times; two exchanges before the API moves, the last after) or
+    /// classic (GEP-7's: the source API stops, etcdctl snapshot save,
+    /// a new cluster restored in the destination; downtime by design).
     #[arg(long, value_enum, default_value = "six-member")]
     pub plan: crate::migrate::membership::Plan,
     /// How the source leader leaves: remove (a plain MemberRemove, the rest

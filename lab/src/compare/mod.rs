@@ -204,6 +204,18 @@ mod tests {
             sf.scenario.migration.as_ref().unwrap().plan,
             crate::migrate::membership::Plan::FiveMember
         );
+        // The GEP's 3-member alternative is a plan like the others.
+        let rolling = Plan {
+            axes: vec![variants::parse_axis("plan=six-member,rolling").unwrap()],
+            repeat: 1,
+            out: d.path().join("rolling"),
+            ..plan.clone()
+        };
+        let p = prepare(&rolling).unwrap();
+        assert_eq!(
+            p.files[1].2.scenario.migration.as_ref().unwrap().plan,
+            crate::migrate::membership::Plan::Rolling
+        );
         // A value the scenario does not take is bad input, before any run.
         let bad = Plan {
             axes: vec![variants::parse_axis("plan=seven-member").unwrap()],

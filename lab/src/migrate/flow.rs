@@ -21,6 +21,8 @@ use crate::progress::{Progress, Step};
 use crate::provider::{Provider, Signal, WorkloadState};
 use crate::state::{LabDir, LabState, MemberState};
 
+mod classic;
+
 pub const PREPARE: &str = "SourceEtcdPreparedForPeerJoin";
 pub const JOIN: &str = "DestinationEtcdPeersJoined";
 pub const EXTENSIONS: &str = "MigrateExtensionsNeededBeforeKubeAPIServer";
@@ -252,6 +254,14 @@ impl<'a> Flow<'a> {
     /// created. Refuses distant regions unless allowed.
     pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
         check_seeds(&self.state, &o.from, &o.to)?;
+        if o.plan.restores() && !self.provider.restores_members() {
+            return Err(BadInput(format!(
+                "the {} plan restores etcd from a snapshot, which the {} form of the lab cannot do (use the docker form)",
+                o.plan.name(),
+                self.provider.name()
+            ))
+            .into());
+        }
         let member = self
             .state
             .members_of(&o.from)
@@ -286,7 +296,9 @@ impl<'a> Flow<'a> {
             )
             .into());
         };
-        if rtt > o.max_rtt_ms && !o.allow_distant_regions {
+        // The classic plan is what distant seeds are left with (the GEP's
+        // non-goal): no cluster spans them, so their distance is no bar.
+        if rtt > o.max_rtt_ms && !o.allow_distant_regions && !o.plan.restores() {
             return Err(BadInput(format!(
                 "the seeds are too far apart: RTT {rtt:.1} ms between `{}` and `{}` exceeds \
                  {:.0} ms (Live CPM is for seeds in nearby regions); pass \
@@ -434,7 +446,9 @@ impl<'a> Flow<'a> {
 
     async fn run_step(&mut self, step: &str, line: &Step) -> Result<(&'static str, String)> {
         match step {
+            PREPARE if self.mig().plan.restores() => self.backup(line).await,
             PREPARE => self.prepare(line).await,
+            JOIN if self.mig().plan.restores() => self.restore(line).await,
             JOIN => self.join(line).await,
             EXTENSIONS => Ok((
                 "NoExtensions",
@@ -510,10 +524,15 @@ impl<'a> Flow<'a> {
     // --- DestinationEtcdPeersJoined -------------------------------------
 
     async fn join(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        self.publish_destination_members().await?;
+        self.join_members(line).await
+    }
+
+    /// Gardener's DNSRecord per destination member, and its pod's name
+    /// (which the gateway resolves); then the gateway's address and route
+    /// per member, which resolve from the start.
+    async fn publish_destination_members(&mut self) -> Result<()> {
         let mig = self.mig().clone();
-        // Gardener's DNSRecord per member, and its pod's name (which the
-        // gateway resolves); then the gateway's address and route per
-        // member, which resolve from the start.
         let addrs: Vec<[[std::net::Ipv4Addr; 1]; 2]> = mig
             .destination_members
             .iter()
@@ -528,8 +547,26 @@ impl<'a> Flow<'a> {
         let records: Vec<(&str, &[std::net::Ipv4Addr])> =
             records.iter().map(|(n, a)| (n.as_str(), *a)).collect();
         self.provider.set_dns(&self.state, &records).await?;
-        self.provider.sync_gateway(&self.state, &mig.to).await?;
+        self.provider.sync_gateway(&self.state, &mig.to).await
+    }
+
+    async fn join_members(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        let mig = self.mig().clone();
         let k = mig.plan.joining_early().min(mig.destination_members.len());
+        if mig.plan.exchanges() {
+            let removed = self.exchange(line, JOIN, k, false).await?;
+            let view = self.view().await;
+            let voters: Vec<&str> = view.voters().map(|m| m.name.as_str()).collect();
+            return Ok((
+                "PeersJoined",
+                format!(
+                    "{k} exchange(s): a destination member joined as a learner and was promoted, then a source follower left behind the quorum gate ({removed} left in this run); {} voters ({}) ({})",
+                    voters.len(),
+                    voters.join(", "),
+                    mig.plan.name()
+                ),
+            ));
+        }
         for (i, m) in mig.destination_members.iter().take(k).enumerate() {
             self.ensure_joined(m, line, JOIN).await?;
             line.detail(&format!("{}/{k} destination members joined", i + 1));
@@ -548,6 +585,15 @@ impl<'a> Flow<'a> {
         etcd::cluster_client(&self.state, &self.tls, Duration::from_secs(3))
             .await
             .context("no etcd member of the lab answers")
+    }
+
+    /// A client for the cluster through any member but `name`.
+    async fn client_without(&self, name: &str) -> Result<etcd_client::Client> {
+        let mut others = self.state.clone();
+        others.members.retain(|m| m.name != name);
+        etcd::cluster_client(&others, &self.tls, Duration::from_secs(3))
+            .await
+            .with_context(|| format!("no etcd member of the lab but {name} answers"))
     }
 
     async fn view(&self) -> ClusterView {
@@ -783,7 +829,12 @@ impl<'a> Flow<'a> {
         let drained = self.drain_source_api(line, mig.force_shrink).await?;
         Ok((
             "DNSRecordsMigrated",
-            if mig.force_shrink {
+            if mig.plan.restores() {
+                format!(
+                    "{name} -> {gw}; waited the {ttl} s TTL; the {drained} source API server(s) had stopped in {PREPARE} ({})",
+                    mig.plan.name()
+                )
+            } else if mig.force_shrink {
                 format!(
                     "{name} -> {gw} at once (force-shrink); {drained} source API server(s) stopped"
                 )
@@ -873,146 +924,28 @@ impl<'a> Flow<'a> {
     // --- EtcdMigrationComplete ------------------------------------------------
 
     /// The rest of the destination joins; then the source leaves, one member
-    /// at a time behind a quorum gate, the leader last after MoveLeader.
+    /// at a time behind a quorum gate, the leader last (removed, or after
+    /// MoveLeader). `rolling`: the last exchange, one in and one out.
     /// `force`: source readiness is not waited for.
     async fn shrink(&mut self, line: &Step, force: bool) -> Result<(&'static str, String)> {
         let mig = self.mig().clone();
-        for m in &mig.destination_members {
-            self.ensure_joined(m, line, SHRINK).await?;
-        }
         let dest: Vec<String> = mig
             .destination_members
             .iter()
             .map(|m| m.name.clone())
             .collect();
-        let t0 = Instant::now();
-        let deadline = self.join_timeout.max(Duration::from_secs(120));
-        let mut removed = 0;
-        let mut last = String::new();
-        loop {
-            self.cancel.check()?;
-            if t0.elapsed() > deadline {
-                anyhow::bail!("the source members did not leave within {deadline:?}: {last}");
+        let removed = if mig.plan.restores() {
+            // No cluster spans the seeds: the source's stopped after its
+            // snapshot, and its members go in SourceSeedCleanup.
+            0
+        } else if mig.plan.exchanges() {
+            self.exchange(line, SHRINK, dest.len(), force).await?
+        } else {
+            for m in &mig.destination_members {
+                self.ensure_joined(m, line, SHRINK).await?;
             }
-            let view = self.view().await;
-            if let Some(e) = &view.error {
-                last = e.clone();
-                self.heal(line).await?;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-            // Members the state still lists but etcd no longer has (a run
-            // killed right after a removal, or a removal whose member
-            // exited before it was recorded) have departed.
-            let gone: Vec<MemberState> = self
-                .state
-                .members_of(&mig.from)
-                .filter(|m| !view.members.iter().any(|v| v.name == m.name))
-                .cloned()
-                .collect();
-            if !gone.is_empty() {
-                self.depart(&gone).await?;
-            }
-            // Only now: a removed member exits on its own, and is not
-            // started again as if it had crashed.
-            self.heal(line).await?;
-            let leaving: Vec<String> = self
-                .state
-                .members_of(&mig.from)
-                .map(|m| m.name.clone())
-                .collect();
-            let live: Vec<membership::Member> = view
-                .members
-                .iter()
-                .map(|m| membership::Member {
-                    name: m.name.clone(),
-                    is_learner: m.is_learner,
-                    is_leader: m.is_leader,
-                })
-                .collect();
-            let Some(action) =
-                membership::next_removal(&live, &leaving, &dest, mig.leader_handover)
-            else {
-                break;
-            };
-            let skip = force.then_some(mig.from.as_str());
-            if let Err(e) = membership::quorum_gate(&view, skip) {
-                last = e;
-                line.detail(&format!("quorum gate: {last}"));
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
-            }
-            let id_of = |name: &str| {
-                view.members
-                    .iter()
-                    .find(|m| m.name == name)
-                    .and_then(|m| u64::from_str_radix(&m.id, 16).ok())
-            };
-            let r = match &action {
-                Action::MoveLeader { to } => {
-                    let leader = view.members.iter().find(|m| m.is_leader).expect("gated");
-                    let to_id = id_of(to).expect("a live member");
-                    // etcd drops proposals that reach the old leader while the
-                    // transfer runs; a write forwarded then fails after etcd's
-                    // request timeout. The band lets the verdict's reader see it.
-                    self.note(
-                        line,
-                        &format!("moving leadership from {} to {to}", leader.name),
-                    );
-                    self.move_leader(&leader.name, to_id)
-                        .await
-                        .map(|_| format!("leadership moved from {} to {to}", leader.name))
-                }
-                Action::Remove { member } => {
-                    let id = id_of(member).expect("a live member");
-                    if view
-                        .members
-                        .iter()
-                        .any(|m| &m.name == member && m.is_leader)
-                    {
-                        // Upstream's way: no MoveLeader; the removed leader
-                        // stops once its removal is applied and the rest
-                        // elect. The note is the band the verdict's reader
-                        // sees the election in.
-                        self.note(
-                            line,
-                            &format!(
-                                "removing the leader {member} (no MoveLeader: the rest elect)"
-                            ),
-                        );
-                    }
-                    match self.client().await {
-                        Ok(mut c) => {
-                            etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30))
-                                .await
-                                .map(|_| format!("{member} removed from the cluster"))
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-            };
-            match r {
-                Ok(msg) => {
-                    self.note(line, &msg);
-                    if let Action::Remove { member } = &action {
-                        let m: Vec<MemberState> = self
-                            .state
-                            .members
-                            .iter()
-                            .filter(|m| &m.name == member)
-                            .cloned()
-                            .collect();
-                        self.depart(&m).await?;
-                        removed += 1;
-                    }
-                }
-                Err(e) => {
-                    last = format!("{e:#}");
-                    line.detail(&last);
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            }
-        }
+            self.remove_source(line, force).await?
+        };
         // A removed leader (the `remove` handover) leaves the rest to elect
         // one: the step ends once etcd has a leader again, not while the
         // election runs (etcd's election timeout is 1 s; 30 s is far past
@@ -1039,11 +972,278 @@ impl<'a> Flow<'a> {
         }
         Ok((
             "MembersRemoved",
-            format!(
-                "{removed} source member(s) left one at a time (learners, followers, the leader last); voters: {}",
-                voters.join(", ")
-            ),
+            if mig.plan.restores() {
+                format!(
+                    "the destination's new cluster holds the shoot's data; the source's cluster stopped after its snapshot ({} member(s) removed in {CLEANUP}); voters: {}",
+                    mig.departed_members.len(),
+                    voters.join(", ")
+                )
+            } else if mig.plan.exchanges() {
+                format!(
+                    "the last exchange ({}): the last destination member joined, then {removed} source member(s) left (the leader last); voters: {}",
+                    mig.plan.name(),
+                    voters.join(", ")
+                )
+            } else {
+                format!(
+                    "{removed} source member(s) left one at a time (learners, followers, the leader last); voters: {}",
+                    voters.join(", ")
+                )
+            },
         ))
+    }
+
+    /// The live membership as the plans see it, after recording the source
+    /// members etcd no longer has as departed (a run killed right after a
+    /// removal, or a removal whose member exited before it was recorded)
+    /// and starting members that stopped; None while no member answers.
+    async fn look(&mut self, line: &Step, last: &mut String) -> Result<Option<ClusterView>> {
+        let from = self.mig().from.clone();
+        let view = self.view().await;
+        if let Some(e) = &view.error {
+            *last = e.clone();
+            self.heal(line).await?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return Ok(None);
+        }
+        let gone: Vec<MemberState> = self
+            .state
+            .members_of(&from)
+            .filter(|m| !view.members.iter().any(|v| v.name == m.name))
+            .cloned()
+            .collect();
+        if !gone.is_empty() {
+            for m in &gone {
+                self.note(
+                    line,
+                    &format!(
+                        "{} left the cluster (its removal applied, the answer lost)",
+                        m.name
+                    ),
+                );
+            }
+            self.depart(&gone).await?;
+        }
+        // Only now: a removed member exits on its own, and is not
+        // started again as if it had crashed.
+        self.heal(line).await?;
+        Ok(Some(view))
+    }
+
+    fn live(view: &ClusterView) -> Vec<membership::Member> {
+        view.members
+            .iter()
+            .map(|m| membership::Member {
+                name: m.name.clone(),
+                is_learner: m.is_learner,
+                is_leader: m.is_leader,
+            })
+            .collect()
+    }
+
+    fn leaving(&self) -> Vec<String> {
+        let from = &self.mig().from;
+        self.state
+            .members_of(from)
+            .map(|m| m.name.clone())
+            .collect()
+    }
+
+    /// Every source member leaves, one at a time behind the quorum gate
+    /// (`force`: the source's members are not waited for), decided afresh
+    /// from the live membership each time. The number removed.
+    async fn remove_source(&mut self, line: &Step, force: bool) -> Result<usize> {
+        let mig = self.mig().clone();
+        let dest: Vec<String> = mig
+            .destination_members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        let t0 = Instant::now();
+        let deadline = self.join_timeout.max(Duration::from_secs(120));
+        let mut removed = 0;
+        let mut last = String::new();
+        loop {
+            self.cancel.check()?;
+            if t0.elapsed() > deadline {
+                anyhow::bail!("the source members did not leave within {deadline:?}: {last}");
+            }
+            let Some(view) = self.look(line, &mut last).await? else {
+                continue;
+            };
+            let Some(action) = membership::next_removal(
+                &Self::live(&view),
+                &self.leaving(),
+                &dest,
+                mig.leader_handover,
+            ) else {
+                break;
+            };
+            if self.gated(&view, force, line, &mut last).await {
+                continue;
+            }
+            match self.leave(&action, &view, line).await {
+                Ok(true) => removed += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    last = format!("{e:#}");
+                    line.detail(&last);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The `rolling` plan's exchanges until `target` destination members
+    /// are voters and the cluster is back to its size: a destination member
+    /// joins (learner, promoted once in sync), then a source member leaves
+    /// behind the quorum gate (followers first, the leader last with the
+    /// `leader_handover` setting), decided afresh from the live membership
+    /// each time ([`membership::next_exchange`]). A join has the join
+    /// timeout (a False condition, as in the other plans); a removal that
+    /// makes no progress for the shrink's deadline fails the step. The
+    /// number of source members removed.
+    async fn exchange(
+        &mut self,
+        line: &Step,
+        step: &str,
+        target: usize,
+        force: bool,
+    ) -> Result<usize> {
+        let mig = self.mig().clone();
+        let dest: Vec<String> = mig
+            .destination_members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        let deadline = self.join_timeout.max(Duration::from_secs(120));
+        let mut since = Instant::now();
+        let mut removed = 0;
+        let mut last = String::new();
+        loop {
+            self.cancel.check()?;
+            if since.elapsed() > deadline {
+                anyhow::bail!("no source member left within {deadline:?}: {last}");
+            }
+            let Some(view) = self.look(line, &mut last).await? else {
+                continue;
+            };
+            let next = membership::next_exchange(
+                &Self::live(&view),
+                &self.leaving(),
+                &dest,
+                target,
+                mig.leader_handover,
+            );
+            match next {
+                None => break,
+                Some(membership::Exchange::Join(name)) => {
+                    let m = mig
+                        .destination_members
+                        .iter()
+                        .find(|m| m.name == name)
+                        .cloned()
+                        .expect("a planned destination member");
+                    self.ensure_joined(&m, line, step).await?;
+                    since = Instant::now();
+                }
+                Some(membership::Exchange::Leave(action)) => {
+                    if self.gated(&view, force, line, &mut last).await {
+                        continue;
+                    }
+                    match self.leave(&action, &view, line).await {
+                        Ok(r) => {
+                            removed += usize::from(r);
+                            since = Instant::now();
+                        }
+                        Err(e) => {
+                            last = format!("{e:#}");
+                            line.detail(&last);
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The quorum gate before a member leaves: true (after a short wait)
+    /// while it holds the removal back.
+    async fn gated(&self, view: &ClusterView, force: bool, line: &Step, last: &mut String) -> bool {
+        let skip = force.then_some(self.mig().from.as_str());
+        match membership::quorum_gate(view, skip) {
+            Ok(()) => false,
+            Err(e) => {
+                *last = e;
+                line.detail(&format!("quorum gate: {last}"));
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                true
+            }
+        }
+    }
+
+    /// One membership action on the way out: a MoveLeader, or a member's
+    /// removal (its container stopped, recorded as departed). Ok(true) once
+    /// a member was removed.
+    async fn leave(&mut self, action: &Action, view: &ClusterView, line: &Step) -> Result<bool> {
+        let id_of = |name: &str| {
+            view.members
+                .iter()
+                .find(|m| m.name == name)
+                .and_then(|m| u64::from_str_radix(&m.id, 16).ok())
+        };
+        let msg = match action {
+            Action::MoveLeader { to } => {
+                let leader = view.members.iter().find(|m| m.is_leader).expect("gated");
+                let to_id = id_of(to).expect("a live member");
+                // etcd drops proposals that reach the old leader while the
+                // transfer runs; a write forwarded then fails after etcd's
+                // request timeout. The band lets the verdict's reader see it.
+                self.note(
+                    line,
+                    &format!("moving leadership from {} to {to}", leader.name),
+                );
+                self.move_leader(&leader.name, to_id).await?;
+                format!("leadership moved from {} to {to}", leader.name)
+            }
+            Action::Remove { member } => {
+                let id = id_of(member).expect("a live member");
+                if view
+                    .members
+                    .iter()
+                    .any(|m| &m.name == member && m.is_leader)
+                {
+                    // Upstream's way: no MoveLeader; the removed leader
+                    // stops once its removal is applied and the rest
+                    // elect. The note is the band the verdict's reader
+                    // sees the election in.
+                    self.note(
+                        line,
+                        &format!("removing the leader {member} (no MoveLeader: the rest elect)"),
+                    );
+                }
+                // Asked through a member that stays: a member asked to
+                // remove itself stops before its answer is out.
+                let mut c = self.client_without(member).await?;
+                etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30)).await?;
+                format!("{member} removed from the cluster")
+            }
+        };
+        self.note(line, &msg);
+        let Action::Remove { member } = action else {
+            return Ok(false);
+        };
+        let m: Vec<MemberState> = self
+            .state
+            .members
+            .iter()
+            .filter(|m| &m.name == member)
+            .cloned()
+            .collect();
+        self.depart(&m).await?;
+        Ok(true)
     }
 
     async fn move_leader(&self, leader: &str, to: u64) -> Result<()> {
@@ -1144,6 +1344,23 @@ impl<'a> Flow<'a> {
             ))
             .into());
         }
+        if !mig.departed_members.is_empty() {
+            // The rolling plan exchanges members as it joins: the source
+            // members that left cannot come back, and removing the
+            // destination's would shrink the shoot's etcd below its size.
+            let gone: Vec<&str> = mig
+                .departed_members
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect();
+            return Err(BadInput(format!(
+                "--abort would remove the destination members, but source member(s) {} have left etcd already ({} plan): the shoot's etcd would keep {} member(s); fix what failed and go on with `cpmlab migrate --resume`",
+                gone.join(", "),
+                mig.plan.name(),
+                self.state.members_of(&mig.from).count()
+            ))
+            .into());
+        }
         let line = self.progress.step("abort: destination members leave etcd");
         let urls: Vec<String> = mig
             .destination_members
@@ -1238,10 +1455,7 @@ pub fn rtt_gate_words(
 }
 
 pub fn plan_name(p: Plan) -> &'static str {
-    match p {
-        Plan::SixMember => "six-member",
-        Plan::FiveMember => "five-member",
-    }
+    p.name()
 }
 
 #[cfg(test)]

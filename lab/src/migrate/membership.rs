@@ -18,14 +18,63 @@ use serde::{Deserialize, Serialize};
 pub enum Plan {
     SixMember,
     FiveMember,
+    /// The GEP's "3-Member etcd Cluster" alternative: the cluster moves
+    /// member by member, never above one member more than its size.
+    Rolling,
+    /// GEP-7's control plane migration, what Live CPM replaces: no cluster
+    /// spans the seeds. The source API servers stop, the source's etcd is
+    /// saved (`etcdctl snapshot save`) and stops, a new cluster is restored
+    /// from the snapshot in the destination (`etcdctl snapshot restore`,
+    /// `initial-cluster-state new`) — downtime by design.
+    Classic,
 }
 
 impl Plan {
-    /// Destination members joined in DestinationEtcdPeersJoined.
+    /// Destination members joined in DestinationEtcdPeersJoined (for
+    /// `rolling`: exchanges made there, each one in and one out).
+    ///
+    /// `rolling` makes two of its three exchanges before the destination
+    /// API starts, so that it starts on 1 source + 2 destination members:
+    /// not three, because the source API servers talk only to their own
+    /// seed's members (Gardener's etcd-main-client Service) and serve until
+    /// the DNS switch has drained them, so one source member must stay until
+    /// then; not one, because then the destination API would start on a
+    /// single member of its own, the source would keep the majority while
+    /// the clients move over, and two exchanges (the source leader's among
+    /// them) would remain for after the switch. With two, the destination
+    /// holds the majority when its API starts, the source API keeps a
+    /// member, and the last exchange — the source leader's removal, the
+    /// riskiest one — comes after the source API servers have drained, as
+    /// in the other plans.
     pub fn joining_early(self) -> usize {
         match self {
             Plan::SixMember => 3,
             Plan::FiveMember => 2,
+            Plan::Rolling => 2,
+            // The new cluster: all of them, before the API starts.
+            Plan::Classic => 3,
+        }
+    }
+
+    /// Whether the destination is a new cluster restored from the source's
+    /// snapshot (`classic`), rather than members joining the source's.
+    pub fn restores(self) -> bool {
+        matches!(self, Plan::Classic)
+    }
+
+    /// Whether a source member leaves for each destination member that
+    /// joins (`rolling`), rather than all joining before any leaves.
+    pub fn exchanges(self) -> bool {
+        matches!(self, Plan::Rolling)
+    }
+
+    /// The plan's name as the CLI and scenario files spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Plan::SixMember => "six-member",
+            Plan::FiveMember => "five-member",
+            Plan::Rolling => "rolling",
+            Plan::Classic => "classic",
         }
     }
 }
@@ -148,6 +197,55 @@ pub fn next_removal(
     })
 }
 
+/// One move of the `rolling` plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exchange {
+    /// This destination member joins next (as a learner, promoted once in
+    /// sync), or finishes joining.
+    Join(String),
+    /// A source member leaves (or leadership moves first), as in
+    /// [`next_removal`].
+    Leave(Action),
+}
+
+/// The `rolling` plan's next move towards `target` destination voters, one
+/// decision at a time from the live membership (so a resumed or disturbed
+/// run picks up where the cluster is). One in, then one out: a destination
+/// learner finishes its join first; while the cluster has more voters than
+/// its size (`destination.len()`, the source's size), a source member
+/// leaves (learners, then followers, the leader last with `handover`, as in
+/// [`next_removal`]); else, below `target` destination voters, the next
+/// destination member joins. None once `target` destination voters and no
+/// surplus remain. The cluster never has more than its size plus one
+/// voters, and never fewer than its size once an exchange has finished.
+pub fn next_exchange(
+    live: &[Member],
+    leaving: &[String],
+    destination: &[String],
+    target: usize,
+    handover: LeaderHandover,
+) -> Option<Exchange> {
+    let find = |name: &String| live.iter().find(|m| &m.name == name);
+    if let Some(d) = destination
+        .iter()
+        .find(|d| find(d).is_some_and(|m| m.is_learner))
+    {
+        return Some(Exchange::Join(d.clone()));
+    }
+    let dest_voters = destination.iter().filter(|d| find(d).is_some()).count();
+    let source = live.iter().filter(|m| leaving.contains(&m.name)).count();
+    if source > 0 && source + dest_voters > destination.len() {
+        return next_removal(live, leaving, destination, handover).map(Exchange::Leave);
+    }
+    if dest_voters < target.min(destination.len()) {
+        return destination
+            .iter()
+            .find(|d| find(d).is_none())
+            .map(|d| Exchange::Join(d.clone()));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +323,229 @@ mod tests {
             assert!(voters_seen.len() < 20);
         }
         voters_seen
+    }
+
+    /// The rolling plan as the flow runs it: exchanges up to
+    /// `joining_early` destination voters in DestinationEtcdPeersJoined,
+    /// then up to all in EtcdMigrationComplete. Each join is a learner added
+    /// (one step) and promoted (the next). The voters and learners after
+    /// every move, and the moves, per step.
+    fn simulate_rolling(
+        leader: usize,
+        handover: LeaderHandover,
+    ) -> (Vec<Vec<Member>>, Vec<Vec<Exchange>>) {
+        let dst = names("seed-b", 3);
+        let mut live = source(leader);
+        let mut seen = vec![];
+        let mut moves = vec![];
+        for target in [Plan::Rolling.joining_early(), dst.len()] {
+            let mut step = vec![];
+            loop {
+                let leaving: Vec<String> = live
+                    .iter()
+                    .filter(|m| m.name.starts_with("seed-a"))
+                    .map(|m| m.name.clone())
+                    .collect();
+                let Some(x) = next_exchange(&live, &leaving, &dst, target, handover) else {
+                    break;
+                };
+                match &x {
+                    Exchange::Join(d) => match live.iter_mut().find(|m| &m.name == d) {
+                        Some(m) => {
+                            assert!(m.is_learner, "a voter is not joined again: {d}");
+                            m.is_learner = false;
+                        }
+                        None => {
+                            assert!(
+                                !live.iter().any(|m| m.is_learner),
+                                "etcd allows one learner"
+                            );
+                            live.push(Member {
+                                name: d.clone(),
+                                is_learner: true,
+                                is_leader: false,
+                            });
+                        }
+                    },
+                    Exchange::Leave(Action::Remove { member }) => {
+                        let was_leader = live.iter().any(|m| &m.name == member && m.is_leader);
+                        live.retain(|m| &m.name != member);
+                        if was_leader {
+                            // The rest elect one (here: the first voter).
+                            if let Some(m) = live.iter_mut().find(|m| !m.is_learner) {
+                                m.is_leader = true;
+                            }
+                        }
+                    }
+                    Exchange::Leave(Action::MoveLeader { to }) => {
+                        for m in live.iter_mut() {
+                            m.is_leader = &m.name == to;
+                        }
+                    }
+                }
+                step.push(x);
+                seen.push(live.clone());
+                assert!(seen.len() < 30, "{seen:?}");
+            }
+            moves.push(step);
+        }
+        (seen, moves)
+    }
+
+    fn voters_in(live: &[Member], seed: &str) -> usize {
+        live.iter()
+            .filter(|m| !m.is_learner && m.name.starts_with(seed))
+            .count()
+    }
+
+    #[test]
+    fn rolling_exchanges_one_member_at_a_time_and_never_grows_past_four() {
+        for handover in [LeaderHandover::Remove, LeaderHandover::MoveLeader] {
+            for leader in 0..3 {
+                let (seen, moves) = simulate_rolling(leader, handover);
+                let voters = |l: &Vec<Member>| l.iter().filter(|m| !m.is_learner).count();
+                assert!(seen.iter().all(|l| voters(l) <= 4), "{seen:?}");
+                assert!(seen.iter().all(|l| voters(l) >= 3), "{seen:?}");
+                assert!(seen
+                    .iter()
+                    .all(|l| l.iter().filter(|m| m.is_learner).count() <= 1));
+                // DestinationEtcdPeersJoined: two exchanges (add, promote,
+                // remove a follower), the source leader stays.
+                let joined = &seen[moves[0].len() - 1];
+                assert_eq!(voters_in(joined, "seed-a"), 1, "{joined:?}");
+                assert_eq!(voters_in(joined, "seed-b"), 2, "{joined:?}");
+                let kept = joined
+                    .iter()
+                    .find(|m| m.name.starts_with("seed-a"))
+                    .unwrap();
+                assert_eq!(
+                    kept.name,
+                    format!("seed-a-etcd-{leader}"),
+                    "followers first"
+                );
+                assert!(kept.is_leader);
+                let left: Vec<&Exchange> = moves[0]
+                    .iter()
+                    .filter(|x| matches!(x, Exchange::Leave(_)))
+                    .collect();
+                assert_eq!(left.len(), 2, "{:?}", moves[0]);
+                // In before out: each removal follows a promotion.
+                for (i, x) in moves[0].iter().enumerate() {
+                    if matches!(x, Exchange::Leave(_)) {
+                        assert!(
+                            matches!(moves[0][i - 1], Exchange::Join(_)),
+                            "{:?}",
+                            moves[0]
+                        );
+                    }
+                }
+                // EtcdMigrationComplete: the third joins, then the leader goes.
+                let end = seen.last().unwrap();
+                let mut names_end: Vec<String> = end.iter().map(|m| m.name.clone()).collect();
+                names_end.sort();
+                assert_eq!(names_end, names("seed-b", 3), "{handover:?}");
+                let last_out = moves[1]
+                    .iter()
+                    .rev()
+                    .find_map(|x| match x {
+                        Exchange::Leave(Action::Remove { member }) => Some(member.clone()),
+                        _ => None,
+                    })
+                    .unwrap();
+                assert_eq!(last_out, format!("seed-a-etcd-{leader}"));
+                let moved = moves[1]
+                    .iter()
+                    .any(|x| matches!(x, Exchange::Leave(Action::MoveLeader { .. })));
+                assert_eq!(moved, handover == LeaderHandover::MoveLeader);
+            }
+        }
+    }
+
+    #[test]
+    fn rolling_picks_up_from_the_live_cluster() {
+        let dst = names("seed-b", 3);
+        let leaving = names("seed-a", 3);
+        let mut live = source(0);
+        // A learner half-way (a run killed before its promotion): finished first.
+        live.push(Member {
+            name: "seed-b-etcd-0".into(),
+            is_learner: true,
+            is_leader: false,
+        });
+        assert_eq!(
+            next_exchange(&live, &leaving, &dst, 2, LeaderHandover::Remove),
+            Some(Exchange::Join("seed-b-etcd-0".into()))
+        );
+        // Promoted: four voters, one out before the next comes in.
+        live[3].is_learner = false;
+        assert_eq!(
+            next_exchange(&live, &leaving, &dst, 2, LeaderHandover::Remove),
+            Some(Exchange::Leave(Action::Remove {
+                member: "seed-a-etcd-1".into()
+            }))
+        );
+        // The target reached: nothing more in this step.
+        let live2: Vec<Member> = live
+            .iter()
+            .filter(|m| m.name != "seed-a-etcd-1" && m.name != "seed-a-etcd-2")
+            .cloned()
+            .chain([Member {
+                name: "seed-b-etcd-1".into(),
+                is_learner: false,
+                is_leader: false,
+            }])
+            .collect();
+        let leaving2 = vec!["seed-a-etcd-0".to_string()];
+        assert_eq!(
+            next_exchange(&live2, &leaving2, &dst, 2, LeaderHandover::Remove),
+            None
+        );
+        assert_eq!(
+            next_exchange(&live2, &leaving2, &dst, 3, LeaderHandover::Remove),
+            Some(Exchange::Join("seed-b-etcd-2".into()))
+        );
+        // Leadership elected in the destination: every source member is a
+        // follower, and the last one goes as any follower.
+        let mut live3 = live2.clone();
+        for m in live3.iter_mut() {
+            m.is_leader = m.name == "seed-b-etcd-0";
+        }
+        live3.push(Member {
+            name: "seed-b-etcd-2".into(),
+            is_learner: false,
+            is_leader: false,
+        });
+        assert_eq!(
+            next_exchange(&live3, &leaving2, &dst, 3, LeaderHandover::MoveLeader),
+            Some(Exchange::Leave(Action::Remove {
+                member: "seed-a-etcd-0".into()
+            }))
+        );
+        // All moved: done.
+        live3.retain(|m| m.name != "seed-a-etcd-0");
+        assert_eq!(
+            next_exchange(&live3, &[], &dst, 3, LeaderHandover::Remove),
+            None
+        );
+    }
+
+    #[test]
+    fn only_rolling_exchanges_and_every_plan_has_its_name() {
+        assert!(Plan::Rolling.exchanges());
+        assert!(!Plan::SixMember.exchanges() && !Plan::FiveMember.exchanges());
+        assert!(Plan::Classic.restores() && !Plan::Classic.exchanges());
+        for p in [
+            Plan::SixMember,
+            Plan::FiveMember,
+            Plan::Rolling,
+            Plan::Classic,
+        ] {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+            assert_eq!(
+                <Plan as clap::ValueEnum>::from_str(p.name(), false).unwrap(),
+                p
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The Live Control Plane Migration: upstream's condition model, the etcd
 //! membership plans, the reference flow (`cpmlab migrate`) that drives them
-//! against the lab, and the external driver that lets another controller
-//! take its place.
+//! against the lab, the `classic` plan's snapshot and restore, and the
+//! external driver that lets another controller take its place.
 
 pub mod conditions;
 pub mod etcd_ops;
@@ -10,3 +10,4 @@ pub mod flow;
 pub mod membership;
 pub mod peer;
 pub mod record;
+pub mod snapshot;

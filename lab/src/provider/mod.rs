@@ -188,6 +188,40 @@ pub trait Provider: Send + Sync {
         cluster: &[(String, String)],
     ) -> Result<()>;
 
+    /// Whether [`Provider::start_restored_member`] and
+    /// [`Provider::download`] work here (the `classic` plan needs them).
+    fn restores_members(&self) -> bool {
+        false
+    }
+
+    /// Creates and starts etcd member `m` as the one member of a new
+    /// cluster whose data is restored from `snapshot` (an etcd snapshot
+    /// file's bytes): the snapshot is placed in its workload and restored
+    /// there by `restore` (etcdctl's argv) before its etcd starts with the
+    /// initial cluster state `new`. An earlier attempt's workload and data
+    /// are replaced.
+    async fn start_restored_member(
+        &self,
+        _state: &LabState,
+        _ca: &Ca,
+        _m: &MemberState,
+        _snapshot: &[u8],
+        _restore: &[String],
+    ) -> Result<()> {
+        anyhow::bail!(
+            "the {} provider cannot restore an etcd member from a snapshot (the classic plan runs in the docker form)",
+            self.name()
+        )
+    }
+
+    /// Reads a file out of a workload.
+    async fn download(&self, workload: &str, _path: &str) -> Result<Vec<u8>> {
+        anyhow::bail!(
+            "the {} provider cannot read files out of {workload}",
+            self.name()
+        )
+    }
+
     /// Creates and starts an API server replica talking to `etcd_servers`,
     /// with the service-account key pair `sa` (private, public PEM).
     async fn start_apiserver(

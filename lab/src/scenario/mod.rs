@@ -353,6 +353,8 @@ fn default_driver() -> Driver {
 enum PlanName {
     SixMember,
     FiveMember,
+    Rolling,
+    Classic,
 }
 
 #[derive(JsonSchema)]

@@ -301,6 +301,33 @@ impl Engine {
             .with_context(|| format!("upload files to {container}"))
     }
 
+    /// Reads one file out of a container (Docker's archive of `path`, a tar
+    /// holding that file).
+    pub async fn download(&self, container: &str, path: &str) -> Result<Vec<u8>> {
+        use futures_util::TryStreamExt;
+        let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::default()
+            .path(path)
+            .build();
+        let chunks: Vec<bytes::Bytes> = self
+            .api
+            .download_from_container(container, Some(opts))
+            .try_collect()
+            .await
+            .with_context(|| format!("download {path} from {container}"))?;
+        let tar_bytes: Vec<u8> = chunks.concat();
+        let mut archive = tar::Archive::new(tar_bytes.as_slice());
+        for entry in archive.entries().context("read the archive")? {
+            let mut entry = entry.context("read the archive")?;
+            if entry.header().entry_type() == tar::EntryType::Regular {
+                let mut out = Vec::new();
+                std::io::Read::read_to_end(&mut entry, &mut out)
+                    .with_context(|| format!("read {path} from the archive of {container}"))?;
+                return Ok(out);
+            }
+        }
+        anyhow::bail!("the archive of {path} from {container} holds no file")
+    }
+
     /// Starts a container; one that runs already is left as it is (two
     /// controllers may start it at once: the migration and the kubelet).
     pub async fn start(&self, container: &str) -> Result<()> {

@@ -82,6 +82,27 @@ impl Provider for DockerProvider {
         seed::start_joining_member(&self.engine, state, ca, m, cluster).await
     }
 
+    fn restores_members(&self) -> bool {
+        true
+    }
+
+    async fn start_restored_member(
+        &self,
+        state: &LabState,
+        ca: &Ca,
+        m: &MemberState,
+        snapshot: &[u8],
+        restore: &[String],
+    ) -> Result<()> {
+        // An earlier attempt's container and data are replaced.
+        self.remove(state, &m.container, Some(&m.volume)).await?;
+        seed::start_restored_member(&self.engine, state, ca, m, snapshot, restore).await
+    }
+
+    async fn download(&self, workload: &str, path: &str) -> Result<Vec<u8>> {
+        self.engine.download(workload, path).await
+    }
+
     async fn start_apiserver(
         &self,
         state: &LabState,

@@ -188,3 +188,41 @@ pub async fn start_apiserver(
     engine.create_container(&spec).await?;
     up::start_released(engine, state, &a.container).await
 }
+
+/// Creates and starts member `m` as the one member of a new cluster, its
+/// data restored from `snapshot` by `restore` (etcdctl's argv) while the
+/// container waits behind its barrier, before its etcd starts; then
+/// releases it (routes, etcd starts). On a new volume (the caller removed
+/// an earlier attempt's container and data).
+pub async fn start_restored_member(
+    engine: &Engine,
+    state: &LabState,
+    ca: &Ca,
+    m: &MemberState,
+    snapshot: &[u8],
+    restore: &[String],
+) -> Result<()> {
+    engine
+        .create_volume(&state.name, &m.volume, &m.seed)
+        .await?;
+    let alone = [(m.name.clone(), m.peer_url())];
+    let spec = up::member_spec(state, ca, m, &alone, ClusterState::New)?;
+    engine.create_container(&spec).await?;
+    engine.start(&m.container).await?;
+    engine
+        .upload(
+            &m.container,
+            &[FileSpec::new(
+                crate::migrate::snapshot::SNAPSHOT_FILE,
+                snapshot.to_vec(),
+                0o600,
+            )],
+        )
+        .await?;
+    let argv: Vec<&str> = restore.iter().map(String::as_str).collect();
+    engine
+        .exec_ok(&m.container, &argv, false)
+        .await
+        .with_context(|| format!("restore {} from the snapshot", m.name))?;
+    up::release_one(engine, state, &m.container).await
+}
