@@ -249,7 +249,7 @@ impl<'a> Flow<'a> {
         self.event("note", msg, "", now_unix_ms(), None);
     }
 
-    /// Measures the RTT between the seeds (from the destination's gateway to
+    /// Measures the RTT between the seeds (from the destination seed, `Provider::vantage`, to
     /// the source gateway's peer port) and plans the migration; nothing is
     /// created. Refuses distant regions unless allowed.
     pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
@@ -1441,7 +1441,7 @@ pub fn rtt_gate_words(
     sorted.sort_by(f64::total_cmp);
     let samples: Vec<String> = sorted.iter().map(|s| format!("{s:.1}")).collect();
     format!(
-        "RTT {rtt_ms:.1} ms: the median of {} TCP connects from `{to}`'s gateway to {host} through the `{from}` gateway (samples {} ms), measured at the start; {}",
+        "RTT {rtt_ms:.1} ms: the median of {} TCP connects from `{to}` (its gateway; a node in the kind form) to {host} through the `{from}` gateway (samples {} ms), measured at the start; {}",
         sorted.len(),
         samples.join(", "),
         if rtt_ms <= max_rtt_ms {

@@ -374,6 +374,32 @@ pub fn claim_removal(p: &PodRef, claim: &str) -> Vec<String> {
     ])
 }
 
+/// Deletes a seed's Istio objects for the shoot (every namespace: the
+/// EnvoyFilters live in the ingress namespace).
+pub fn gateway_objects_removal(lab: &str, seed: &str) -> Vec<String> {
+    [
+        "kubectl",
+        "--context",
+        &super::lab_state::context(lab, seed),
+        "delete",
+        "gateways.networking.istio.io,virtualservices.networking.istio.io,\
+         destinationrules.networking.istio.io,envoyfilters.networking.istio.io,\
+         serviceentries.networking.istio.io",
+        "--all-namespaces",
+        "-l",
+        &format!(
+            "{}={lab},{}={seed},{}=gateway",
+            crate::provider::docker::LABEL_LAB,
+            crate::provider::docker::LABEL_SEED,
+            crate::provider::docker::LABEL_ROLE
+        ),
+        "--ignore-not-found",
+        "--wait=false",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// The API server's proxy path to a member pod's etcd metrics.
 pub fn metrics_path(p: &PodRef) -> String {
     format!(
@@ -623,9 +649,22 @@ impl Provider for KindProvider {
         }
     }
 
-    async fn sync_gateway(&self, _state: &LabState, _seed: &str) -> Result<()> {
+    async fn sync_gateway(&self, state: &LabState, seed: &str) -> Result<()> {
         // Istio's routes are rendered for every planned member at `up`.
-        Ok(())
+        // Once the control plane has left a seed, its Istio objects go, as
+        // Gardener's source cleanup deletes the shoot's namespace and its
+        // EnvoyFilters in the ingress namespace: the gateway drops those
+        // filter chains and drains their connections, so clients that kept
+        // one to this seed's ingress reconnect (through DNS, to the other
+        // seed) instead of getting 503 from it for good.
+        let empty =
+            state.apiservers_of(seed).next().is_none() && state.members_of(seed).next().is_none();
+        if !empty || state.seed(seed).is_none() {
+            return Ok(());
+        }
+        kubectl_ok(gateway_objects_removal(&state.name, seed))
+            .await
+            .map(|_| ())
     }
 
     async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()> {

@@ -516,6 +516,45 @@ mod tests {
         render("cpmlab", &Topology::default(), s, &nets())
     }
 
+    /// Leaving a seed deletes every Istio object rendered for the shoot
+    /// there, and nothing of another seed's: the removal's kinds cover what
+    /// is rendered, and its label selector matches each object.
+    #[test]
+    fn leaving_a_seed_removes_exactly_its_istio_objects() {
+        let argv = crate::provider::kind::provider::gateway_objects_removal("cpmlab", "seed-a");
+        let kinds = &argv[4];
+        let selector = &argv[argv.iter().position(|a| a == "-l").unwrap() + 1];
+        let mut seen = 0;
+        for f in rendered(&KindSettings::default()) {
+            if !f.path.to_string_lossy().ends_with(".yaml") {
+                continue;
+            }
+            let o = parse(&f);
+            if !o["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("networking.istio.io/"))
+            {
+                continue;
+            }
+            let kind = o["kind"].as_str().unwrap().to_lowercase();
+            assert!(
+                kinds
+                    .split(',')
+                    .any(|k| k.starts_with(&format!("{kind}s."))),
+                "{kind} not removed: {kinds}"
+            );
+            let labels = &o["metadata"]["labels"];
+            let matches = selector.split(',').all(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                labels[k] == v
+            });
+            let of_a = f.path.starts_with("seed-a");
+            assert_eq!(matches, of_a, "{}: {labels}", f.path.display());
+            seen += usize::from(of_a);
+        }
+        assert!(seen >= 5, "only {seen} Istio objects of seed-a rendered");
+    }
+
     fn parse(f: &RenderedFile) -> Value {
         serde_saphyr::from_str(&f.contents)
             .unwrap_or_else(|e| panic!("{}: {e}\n{}", f.path.display(), f.contents))
