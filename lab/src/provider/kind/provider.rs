@@ -374,6 +374,15 @@ pub fn claim_removal(p: &PodRef, claim: &str) -> Vec<String> {
     ])
 }
 
+/// Whether the control plane has left `seed`: it is the migration's
+/// source and holds no API server and no member any more. A destination
+/// holds nothing either before its members join, and keeps its objects.
+pub fn left_behind(state: &LabState, seed: &str) -> bool {
+    state.migration.as_ref().is_some_and(|m| m.from == seed)
+        && state.apiservers_of(seed).next().is_none()
+        && state.members_of(seed).next().is_none()
+}
+
 /// Deletes a seed's Istio objects for the shoot (every namespace: the
 /// EnvoyFilters live in the ingress namespace).
 pub fn gateway_objects_removal(lab: &str, seed: &str) -> Vec<String> {
@@ -657,9 +666,7 @@ impl Provider for KindProvider {
         // filter chains and drains their connections, so clients that kept
         // one to this seed's ingress reconnect (through DNS, to the other
         // seed) instead of getting 503 from it for good.
-        let empty =
-            state.apiservers_of(seed).next().is_none() && state.members_of(seed).next().is_none();
-        if !empty || state.seed(seed).is_none() {
+        if !left_behind(state, seed) {
             return Ok(());
         }
         kubectl_ok(gateway_objects_removal(&state.name, seed))
@@ -765,6 +772,30 @@ impl Provider for KindProvider {
 
 #[cfg(test)]
 mod tests {
+    /// Only the source a migration has emptied loses its Istio objects:
+    /// never a destination before its members join (the first run that
+    /// removed them there cut the joining members' peer routes), never a
+    /// seed that still serves.
+    #[test]
+    fn only_a_source_left_behind_loses_its_istio_objects() {
+        let topo = crate::topology::Topology::default();
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+        // No migration: a seed with nothing in it is not left behind.
+        assert!(!left_behind(&s, "seed-b"));
+        s.migration = Some(crate::migrate::flow::plan_for_tests(&s, "seed-a", "seed-b"));
+        // The destination before its members join, the source serving.
+        assert!(!left_behind(&s, "seed-b"));
+        assert!(!left_behind(&s, "seed-a"));
+        // The source once its API servers and members are gone.
+        s.apiservers.retain(|a| a.seed != "seed-a");
+        assert!(!left_behind(&s, "seed-a"), "members still there");
+        s.members.retain(|m| m.seed != "seed-a");
+        assert!(left_behind(&s, "seed-a"));
+    }
+
     use super::*;
 
     #[test]
