@@ -154,6 +154,9 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         &lab,
         &t,
         &KindSettings::default(),
+        // Nothing behind the stubs serves the shoot API; the kind e2e
+        // (nightly) waits for it through the real ingress.
+        cpmlab::provider::kind::up::ReadyWhen::StepsRan,
         &progress,
     ));
     let cli = |args: &[&str]| {

@@ -571,18 +571,39 @@ pub async fn create(
         )
         .into());
     }
-    make(&engine, state_root, lab, t, s, progress).await
+    make(
+        &engine,
+        state_root,
+        lab,
+        t,
+        s,
+        ReadyWhen::ShootApiAnswers,
+        progress,
+    )
+    .await
+}
+
+/// When a made kind lab counts as ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadyWhen {
+    /// The shoot API answers through the source seed's ingress, as its
+    /// clients reach it (what `cpmlab up` waits for).
+    ShootApiAnswers,
+    /// Every step ran. Only for a test whose `kind`, `kubectl` and
+    /// `istioctl` are stubs: nothing there serves the shoot API.
+    StepsRan,
 }
 
 /// What `create` does once the host has every tool and image: the lab's
 /// networks, containers, keys and state, then the steps (run with the
-/// `kind`, `kubectl` and `istioctl` on PATH).
+/// `kind`, `kubectl` and `istioctl` on PATH), then the wait `ready` names.
 pub async fn make(
     engine: &crate::provider::docker::engine::Engine,
     state_root: &Path,
     lab: &str,
     t: &Topology,
     s: &KindSettings,
+    ready: ReadyWhen,
     progress: &crate::progress::Progress,
 ) -> Result<()> {
     use crate::provider::docker::{images, up as docker_up};
@@ -686,21 +707,23 @@ pub async fn make(
         // Ready as the docker form is: the shoot API answers through the
         // source seed's ingress, as its clients reach it. A rendered object
         // istiod's proxy rejects shows here, not at the probes' start.
-        let source = &t.source().name;
-        let gw = state.seed(source).expect("the source seed").gateway.ip;
-        let p = progress.step(format!("{source}: the shoot API through the ingress ({gw}:443)"));
-        let ca_pem = std::fs::read_to_string(dir.pki().join("ca.crt")).context("the lab's CA")?;
-        crate::apiserver::ready::wait_api_at(&state, gw, &ca_pem, &crate::errors::Cancel::default())
-            .await
-            .with_context(|| {
-                format!(
-                    "the ingress gateway of `{source}` does not serve the shoot API: see its \
-                     log for rejected configuration (`kubectl --context kind-{} -n {INGRESS_NAMESPACE} \
-                     logs deploy/istio-ingressgateway`)",
-                    cluster_name(lab, source)
-                )
-            })?;
-        p.done();
+        if ready == ReadyWhen::ShootApiAnswers {
+            let source = &t.source().name;
+            let gw = state.seed(source).expect("the source seed").gateway.ip;
+            let p = progress.step(format!("{source}: the shoot API through the ingress ({gw}:443)"));
+            let ca_pem = std::fs::read_to_string(dir.pki().join("ca.crt")).context("the lab's CA")?;
+            crate::apiserver::ready::wait_api_at(&state, gw, &ca_pem, &crate::errors::Cancel::default())
+                .await
+                .with_context(|| {
+                    format!(
+                        "the ingress gateway of `{source}` does not serve the shoot API: see its \
+                         log for rejected configuration (`kubectl --context kind-{} -n {INGRESS_NAMESPACE} \
+                         logs deploy/istio-ingressgateway`)",
+                        cluster_name(lab, source)
+                    )
+                })?;
+            p.done();
+        }
         state.phase = crate::state::Phase::Ready;
         dir.save(&state)?;
         anyhow::Ok(())
