@@ -30,12 +30,16 @@ pub enum ClusterState {
     Existing,
 }
 
+/// Where the lab image holds etcd 3.5 (the one scripts/build-go built);
+/// the image's builder places it there.
+pub const ETCD_35_IN_IMAGE: &str = "/usr/local/bin/etcd-3.5";
+
 /// The etcd binary of `version` in the lab image: 3.4 is the host's
 /// `/usr/bin/etcd` (on the PATH), 3.5 the one scripts/build-go built.
 pub fn binary(version: EtcdVersion) -> &'static str {
     match version {
         EtcdVersion::V3_4 => "etcd",
-        EtcdVersion::V3_5 => crate::provider::docker::images::ETCD_35_IN_IMAGE,
+        EtcdVersion::V3_5 => ETCD_35_IN_IMAGE,
     }
 }
 
@@ -432,7 +436,7 @@ mod tests {
         let v34 = first_member(ClusterState::Existing, EtcdVersion::V3_4, None);
         let v35 = first_member(ClusterState::Existing, EtcdVersion::V3_5, None);
         assert_eq!(v35[0], "/usr/local/bin/etcd-3.5");
-        assert_eq!(v35[0], crate::provider::docker::images::ETCD_35_IN_IMAGE);
+        assert_eq!(v35[0], ETCD_35_IN_IMAGE);
         assert_eq!(v34[1..], v35[1..], "the flags do not depend on the version");
         assert!(!v34.iter().any(|a| a.starts_with("--pre-vote")));
         let on = first_member(ClusterState::Existing, EtcdVersion::V3_4, Some(true));

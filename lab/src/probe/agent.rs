@@ -15,7 +15,6 @@
 //! others are answered 409 Conflict (the verdict counts those as
 //! superseded, not failed) or fail.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -25,159 +24,12 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+use super::context::{first_cert_der, Ctx};
+pub use super::context::{
+    ProbeConfig, COUNTER, INFORMER_CATCH_UP, NAMESPACE, TARGET, WRITES_IN_FLIGHT, WRITE_HOLD,
+};
 use super::record::{ConnMode, Outcome, ProbeKind, Record};
 use super::transport::{Answer, Failure, Refused, Resolver, Transport};
-
-pub const NAMESPACE: &str = "cpmlab-probes";
-pub const COUNTER: &str = "probe-counter";
-pub const TARGET: &str = "probe-target";
-/// How long the informer may take, after the writer stopped, to see the
-/// last acknowledged write.
-pub const INFORMER_CATCH_UP: Duration = Duration::from_secs(10);
-/// A write in flight this long stops holding the next one back.
-pub const WRITE_HOLD: Duration = Duration::from_secs(1);
-/// The most writes in flight at once; a tick that finds this many out is
-/// not sent (the lanes' coverage shows the gap).
-pub const WRITES_IN_FLIGHT: usize = 32;
-
-/// The first certificate of a PEM bundle, DER-encoded.
-fn first_cert_der(pem: &str) -> Result<Vec<u8>> {
-    use rustls::pki_types::pem::PemObject;
-    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
-        .context("the CA file holds no PEM certificate")?;
-    Ok(der.to_vec())
-}
-
-#[derive(Debug, Clone)]
-pub struct ProbeConfig {
-    /// The API server and how to reach it.
-    pub target: super::target::Target,
-    /// The namespace of the probes' objects (`NAMESPACE` in the lab; its
-    /// own per run when more than one agent probes one server).
-    pub namespace: String,
-    pub out: PathBuf,
-    /// Requests per second per probe and mode.
-    pub rate: f64,
-    pub timeout: Duration,
-    pub probes: Vec<ProbeKind>,
-    pub modes: Vec<ConnMode>,
-    /// New ConfigMaps per second in the load namespace (0: no load).
-    pub write_rate: f64,
-    pub write_bytes: usize,
-    pub seeds_by_addr: Vec<(std::net::Ipv4Addr, String)>,
-    /// client-go's lanes: its informer and the leader-election candidates.
-    pub clientgo: Option<super::clientgo::ClientGo>,
-}
-
-pub(super) struct Ctx {
-    pub(super) t: Transport,
-    pub(super) cfg: ProbeConfig,
-    t0: Instant,
-    wall0: SystemTime,
-    seq: AtomicU64,
-    out: mpsc::UnboundedSender<Record>,
-    /// The highest counter value the API acknowledged (0: none yet).
-    pub(super) last_acked: AtomicU64,
-    /// The lab CA, DER, for clients that take certificates that way.
-    pub(super) ca_der: Vec<u8>,
-}
-
-impl Ctx {
-    /// The seed behind a gateway address, for servers that do not say.
-    pub(super) fn seed_of(&self, addr: Option<std::net::SocketAddr>) -> Option<String> {
-        let std::net::SocketAddr::V4(a) = addr? else {
-            return None;
-        };
-        self.cfg
-            .seeds_by_addr
-            .iter()
-            .find(|(ip, _)| ip == a.ip())
-            .map(|(_, s)| s.clone())
-    }
-
-    /// The agent's start, ms since the epoch (monotonic times count from it).
-    pub(super) fn wall0_ms(&self) -> f64 {
-        self.wall0
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64() * 1e3)
-            .unwrap_or(0.0)
-    }
-
-    fn stamp(&self, at: Instant) -> (f64, f64) {
-        let mono = at.duration_since(self.t0).as_secs_f64() * 1e3;
-        let wall = self
-            .wall0
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64() * 1e3)
-            .unwrap_or(0.0)
-            + mono;
-        (wall, mono)
-    }
-
-    pub(super) fn record(&self, probe: ProbeKind, mode: ConnMode, start: Instant) -> Record {
-        let (wall, mono) = self.stamp(start);
-        Record {
-            seq: self.seq.fetch_add(1, Ordering::Relaxed),
-            probe,
-            mode,
-            start_unix_ms: wall,
-            start_mono_ms: mono,
-            duration_ms: start.elapsed().as_secs_f64() * 1e3,
-            outcome: Outcome::Ok,
-            http_status: None,
-            seed: None,
-            server: None,
-            addr: None,
-            error: None,
-            value: None,
-            rv: None,
-            event: None,
-            retry_of: None,
-            base_rv: None,
-            candidate: None,
-            holder: None,
-            renew_unix_ms: None,
-        }
-    }
-
-    pub(super) fn emit(&self, r: Record) {
-        let _ = self.out.send(r);
-    }
-
-    /// Records an attempt the server refused unprocessed; returns its seq,
-    /// for the retry's `retry_of`.
-    fn record_refused(
-        &self,
-        probe: ProbeKind,
-        mode: ConnMode,
-        event: Option<&str>,
-        rf: Refused,
-    ) -> u64 {
-        let mut r = self.record(probe, mode, rf.started);
-        r.duration_ms = rf.ended.duration_since(rf.started).as_secs_f64() * 1e3;
-        r.event = event.map(str::to_string);
-        let seq = r.seq;
-        self.fail(&mut r, rf.failure);
-        self.emit(r);
-        seq
-    }
-
-    /// A failure, with the seed whose gateway the connection went to (the
-    /// API servers there are the request's path to etcd).
-    fn fail(&self, r: &mut Record, f: Failure) {
-        r.outcome = f.outcome;
-        r.error = Some(f.error);
-        r.seed = r.seed.take().or_else(|| self.seed_of(f.addr));
-        r.addr = f.addr.map(|a| a.to_string());
-    }
-
-    fn answered(&self, r: &mut Record, rep: &Answer) {
-        r.http_status = Some(rep.status);
-        r.seed = rep.seed.clone();
-        r.server = rep.server.clone();
-        r.addr = Some(rep.addr.to_string());
-    }
-}
 
 fn cm_path(c: &Ctx, name: &str) -> String {
     format!("/api/v1/namespaces/{}/configmaps/{name}", c.cfg.namespace)

@@ -41,7 +41,7 @@ fn append(p: &Path, container: &str, log: &[u8]) -> std::io::Result<()> {
     writeln!(
         f,
         "=== {container}: its log as kept at {:.0} (unix ms) ===",
-        crate::probe::run::now_unix_ms()
+        super::clock::now_unix_ms()
     )?;
     f.write_all(log)
 }

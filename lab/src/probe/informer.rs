@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 
-use super::agent::{Ctx, COUNTER};
+use super::context::{Ctx, COUNTER};
 use super::record::{ConnMode, Outcome, ProbeKind};
 use super::transport::{refused_unprocessed, Resolver};
 

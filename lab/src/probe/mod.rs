@@ -2,7 +2,10 @@
 
 pub mod agent;
 pub mod clientgo;
+pub mod clientgo_config;
+pub mod clock;
 pub mod container_logs;
+pub mod context;
 pub mod final_read;
 pub mod informer;
 pub mod outside;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+pub use super::clock::now_unix_ms;
 use super::record::{ConnMode, LabEvent, ProbeKind};
 use crate::errors::{BadInput, EnvNotReady};
 use crate::provider::{ClientSpec, FileSpec, Provider, WorkloadState, CLIENT_OUT};
@@ -180,13 +181,6 @@ pub fn new_run_dir(runs: &Path, name: &str) -> Result<PathBuf> {
 
 pub fn container(state: &LabState) -> String {
     crate::provider::probe_client(state)
-}
-
-pub fn now_unix_ms() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1e3)
-        .unwrap_or(0.0)
 }
 
 /// Appends a lab event to a run's events.ndjson.

@@ -20,6 +20,9 @@ use futures_util::StreamExt;
 use super::{LABEL_LAB, LABEL_ROLE, LABEL_SEED};
 use crate::errors::EnvNotReady;
 
+/// A tmpfs in every lab container: empty at each start.
+pub const RUN_DIR: &str = "/run/cpmlab";
+
 #[derive(Clone)]
 pub struct Engine {
     pub api: bollard::Docker,
@@ -237,7 +240,7 @@ impl Engine {
                 init: Some(true),
                 // The barrier's release lives here: empty at each start.
                 tmpfs: Some(HashMap::from([(
-                    super::up::RUN_DIR.to_string(),
+                    RUN_DIR.to_string(),
                     "mode=0755".to_string(),
                 )])),
                 ..Default::default()

@@ -28,8 +28,7 @@ use crate::topology::EtcdVersion;
 
 pub const REPO: &str = "cpmlab/lab";
 
-/// Where etcd 3.5 is in the image (3.4 is `/usr/bin/etcd`, on the PATH as `etcd`).
-pub const ETCD_35_IN_IMAGE: &str = "/usr/local/bin/etcd-3.5";
+pub use crate::etcd::ETCD_35_IN_IMAGE;
 /// The host binary of etcd 3.5 when not at its usual place.
 pub const ETCD_35_ENV: &str = crate::go_parts::ETCD_35.env;
 /// Image label listing the etcd versions the image holds, e.g. `3.4,3.5`.

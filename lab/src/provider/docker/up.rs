@@ -40,8 +40,7 @@ pub struct UpRequest {
     pub cancel: Cancel,
 }
 
-/// A tmpfs in every lab container: empty at each start.
-pub const RUN_DIR: &str = "/run/cpmlab";
+pub use super::engine::RUN_DIR;
 /// File whose existence releases a container's barrier (on `RUN_DIR`).
 const READY_FILE: &str = "/run/cpmlab/released";
 pub use crate::provider::AGENT_BIN;
