@@ -349,13 +349,34 @@ pub fn lab_tls(dir: &crate::state::LabDir) -> anyhow::Result<EtcdTls> {
     })
 }
 
+/// The gate before a member leaves: a leader, and every voter healthy
+/// (`skip`: a seed whose members are not waited for, force-shrink).
+pub fn quorum_gate(view: &ClusterView, skip: Option<&str>) -> Result<(), String> {
+    if view.leader.is_none() {
+        return Err("no leader".into());
+    }
+    let unhealthy: Vec<&str> = view
+        .voters()
+        .filter(|m| Some(m.seed.as_str()) != skip && !m.healthy)
+        .map(|m| m.name.as_str())
+        .collect();
+    if unhealthy.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "waiting for {} to be healthy",
+            unhealthy.join(", ")
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn member_flags_are_tls_with_skip_san_and_named_urls() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let all: Vec<(String, String)> = s
             .members
             .iter()
@@ -426,7 +447,7 @@ mod tests {
         version: EtcdVersion,
         pre_vote: Option<bool>,
     ) -> Vec<String> {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
         member_command(&s.members[0], &all, state, "tok", version, pre_vote)
     }

@@ -51,7 +51,7 @@ pub async fn write(dir: &LabDir, state: &LabState) -> Result<PathBuf> {
 mod tests {
     #[test]
     fn kubeconfig_names_the_api_as_tls_server_name() {
-        let mut s = crate::state::sample_state();
+        let mut s = crate::plan::sample_state();
         s.api_token = "tok".into();
         let k = super::render(&s, "10.213.0.3".parse().unwrap(), "CA");
         assert!(k.contains("server: https://10.213.0.3:443"));

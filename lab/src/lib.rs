@@ -22,6 +22,7 @@ pub mod link;
 pub mod migrate;
 pub mod pki;
 pub mod plan;
+pub mod ports;
 pub mod probe;
 pub mod progress;
 pub mod provider;

@@ -180,8 +180,8 @@ pub fn member(
     let name = member_name(seed, index);
     MemberState {
         peer_port: match exposure {
-            Some(PeerExposure::Port) => crate::gateway::member_peer_port(index),
-            Some(PeerExposure::Address) | None => crate::gateway::ETCD_PEER_PORT,
+            Some(PeerExposure::Port) => crate::ports::member_peer_port(index),
+            Some(PeerExposure::Address) | None => crate::ports::ETCD_PEER_PORT,
         },
         container: container_name(lab, &name),
         volume: container_name(lab, &format!("{name}-data")),
@@ -193,12 +193,22 @@ pub fn member(
 }
 
 #[cfg(test)]
+pub(crate) fn sample_state() -> crate::state::LabState {
+    let topo = Topology::default();
+    let nets: Vec<Net24> = (0..3)
+        .map(|i| Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
+        .collect();
+    let plan = LabPlan::new("t", &topo, &nets, "img:1");
+    plan.initial_state("secret".into())
+}
+
+#[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
 
     #[test]
     fn names_are_prefixed_and_addresses_fixed() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         assert_eq!(s.networks[0].docker_name, "t-seed-a");
         assert_eq!(s.networks[2].docker_name, "t-clients");
         assert_eq!(s.networks[1].router_ip, Ipv4Addr::new(10, 213, 1, 2));

@@ -66,7 +66,7 @@ pub struct LabState {
     pub apiservers: Vec<ApiServerState>,
     /// Which API server the replicas run.
     #[serde(default)]
-    pub api_kind: crate::apiserver::launch::ApiServerKind,
+    pub api_kind: ApiServerKind,
     /// Bearer token the API servers accept.
     #[serde(default)]
     pub api_token: String,
@@ -83,16 +83,16 @@ pub struct LabState {
     pub probe_run: Option<PathBuf>,
     /// The backend that put the shaping in force (none while links are clear).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link_backend: Option<crate::link::Backend>,
+    pub link_backend: Option<crate::link::profile::Backend>,
     /// The delay line's seed, once `link set --seed` gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link_seed: Option<crate::link::LinkSeed>,
+    pub link_seed: Option<crate::link::profile::LinkSeed>,
     /// The link trace the delay line follows, once `link replay` gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link_replay: Option<crate::link::Replay>,
+    pub link_replay: Option<crate::link::profile::Replay>,
     /// The control plane migration, once `cpmlab migrate` started one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub migration: Option<crate::migrate::record::MigrationState>,
+    pub migration: Option<MigrationState>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,11 +163,11 @@ pub struct MemberState {
 }
 
 fn default_peer_port() -> u16 {
-    crate::gateway::ETCD_PEER_PORT
+    crate::ports::ETCD_PEER_PORT
 }
 
 fn is_default_peer_port(p: &u16) -> bool {
-    *p == crate::gateway::ETCD_PEER_PORT
+    *p == crate::ports::ETCD_PEER_PORT
 }
 
 impl MemberState {
@@ -471,19 +471,80 @@ impl LabDir {
     }
 }
 
-#[cfg(test)]
-pub(crate) fn sample_state() -> LabState {
-    let topo = Topology::default();
-    let nets: Vec<Net24> = (0..3)
-        .map(|i| Net24(Ipv4Addr::new(10, 213, i, 0)))
-        .collect();
-    let plan = crate::plan::LabPlan::new("t", &topo, &nets, "img:1");
-    plan.initial_state("secret".into())
+/// Which API server the lab runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiServerKind {
+    #[default]
+    Standin,
+    KubeApiserver,
+    /// cpmlab-apiserver: Kubernetes' generic API server code (k8s.io/apiserver).
+    Generic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// cpmlab's reference controller (gardenlet's and etcd-druid's roles).
+    Reference,
+    /// A given command does the migration; the lab probes and records.
+    External,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigrationState {
+    pub plan: crate::migrate::membership::Plan,
+    pub from: String,
+    pub to: String,
+    pub driver: Driver,
+    /// `--force-shrink-etcd`: source members leave before the destination
+    /// API server, DNS switches at once (bounded downtime).
+    #[serde(default)]
+    pub force_shrink: bool,
+    /// How the source leader leaves (a state from before the setting read
+    /// as `move-leader`, what it did then).
+    #[serde(default = "handover_before_the_setting")]
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
+    pub conditions: crate::migrate::conditions::Conditions,
+    pub started_unix_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_unix_ms: Option<f64>,
+    /// RTT between the seeds measured before the start, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// How `rtt_ms` was measured and the bound it was held to, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_gate: Option<String>,
+    /// The destination's members, in join order (planned at the start).
+    pub destination_members: Vec<MemberState>,
+    /// The destination's API server replicas (planned at the start).
+    pub destination_apiservers: Vec<ApiServerState>,
+    /// Source members removed from etcd whose containers still exist.
+    #[serde(default)]
+    pub departed_members: Vec<MemberState>,
+    /// When the shoot API name started answering the destination (for the
+    /// TTL wait across a resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_switched_unix_ms: Option<f64>,
+    /// The external driver's command, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+fn handover_before_the_setting() -> crate::migrate::membership::LeaderHandover {
+    crate::migrate::membership::LeaderHandover::MoveLeader
+}
+
+impl MigrationState {
+    pub fn completed(&self) -> bool {
+        self.conditions.next_step().is_none()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::sample_state;
 
     fn mode(p: &Path) -> u32 {
         use std::os::unix::fs::PermissionsExt;

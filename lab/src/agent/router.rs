@@ -162,7 +162,7 @@ impl Shapers {
 
 /// Microseconds since a unix-ms instant (0 before it).
 fn since_us(start_unix_ms: f64) -> u64 {
-    let now = crate::probe::run::now_unix_ms();
+    let now = crate::probe::clock::now_unix_ms();
     ((now - start_unix_ms) * 1e3).max(0.0) as u64
 }
 
@@ -261,7 +261,7 @@ pub fn run(config: &Path) -> Result<()> {
 
     loop {
         let now = Instant::now();
-        if next_change.is_some_and(|t| crate::probe::run::now_unix_ms() >= t) {
+        if next_change.is_some_and(|t| crate::probe::clock::now_unix_ms() >= t) {
             next_change = shapers.follow(&cfg);
         }
         if now - last_check >= Duration::from_millis(50) {
@@ -296,7 +296,7 @@ pub fn run(config: &Path) -> Result<()> {
         }
         // A replay's next change is waited for as exactly as a packet.
         let change_in = next_change.map(|t| {
-            Duration::from_secs_f64(((t - crate::probe::run::now_unix_ms()) / 1e3).max(0.0))
+            Duration::from_secs_f64(((t - crate::probe::clock::now_unix_ms()) / 1e3).max(0.0))
         });
         let wait = queue
             .next_due()
@@ -360,7 +360,7 @@ fn write_stats(
         .map(|((a, b), s)| (format!("{}>{}", name(*a), name(*b)), s))
         .collect();
     let v = serde_json::json!({
-        "at_unix_ms": crate::probe::run::now_unix_ms(),
+        "at_unix_ms": crate::probe::clock::now_unix_ms(),
         "queued": queued,
         "max_queued": max_queued,
         "send_errors": send_errors,
@@ -433,7 +433,7 @@ mod tests {
             delay: Duration::from_millis(ms),
             ..Default::default()
         };
-        let now = crate::probe::run::now_unix_ms();
+        let now = crate::probe::clock::now_unix_ms();
         let cfg = DelaylineConfig {
             networks: two_nets(),
             links: Default::default(),

@@ -125,7 +125,7 @@ fn udp(cfg: &RttConfig) -> Result<RttReport> {
     let rx = sock.try_clone()?;
     rx.set_read_timeout(Some(Duration::from_millis(20)))?;
     let start = Instant::now();
-    let start_unix_ms = crate::probe::run::now_unix_ms();
+    let start_unix_ms = crate::probe::clock::now_unix_ms();
     let n = cfg.count as usize;
     let size = cfg.size.max(16);
     let deadline_after_send = cfg.timeout;

@@ -7,18 +7,7 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
-/// Which API server the lab runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApiServerKind {
-    #[default]
-    Standin,
-    KubeApiserver,
-    /// cpmlab-apiserver: Kubernetes' generic API server code (k8s.io/apiserver).
-    Generic,
-}
+pub use crate::state::ApiServerKind;
 
 impl ApiServerKind {
     pub fn as_str(self) -> &'static str {

@@ -115,7 +115,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     let new_seed = |s: &Option<u64>| {
         s.map(|seed| crate::link::LinkSeed {
             seed,
-            epoch: crate::probe::run::now_unix_ms() as u64,
+            epoch: crate::probe::clock::now_unix_ms() as u64,
         })
     };
     // Every input is checked before anything changes.
@@ -181,7 +181,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
                 link_seed = new_seed(seed);
             }
             replay = Some(crate::link::Replay {
-                start_unix_ms: crate::probe::run::now_unix_ms() + 300.0,
+                start_unix_ms: crate::probe::clock::now_unix_ms() + 300.0,
                 links: pair
                     .directed(Direction::Both)
                     .into_iter()
@@ -239,7 +239,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             let _ = crate::probe::run::append_event(
                 run,
                 &crate::probe::record::LabEvent {
-                    at_unix_ms: crate::probe::run::now_unix_ms(),
+                    at_unix_ms: crate::probe::clock::now_unix_ms(),
                     end_unix_ms: None,
                     kind: "link".into(),
                     name: format!("link {what}"),
@@ -261,7 +261,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         Output::Json => print_json(&serde_json::json!({
             "lab": state.name, "backend": backend.as_str(), "links": views,
             "seed": state.link_seed.map(|s| s.seed),
-            "replay": state.link_replay.as_ref().map(|r| r.summary(crate::probe::run::now_unix_ms())),
+            "replay": state.link_replay.as_ref().map(|r| r.summary(crate::probe::clock::now_unix_ms())),
         })),
         Output::Text => {
             println!("backend: {}", backend.as_str());
@@ -271,7 +271,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             if let Some(r) = &state.link_replay {
                 println!(
                     "replay: {} (the trace drives these links, not the table below)",
-                    r.summary(crate::probe::run::now_unix_ms())
+                    r.summary(crate::probe::clock::now_unix_ms())
                 );
             }
             for v in views {

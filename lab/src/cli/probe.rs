@@ -161,7 +161,7 @@ fn candidate(
         "note",
         &format!("{} candidate {seed}", action.as_str()),
         "cpmlab probe candidate",
-        crate::probe::run::now_unix_ms(),
+        crate::probe::clock::now_unix_ms(),
         None,
     );
     match lab.output {

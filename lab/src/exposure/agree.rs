@@ -331,7 +331,7 @@ fn istio_objects_and_envoy_config_agree_in_both_modes() {
     for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
         check(&envoy::tests::sample(mode));
         // A docker lab's seeds, as `up` and a migration route them.
-        let mut st = crate::state::sample_state();
+        let mut st = crate::plan::sample_state();
         st.topology.api.exposure = mode;
         for seed in ["seed-a", "seed-b"] {
             let x = Exposure::of_docker_seed(&st, seed);

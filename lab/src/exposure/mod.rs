@@ -23,18 +23,7 @@ pub(crate) mod agree;
 
 pub use crate::topology::ApiExposure;
 
-/// The gateway port of the shoot API (pkg/utils/istio/gateway.go's httpsPort).
-pub const API_PORT: u16 = 443;
-/// etcd's client port, on the gateway and behind it.
-pub const ETCD_CLIENT_PORT: u16 = 2379;
-/// etcd's peer port behind the gateway, and the shared gateway peer port.
-pub const ETCD_PEER_PORT: u16 = 2380;
-
-/// Member `index`'s own peer port on its seed's gateway in `port` exposure
-/// (a port of its own per member on the seed's ingress); both forms use it.
-pub fn member_peer_port(index: usize) -> u16 {
-    9100 + index as u16
-}
+pub use crate::ports::{member_peer_port, API_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT};
 
 /// The SNI the gateway sends to kube-apiserver when it terminates TLS: a
 /// name every kube-apiserver certificate holds (sni.go's `sniHost`).
@@ -289,7 +278,7 @@ mod tests {
 
     #[test]
     fn a_docker_seed_exposes_the_api_and_each_member_by_its_name() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let x = Exposure::of_docker_seed(&s, "seed-a");
         let api = x.api.as_ref().unwrap();
         assert_eq!(api.host, "api.local.cpmlab.test");

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::lifecycle::{self, Debouncer, ProbeClock, ProbeResult, Readiness, Replica};
 use super::{probe, GatewayInput, Record, ENVOY_IN_IMAGE, RECORDS, TOKEN_FILE};
 use crate::exposure::envoy as render;
-use crate::probe::run::now_unix_ms;
+use crate::probe::clock::now_unix_ms;
 
 /// Where the agent finds its parts (the image's, unless a test says otherwise).
 #[derive(Debug, Clone)]

@@ -119,7 +119,7 @@ pub struct Record {
 impl Record {
     pub fn new(seed: &str, event: &str) -> Record {
         Record {
-            at_unix_ms: crate::probe::run::now_unix_ms(),
+            at_unix_ms: crate::probe::clock::now_unix_ms(),
             seed: seed.to_string(),
             event: event.to_string(),
             replica: None,

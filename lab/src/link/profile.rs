@@ -291,6 +291,44 @@ pub fn key(src: &str, dst: &str) -> String {
     format!("{src}>{dst}")
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Netem,
+    Delayline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    Auto,
+    Netem,
+    Delayline,
+}
+
+/// The seed of the delay line's loss and jitter draws. Each directed link
+/// draws from its own generator seeded from this; setting a seed again
+/// (a new `epoch`) starts every generator over, so the same packets on a
+/// link meet the same fates.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct LinkSeed {
+    pub seed: u64,
+    /// When it was set (unix ms): a change restarts the generators.
+    pub epoch: u64,
+}
+
+/// A link trace the delay line follows on its own clock: from
+/// `start_unix_ms`, each change puts its profile in force on `links`
+/// until the next one.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct Replay {
+    pub start_unix_ms: f64,
+    /// Directed keys (`a>b`) the trace drives.
+    pub links: Vec<String>,
+    /// (offset in microseconds, profile), offsets rising.
+    pub changes: Vec<(u64, LinkProfile)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

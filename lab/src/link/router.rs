@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn diversion_sends_each_leg_to_the_tun_and_back() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let ifaces = interfaces(&s, IP_ADDR);
         let on = divert_script(&s, &ifaces, true);
         assert!(on.contains("ip route replace 10.213.1.0/24 dev dl0 table 100"));
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn router_legs_are_found_by_address() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let m = interfaces(&s, IP_ADDR);
         assert_eq!(m.get("seed-a").map(String::as_str), Some("eth2"));
         assert_eq!(m.get("seed-b").map(String::as_str), Some("eth1"));
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn partition_drops_each_partitioned_direction() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let mut links = BTreeMap::new();
         links.insert(
             key("seed-a", "seed-b"),
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn netem_classifies_by_source_on_the_destination_leg() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let ifaces = interfaces(&s, IP_ADDR);
         let mut links = BTreeMap::new();
         links.insert(
@@ -285,7 +285,7 @@ mod tests {
             partition: bool,
         ) {
             use crate::link::profile::Distribution;
-            let s = crate::state::sample_state();
+            let s = crate::plan::sample_state();
             let ifaces = interfaces(&s, IP_ADDR);
             let p = LinkProfile {
                 delay: Duration::from_micros(delay_us),
@@ -316,7 +316,7 @@ mod tests {
 
     #[test]
     fn an_interface_name_that_is_not_plain_is_not_used() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let out = "2: e$(reboot)    inet 10.213.2.2/24 scope global x\n";
         assert!(interfaces(&s, out).is_empty());
     }

@@ -1173,7 +1173,7 @@ impl<'a> Flow<'a> {
     /// while it holds the removal back.
     async fn gated(&self, view: &ClusterView, force: bool, line: &Step, last: &mut String) -> bool {
         let skip = force.then_some(self.mig().from.as_str());
-        match membership::quorum_gate(view, skip) {
+        match crate::etcd::quorum_gate(view, skip) {
             Ok(()) => false,
             Err(e) => {
                 *last = e;
@@ -1492,7 +1492,7 @@ mod tests {
 
     #[test]
     fn destination_mirrors_the_source() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let m = plan_destination(&s, "seed-a", "seed-b").unwrap();
         let names: Vec<&str> = m
             .destination_members
@@ -1512,7 +1512,7 @@ mod tests {
 
     #[test]
     fn seeds_are_checked_before_anything() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         assert!(check_seeds(&s, "seed-a", "seed-b").is_ok());
         assert!(check_seeds(&s, "seed-a", "seed-a")
             .unwrap_err()
@@ -1536,7 +1536,7 @@ mod tests {
 
     #[test]
     fn the_gateway_routes_planned_destination_members() {
-        let mut s = crate::state::sample_state();
+        let mut s = crate::plan::sample_state();
         s.migration = Some(plan_destination(&s, "seed-a", "seed-b").unwrap());
         let x = crate::exposure::Exposure::of_docker_seed(&s, "seed-b");
         let peer = x

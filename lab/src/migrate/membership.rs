@@ -135,27 +135,6 @@ pub struct Member {
     pub is_leader: bool,
 }
 
-/// The gate before a member leaves: a leader, and every voter healthy
-/// (`skip`: a seed whose members are not waited for, force-shrink).
-pub fn quorum_gate(view: &crate::etcd::ClusterView, skip: Option<&str>) -> Result<(), String> {
-    if view.leader.is_none() {
-        return Err("no leader".into());
-    }
-    let unhealthy: Vec<&str> = view
-        .voters()
-        .filter(|m| Some(m.seed.as_str()) != skip && !m.healthy)
-        .map(|m| m.name.as_str())
-        .collect();
-    if unhealthy.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "waiting for {} to be healthy",
-            unhealthy.join(", ")
-        ))
-    }
-}
-
 /// EtcdMigrationComplete, one decision at a time from the live membership
 /// (so a resumed or disturbed run picks up where the cluster is): the next
 /// member of `leaving` to remove — learners first, then followers — and,
@@ -249,6 +228,7 @@ pub fn next_exchange(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::etcd::quorum_gate;
 
     fn names(p: &str, n: usize) -> Vec<String> {
         (0..n).map(|i| format!("{p}-etcd-{i}")).collect()

@@ -85,7 +85,7 @@ mod tests {
 
     #[test]
     fn save_and_restore_speak_etcdctls_flags() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let m = &s.members[0];
         let save = save_command(m);
         assert_eq!(save[0], "etcdctl");

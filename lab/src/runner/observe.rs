@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::errors::Cancel;
-use crate::probe::run::now_unix_ms;
+use crate::probe::clock::now_unix_ms;
 use crate::provider::Provider;
 use crate::state::LabDir;
 

@@ -4,9 +4,11 @@
 pub mod cpu;
 pub mod down;
 pub mod engine;
+pub mod gateway_sync;
 pub mod images;
 pub mod netns;
 pub mod provider;
+pub mod routes;
 pub mod seed;
 pub mod up;
 

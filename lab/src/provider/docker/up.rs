@@ -10,6 +10,7 @@
 //! NET_ADMIN. The barrier's file lives on a tmpfs, so a container that is
 //! started again waits for the lab again, and gets its routes again.
 
+pub use super::routes::{net_plan, set_routes};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -21,7 +22,6 @@ use futures_util::future::try_join_all;
 
 use super::engine::{ContainerSpec, Engine, FileSpec};
 use super::images;
-use super::netns::{self, NetPlan};
 use crate::addressing::{Net24, Pool};
 use crate::dns::{self, ARecord};
 use crate::errors::{BadInput, Cancel, EnvNotReady};
@@ -69,35 +69,6 @@ pub fn behind_barrier(state: &LabState, cmd: Vec<String>) -> Vec<String> {
 
 fn idle() -> Vec<String> {
     vec!["sleep".into(), "2147483647".into()]
-}
-
-/// The routes of a container on `own` networks: to every other lab network
-/// via the router, when it is on one network (the router is on all), and
-/// for a seed's gateway, its members' addresses.
-pub fn net_plan(state: &LabState, own: &[&str], gateway_of: Option<&str>) -> NetPlan {
-    let mut plan = NetPlan::default();
-    if let [one] = own {
-        if let Some(via) = state.network(one).map(|n| n.router_ip) {
-            plan.routes = state
-                .networks
-                .iter()
-                .filter(|n| n.name != *one)
-                .map(|n| (n.subnet, via))
-                .collect();
-        }
-    }
-    if let Some(seed) = gateway_of {
-        // With a peer port per member, members share the gateway's own
-        // address: no address to add.
-        let own = state.seed(seed).map(|s| s.gateway.ip);
-        plan.addresses = gateway_members(state, seed)
-            .iter()
-            .map(|m| m.vip())
-            .filter(|ip| Some(*ip) != own)
-            .collect();
-        plan.addresses.dedup();
-    }
-    plan
 }
 
 fn random_bytes() -> [u8; 32] {
@@ -282,9 +253,9 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .seed_by_role(crate::topology::SeedRole::Source)
         .name
         .clone();
-    super::seed::sync_gateway(engine, &state, &source).await?;
+    super::gateway_sync::sync_gateway(engine, &state, &source).await?;
     wait_api(&state, &tls.ca_pem, &req.cancel).await?;
-    super::seed::wait_served(engine, &state, &source, &req.cancel).await?;
+    super::gateway_sync::wait_served(engine, &state, &source, &req.cancel).await?;
     step.done_with(&format!("https://{}", state.dns.api_name));
 
     state.phase = Phase::Ready;
@@ -866,21 +837,6 @@ pub async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Res
     Ok(())
 }
 
-/// Applies `plan` in the network namespace of host process `pid`. Not
-/// being allowed to is the environment's problem, with the fix.
-pub async fn set_routes(pid: u32, plan: NetPlan) -> Result<()> {
-    match tokio::task::spawn_blocking(move || netns::apply(pid, &plan)).await? {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_permission() => Err(EnvNotReady::new(
-            e.to_string(),
-            "cpmlab sets lab containers' routes from the host, inside their network \
-             namespaces: run it as root on the machine that runs dockerd",
-        )
-        .into()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Waits until the lab's DNS server answers the shoot API's name.
 pub async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
     let server = SocketAddr::from((state.dns.server.ip, 53));
@@ -973,7 +929,7 @@ mod tests {
             "{msg}"
         );
         check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4, EtcdVersion::V3_5])).unwrap();
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let mut s35 = s.clone();
         s35.topology.etcd.version = "3.5".into();
         let ca = crate::pki::Ca::generate("t").unwrap();
@@ -987,7 +943,7 @@ mod tests {
 
     #[test]
     fn seed_containers_route_other_networks_via_the_router() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let plan = net_plan(&s, &["seed-a"], None);
         let via: Ipv4Addr = [10, 213, 0, 2].into();
         assert_eq!(
@@ -999,12 +955,12 @@ mod tests {
         );
         assert!(plan.addresses.is_empty());
         let router = net_plan(&s, &["seed-a", "seed-b", "clients"], None);
-        assert_eq!(router, NetPlan::default());
+        assert_eq!(router, crate::provider::docker::netns::NetPlan::default());
     }
 
     #[test]
     fn only_the_router_holds_net_admin() {
-        let mut s = crate::state::sample_state();
+        let mut s = crate::plan::sample_state();
         let dir = tempfile::tempdir().unwrap();
         let lab = LabDir::new(dir.path(), "t");
         lab.create().unwrap();
@@ -1043,7 +999,7 @@ mod tests {
 
     #[test]
     fn zone_points_members_and_api_at_gateways() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let r = zone_records(&s);
         let find = |n: &str| r.iter().find(|a| a.name == n).map(|a| a.ip.to_string());
         assert_eq!(find("api.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
@@ -1092,7 +1048,7 @@ mod tests {
             Some("10.213.0.12")
         );
         // The state of a lab made before the setting reads as before.
-        let mut v = serde_json::to_value(crate::state::sample_state().members).unwrap();
+        let mut v = serde_json::to_value(crate::plan::sample_state().members).unwrap();
         v[0].as_object_mut().unwrap().remove("peer_port");
         let old: Vec<MemberState> = serde_json::from_value(v).unwrap();
         assert_eq!(old[0].peer_port, 2380);
@@ -1100,7 +1056,7 @@ mod tests {
 
     #[test]
     fn barrier_wraps_the_command() {
-        let s = crate::state::sample_state();
+        let s = crate::plan::sample_state();
         let c = behind_barrier(&s, vec!["etcd".into(), "--name=x".into()]);
         assert_eq!(c[0], "/bin/sh");
         assert!(c[2].contains(READY_FILE));

@@ -12,7 +12,7 @@
 
 use serde_json::{json, Value};
 
-use super::manifests::{self, KindMember};
+use super::members::{self, KindMember};
 use super::{KindSettings, CLIENT_PORT, PEER_PORT};
 use crate::topology::Topology;
 
@@ -117,7 +117,7 @@ fn spec_labels(lab: &str, seed: &str) -> Value {
 /// in-cluster URL only, which the other seed cannot reach.
 pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usize) -> Value {
     let ns = super::namespace(&t.shoot.name);
-    let mine = manifests::members(t, s, seed);
+    let mine = members::members(t, s, seed);
     let source = t.source().name == seed;
     let ca = json!({"name": CA_BUNDLE_SECRET, "dataKey": CA_BUNDLE_KEY});
     let mut etcd = json!({
@@ -153,13 +153,13 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             // list shows them: a joiner's initial cluster must name them
             // all (etcd compares them as sets; druid's
             // docs/usage/bootstrapping-with-existing-cluster.md).
-            "members": manifests::members(t, s, src).iter().map(|m| json!({
+            "members": members::members(t, s, src).iter().map(|m| json!({
                 "name": member_name(src, m.index),
                 "peerUrls": [in_cluster_peer_url(&ns, m.index), m.peer_url()],
             })).collect::<Vec<_>>(),
             // The source's client endpoint on its ingress, for the
             // joiners' backup-restore sidecars.
-            "clientEndpoints": [format!("https://{}:{CLIENT_PORT}", manifests::client_host(t, src))],
+            "clientEndpoints": [format!("https://{}:{CLIENT_PORT}", members::client_host(t, src))],
         });
     }
     let mut spread = pod_labels();
@@ -182,7 +182,7 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             "sharedConfig": {"autoCompactionMode": "periodic", "autoCompactionRetention": "30m"},
             "storageCapacity": "10Gi",
             // A seed's members over its zones, as the lab's own StatefulSets.
-            "schedulingConstraints": {"topologySpreadConstraints": manifests::zone_spread(spread)},
+            "schedulingConstraints": {"topologySpreadConstraints": members::zone_spread(spread)},
         },
     })
 }
@@ -224,7 +224,7 @@ pub fn secrets(
             format!("{name}.{ns}.svc.cluster.local"),
         ]
     };
-    let hosts: Vec<String> = manifests::members(t, s, seed)
+    let hosts: Vec<String> = members::members(t, s, seed)
         .iter()
         .map(|m: &KindMember| m.host.clone())
         .collect();
@@ -232,7 +232,7 @@ pub fn secrets(
     let mut server_names = vec![format!("{ETCD_NAME}-local")];
     server_names.extend(service(&format!("{ETCD_NAME}-client")));
     server_names.extend(service(&format!("*.{ETCD_NAME}-peer")));
-    server_names.push(manifests::client_host(t, seed));
+    server_names.push(members::client_host(t, seed));
     server_names.extend(hosts.iter().cloned());
     let server = ca.issue_member("etcd-server", &server_names, &loopback)?;
     let mut peer_names = service(&format!("{ETCD_NAME}-peer"));
@@ -789,7 +789,7 @@ mod tests {
     }
 
     fn druid_secrets(seed: &str) -> Vec<RenderedFile> {
-        let keys = crate::provider::kind::up::RenderKeys {
+        let keys = crate::provider::kind::render::RenderKeys {
             ca: crate::pki::Ca::generate("cpmlab").unwrap(),
             token: "tok".into(),
             health_token: "health".into(),
@@ -1008,7 +1008,7 @@ mod tests {
             ));
             // The ingress's client route and kube-apiserver reach druid's
             // client Service.
-            let x = manifests::exposure(&t, &druid(), seed);
+            let x = super::super::manifests::exposure(&t, &druid(), seed);
             let client = x
                 .tls
                 .iter()
@@ -1019,7 +1019,7 @@ mod tests {
                 "etcd-main-client.shoot--local--local.svc.cluster.local"
             );
         }
-        assert!(manifests::apiserver_command(&t, "seed-a")
+        assert!(super::super::manifests::apiserver_command(&t, "seed-a")
             .contains(&"--etcd-servers=https://etcd-main-client:2379".to_string()));
     }
 

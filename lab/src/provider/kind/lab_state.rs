@@ -96,7 +96,7 @@ pub fn kind_apiserver(
     mut a: crate::state::ApiServerState,
     index: usize,
 ) -> crate::state::ApiServerState {
-    a.container = super::provider::replica_workload(
+    a.container = replica_workload(
         &context(&state.name, &a.seed),
         &namespace(&state.topology.shoot.name),
         index,
@@ -121,6 +121,14 @@ pub fn kind_member(
     );
     m.volume = format!("data-{}-0", m.name);
     m
+}
+
+/// The Deployment an API replica belongs to.
+pub const APISERVER_DEPLOYMENT: &str = "kube-apiserver";
+
+/// An API replica's workload name.
+pub fn replica_workload(context: &str, namespace: &str, index: usize) -> String {
+    format!("{context}/{namespace}/{APISERVER_DEPLOYMENT}@{index}")
 }
 
 #[cfg(test)]

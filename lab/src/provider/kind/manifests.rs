@@ -18,9 +18,10 @@
 
 use serde_json::{json, Value};
 
+pub use super::members::{client_host, members, zone_spread, KindMember};
 use super::{
-    member_peer_port, namespace, KindSettings, PeerExposure, API_PORT, CLIENT_PORT, ETCD_IMAGE_3_4,
-    ETCD_IMAGE_3_5, INGRESS_NAMESPACE, INGRESS_SELECTOR, KUBE_APISERVER_IMAGE, PEER_PORT,
+    namespace, KindSettings, PeerExposure, API_PORT, CLIENT_PORT, ETCD_IMAGE_3_4, ETCD_IMAGE_3_5,
+    INGRESS_NAMESPACE, INGRESS_SELECTOR, KUBE_APISERVER_IMAGE, PEER_PORT,
 };
 use crate::etcd::{ClusterState, DATA_DIR, PKI_DIR};
 use crate::state::MemberState;
@@ -44,55 +45,6 @@ impl Manifest {
     }
 }
 
-/// A member as the kind form exposes it.
-#[derive(Debug, Clone)]
-pub struct KindMember {
-    pub name: String,
-    pub seed: String,
-    pub index: usize,
-    /// The DNS name peers and clients use (the SNI host).
-    pub host: String,
-    /// The port its peer URL names on the seed's ingress.
-    pub peer_port: u16,
-}
-
-impl KindMember {
-    pub fn peer_url(&self) -> String {
-        format!("https://{}:{}", self.host, self.peer_port)
-    }
-    pub fn client_url(&self) -> String {
-        format!("https://{}:{CLIENT_PORT}", self.host)
-    }
-    /// The member's own Service, which the ingress routes its SNI name to.
-    pub fn service(&self) -> String {
-        self.name.clone()
-    }
-    /// The pod its StatefulSet runs.
-    pub fn pod(&self) -> String {
-        format!("{}-0", self.name)
-    }
-}
-
-/// The members planned for `seed`, in index order.
-pub fn members(t: &Topology, s: &KindSettings, seed: &str) -> Vec<KindMember> {
-    let zone = t.shoot.zone();
-    (0..t.etcd.members as usize)
-        .map(|i| {
-            let name = crate::plan::member_name(seed, i);
-            KindMember {
-                host: format!("{name}.{zone}"),
-                peer_port: match s.exposure {
-                    PeerExposure::Port => member_peer_port(i),
-                    PeerExposure::Address => PEER_PORT,
-                },
-                seed: seed.to_string(),
-                index: i,
-                name,
-            }
-        })
-        .collect()
-}
-
 /// Labels every object of the lab carries.
 fn labels(lab: &str, seed: &str, role: &str) -> Value {
     json!({
@@ -104,11 +56,6 @@ fn labels(lab: &str, seed: &str, role: &str) -> Value {
 
 fn meta(name: &str, ns: &str, labels: Value) -> Value {
     json!({"name": name, "namespace": ns, "labels": labels})
-}
-
-/// The host name of etcd's client endpoint on a seed's ingress.
-pub fn client_host(t: &Topology, seed: &str) -> String {
-    format!("etcd-main-client.{seed}.{}", t.shoot.zone())
 }
 
 /// Every object of `seed` (at `index` in the topology) in lab `lab`.
@@ -160,7 +107,7 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
         labels: labels(lab, seed, "gateway"),
         ingress_namespace: INGRESS_NAMESPACE.into(),
         selector: (INGRESS_SELECTOR.0.into(), INGRESS_SELECTOR.1.into()),
-        api_listener_port: super::render::ingress_target_port(API_PORT),
+        api_listener_port: ingress_target_port(API_PORT),
     };
     for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement) {
         let order = match o["kind"].as_str() {
@@ -512,18 +459,6 @@ pub fn apiserver_probe(
     })
 }
 
-/// Spreads a seed's pods matching `labels` over its zones, as Gardener
-/// spreads a multi-zone control plane (`maxSkew: 1` on the zone label,
-/// `DoNotSchedule`); a one-node seed has one zone, which every pod fits.
-pub fn zone_spread(labels: Value) -> Value {
-    json!([{
-        "maxSkew": 1,
-        "topologyKey": "topology.kubernetes.io/zone",
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": labels},
-    }])
-}
-
 /// The seed's kube-apiserver Deployment. It carries the health-check
 /// token in its probes (as Gardener's does), so it is rendered with the
 /// Secrets, owner-only.
@@ -618,3 +553,20 @@ pub fn ingress_ports(t: &Topology, s: &KindSettings, seed: &str) -> Vec<(String,
     }
     v
 }
+
+/// Where the ingress gateway's pod listens for a Service port: Istio's
+/// gateway runs unprivileged, and istiod skips a Gateway server whose
+/// Service port targets a port below 1024 on such a pod
+/// (`pilot/pkg/networking/core/gateway.go`), so the API's 443 targets 9443,
+/// the port Gardener's istio-ingressgateway listens on for it.
+pub fn ingress_target_port(port: u16) -> u16 {
+    if port < 1024 {
+        GATEWAY_UNPRIVILEGED_API_PORT
+    } else {
+        port
+    }
+}
+
+/// Gardener's ingress gateway's port for the shoot API (its Service maps
+/// 443 to it).
+pub const GATEWAY_UNPRIVILEGED_API_PORT: u16 = 9443;

@@ -15,6 +15,7 @@ pub mod config;
 pub mod druid;
 pub mod lab_state;
 pub mod manifests;
+pub mod members;
 pub mod provider;
 pub mod render;
 pub mod tools;

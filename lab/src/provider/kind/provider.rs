@@ -96,10 +96,7 @@ pub struct ReplicaRef {
     pub index: usize,
 }
 
-/// An API replica's workload name.
-pub fn replica_workload(context: &str, namespace: &str, index: usize) -> String {
-    format!("{context}/{namespace}/{APISERVER_DEPLOYMENT}@{index}")
-}
+pub use super::lab_state::replica_workload;
 
 /// A pod of an API replica's Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -465,7 +462,7 @@ async fn kind_clusters() -> Result<Vec<String>> {
 const ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The seed's kube-apiserver Deployment (manifests.rs).
-const APISERVER_DEPLOYMENT: &str = "kube-apiserver";
+use super::lab_state::APISERVER_DEPLOYMENT;
 
 fn unsupported(what: &str) -> anyhow::Error {
     anyhow::anyhow!(

@@ -151,22 +151,7 @@ fn readme(lab: &str, t: &Topology) -> String {
     s
 }
 
-/// Where the ingress gateway's pod listens for a Service port: Istio's
-/// gateway runs unprivileged, and istiod skips a Gateway server whose
-/// Service port targets a port below 1024 on such a pod
-/// (`pilot/pkg/networking/core/gateway.go`), so the API's 443 targets 9443,
-/// the port Gardener's istio-ingressgateway listens on for it.
-pub fn ingress_target_port(port: u16) -> u16 {
-    if port < 1024 {
-        GATEWAY_UNPRIVILEGED_API_PORT
-    } else {
-        port
-    }
-}
-
-/// Gardener's ingress gateway's port for the shoot API (its Service maps
-/// 443 to it).
-pub const GATEWAY_UNPRIVILEGED_API_PORT: u16 = 9443;
+pub use super::manifests::{ingress_target_port, GATEWAY_UNPRIVILEGED_API_PORT};
 
 /// Istio's install for a seed: istiod and the ingress gateway alone (no
 /// sidecars are needed: the gateway passes TLS through), its Service a
@@ -363,7 +348,7 @@ pub fn secrets(
     t: &Topology,
     s: &KindSettings,
     seed: &str,
-    keys: &super::up::RenderKeys,
+    keys: &RenderKeys,
 ) -> Result<Vec<RenderedFile>> {
     use base64::Engine as _;
     let ns = namespace(&t.shoot.name);
@@ -490,6 +475,32 @@ pub fn secrets(
 /// check token's): RBAC's system:public-info-viewer lets every
 /// authenticated user read /livez and /readyz.
 pub const HEALTH_CHECK_USER: &str = "health-check";
+
+/// The keys the rendered Secrets carry: the lab CA, the API token and the
+/// service-account key pair (private, public PEM).
+pub struct RenderKeys {
+    pub ca: crate::pki::Ca,
+    pub token: String,
+    /// kube-apiserver's probes' token (Gardener's health-check token).
+    pub health_token: String,
+    pub sa: (String, String),
+    /// Signs the ingress gateway's client certificate (request headers).
+    pub front_proxy: crate::pki::Ca,
+}
+
+impl RenderKeys {
+    /// New keys, for `--render` (nothing is kept).
+    pub fn generate(lab: &str) -> Result<RenderKeys> {
+        let sa_key = rcgen::KeyPair::generate()?;
+        Ok(RenderKeys {
+            ca: crate::pki::Ca::generate(lab)?,
+            token: crate::provider::docker::up::random_token(),
+            health_token: crate::provider::docker::up::random_token(),
+            sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
+            front_proxy: crate::pki::Ca::generate(&format!("{lab} front-proxy"))?,
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 //! so that they can be read (`--render` writes them to `DIR/steps.txt`),
 //! tested, and run one by one with progress.
 
+pub use super::render::RenderKeys;
 use std::path::Path;
 use std::time::Duration;
 
@@ -497,32 +498,6 @@ pub struct KindLab {
 pub const KIND_FILE: &str = "kind.json";
 /// The rendered files `up` applied, in the lab's directory.
 pub const RENDER_DIR: &str = "kind-form";
-
-/// The keys the rendered Secrets carry: the lab CA, the API token and the
-/// service-account key pair (private, public PEM).
-pub struct RenderKeys {
-    pub ca: crate::pki::Ca,
-    pub token: String,
-    /// kube-apiserver's probes' token (Gardener's health-check token).
-    pub health_token: String,
-    pub sa: (String, String),
-    /// Signs the ingress gateway's client certificate (request headers).
-    pub front_proxy: crate::pki::Ca,
-}
-
-impl RenderKeys {
-    /// New keys, for `--render` (nothing is kept).
-    pub fn generate(lab: &str) -> Result<RenderKeys> {
-        let sa_key = rcgen::KeyPair::generate()?;
-        Ok(RenderKeys {
-            ca: crate::pki::Ca::generate(lab)?,
-            token: crate::provider::docker::up::random_token(),
-            health_token: crate::provider::docker::up::random_token(),
-            sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
-            front_proxy: crate::pki::Ca::generate(&format!("{lab} front-proxy"))?,
-        })
-    }
-}
 
 /// Renders every file of the kind form, secrets included, into `dir`.
 pub fn render_all(
