@@ -374,6 +374,62 @@ pub fn quorum_gate(view: &ClusterView, skip: Option<&str>) -> Result<(), String>
 mod tests {
     use super::*;
 
+    fn view(members: &[(&str, &str, bool, bool, bool)]) -> ClusterView {
+        ClusterView {
+            members: members
+                .iter()
+                .map(|(name, seed, learner, leader, healthy)| MemberView {
+                    id: "1".into(),
+                    name: name.to_string(),
+                    seed: seed.to_string(),
+                    is_learner: *learner,
+                    is_leader: *leader,
+                    healthy: *healthy,
+                    peer_urls: vec![],
+                    client_urls: vec![],
+                    version: None,
+                    raft_index: None,
+                    raft_term: None,
+                    db_size: None,
+                    db_size_in_use: None,
+                    error: None,
+                })
+                .collect(),
+            leader: members.iter().find(|m| m.3).map(|m| m.0.to_string()),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_quorum_gate_waits_for_a_leader_and_every_healthy_voter() {
+        let ok = view(&[
+            ("a0", "seed-a", false, true, true),
+            ("b0", "seed-b", false, false, true),
+            ("b1", "seed-b", true, false, false),
+        ]);
+        assert_eq!(
+            quorum_gate(&ok, None),
+            Ok(()),
+            "an unhealthy learner does not hold it"
+        );
+        let no_leader = view(&[("a0", "seed-a", false, false, true)]);
+        assert_eq!(quorum_gate(&no_leader, None), Err("no leader".into()));
+        let sick = view(&[
+            ("a0", "seed-a", false, true, true),
+            ("a1", "seed-a", false, false, false),
+            ("b0", "seed-b", false, false, false),
+        ]);
+        assert_eq!(
+            quorum_gate(&sick, None),
+            Err("waiting for a1, b0 to be healthy".into())
+        );
+        // Force-shrink does not wait for the source's members.
+        assert_eq!(
+            quorum_gate(&sick, Some("seed-a")),
+            Err("waiting for b0 to be healthy".into())
+        );
+    }
+
     #[test]
     fn member_flags_are_tls_with_skip_san_and_named_urls() {
         let s = crate::plan::sample_state();

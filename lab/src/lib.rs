@@ -2,7 +2,7 @@
 //! Live Control Plane Migration. See DESIGN.md in the shared folder and the
 //! docs/architecture.md for the architecture.
 
-pub mod addressing;
+pub use cpmlab_model::{addressing, plan, ports, state, topology, yaml_file};
 pub mod agent;
 pub mod apiserver;
 pub mod cli;
@@ -21,17 +21,12 @@ pub mod kubeconfig;
 pub mod link;
 pub mod migrate;
 pub mod pki;
-pub mod plan;
-pub mod ports;
 pub mod probe;
 pub mod progress;
 pub mod provider;
 pub mod runner;
 pub mod scenario;
-pub mod state;
 pub mod status;
-pub mod topology;
 /// The verdict is its own crate (records in, judgement out); re-exported
 /// under its old path.
 pub use cpmlab_verdict as verdict;
-pub mod yaml_file;

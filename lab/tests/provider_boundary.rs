@@ -4,7 +4,8 @@
 //! module outside their tests. A change that calls Docker from them fails
 //! here, naming file and line. The verdict is a crate of its own
 //! (`verdict/`): records in, judgement out, with no dependency that could
-//! reach Docker, the lab, the network or an async runtime.
+//! reach Docker, the lab, the network or an async runtime; so is the model
+//! (`model/`: the lab as data), which does not depend on the verdict either.
 
 use std::path::{Path, PathBuf};
 
@@ -47,35 +48,57 @@ fn everything_above_the_provider_uses_its_interface_only() {
     );
 }
 
-#[test]
-fn the_verdict_crate_needs_no_lab_docker_network_or_runtime() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../verdict/Cargo.toml");
+/// The names in a crate's `[dependencies]` table.
+fn dependencies(krate: &str) -> Vec<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../{krate}/Cargo.toml"));
     let text = std::fs::read_to_string(&manifest).unwrap();
     let deps = text
         .split("[dependencies]")
         .nth(1)
         .and_then(|d| d.split("\n[").next())
         .expect("a [dependencies] table");
-    let names: Vec<&str> = deps
-        .lines()
+    deps.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| l.split(['=', '.', ' ']).next())
-        .collect();
-    assert!(names.contains(&"serde"), "{names:?}");
-    for banned in [
-        "cpmlab",
-        "bollard",
-        "tokio",
-        "hyper",
-        "reqwest",
-        "etcd-client",
-        "kube",
-        "tonic",
-    ] {
+        .map(str::to_string)
+        .collect()
+}
+
+/// What neither the verdict nor the model may depend on: the lab, Docker,
+/// the network, an async runtime.
+const BELOW_THE_LAB_BANNED: &[&str] = &[
+    "cpmlab",
+    "cpmlab-verdict",
+    "bollard",
+    "tokio",
+    "hyper",
+    "reqwest",
+    "etcd-client",
+    "kube",
+    "tonic",
+];
+
+#[test]
+fn the_verdict_crate_needs_no_lab_docker_network_or_runtime() {
+    let names = dependencies("verdict");
+    assert!(names.iter().any(|n| n == "serde"), "{names:?}");
+    for banned in BELOW_THE_LAB_BANNED {
         assert!(
-            !names.contains(&banned),
+            !names.iter().any(|n| n == banned),
             "the verdict crate depends on {banned}: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn the_model_crate_needs_no_lab_verdict_docker_network_or_runtime() {
+    let names = dependencies("model");
+    assert!(names.iter().any(|n| n == "serde"), "{names:?}");
+    for banned in BELOW_THE_LAB_BANNED {
+        assert!(
+            !names.iter().any(|n| n == banned),
+            "the model crate depends on {banned}: {names:?}"
         );
     }
 }

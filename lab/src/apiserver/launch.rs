@@ -7,32 +7,8 @@
 
 use std::path::PathBuf;
 
-pub use crate::state::ApiServerKind;
+pub use crate::state::{ApiServerKind, GENERIC_APISERVER_BIN, KUBE_APISERVER_BIN};
 
-impl ApiServerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApiServerKind::Standin => "standin",
-            ApiServerKind::KubeApiserver => "kube-apiserver",
-            ApiServerKind::Generic => "generic",
-        }
-    }
-
-    /// Where its binary is mounted in a replica container (the stand-in is
-    /// the lab image's own `cpmlab`).
-    pub fn mounted_bin(self) -> Option<&'static str> {
-        match self {
-            ApiServerKind::Standin => None,
-            ApiServerKind::KubeApiserver => Some(KUBE_APISERVER_BIN),
-            ApiServerKind::Generic => Some(GENERIC_APISERVER_BIN),
-        }
-    }
-}
-
-/// Where kube-apiserver is mounted in a replica container.
-pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
-/// Where cpmlab-apiserver is mounted in a replica container.
-pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
 /// The files of a replica.
 pub const DIR: &str = "/etc/cpmlab/api";
 /// The front-proxy CA's certificate in `DIR`.

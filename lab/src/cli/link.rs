@@ -88,7 +88,7 @@ pub enum LinkCommand {
 
 pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     use crate::link::profile::{self, key, Direction, LinkProfile, Pair};
-    use crate::link::{apply, view, Backend, BackendChoice};
+    use crate::link::{apply, view, BackendChoice};
 
     let lab = match &command {
         LinkCommand::Set { lab, .. }
@@ -224,7 +224,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     // Shaping stays with the backend that put it in force unless forced.
     let backend = match (backend_choice, state.link_backend) {
         (BackendChoice::Auto, Some(b)) => b,
-        (choice, _) => Backend::choose(choice),
+        (choice, _) => crate::link::choose_backend(choice),
     };
     if !matches!(command, LinkCommand::Show { .. }) {
         let provider = crate::provider::for_lab(&state).await?;

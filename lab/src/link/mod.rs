@@ -5,7 +5,7 @@
 //! sch_netem) or `delayline` (a userspace delay line in the router, for
 //! kernels without netem: `cpmlab agent router`, fed by policy routing).
 
-pub mod profile;
+pub use cpmlab_model::link::profile;
 pub mod router;
 pub mod schedule;
 
@@ -20,28 +20,20 @@ use crate::provider::{FileSpec, Provider};
 use crate::state::LabState;
 use profile::LinkProfile;
 
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Netem => "netem",
-            Backend::Delayline => "delayline",
-        }
+/// What this host gets: netem where the kernel has it.
+pub fn detect_backend() -> Backend {
+    match qdisc_support("netem", "delay 1ms") {
+        QdiscSupport::Works | QdiscSupport::Loaded => Backend::Netem,
+        _ => Backend::Delayline,
     }
+}
 
-    /// What this host gets: netem where the kernel has it.
-    pub fn detect() -> Backend {
-        match qdisc_support("netem", "delay 1ms") {
-            QdiscSupport::Works | QdiscSupport::Loaded => Backend::Netem,
-            _ => Backend::Delayline,
-        }
-    }
-
-    pub fn choose(choice: BackendChoice) -> Backend {
-        match choice {
-            BackendChoice::Auto => Backend::detect(),
-            BackendChoice::Netem => Backend::Netem,
-            BackendChoice::Delayline => Backend::Delayline,
-        }
+/// The backend `choice` names on this host.
+pub fn choose_backend(choice: BackendChoice) -> Backend {
+    match choice {
+        BackendChoice::Auto => detect_backend(),
+        BackendChoice::Netem => Backend::Netem,
+        BackendChoice::Delayline => Backend::Delayline,
     }
 }
 
@@ -58,46 +50,6 @@ pub const DELAYLINE_DEV: &str = "dl0";
 pub struct DelaylineNetwork {
     pub name: String,
     pub subnet: String,
-}
-
-impl Replay {
-    /// The index of the change in force `since_start_us` after the start.
-    pub fn index_at(&self, since_start_us: u64) -> Option<usize> {
-        let i = self.changes.partition_point(|(o, _)| *o <= since_start_us);
-        i.checked_sub(1)
-    }
-}
-
-impl Replay {
-    /// One line on where the replay stands at `now_unix_ms`.
-    pub fn summary(&self, now_unix_ms: f64) -> String {
-        let span = self.changes.last().map(|(o, _)| *o).unwrap_or(0) as f64 / 1e6;
-        let links = self.links.join(", ");
-        let head = format!("{} changes over {span:.1} s on {links}", self.changes.len());
-        let since = now_unix_ms - self.start_unix_ms;
-        if since < 0.0 {
-            return format!("{head}; starts in {:.1} s", -since / 1e3);
-        }
-        let us = (since * 1e3) as u64;
-        match self.index_at(us) {
-            Some(i)
-                if i + 1 == self.changes.len() && us >= self.changes[i].0 && since / 1e3 > span =>
-            {
-                format!(
-                    "{head}; finished, its last profile ({}) stays until `link clear`",
-                    self.changes[i].1
-                )
-            }
-            Some(i) => format!(
-                "{head}; {:.1} s in, change {} of {} in force ({})",
-                since / 1e3,
-                i + 1,
-                self.changes.len(),
-                self.changes[i].1
-            ),
-            None => format!("{head}; {:.1} s in, before its first change", since / 1e3),
-        }
-    }
 }
 
 /// The most changes a replay hands to the delay line.

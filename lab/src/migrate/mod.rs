@@ -3,11 +3,11 @@
 //! against the lab, the `classic` plan's snapshot and restore, and the
 //! external driver that lets another controller take its place.
 
-pub mod conditions;
+pub use cpmlab_model::migrate::conditions;
 pub mod etcd_ops;
 pub mod external;
 pub mod flow;
-pub mod membership;
+pub use cpmlab_model::migrate::membership;
 pub mod peer;
 pub mod record;
 pub mod snapshot;

@@ -228,7 +228,6 @@ pub fn next_exchange(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::etcd::quorum_gate;
 
     fn names(p: &str, n: usize) -> Vec<String> {
         (0..n).map(|i| format!("{p}-etcd-{i}")).collect()
@@ -583,64 +582,6 @@ mod tests {
         );
         assert_eq!(v.iter().map(Vec::len).max(), Some(6), "briefly six");
         assert_eq!(v.last().unwrap(), &names("seed-b", 3));
-    }
-
-    fn view(members: &[(&str, &str, bool, bool, bool)]) -> crate::etcd::ClusterView {
-        crate::etcd::ClusterView {
-            members: members
-                .iter()
-                .map(
-                    |(name, seed, learner, leader, healthy)| crate::etcd::MemberView {
-                        id: "1".into(),
-                        name: name.to_string(),
-                        seed: seed.to_string(),
-                        is_learner: *learner,
-                        is_leader: *leader,
-                        healthy: *healthy,
-                        peer_urls: vec![],
-                        client_urls: vec![],
-                        version: None,
-                        raft_index: None,
-                        raft_term: None,
-                        db_size: None,
-                        db_size_in_use: None,
-                        error: None,
-                    },
-                )
-                .collect(),
-            leader: members.iter().find(|m| m.3).map(|m| m.0.to_string()),
-            error: None,
-        }
-    }
-
-    #[test]
-    fn the_quorum_gate_waits_for_a_leader_and_every_healthy_voter() {
-        let ok = view(&[
-            ("a0", "seed-a", false, true, true),
-            ("b0", "seed-b", false, false, true),
-            ("b1", "seed-b", true, false, false),
-        ]);
-        assert_eq!(
-            quorum_gate(&ok, None),
-            Ok(()),
-            "an unhealthy learner does not hold it"
-        );
-        let no_leader = view(&[("a0", "seed-a", false, false, true)]);
-        assert_eq!(quorum_gate(&no_leader, None), Err("no leader".into()));
-        let sick = view(&[
-            ("a0", "seed-a", false, true, true),
-            ("a1", "seed-a", false, false, false),
-            ("b0", "seed-b", false, false, false),
-        ]);
-        assert_eq!(
-            quorum_gate(&sick, None),
-            Err("waiting for a1, b0 to be healthy".into())
-        );
-        // Force-shrink does not wait for the source's members.
-        assert_eq!(
-            quorum_gate(&sick, Some("seed-a")),
-            Err("waiting for b0 to be healthy".into())
-        );
     }
 
     #[test]

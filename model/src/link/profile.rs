@@ -329,6 +329,55 @@ pub struct Replay {
     pub changes: Vec<(u64, LinkProfile)>,
 }
 
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Netem => "netem",
+            Backend::Delayline => "delayline",
+        }
+    }
+}
+
+impl Replay {
+    /// The index of the change in force `since_start_us` after the start.
+    pub fn index_at(&self, since_start_us: u64) -> Option<usize> {
+        let i = self.changes.partition_point(|(o, _)| *o <= since_start_us);
+        i.checked_sub(1)
+    }
+}
+
+impl Replay {
+    /// One line on where the replay stands at `now_unix_ms`.
+    pub fn summary(&self, now_unix_ms: f64) -> String {
+        let span = self.changes.last().map(|(o, _)| *o).unwrap_or(0) as f64 / 1e6;
+        let links = self.links.join(", ");
+        let head = format!("{} changes over {span:.1} s on {links}", self.changes.len());
+        let since = now_unix_ms - self.start_unix_ms;
+        if since < 0.0 {
+            return format!("{head}; starts in {:.1} s", -since / 1e3);
+        }
+        let us = (since * 1e3) as u64;
+        match self.index_at(us) {
+            Some(i)
+                if i + 1 == self.changes.len() && us >= self.changes[i].0 && since / 1e3 > span =>
+            {
+                format!(
+                    "{head}; finished, its last profile ({}) stays until `link clear`",
+                    self.changes[i].1
+                )
+            }
+            Some(i) => format!(
+                "{head}; {:.1} s in, change {} of {} in force ({})",
+                since / 1e3,
+                i + 1,
+                self.changes.len(),
+                self.changes[i].1
+            ),
+            None => format!("{head}; {:.1} s in, before its first change", since / 1e3),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -541,6 +541,30 @@ impl MigrationState {
     }
 }
 
+impl ApiServerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiServerKind::Standin => "standin",
+            ApiServerKind::KubeApiserver => "kube-apiserver",
+            ApiServerKind::Generic => "generic",
+        }
+    }
+
+    /// Where its binary is mounted in a replica container (the stand-in is
+    /// the lab image's own `cpmlab`).
+    pub fn mounted_bin(self) -> Option<&'static str> {
+        match self {
+            ApiServerKind::Standin => None,
+            ApiServerKind::KubeApiserver => Some(KUBE_APISERVER_BIN),
+            ApiServerKind::Generic => Some(GENERIC_APISERVER_BIN),
+        }
+    }
+}
+
+/// Where kube-apiserver is mounted in a replica container.
+pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
+/// Where cpmlab-apiserver is mounted in a replica container.
+pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,8 +192,9 @@ pub fn member(
     }
 }
 
-#[cfg(test)]
-pub(crate) fn sample_state() -> crate::state::LabState {
+/// A lab state as `up` plans it for the default topology (tests).
+#[doc(hidden)]
+pub fn sample_state() -> crate::state::LabState {
     let topo = Topology::default();
     let nets: Vec<Net24> = (0..3)
         .map(|i| Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
