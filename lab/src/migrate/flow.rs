@@ -152,6 +152,20 @@ pub fn check_seeds(state: &LabState, from: &str, to: &str) -> Result<(), BadInpu
     Ok(())
 }
 
+/// The lab as the flow's etcd calls see it: every member, but for the
+/// `mirror` plan, once the destination's new cluster has a member, only
+/// the destination's (the source's is another cluster then, reached
+/// through [`Flow::members_of_seed`]).
+fn etcd_scope(state: &LabState) -> LabState {
+    let mut s = state.clone();
+    if let Some(m) = state.migration.as_ref().filter(|m| m.plan.mirrors()) {
+        if state.members_of(&m.to).next().is_some() {
+            s.members.retain(|x| x.seed == m.to);
+        }
+    }
+    s
+}
+
 pub struct Flow<'a> {
     provider: &'a dyn Provider,
     dir: LabDir,
@@ -589,18 +603,8 @@ impl<'a> Flow<'a> {
         ))
     }
 
-    /// The lab as the flow's etcd calls see it: every member, but for the
-    /// `mirror` plan, once the destination's new cluster has a member, only
-    /// the destination's (the source's is another cluster then, reached
-    /// through [`Flow::members_of_seed`]).
     fn etcd_scope(&self) -> LabState {
-        let mut s = self.state.clone();
-        if let Some(m) = self.state.migration.as_ref().filter(|m| m.plan.mirrors()) {
-            if self.state.members_of(&m.to).next().is_some() {
-                s.members.retain(|x| x.seed == m.to);
-            }
-        }
-        s
+        etcd_scope(&self.state)
     }
 
     /// The lab with only `seed`'s members (one cluster of the `mirror` plan's two).
@@ -1553,6 +1557,33 @@ mod tests {
         assert_eq!(m.destination_apiservers.len(), 2);
         assert_eq!(m.destination_apiservers[0].ip.to_string(), "10.213.1.20");
         assert_eq!(m.conditions.next_step(), Some(PREPARE));
+    }
+
+    #[test]
+    fn a_mirror_talks_to_the_destinations_own_cluster_once_it_has_a_member() {
+        let mut s = crate::state::sample_state();
+        let mut mig = plan_for_tests(&s, "seed-a", "seed-b");
+        let all = s.members.len();
+        // No migration, or a plan whose cluster spans the seeds: every member.
+        assert_eq!(etcd_scope(&s).members.len(), all);
+        mig.plan = Plan::Mirror;
+        s.migration = Some(mig.clone());
+        // Before the destination's first member: the source's cluster.
+        assert_eq!(etcd_scope(&s).members.len(), all);
+        s.members.push(mig.destination_members[0].clone());
+        let scoped = etcd_scope(&s);
+        assert_eq!(
+            scoped
+                .members
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>(),
+            ["seed-b-etcd-0"]
+        );
+        // The six-member plan's destination members join the source's cluster.
+        mig.plan = Plan::SixMember;
+        s.migration = Some(mig);
+        assert_eq!(etcd_scope(&s).members.len(), all + 1);
     }
 
     #[test]
