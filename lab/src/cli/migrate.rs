@@ -19,7 +19,9 @@ pub struct MigrateArgs {
     /// rolling (the GEP's 3-member alternative: one in, one out, three
     /// times; two exchanges before the API moves, the last after) or
     /// classic (GEP-7's: the source API stops, etcdctl snapshot save,
-    /// a new cluster restored in the destination; downtime by design).
+    /// a new cluster restored in the destination; downtime by design) or
+    /// mirror (the GEP's etcd Mirror Maker alternative: etcdctl make-mirror
+    /// into a new, empty destination cluster, then DNS switches).
     #[arg(long, value_enum, default_value = "six-member")]
     pub plan: crate::migrate::membership::Plan,
     /// How the source leader leaves: remove (a plain MemberRemove, the rest

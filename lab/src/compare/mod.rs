@@ -216,6 +216,18 @@ mod tests {
             p.files[1].2.scenario.migration.as_ref().unwrap().plan,
             crate::migrate::membership::Plan::Rolling
         );
+        // So are the GEP's etcd Mirror Maker alternative and GEP-7's classic.
+        let others = Plan {
+            axes: vec![variants::parse_axis("plan=mirror,classic").unwrap()],
+            repeat: 1,
+            out: d.path().join("others"),
+            ..plan.clone()
+        };
+        let p = prepare(&others).unwrap();
+        assert_eq!(
+            p.files[0].2.scenario.migration.as_ref().unwrap().plan,
+            crate::migrate::membership::Plan::Mirror
+        );
         // A value the scenario does not take is bad input, before any run.
         let bad = Plan {
             axes: vec![variants::parse_axis("plan=seven-member").unwrap()],

@@ -22,6 +22,7 @@ use crate::provider::{Provider, Signal, WorkloadState};
 use crate::state::{LabDir, LabState, MemberState};
 
 mod classic;
+mod mirror;
 
 pub const PREPARE: &str = "SourceEtcdPreparedForPeerJoin";
 pub const JOIN: &str = "DestinationEtcdPeersJoined";
@@ -151,6 +152,20 @@ pub fn check_seeds(state: &LabState, from: &str, to: &str) -> Result<(), BadInpu
     Ok(())
 }
 
+/// The lab as the flow's etcd calls see it: every member, but for the
+/// `mirror` plan, once the destination's new cluster has a member, only
+/// the destination's (the source's is another cluster then, reached
+/// through [`Flow::members_of_seed`]).
+fn etcd_scope(state: &LabState) -> LabState {
+    let mut s = state.clone();
+    if let Some(m) = state.migration.as_ref().filter(|m| m.plan.mirrors()) {
+        if state.members_of(&m.to).next().is_some() {
+            s.members.retain(|x| x.seed == m.to);
+        }
+    }
+    s
+}
+
 pub struct Flow<'a> {
     provider: &'a dyn Provider,
     dir: LabDir,
@@ -254,10 +269,15 @@ impl<'a> Flow<'a> {
     /// created. Refuses distant regions unless allowed.
     pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
         check_seeds(&self.state, &o.from, &o.to)?;
-        if o.plan.restores() && !self.provider.restores_members() {
+        if o.plan.separate_cluster() && !self.provider.restores_members() {
             return Err(BadInput(format!(
-                "the {} plan restores etcd from a snapshot, which the {} form of the lab cannot do (use the docker form)",
+                "the {} plan {}, which the {} form of the lab cannot do (use the docker form)",
                 o.plan.name(),
+                if o.plan.restores() {
+                    "restores etcd from a snapshot"
+                } else {
+                    "starts a new etcd cluster beside the shoot's"
+                },
                 self.provider.name()
             ))
             .into());
@@ -297,8 +317,9 @@ impl<'a> Flow<'a> {
             .into());
         };
         // The classic plan is what distant seeds are left with (the GEP's
-        // non-goal): no cluster spans them, so their distance is no bar.
-        if rtt > o.max_rtt_ms && !o.allow_distant_regions && !o.plan.restores() {
+        // non-goal): no cluster spans them, so their distance is no bar;
+        // nor for the mirror, whose replication is a client's, not raft's.
+        if rtt > o.max_rtt_ms && !o.allow_distant_regions && !o.plan.separate_cluster() {
             return Err(BadInput(format!(
                 "the seeds are too far apart: RTT {rtt:.1} ms between `{}` and `{}` exceeds \
                  {:.0} ms (Live CPM is for seeds in nearby regions); pass \
@@ -449,6 +470,7 @@ impl<'a> Flow<'a> {
             PREPARE if self.mig().plan.restores() => self.backup(line).await,
             PREPARE => self.prepare(line).await,
             JOIN if self.mig().plan.restores() => self.restore(line).await,
+            JOIN if self.mig().plan.mirrors() => self.mirror_join(line).await,
             JOIN => self.join(line).await,
             EXTENSIONS => Ok((
                 "NoExtensions",
@@ -581,15 +603,26 @@ impl<'a> Flow<'a> {
         ))
     }
 
+    fn etcd_scope(&self) -> LabState {
+        etcd_scope(&self.state)
+    }
+
+    /// The lab with only `seed`'s members (one cluster of the `mirror` plan's two).
+    fn members_of_seed(&self, seed: &str) -> LabState {
+        let mut s = self.state.clone();
+        s.members.retain(|x| x.seed == seed);
+        s
+    }
+
     async fn client(&self) -> Result<etcd_client::Client> {
-        etcd::cluster_client(&self.state, &self.tls, Duration::from_secs(3))
+        etcd::cluster_client(&self.etcd_scope(), &self.tls, Duration::from_secs(3))
             .await
             .context("no etcd member of the lab answers")
     }
 
     /// A client for the cluster through any member but `name`.
     async fn client_without(&self, name: &str) -> Result<etcd_client::Client> {
-        let mut others = self.state.clone();
+        let mut others = self.etcd_scope();
         others.members.retain(|m| m.name != name);
         etcd::cluster_client(&others, &self.tls, Duration::from_secs(3))
             .await
@@ -597,7 +630,7 @@ impl<'a> Flow<'a> {
     }
 
     async fn view(&self) -> ClusterView {
-        etcd::cluster_view(&self.state, &self.tls, Duration::from_secs(3)).await
+        etcd::cluster_view(&self.etcd_scope(), &self.tls, Duration::from_secs(3)).await
     }
 
     /// Starts members whose containers stopped (as their StatefulSet would).
@@ -934,9 +967,16 @@ impl<'a> Flow<'a> {
             .iter()
             .map(|m| m.name.clone())
             .collect();
+        let mut mirrored = String::new();
         let removed = if mig.plan.restores() {
             // No cluster spans the seeds: the source's stopped after its
             // snapshot, and its members go in SourceSeedCleanup.
+            0
+        } else if mig.plan.mirrors() {
+            // No cluster spans the seeds: the mirror stops once caught up,
+            // then the source's etcd stops (its members go in
+            // SourceSeedCleanup).
+            mirrored = self.mirror_finish(line).await?;
             0
         } else if mig.plan.exchanges() {
             self.exchange(line, SHRINK, dest.len(), force).await?
@@ -972,7 +1012,12 @@ impl<'a> Flow<'a> {
         }
         Ok((
             "MembersRemoved",
-            if mig.plan.restores() {
+            if mig.plan.mirrors() {
+                format!(
+                    "{mirrored}; voters of the destination's cluster: {}",
+                    voters.join(", ")
+                )
+            } else if mig.plan.restores() {
                 format!(
                     "the destination's new cluster holds the shoot's data; the source's cluster stopped after its snapshot ({} member(s) removed in {CLEANUP}); voters: {}",
                     mig.departed_members.len(),
@@ -1367,21 +1412,25 @@ impl<'a> Flow<'a> {
             .iter()
             .map(|m| m.peer_url())
             .collect();
-        let mut c = self.client().await?;
-        let list = c.member_list().await.context("member list")?;
         let mut removed = 0;
-        for x in list.members() {
-            if x.peer_urls().iter().any(|u| urls.contains(u)) {
-                etcd_ops::remove_when_healthy(&mut c, x.id(), Duration::from_secs(60)).await?;
-                removed += 1;
-                // A learner that never started has no name in etcd yet.
-                let name = mig
-                    .destination_members
-                    .iter()
-                    .find(|m| x.peer_urls().contains(&m.peer_url()))
-                    .map(|m| m.name.as_str())
-                    .unwrap_or(x.name());
-                self.note(&line, &format!("{name} removed from etcd"));
+        // The mirror's destination is a cluster of its own: its members
+        // go with their containers (and the mirror, which runs in the first).
+        if !mig.plan.mirrors() {
+            let mut c = self.client().await?;
+            let list = c.member_list().await.context("member list")?;
+            for x in list.members() {
+                if x.peer_urls().iter().any(|u| urls.contains(u)) {
+                    etcd_ops::remove_when_healthy(&mut c, x.id(), Duration::from_secs(60)).await?;
+                    removed += 1;
+                    // A learner that never started has no name in etcd yet.
+                    let name = mig
+                        .destination_members
+                        .iter()
+                        .find(|m| x.peer_urls().contains(&m.peer_url()))
+                        .map(|m| m.name.as_str())
+                        .unwrap_or(x.name());
+                    self.note(&line, &format!("{name} removed from etcd"));
+                }
             }
         }
         for a in &mig.destination_apiservers {
@@ -1508,6 +1557,33 @@ mod tests {
         assert_eq!(m.destination_apiservers.len(), 2);
         assert_eq!(m.destination_apiservers[0].ip.to_string(), "10.213.1.20");
         assert_eq!(m.conditions.next_step(), Some(PREPARE));
+    }
+
+    #[test]
+    fn a_mirror_talks_to_the_destinations_own_cluster_once_it_has_a_member() {
+        let mut s = crate::plan::sample_state();
+        let mut mig = plan_for_tests(&s, "seed-a", "seed-b");
+        let all = s.members.len();
+        // No migration, or a plan whose cluster spans the seeds: every member.
+        assert_eq!(etcd_scope(&s).members.len(), all);
+        mig.plan = Plan::Mirror;
+        s.migration = Some(mig.clone());
+        // Before the destination's first member: the source's cluster.
+        assert_eq!(etcd_scope(&s).members.len(), all);
+        s.members.push(mig.destination_members[0].clone());
+        let scoped = etcd_scope(&s);
+        assert_eq!(
+            scoped
+                .members
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>(),
+            ["seed-b-etcd-0"]
+        );
+        // The six-member plan's destination members join the source's cluster.
+        mig.plan = Plan::SixMember;
+        s.migration = Some(mig);
+        assert_eq!(etcd_scope(&s).members.len(), all + 1);
     }
 
     #[test]

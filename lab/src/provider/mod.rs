@@ -188,8 +188,9 @@ pub trait Provider: Send + Sync {
         cluster: &[(String, String)],
     ) -> Result<()>;
 
-    /// Whether [`Provider::start_restored_member`] and
-    /// [`Provider::download`] work here (the `classic` plan needs them).
+    /// Whether [`Provider::start_restored_member`],
+    /// [`Provider::start_empty_member`] and [`Provider::download`] work
+    /// here (the `classic` and `mirror` plans need them).
     fn restores_members(&self) -> bool {
         false
     }
@@ -210,6 +211,23 @@ pub trait Provider: Send + Sync {
     ) -> Result<()> {
         anyhow::bail!(
             "the {} provider cannot restore an etcd member from a snapshot (the classic plan runs in the docker form)",
+            self.name()
+        )
+    }
+
+    /// Creates and starts etcd member `m` as the one member of a new,
+    /// empty cluster (the initial cluster state `new`, `m` alone), as the
+    /// `mirror` plan's destination begins; the other destination members
+    /// join it as learners. An earlier attempt's workload and data are
+    /// replaced.
+    async fn start_empty_member(
+        &self,
+        _state: &LabState,
+        _ca: &Ca,
+        _m: &MemberState,
+    ) -> Result<()> {
+        anyhow::bail!(
+            "the {} provider cannot start a new etcd cluster beside the shoot's (the mirror plan runs in the docker form)",
             self.name()
         )
     }

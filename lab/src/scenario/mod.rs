@@ -355,6 +355,7 @@ enum PlanName {
     FiveMember,
     Rolling,
     Classic,
+    Mirror,
 }
 
 #[derive(JsonSchema)]

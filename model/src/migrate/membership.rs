@@ -27,6 +27,14 @@ pub enum Plan {
     /// from the snapshot in the destination (`etcdctl snapshot restore`,
     /// `initial-cluster-state new`) — downtime by design.
     Classic,
+    /// The GEP's "etcd Mirror Maker" alternative: no cluster spans the
+    /// seeds. A new, empty cluster in the destination (`initial-cluster-state
+    /// new`) is fed by `etcdctl make-mirror` from the source's (a full sync,
+    /// then the source's watch, re-written key by key: the destination's
+    /// revisions are its own); the destination API starts on it, DNS
+    /// switches, the source API drains, the mirror stops once caught up,
+    /// then the source's etcd stops.
+    Mirror,
 }
 
 impl Plan {
@@ -52,8 +60,21 @@ impl Plan {
             Plan::FiveMember => 2,
             Plan::Rolling => 2,
             // The new cluster: all of them, before the API starts.
-            Plan::Classic => 3,
+            Plan::Classic | Plan::Mirror => 3,
         }
+    }
+
+    /// Whether the destination is a cluster of its own, sharing no member
+    /// with the source's (`classic`, `mirror`): nothing spans the seeds, so
+    /// their distance is no bar to it, and it needs the docker form.
+    pub fn separate_cluster(self) -> bool {
+        matches!(self, Plan::Classic | Plan::Mirror)
+    }
+
+    /// Whether the destination's new, empty cluster is fed by `etcdctl
+    /// make-mirror` from the source's while both serve (`mirror`).
+    pub fn mirrors(self) -> bool {
+        matches!(self, Plan::Mirror)
     }
 
     /// Whether the destination is a new cluster restored from the source's
@@ -75,6 +96,7 @@ impl Plan {
             Plan::FiveMember => "five-member",
             Plan::Rolling => "rolling",
             Plan::Classic => "classic",
+            Plan::Mirror => "mirror",
         }
     }
 }
@@ -518,6 +540,7 @@ mod tests {
             Plan::FiveMember,
             Plan::Rolling,
             Plan::Classic,
+            Plan::Mirror,
         ] {
             assert_eq!(serde_json::to_value(p).unwrap(), p.name());
             assert_eq!(
@@ -525,6 +548,18 @@ mod tests {
                 p
             );
         }
+    }
+
+    #[test]
+    fn mirror_is_a_separate_cluster_fed_by_the_mirror_not_a_restore() {
+        assert!(Plan::Mirror.mirrors() && Plan::Mirror.separate_cluster());
+        assert!(!Plan::Mirror.restores() && !Plan::Mirror.exchanges());
+        assert!(Plan::Classic.separate_cluster() && !Plan::Classic.mirrors());
+        for p in [Plan::SixMember, Plan::FiveMember, Plan::Rolling] {
+            assert!(!p.separate_cluster() && !p.mirrors(), "{p:?}");
+        }
+        // The whole new cluster is up before the destination API starts.
+        assert_eq!(Plan::Mirror.joining_early(), 3);
     }
 
     #[test]

@@ -99,6 +99,12 @@ impl Provider for DockerProvider {
         seed::start_restored_member(&self.engine, state, ca, m, snapshot, restore).await
     }
 
+    async fn start_empty_member(&self, state: &LabState, ca: &Ca, m: &MemberState) -> Result<()> {
+        // An earlier attempt's container and data are replaced.
+        self.remove(state, &m.container, Some(&m.volume)).await?;
+        seed::start_empty_member(&self.engine, state, ca, m).await
+    }
+
     async fn download(&self, workload: &str, path: &str) -> Result<Vec<u8>> {
         self.engine.download(workload, path).await
     }

@@ -65,6 +65,24 @@ pub async fn start_joining_member(
     up::start_released(engine, state, &m.container).await
 }
 
+/// Creates and starts member `m` as the one member of a new, empty cluster
+/// (`initial-cluster-state new`, `m` alone), on a new volume (the caller
+/// removed an earlier attempt's container and data).
+pub async fn start_empty_member(
+    engine: &Engine,
+    state: &LabState,
+    ca: &Ca,
+    m: &MemberState,
+) -> Result<()> {
+    engine
+        .create_volume(&state.name, &m.volume, &m.seed)
+        .await?;
+    let alone = [(m.name.clone(), m.peer_url())];
+    let spec = up::member_spec(state, ca, m, &alone, ClusterState::New)?;
+    engine.create_container(&spec).await?;
+    up::start_released(engine, state, &m.container).await
+}
+
 /// Creates and starts an API server replica talking to `etcd_servers` (the
 /// caller removed an earlier one of that name).
 pub async fn start_apiserver(
