@@ -1,0 +1,116 @@
+//! `cpmlab compare` end to end against real Docker, CI's short comparison:
+//! two variants, two repetitions each. It runs the baseline scenario (the
+//! lab at rest, 35 s a run) under `exposure=termination,passthrough`: four
+//! real labs, what the machinery must get right (every run kept and
+//! judged, repetition `i` of each variant on the same seed, compare.json,
+//! compare.html and compare.md, pass rates with Wilson's interval), in
+//! about 2.5 minutes. The comparison of the plans on the default scenario
+//! is nightly (`scripts/nightly`): 15 runs of three minutes are not CI's.
+//! Needs Docker; fails when CI=true and Docker cannot be reached.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use common::*;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
+    if !docker_or_skip("a_short_comparison_keeps_every_run_and_states_each_pass_rate") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let name = format!("cmp{}", std::process::id() % 10000);
+    let o = Command::new(bin())
+        .args(["compare"])
+        .arg(root().join("fixtures/scenarios/baseline.yaml"))
+        .args([
+            "--variants",
+            "exposure=termination,passthrough",
+            "--repeat",
+            "2",
+            "--seed",
+            "4242",
+            "--name",
+            &name,
+            "--report-dir",
+        ])
+        .arg(out.path())
+        .env("CPMLAB_STATE_DIR", state.path())
+        .timeout(Duration::from_secs(900))
+        .assert();
+    let text = stdout(&o);
+    eprintln!(
+        "{}\n{text}",
+        String::from_utf8_lossy(&o.get_output().stderr)
+    );
+    assert_eq!(
+        o.get_output().status.code(),
+        Some(0),
+        "every run got to its verdict"
+    );
+    let left = left_after_teardown(&name);
+    assert!(
+        left.is_empty(),
+        "the comparison left objects behind: {left:?}"
+    );
+
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("compare.json")).unwrap())
+            .unwrap();
+    assert_eq!(c["repeat"], 2);
+    assert_eq!(c["base_seed"], 4242);
+    assert_eq!(
+        c["variants"],
+        serde_json::json!(["exposure=termination", "exposure=passthrough"])
+    );
+    let runs = c["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{runs:#?}");
+    for r in runs {
+        // Each run is kept, judged and replayable from its scenario file.
+        let dir = out.path().join(r["dir"].as_str().unwrap());
+        assert!(dir.join("result.json").is_file(), "{}", dir.display());
+        assert!(
+            dir.join("scenario.yaml").is_file(),
+            "{}: the scenario as run",
+            dir.display()
+        );
+        assert!(r["status"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
+        assert!(r["wall_s"].as_f64().unwrap() > 20.0, "{r}");
+        // The lab at rest passes, whichever way the API is exposed.
+        assert_eq!(r["passed"], true, "{r}");
+    }
+    // Repetition i meets the same seed under every variant.
+    for rep in [1, 2] {
+        let seeds: Vec<&Value> = runs
+            .iter()
+            .filter(|r| r["repetition"] == rep)
+            .map(|r| &r["seed"])
+            .collect();
+        assert_eq!(seeds.len(), 2);
+        assert_eq!(seeds[0], seeds[1], "repetition {rep}");
+    }
+    for v in c["summary"]["variants"].as_array().unwrap() {
+        assert_eq!(v["runs"], 2, "{v}");
+        assert_eq!(v["passed"], 2, "{v}");
+        // Wilson's 95 % interval for 2 of 2: [0.342, 1].
+        let lo = v["pass_interval"][0].as_f64().unwrap();
+        let hi = v["pass_interval"][1].as_f64().unwrap();
+        assert!((lo - 0.342).abs() < 0.01 && (hi - 1.0).abs() < 1e-9, "{v}");
+    }
+    let md = std::fs::read_to_string(out.path().join("compare.md")).unwrap();
+    assert!(
+        md.contains("exposure=termination") && md.contains("exposure=passthrough"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(out.path().join("compare.html")).unwrap();
+    assert!(html.contains("<svg"), "the page draws its plots");
+}
