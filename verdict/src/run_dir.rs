@@ -120,8 +120,6 @@ fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
-/// Judges a run directory against `criteria`; writes verdict.json,
-/// junit.xml and report.html into it.
 /// A report's title: the run's directory name (`<lab>-<time>`), or for a
 /// scenario's run (kept as `<scenario>/run` by `cpmlab run`) the scenario's.
 pub fn title(run: &Path) -> String {
@@ -138,6 +136,8 @@ pub fn title(run: &Path) -> String {
     }
 }
 
+/// Judges a run directory against `criteria`; writes verdict.json,
+/// junit.xml and report.html into it.
 pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
     let l = load(run)?;
     let v = crate::judge(&l.inputs(), criteria);
