@@ -85,6 +85,9 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
         );
         assert!(r["status"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
         assert!(r["wall_s"].as_f64().unwrap() > 20.0, "{r}");
+        // The lab's own up and down are measured apart from the scenario.
+        let lab = r["values"]["lab_s"].as_f64().expect("lab_s measured");
+        assert!(lab > 1.0 && lab < r["wall_s"].as_f64().unwrap(), "{r}");
         // The lab at rest passes, whichever way the API is exposed.
         assert_eq!(r["passed"], true, "{r}");
     }

@@ -17,6 +17,11 @@ pub const MEASURES: &[(&str, &str, &str)] = &[
     ("lost_writes", "", "acknowledged writes lost"),
     ("migration_s", "s", "migration time (first step to last)"),
     ("wan_mib", "MiB", "bytes between the seeds"),
+    (
+        "lab_s",
+        "s",
+        "lab up and down (what reusing a lab would save)",
+    ),
 ];
 
 /// One run's outcome and measures.
@@ -59,6 +64,9 @@ pub fn of_run(dir: &Path) -> RunMeasures {
         m.passed = r["passed"].as_bool().unwrap_or(false);
         m.wall_s = r["wall_s"].as_f64().unwrap_or(0.0);
         m.seed = r["seed"].as_u64().unwrap_or(0);
+        if let Some(l) = r["lab_s"].as_f64().filter(|l| *l > 0.0) {
+            m.values.insert("lab_s".into(), l);
+        }
         if let Some(e) = r["error"].as_str() {
             m.status = format!("ERROR: {}", e.lines().next().unwrap_or(""));
         }
@@ -143,7 +151,7 @@ mod tests {
         std::fs::create_dir_all(&run).unwrap();
         std::fs::write(
             d.path().join("result.json"),
-            r#"{"passed": false, "wall_s": 120.5, "seed": 7, "error": null}"#,
+            r#"{"passed": false, "wall_s": 120.5, "lab_s": 17.5, "seed": 7, "error": null}"#,
         )
         .unwrap();
         std::fs::write(
@@ -176,5 +184,6 @@ mod tests {
         assert_eq!(m.values["lost_writes"], 0.0);
         assert_eq!(m.values["migration_s"], 30.0);
         assert_eq!(m.values["wan_mib"], 3.0);
+        assert_eq!(m.values["lab_s"], 17.5);
     }
 }

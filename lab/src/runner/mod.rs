@@ -65,6 +65,10 @@ pub struct ScenarioResult {
     /// The error was the environment's (exit 3).
     pub env_error: bool,
     pub wall_s: f64,
+    /// Of `wall_s`, the time spent bringing the lab up and down: what
+    /// reusing a lab between runs would save at most.
+    #[serde(default)]
+    pub lab_s: f64,
     pub migration: Option<String>,
     /// The verdict: `passed`, `passed-with-known-hazards` or `failed`
     /// (`None`: the run got no verdict, or a result.json from before).
@@ -160,6 +164,7 @@ pub async fn run_one(
         error: None,
         env_error: false,
         wall_s: 0.0,
+        lab_s: 0.0,
         migration: None,
         verdict: None,
         requests: 0,
@@ -183,7 +188,9 @@ pub async fn run_one(
     r.incomplete = cancel.check().is_err();
     if !opts.keep || r.incomplete {
         step.detail("down");
+        let t = Instant::now();
         let d = cpm.run(&args(&["down"]), &Cancel::default()).await;
+        r.lab_s += t.elapsed().as_secs_f64();
         if let Err(e) = d {
             r.error.get_or_insert(format!("down: {e:#}"));
         }
@@ -260,6 +267,7 @@ async fn drive(
     let s = &sf.scenario;
     let c = &sf.checked;
     let dir = LabDir::new(&opts.state_root, &opts.lab);
+    let t = Instant::now();
     if dir.exists() && !reusable(opts, sf) {
         step.detail("down (a lab of that name is up)");
         cpm.run(&args(&["down"]), cancel).await?;
@@ -288,6 +296,7 @@ async fn drive(
     } else {
         cpm.run(&args(&["link", "clear"]), cancel).await?;
     }
+    r.lab_s += t.elapsed().as_secs_f64();
     if let Some(f) = &s.fill {
         step.detail(&format!("fill {}", f.size));
         let kinds = f.kinds().join(",");
