@@ -5,7 +5,6 @@
 pub use cpmlab_model::{addressing, plan, ports, state, topology, yaml_file};
 pub mod agent;
 pub mod apiserver;
-pub mod cli;
 pub mod compare;
 pub mod cpu;
 pub mod dns;

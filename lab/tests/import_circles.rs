@@ -244,6 +244,18 @@ fn the_lab_crate_has_no_import_circle() {
 }
 
 #[test]
+fn the_model_and_cli_crates_have_no_import_circle() {
+    for krate in ["model", "cli"] {
+        let found = circles(&graph(&crate_src(krate)));
+        assert!(
+            found.is_empty(),
+            "import circles in {krate}/src:\n{}",
+            show(&found)
+        );
+    }
+}
+
+#[test]
 fn a_two_module_loop_is_found() {
     let mut e: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     e.insert("a".into(), ["b".to_string()].into());

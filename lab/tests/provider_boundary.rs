@@ -102,3 +102,25 @@ fn the_model_crate_needs_no_lab_verdict_docker_network_or_runtime() {
         );
     }
 }
+
+/// The layers point one way: the binary (cli/) uses the lab, the lab uses
+/// the model and the verdict; nothing below the binary reaches up to it.
+#[test]
+fn no_crate_below_the_binary_depends_on_it() {
+    for krate in ["model", "verdict", "lab"] {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../{krate}/Cargo.toml"));
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(
+            !text.contains("\"../cli\""),
+            "{} depends on the cli crate",
+            manifest.display()
+        );
+    }
+    let cli =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/Cargo.toml"))
+            .unwrap();
+    assert!(
+        cli.contains("path = \"../lab\""),
+        "the binary is built on the lab: {cli}"
+    );
+}

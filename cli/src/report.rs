@@ -7,8 +7,8 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::errors::{BadInput, EXIT_FAILED};
-use crate::runner::summary;
+use cpmlab::errors::{BadInput, EXIT_FAILED};
+use cpmlab::runner::summary;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ReportCommand {

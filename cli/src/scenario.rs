@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Subcommand;
 
-use super::{print_json, Output};
+use crate::{print_json, Output};
 
 #[derive(Subcommand, Debug)]
 pub enum ScenarioCommand {
@@ -26,15 +26,15 @@ pub enum ScenarioCommand {
 pub fn run(command: ScenarioCommand) -> Result<u8> {
     match command {
         ScenarioCommand::Schema => {
-            print_json(&crate::scenario::schema());
+            print_json(&cpmlab::scenario::schema());
             Ok(0)
         }
         ScenarioCommand::Validate { files, output } => {
-            let files = crate::scenario::expand(&files)?;
+            let files = cpmlab::scenario::expand(&files)?;
             let mut bad = 0;
             let mut out = Vec::new();
             for f in &files {
-                match crate::scenario::load(f) {
+                match cpmlab::scenario::load(f) {
                     Ok(sf) => {
                         if output == Output::Text {
                             println!("ok  {}: {}", f.display(), sf.scenario.description.trim());
@@ -59,7 +59,7 @@ pub fn run(command: ScenarioCommand) -> Result<u8> {
             Ok(if bad == 0 {
                 0
             } else {
-                crate::errors::EXIT_BAD_INPUT
+                cpmlab::errors::EXIT_BAD_INPUT
             })
         }
     }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{check_name, print_json, Output};
+use crate::{check_name, print_json, Output};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatusArgs {
@@ -22,22 +22,22 @@ pub async fn run(state_root: &Path, args: &StatusArgs) -> Result<u8> {
     }
     match &args.name {
         Some(name) => {
-            let (_, state) = crate::status::load_lab(state_root, name)?;
-            let provider = crate::provider::for_lab(&state).await?;
-            let report = crate::status::status(&*provider, state_root, name).await?;
+            let (_, state) = cpmlab::status::load_lab(state_root, name)?;
+            let provider = cpmlab::provider::for_lab(&state).await?;
+            let report = cpmlab::status::status(&*provider, state_root, name).await?;
             match args.output {
                 Output::Json => print_json(&report),
                 Output::Text => print!("{}", report.render()),
             }
         }
         None => {
-            let provider = crate::provider::connect().await?;
-            let labs = crate::status::list(&*provider, state_root).await?;
+            let provider = cpmlab::provider::connect().await?;
+            let labs = cpmlab::status::list(&*provider, state_root).await?;
             match args.output {
                 Output::Json => print_json(&serde_json::json!({
                     "state_dir": state_root, "labs": labs,
                 })),
-                Output::Text => print!("{}", crate::status::render_list(&labs, state_root)),
+                Output::Text => print!("{}", cpmlab::status::render_list(&labs, state_root)),
             }
         }
     }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
-use cpmlab::cli::Cli;
+use cpmlab_cli::Cli;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -4,19 +4,19 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{print_json, Output};
+use crate::{print_json, Output};
 
 pub async fn run(
     output: Output,
     state_root: Option<&Path>,
-    provider: super::up::ProviderChoice,
+    provider: crate::up::ProviderChoice,
 ) -> Result<u8> {
-    let mut report = crate::doctor::doctor().await;
-    if provider == super::up::ProviderChoice::Kind {
-        crate::doctor::kind(&mut report).await;
+    let mut report = cpmlab::doctor::doctor().await;
+    if provider == crate::up::ProviderChoice::Kind {
+        cpmlab::doctor::kind(&mut report).await;
     }
     if let Some(root) = state_root {
-        report.checks.push(crate::doctor::lab_files(root));
+        report.checks.push(cpmlab::doctor::lab_files(root));
     }
     match output {
         Output::Json => print_json(&report),
@@ -25,6 +25,6 @@ pub async fn run(
     Ok(if report.ready() {
         0
     } else {
-        crate::errors::EXIT_ENV
+        cpmlab::errors::EXIT_ENV
     })
 }

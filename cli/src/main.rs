@@ -1,5 +1,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    cpmlab::cli::main()
+    cpmlab_cli::main()
 }

@@ -3,10 +3,10 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use super::{print_json_line, Output};
-use crate::progress::{Mode, Progress};
-use crate::provider::docker::engine::Engine;
-use crate::provider::docker::images;
+use crate::{print_json_line, Output};
+use cpmlab::progress::{Mode, Progress};
+use cpmlab::provider::docker::engine::Engine;
+use cpmlab::provider::docker::images;
 
 #[derive(Subcommand, Debug)]
 pub enum ImagesCommand {

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{check_name, interrupted};
-use crate::compare::{self, Plan};
-use crate::errors::{Cancel, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
-use crate::progress::{Mode, Progress};
+use crate::{check_name, interrupted};
+use cpmlab::compare::{self, Plan};
+use cpmlab::errors::{Cancel, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
+use cpmlab::progress::{Mode, Progress};
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
@@ -58,9 +58,9 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
     });
     let out = match &a.report_dir {
         Some(d) => d.clone(),
-        None => crate::state::runs_dir(state_root).join(format!(
+        None => cpmlab::state::runs_dir(state_root).join(format!(
             "compare-{}",
-            crate::migrate::flow::now_rfc3339().replace(':', "")
+            cpmlab::migrate::flow::now_rfc3339().replace(':', "")
         )),
     };
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
@@ -98,14 +98,14 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
         a.scenario.display(),
         out.display()
     );
-    let provider = crate::provider::connect_for(crate::state::ProviderKind::Docker).await?;
-    let opts = crate::runner::Options {
+    let provider = cpmlab::provider::connect_for(cpmlab::state::ProviderKind::Docker).await?;
+    let opts = cpmlab::runner::Options {
         exe: std::env::current_exe().context("find the cpmlab binary")?,
         state_root: state_root.to_path_buf(),
         report_dir: out.join("runs"),
         keep: false,
         lab: a.name.clone(),
-        provider: crate::state::ProviderKind::Docker,
+        provider: cpmlab::state::ProviderKind::Docker,
     };
     std::fs::create_dir_all(&opts.report_dir)?;
     let progress = Progress::new(Mode::detect(false));

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{check_name, interrupted};
-use crate::errors::{Cancel, EXIT_BAD_INPUT, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
-use crate::progress::{Mode, Progress};
+use crate::{check_name, interrupted};
+use cpmlab::errors::{Cancel, EXIT_BAD_INPUT, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
+use cpmlab::progress::{Mode, Progress};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -32,12 +32,12 @@ pub struct RunArgs {
     /// clusters with Istio; `cpmlab doctor --provider kind` says what it
     /// needs).
     #[arg(long, value_enum, default_value = "docker")]
-    pub provider: super::up::ProviderChoice,
+    pub provider: crate::up::ProviderChoice,
     /// Run only shard K of N (e.g. 2/3): the set split so that shards
     /// finish together, by each scenario's expected duration; the same
     /// scenario lands in the same shard for the same set.
     #[arg(long, value_name = "K/N")]
-    pub shard: Option<crate::runner::shard::Shard>,
+    pub shard: Option<cpmlab::runner::shard::Shard>,
     /// An earlier run's report directory whose wall times balance the
     /// shards (else each file's `expected_duration`, else an estimate).
     #[arg(long, value_name = "DIR", requires = "shard")]
@@ -51,11 +51,11 @@ pub struct RunArgs {
 pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     check_name(&a.name)?;
     // Every file is checked before anything is created.
-    let paths = crate::scenario::expand(&a.scenarios)?;
+    let paths = cpmlab::scenario::expand(&a.scenarios)?;
     let mut files = Vec::new();
     let mut bad = 0;
     for p in &paths {
-        match crate::scenario::load(p) {
+        match cpmlab::scenario::load(p) {
             Ok(f) => files.push(f),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -73,7 +73,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     let mut names = std::collections::BTreeMap::new();
     for f in &files {
         if let Some(other) = names.insert(f.name(), f.path.clone()) {
-            return Err(crate::errors::BadInput(format!(
+            return Err(cpmlab::errors::BadInput(format!(
                 "{} and {} share the name `{}`: their directories would collide",
                 other.display(),
                 f.path.display(),
@@ -92,38 +92,38 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         let measured = a
             .durations
             .as_deref()
-            .map(crate::runner::shard::measured)
+            .map(cpmlab::runner::shard::measured)
             .unwrap_or_default();
-        for w in crate::runner::shard::weigh(&files, &measured) {
+        for w in cpmlab::runner::shard::weigh(&files, &measured) {
             println!(
                 "{}\t{:.0}\t{}",
                 w.name,
                 w.expected.as_secs_f64(),
                 match w.source {
-                    crate::runner::shard::Source::Measured => "measured",
-                    crate::runner::shard::Source::Declared => "declared",
-                    crate::runner::shard::Source::Estimated => "estimated",
+                    cpmlab::runner::shard::Source::Measured => "measured",
+                    cpmlab::runner::shard::Source::Declared => "declared",
+                    cpmlab::runner::shard::Source::Estimated => "estimated",
                 }
             );
         }
         return Ok(0);
     }
     let kind = match a.provider {
-        super::up::ProviderChoice::Docker => crate::state::ProviderKind::Docker,
-        super::up::ProviderChoice::Kind => crate::state::ProviderKind::Kind,
+        crate::up::ProviderChoice::Docker => cpmlab::state::ProviderKind::Docker,
+        crate::up::ProviderChoice::Kind => cpmlab::state::ProviderKind::Kind,
     };
-    let provider = crate::provider::connect_for(kind).await?;
+    let provider = cpmlab::provider::connect_for(kind).await?;
     let report_dir = match a.report_dir {
         Some(d) => d,
-        None => crate::state::runs_dir(state_root).join(format!(
+        None => cpmlab::state::runs_dir(state_root).join(format!(
             "scenarios-{}",
-            crate::migrate::flow::now_rfc3339().replace(':', "")
+            cpmlab::migrate::flow::now_rfc3339().replace(':', "")
         )),
     };
     std::fs::create_dir_all(&report_dir)
         .with_context(|| format!("create {}", report_dir.display()))?;
     let report_dir = report_dir.canonicalize()?;
-    let opts = crate::runner::Options {
+    let opts = cpmlab::runner::Options {
         exe: std::env::current_exe().context("find the cpmlab binary")?,
         state_root: state_root.to_path_buf(),
         report_dir: report_dir.clone(),
@@ -133,7 +133,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     };
     let progress = Progress::new(Mode::detect(false));
     let cancel = Cancel::default();
-    let work = crate::runner::run_all(
+    let work = cpmlab::runner::run_all(
         &*provider,
         &files,
         &opts,
@@ -154,9 +154,9 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         Some(s) => format!("cpmlab scenarios, shard {s}"),
         None => "cpmlab scenarios".to_string(),
     };
-    crate::runner::summary::write_all(&report_dir, &results, &title, |_| String::new())
+    cpmlab::runner::summary::write_all(&report_dir, &results, &title, |_| String::new())
         .with_context(|| format!("write the summaries into {}", report_dir.display()))?;
-    print!("{}", crate::runner::summary::table(&results));
+    print!("{}", cpmlab::runner::summary::table(&results));
     println!("{}", report_dir.join("index.html").display());
     if cancel.check().is_err() {
         return Ok(EXIT_INTERRUPTED);
@@ -176,11 +176,11 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
 /// The files of `shard`, saying which they are and the shards' expected
 /// totals (so a person sees the balance).
 fn select_shard(
-    files: Vec<crate::scenario::ScenarioFile>,
-    shard: crate::runner::shard::Shard,
+    files: Vec<cpmlab::scenario::ScenarioFile>,
+    shard: cpmlab::runner::shard::Shard,
     durations: Option<&Path>,
-) -> Vec<crate::scenario::ScenarioFile> {
-    use crate::runner::shard;
+) -> Vec<cpmlab::scenario::ScenarioFile> {
+    use cpmlab::runner::shard;
     let measured = durations.map(shard::measured).unwrap_or_default();
     let weighted = shard::weigh(&files, &measured);
     let split = shard::split(&weighted, shard.count);

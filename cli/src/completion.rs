@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::CommandFactory;
 
 pub fn run(shell: clap_complete::Shell) -> Result<u8> {
-    let mut cmd = super::Cli::command();
+    let mut cmd = crate::Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "cpmlab", &mut script);
     let mut out = std::io::stdout().lock();

@@ -4,12 +4,12 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{check_name, LabArgs};
+use crate::{check_name, LabArgs};
 
 pub async fn run(state_root: &Path, lab: &LabArgs) -> Result<u8> {
     check_name(&lab.name)?;
-    let (dir, state) = crate::status::load_lab(state_root, &lab.name)?;
-    let path = crate::kubeconfig::write(&dir, &state).await?;
+    let (dir, state) = cpmlab::status::load_lab(state_root, &lab.name)?;
+    let path = cpmlab::kubeconfig::write(&dir, &state).await?;
     println!("{}", path.display());
     Ok(0)
 }
