@@ -2,7 +2,7 @@
 //! Live Control Plane Migration. See DESIGN.md in the shared folder and the
 //! docs/architecture.md for the architecture.
 
-pub use cpmlab_model::{addressing, plan, ports, state, topology, yaml_file};
+pub use cpmlab_model::{addressing, labels, plan, ports, state, topology, yaml_file};
 pub mod agent;
 pub mod apiserver;
 pub mod compare;

@@ -149,6 +149,26 @@ pub fn write_pem(path: &Path, pem: &str) -> Result<(), PkiError> {
     }
 }
 
+/// 32 bytes of the system's randomness.
+fn random_bytes() -> [u8; 32] {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .expect("system randomness");
+    b
+}
+
+/// A TSIG secret (base64).
+pub fn random_secret() -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, random_bytes())
+}
+
+/// A bearer token (hex).
+pub fn random_token() -> String {
+    hex::encode(random_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

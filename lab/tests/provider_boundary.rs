@@ -124,3 +124,43 @@ fn no_crate_below_the_binary_depends_on_it() {
         "the binary is built on the lab: {cli}"
     );
 }
+
+/// The kind form builds on the docker form's Docker world (its networks,
+/// the wan router, DNS and the clients: `DockerProvider`, the `engine`, the
+/// lab `images`, `up` and `down`) and on nothing else of it: the labels,
+/// secrets and names both forms use come from the model or the lab's
+/// shared modules, never from the other provider's internals.
+#[test]
+fn the_kind_form_takes_only_the_docker_world_from_the_docker_form() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/provider/kind");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    assert!(files.len() >= 8, "{files:?}");
+    let allowed = [
+        "DockerProvider",
+        "engine",
+        "images",
+        "up as docker_up",
+        "down::down",
+    ];
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (i, line) in code.lines().enumerate() {
+            let Some(at) = line.find("provider::docker::") else {
+                continue;
+            };
+            let rest = &line[at + "provider::docker::".len()..];
+            let rest = rest.trim_start_matches('{');
+            if !allowed.iter().any(|a| rest.starts_with(a)) {
+                found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the kind form reaches into the docker form's internals:\n{}",
+        found.join("\n")
+    );
+}

@@ -1,6 +1,6 @@
 //! cpmlab's model: the lab as data. The declared lab (`topology`), link
 //! profiles (`link::profile`), the migration's plans and conditions
-//! (`migrate::{membership, conditions}`), addressing and ports, the lab's
+//! (`migrate::{membership, conditions}`), addressing, ports and the objects' labels, the lab's
 //! names and addresses planned from them (`plan`), and the lab state kept
 //! on disk (`state`). Serde types, validation and file reading; no
 //! Docker, network or async runtime. The `cpmlab` crate re-exports each
@@ -8,6 +8,7 @@
 
 pub mod addressing;
 pub mod errors;
+pub mod labels;
 pub mod plan;
 pub mod ports;
 pub mod state;

@@ -14,11 +14,5 @@ pub mod up;
 
 pub use provider::DockerProvider;
 
-/// Every Docker object of a lab carries `cpmlab.lab=<NAME>`.
-pub const LABEL_LAB: &str = "cpmlab.lab";
-/// What the object is in the lab (router, gateway, etcd, dns, toolbox).
-pub const LABEL_ROLE: &str = "cpmlab.role";
-/// The seed a container belongs to, when it belongs to one.
-pub const LABEL_SEED: &str = "cpmlab.seed";
-/// Images the lab built (shared by all labs, kept by `down`).
-pub const LABEL_IMAGE: &str = "cpmlab.image";
+/// The labels come from the model: the kind form labels its objects alike.
+pub use crate::labels::{LABEL_IMAGE, LABEL_LAB, LABEL_ROLE, LABEL_SEED};

@@ -17,7 +17,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use base64::Engine as _;
 use futures_util::future::try_join_all;
 
 use super::engine::{ContainerSpec, Engine, FileSpec};
@@ -69,25 +68,6 @@ pub fn behind_barrier(state: &LabState, cmd: Vec<String>) -> Vec<String> {
 
 fn idle() -> Vec<String> {
     vec!["sleep".into(), "2147483647".into()]
-}
-
-fn random_bytes() -> [u8; 32] {
-    use ring::rand::SecureRandom;
-    let mut b = [0u8; 32];
-    ring::rand::SystemRandom::new()
-        .fill(&mut b)
-        .expect("system randomness");
-    b
-}
-
-/// A TSIG secret (base64).
-pub fn random_secret() -> String {
-    base64::engine::general_purpose::STANDARD.encode(random_bytes())
-}
-
-/// A bearer token (hex).
-pub fn random_token() -> String {
-    hex::encode(random_bytes())
 }
 
 /// Is every container of a finished lab running?
@@ -183,9 +163,9 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     req.cancel.check()?;
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
-    let mut state = plan.initial_state(random_secret());
+    let mut state = plan.initial_state(crate::pki::random_secret());
     state.api_kind = api_server.kind;
-    state.api_token = random_token();
+    state.api_token = crate::pki::random_token();
     dir.create()?;
     let keys = LabKeys::generate(&dir, &mut state)?;
     dir.save(&state)?;

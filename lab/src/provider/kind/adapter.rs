@@ -289,7 +289,7 @@ pub async fn privileged_refused(image: &str) -> anyhow::Result<Option<String>> {
             "--rm",
             "--privileged",
             "--label",
-            &format!("{}=privileged-probe", crate::provider::docker::LABEL_IMAGE),
+            &format!("{}=privileged-probe", crate::labels::LABEL_IMAGE),
             "--entrypoint",
             "/bin/true",
             image,

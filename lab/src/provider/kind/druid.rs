@@ -90,9 +90,9 @@ pub fn member_selector(index: usize) -> Value {
 /// (its workloads are found by them) and Gardener's `app` label.
 fn spec_labels(lab: &str, seed: &str) -> Value {
     json!({
-        crate::provider::docker::LABEL_LAB: lab,
-        crate::provider::docker::LABEL_SEED: seed,
-        crate::provider::docker::LABEL_ROLE: "etcd",
+        crate::labels::LABEL_LAB: lab,
+        crate::labels::LABEL_SEED: seed,
+        crate::labels::LABEL_ROLE: "etcd",
         "app": "etcd-statefulset",
     })
 }
@@ -163,19 +163,19 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
         });
     }
     let mut spread = pod_labels();
-    spread[crate::provider::docker::LABEL_SEED] = json!(seed);
+    spread[crate::labels::LABEL_SEED] = json!(seed);
     json!({
         "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
         "metadata": {"name": ETCD_NAME, "namespace": ns, "labels": {
-            crate::provider::docker::LABEL_LAB: lab,
-            crate::provider::docker::LABEL_SEED: seed,
-            crate::provider::docker::LABEL_ROLE: "etcd",
+            crate::labels::LABEL_LAB: lab,
+            crate::labels::LABEL_SEED: seed,
+            crate::labels::LABEL_ROLE: "etcd",
         }},
         "spec": {
             "memberNamePrefix": seed,
             "replicas": replicas,
             "labels": spec_labels(lab, seed),
-            "selector": {"matchLabels": {crate::provider::docker::LABEL_SEED: seed, "app": "etcd-statefulset"}},
+            "selector": {"matchLabels": {crate::labels::LABEL_SEED: seed, "app": "etcd-statefulset"}},
             "etcd": etcd,
             "backup": {},
             // druid's defaults, written out (etcdconfig.go).
@@ -1002,10 +1002,7 @@ mod tests {
             assert_eq!(spread["topologyKey"], "topology.kubernetes.io/zone");
             assert!(selects(&spread["labelSelector"]["matchLabels"], 2));
             // Pods the lab's workloads listing finds.
-            assert!(selects(
-                &json!({crate::provider::docker::LABEL_LAB: "cpmlab"}),
-                0
-            ));
+            assert!(selects(&json!({crate::labels::LABEL_LAB: "cpmlab"}), 0));
             // The ingress's client route and kube-apiserver reach druid's
             // client Service.
             let x = super::super::manifests::exposure(&t, &druid(), seed);

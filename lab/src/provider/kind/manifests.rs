@@ -48,9 +48,9 @@ impl Manifest {
 /// Labels every object of the lab carries.
 fn labels(lab: &str, seed: &str, role: &str) -> Value {
     json!({
-        crate::provider::docker::LABEL_LAB: lab,
-        crate::provider::docker::LABEL_SEED: seed,
-        crate::provider::docker::LABEL_ROLE: role,
+        crate::labels::LABEL_LAB: lab,
+        crate::labels::LABEL_SEED: seed,
+        crate::labels::LABEL_ROLE: role,
     })
 }
 
@@ -248,8 +248,8 @@ fn member_statefulset(
         "app.kubernetes.io/part-of": "etcd-main",
         "app.kubernetes.io/name": m.name,
         "cpmlab.seed": m.seed,
-        crate::provider::docker::LABEL_LAB: lab,
-        crate::provider::docker::LABEL_ROLE: "etcd",
+        crate::labels::LABEL_LAB: lab,
+        crate::labels::LABEL_ROLE: "etcd",
     });
     let state = if source {
         ClusterState::New
@@ -497,8 +497,8 @@ pub fn apiserver_deployment(
             "template": {
                 "metadata": {"labels": {
                     "app": "kubernetes", "role": "apiserver", "cpmlab.seed": seed,
-                    crate::provider::docker::LABEL_LAB: lab,
-                    crate::provider::docker::LABEL_ROLE: "apiserver",
+                    crate::labels::LABEL_LAB: lab,
+                    crate::labels::LABEL_ROLE: "apiserver",
                 }},
                 "spec": {
                     "terminationGracePeriodSeconds": grace,

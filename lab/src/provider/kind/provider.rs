@@ -395,9 +395,9 @@ pub fn gateway_objects_removal(lab: &str, seed: &str) -> Vec<String> {
         "-l",
         &format!(
             "{}={lab},{}={seed},{}=gateway",
-            crate::provider::docker::LABEL_LAB,
-            crate::provider::docker::LABEL_SEED,
-            crate::provider::docker::LABEL_ROLE
+            crate::labels::LABEL_LAB,
+            crate::labels::LABEL_SEED,
+            crate::labels::LABEL_ROLE
         ),
         "--ignore-not-found",
         "--wait=false",
@@ -441,10 +441,9 @@ pub fn workloads_of(context: &str, list: &str) -> Result<Vec<Workload>> {
                     p["metadata"]["namespace"].as_str()?,
                     p["metadata"]["name"].as_str()?
                 ),
-                lab: label(p, crate::provider::docker::LABEL_LAB)?,
-                role: label(p, crate::provider::docker::LABEL_ROLE).unwrap_or_default(),
-                seed: label(p, crate::provider::docker::LABEL_SEED)
-                    .or_else(|| label(p, "cpmlab.seed")),
+                lab: label(p, crate::labels::LABEL_LAB)?,
+                role: label(p, crate::labels::LABEL_ROLE).unwrap_or_default(),
+                seed: label(p, crate::labels::LABEL_SEED).or_else(|| label(p, "cpmlab.seed")),
                 state: state_of_pod(p),
                 cpu_ns: None,
             })
@@ -711,8 +710,8 @@ impl Provider for KindProvider {
     async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
         let clusters = kind_clusters().await?;
         let selector = match lab {
-            Some(l) => format!("{}={l}", crate::provider::docker::LABEL_LAB),
-            None => crate::provider::docker::LABEL_LAB.to_string(),
+            Some(l) => format!("{}={l}", crate::labels::LABEL_LAB),
+            None => crate::labels::LABEL_LAB.to_string(),
         };
         let mut out = self.docker.workloads(lab).await?;
         for c in clusters
@@ -863,10 +862,7 @@ mod tests {
              seed-b-etcd-0=https://seed-b-etcd-0.local.cpmlab.test:9100"
         );
         assert_eq!(cm["data"]["ETCD_INITIAL_CLUSTER_STATE"], "existing");
-        assert_eq!(
-            cm["metadata"]["labels"][crate::provider::docker::LABEL_LAB],
-            "lab"
-        );
+        assert_eq!(cm["metadata"]["labels"][crate::labels::LABEL_LAB], "lab");
     }
 
     #[test]

@@ -247,9 +247,9 @@ pub fn ingress_namespace(lab: &str, seed: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": INGRESS_NAMESPACE, "labels": {
-            crate::provider::docker::LABEL_LAB: lab,
-            crate::provider::docker::LABEL_SEED: seed,
-            crate::provider::docker::LABEL_ROLE: "gateway",
+            crate::labels::LABEL_LAB: lab,
+            crate::labels::LABEL_SEED: seed,
+            crate::labels::LABEL_ROLE: "gateway",
         }},
     })
 }
@@ -262,8 +262,7 @@ fn metallb(lab: &str, t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
         .iter()
         .map(|ip| format!("{ip}/32"))
         .collect();
-    let labels =
-        json!({crate::provider::docker::LABEL_LAB: lab, crate::provider::docker::LABEL_SEED: seed});
+    let labels = json!({crate::labels::LABEL_LAB: lab, crate::labels::LABEL_SEED: seed});
     vec![
         Manifest {
             file: "00-ipaddresspool.yaml".into(),
@@ -294,9 +293,9 @@ fn member_ingress_service(lab: &str, m: &KindMember, net: Net24) -> Value {
             "namespace": INGRESS_NAMESPACE,
             "annotations": {LB_IPS_ANNOTATION: member_ingress_ip(net, m.index).to_string()},
             "labels": {
-                crate::provider::docker::LABEL_LAB: lab,
-                crate::provider::docker::LABEL_SEED: m.seed,
-                crate::provider::docker::LABEL_ROLE: "gateway",
+                crate::labels::LABEL_LAB: lab,
+                crate::labels::LABEL_SEED: m.seed,
+                crate::labels::LABEL_ROLE: "gateway",
             },
         },
         "spec": {
@@ -359,8 +358,8 @@ pub fn secrets(
         contents: yaml(&json!({
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": ns, "labels": {
-                crate::provider::docker::LABEL_LAB: lab,
-                crate::provider::docker::LABEL_SEED: seed,
+                crate::labels::LABEL_LAB: lab,
+                crate::labels::LABEL_SEED: seed,
             }},
             "data": data,
         })),
@@ -449,8 +448,8 @@ pub fn secrets(
             contents: yaml(&json!({
                 "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": {"name": name, "namespace": INGRESS_NAMESPACE, "labels": {
-                    crate::provider::docker::LABEL_LAB: lab,
-                    crate::provider::docker::LABEL_SEED: seed,
+                    crate::labels::LABEL_LAB: lab,
+                    crate::labels::LABEL_SEED: seed,
                 }},
                 "data": {"cert": b64(cert), "key": b64(key), "cacert": b64(&ca_pem)},
             })),
@@ -494,8 +493,8 @@ impl RenderKeys {
         let sa_key = rcgen::KeyPair::generate()?;
         Ok(RenderKeys {
             ca: crate::pki::Ca::generate(lab)?,
-            token: crate::provider::docker::up::random_token(),
-            health_token: crate::provider::docker::up::random_token(),
+            token: crate::pki::random_token(),
+            health_token: crate::pki::random_token(),
             sa: (sa_key.serialize_pem(), sa_key.public_key_pem()),
             front_proxy: crate::pki::Ca::generate(&format!("{lab} front-proxy"))?,
         })

@@ -629,9 +629,9 @@ pub async fn make(
         step.done_with(&nets.iter().map(|n| n.cidr()).collect::<Vec<_>>().join(", "));
 
         let step = progress.step("certificates and state");
-        let mut state = kind_state(lab, t, s, &nets, &image, docker_up::random_secret());
+        let mut state = kind_state(lab, t, s, &nets, &image, crate::pki::random_secret());
         state.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
-        state.api_token = crate::provider::docker::up::random_token();
+        state.api_token = crate::pki::random_token();
         let keys = docker_up::LabKeys::generate(&dir, &mut state)?;
         dir.save(&state)?;
         step.done();
@@ -652,7 +652,7 @@ pub async fn make(
         let render_keys = RenderKeys {
             sa: keys.sa(),
             token: state.api_token.clone(),
-            health_token: crate::provider::docker::up::random_token(),
+            health_token: crate::pki::random_token(),
             ca: keys.ca,
             front_proxy: keys.front_proxy,
         };
