@@ -164,3 +164,23 @@ fn the_kind_form_takes_only_the_docker_world_from_the_docker_form() {
         found.join("\n")
     );
 }
+
+/// The stand-in API server is a server over etcd and nothing of the lab:
+/// no cpmlab crate, no Docker.
+#[test]
+fn the_standin_crate_knows_nothing_of_the_lab() {
+    let names = dependencies("standin");
+    assert!(names.iter().any(|n| n == "etcd-client"), "{names:?}");
+    for banned in [
+        "cpmlab",
+        "cpmlab-lab",
+        "cpmlab-model",
+        "cpmlab-verdict",
+        "bollard",
+    ] {
+        assert!(
+            !names.iter().any(|n| n == banned),
+            "the stand-in depends on {banned}: {names:?}"
+        );
+    }
+}

@@ -14,8 +14,8 @@ use etcd_client::{
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::errors::{from_etcd, ApiError};
-use super::resources::{Resource, NAMESPACES};
+use crate::errors::{from_etcd, ApiError};
+use crate::resources::{Resource, NAMESPACES};
 
 #[derive(Clone)]
 pub struct Store {
@@ -318,11 +318,11 @@ impl Store {
     pub async fn get(&self, r: &Resource, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let key = r.key(ns, name);
         let mut found = self.get_kv(&key).await?;
-        if super::failpoint::take(super::failpoint::STALE_READ) {
+        if crate::failpoint::take(crate::failpoint::STALE_READ) {
             if let Some(older) = self.older_version(&key, found.as_ref(), 5).await? {
                 tracing::warn!(
                     "failpoint {}: served {key} at revision {}",
-                    super::failpoint::STALE_READ,
+                    crate::failpoint::STALE_READ,
                     older.mod_revision()
                 );
                 found = Some(older);
@@ -778,14 +778,14 @@ impl Store {
                             if let Some(rv) = obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()) {
                                 last_rv = last_rv.max(rv);
                             }
-                            if super::failpoint::take(super::failpoint::WATCH_ERROR) {
-                                tracing::warn!("failpoint {}: an ERROR instead of a {ty} event", super::failpoint::WATCH_ERROR);
+                            if crate::failpoint::take(crate::failpoint::WATCH_ERROR) {
+                                tracing::warn!("failpoint {}: an ERROR instead of a {ty} event", crate::failpoint::WATCH_ERROR);
                                 let e = ApiError::Unavailable("etcd: failpoint watch-error".into());
                                 let _ = tx.send(json!({"type": "ERROR", "object": e.status()})).await;
                                 return;
                             }
-                            if super::failpoint::take(super::failpoint::DROP_WATCH_EVENT) {
-                                tracing::warn!("failpoint {}: dropped a {ty} event", super::failpoint::DROP_WATCH_EVENT);
+                            if crate::failpoint::take(crate::failpoint::DROP_WATCH_EVENT) {
+                                tracing::warn!("failpoint {}: dropped a {ty} event", crate::failpoint::DROP_WATCH_EVENT);
                                 continue;
                             }
                             if tx.send(json!({"type": ty, "object": obj})).await.is_err() {

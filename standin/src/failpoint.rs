@@ -36,9 +36,9 @@ mod tests {
     #[test]
     fn a_failpoint_fires_once() {
         let d = tempfile::tempdir().unwrap();
-        assert!(!super::take_in(d.path(), "x"));
+        assert!(!crate::failpoint::take_in(d.path(), "x"));
         std::fs::write(d.path().join("x"), "").unwrap();
-        assert!(super::take_in(d.path(), "x"));
-        assert!(!super::take_in(d.path(), "x"));
+        assert!(crate::failpoint::take_in(d.path(), "x"));
+        assert!(!crate::failpoint::take_in(d.path(), "x"));
     }
 }

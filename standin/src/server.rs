@@ -19,9 +19,9 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use super::errors::ApiError;
-use super::resources::{self, Resource};
-use super::store::{ListOpts, PatchKind, Store, WatchOpts};
+use crate::errors::ApiError;
+use crate::resources::{self, Resource};
+use crate::store::{ListOpts, PatchKind, Store, WatchOpts};
 
 pub const STANDIN_VERSION: &str = "v1.32.0+cpmlab-standin";
 
@@ -295,8 +295,8 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     let decoded = if !body.is_empty() && method != Method::PATCH {
-        if ct.starts_with(super::protobuf::CONTENT_TYPE) {
-            Some(super::protobuf::decode(t.resource.kind, &body)?)
+        if ct.starts_with(crate::protobuf::CONTENT_TYPE) {
+            Some(crate::protobuf::decode(t.resource.kind, &body)?)
         } else if ct.starts_with("application/json") {
             None
         } else {
@@ -318,10 +318,10 @@ async fn handle(
     match (method.clone(), t.name.as_deref()) {
         (Method::GET, Some(name)) => {
             let obj = st.get(r, ns, name).await?;
-            if super::failpoint::take(super::failpoint::CORRUPT_BODY) {
+            if crate::failpoint::take(crate::failpoint::CORRUPT_BODY) {
                 tracing::warn!(
                     "failpoint {}: a body cut short",
-                    super::failpoint::CORRUPT_BODY
+                    crate::failpoint::CORRUPT_BODY
                 );
                 let mut cut = serde_json::to_vec(&obj).expect("JSON");
                 cut.truncate(cut.len() / 2);
@@ -478,7 +478,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::{CONFIGMAPS, LEASES, NAMESPACES};
+    use crate::resources::{CONFIGMAPS, LEASES, NAMESPACES};
 
     fn target(path: &str) -> Target {
         match route(path).unwrap_or_else(|e| panic!("{path}: {e}")) {

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::errors::ApiError;
+use crate::errors::ApiError;
 
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 const MAGIC: &[u8] = b"k8s\x00";
