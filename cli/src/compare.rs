@@ -37,7 +37,8 @@ pub struct CompareArgs {
     /// The labs' name (with --jobs N: NAME-1 .. NAME-N).
     #[arg(long, env = "CPMLAB_NAME", default_value = "compare")]
     pub name: String,
-    /// Print the variants' scenario files that would run, and run nothing.
+    /// Print the variants that would run (variant, repetition, seed, and
+    /// with --report-dir the scenario file written there), and run nothing.
     #[arg(long)]
     pub list: bool,
 }
@@ -56,13 +57,21 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
             .unwrap_or(1);
         compare::seed_of(t, 0)
     });
-    let out = match &a.report_dir {
-        Some(d) => d.clone(),
-        None => cpmlab::state::runs_dir(state_root).join(format!(
+    // `--list` without a report directory writes its files where nothing
+    // is left behind.
+    let scratch = match (a.list, &a.report_dir) {
+        (true, None) => Some(tempfile::tempdir().context("create a temporary directory")?),
+        _ => None,
+    };
+    let out = match (&scratch, &a.report_dir) {
+        (Some(t), _) => t.path().to_path_buf(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => cpmlab::state::runs_dir(state_root).join(format!(
             "compare-{}",
             cpmlab::migrate::flow::now_rfc3339().replace(':', "")
         )),
     };
+    let created = !out.exists();
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
     let out = out.canonicalize()?;
     let command = std::iter::once("cpmlab".to_string())
@@ -77,16 +86,28 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
         out: out.clone(),
         command,
     };
-    // Every variant's file is written and checked before a lab exists.
-    let prepared = compare::prepare(&plan)?;
+    // Every variant's file is written and checked before a lab exists; bad
+    // input leaves no comparison directory behind.
+    let prepared = match compare::prepare(&plan) {
+        Ok(p) => p,
+        Err(e) => {
+            if created {
+                let _ = std::fs::remove_dir_all(&out);
+            }
+            return Err(e);
+        }
+    };
     if a.list {
         for (vi, rep, sf) in &prepared.files {
+            let file = match scratch {
+                Some(_) => String::new(),
+                None => format!("\t{}", sf.path.display()),
+            };
             println!(
-                "{}\t{}\t{}\t{}",
+                "{}\t{}\t{}{file}",
                 prepared.variants[*vi].name,
                 rep,
                 sf.scenario.seed.unwrap_or_default(),
-                sf.path.display()
             );
         }
         return Ok(0);

@@ -117,3 +117,49 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
     let html = std::fs::read_to_string(out.path().join("compare.html")).unwrap();
     assert!(html.contains("<svg"), "the page draws its plots");
 }
+
+/// Before any lab: `--list` without `--report-dir` prints the variants and
+/// writes nothing; bad input exits 2 and leaves no comparison directory.
+#[test]
+fn listing_and_bad_input_leave_nothing_behind() {
+    let state = tempfile::tempdir().unwrap();
+    let scenario = root().join("fixtures/scenarios/six-member-25ms.yaml");
+    let o = Command::new(bin())
+        .arg("compare")
+        .arg(&scenario)
+        .args([
+            "--variants",
+            "cc=cubic,bbr",
+            "--repeat",
+            "2",
+            "--seed",
+            "7",
+            "--list",
+        ])
+        .env("CPMLAB_STATE_DIR", state.path())
+        .assert()
+        .success();
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("cc=cubic\t1\t"), "{text}");
+    assert!(
+        !state.path().join("runs").exists()
+            || std::fs::read_dir(state.path().join("runs"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "--list wrote a comparison directory"
+    );
+
+    let out = state.path().join("cmp-out");
+    let o = Command::new(bin())
+        .arg("compare")
+        .arg(&scenario)
+        .args(["--variants", "plan=sideways", "--report-dir"])
+        .arg(&out)
+        .env("CPMLAB_STATE_DIR", state.path())
+        .assert();
+    assert_eq!(o.get_output().status.code(), Some(2), "{o}");
+    assert!(!out.exists(), "bad input left {}", out.display());
+}
