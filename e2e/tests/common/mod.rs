@@ -461,3 +461,50 @@ pub fn assert_envoy_rejected_nothing(run: &Path, what: &str) {
         );
     }
 }
+
+/// A run that did not pass explains itself in the test's output (CI keeps
+/// only that): each failed request as the probes recorded it, and where a
+/// copy of the whole report directory stays for a person to read.
+pub fn explain_failure(report: &Path, lab: &str) {
+    let kept = std::env::temp_dir().join("cpmlab-e2e-failed").join(lab);
+    let _ = std::fs::remove_dir_all(&kept);
+    let _ = std::fs::create_dir_all(kept.parent().unwrap());
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(report)
+        .arg(&kept)
+        .status()
+        .is_ok_and(|s| s.success());
+    if copied {
+        eprintln!("the report directory is kept in {}", kept.display());
+    }
+    for dir in std::fs::read_dir(report).into_iter().flatten().flatten() {
+        let records = dir.path().join("run/records.ndjson");
+        let Ok(text) = std::fs::read_to_string(&records) else {
+            continue;
+        };
+        let failed: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["outcome"].as_str().is_some_and(|o| o != "ok"))
+            .collect();
+        eprintln!(
+            "{}: {} failed record(s), the first 20:",
+            records.display(),
+            failed.len()
+        );
+        for r in failed.iter().take(20) {
+            eprintln!(
+                "  {} {}/{} {} {} seed={} at {} ms: {}",
+                r["seq"],
+                r["probe"].as_str().unwrap_or("?"),
+                r["mode"].as_str().unwrap_or("?"),
+                r["event"].as_str().unwrap_or("-"),
+                r["outcome"].as_str().unwrap_or("?"),
+                r["seed"].as_str().unwrap_or("?"),
+                r["start_unix_ms"].as_f64().map(|t| t as u64).unwrap_or(0),
+                r["error"].as_str().unwrap_or("")
+            );
+        }
+    }
+}

@@ -237,25 +237,34 @@ pub async fn observe(
             lines.push(serde_json::to_value(&s).unwrap_or_default());
         }
         append(&run.join(ETCD_FILE), &lines);
-        if tick.is_multiple_of(2) && state.provider.is_docker() {
+        // The gateways' Envoy stats: every other second from the docker
+        // form's gateways, every fourth from the kind form's Istio ingress
+        // pods (each a `kubectl exec`, which costs the 2-core machine more).
+        // Then, every other second for both forms, the machine's and the
+        // lab containers' CPU and the delay line's counters (both forms
+        // route the seeds through the lab's router).
+        let docker = state.provider.is_docker();
+        if tick.is_multiple_of(if docker { 2 } else { 4 }) {
             let mut gw = Vec::new();
             let mut records = Vec::new();
+            let argv = gateway_stats_argv(docker);
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
             for seed in &state.seeds {
-                let url = format!(
-                    "http://127.0.0.1:{}/stats?usedonly",
-                    crate::exposure::envoy::ADMIN_PORT
-                );
-                // busybox's wget crashes with -T here: `timeout` bounds it.
-                let r = provider
-                    .exec_ok(
-                        &seed.gateway.container,
-                        &["timeout", "2", "wget", "-q", "-O", "-", &url],
-                    )
-                    .await;
+                let r = tokio::time::timeout(
+                    Duration::from_secs(4),
+                    provider.exec_ok(&seed.gateway.container, &argv),
+                )
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 4 s")));
                 gw.push(match r {
                     Ok(text) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "stats": parse_envoy_stats(&text)}),
                     Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "error": format!("{e:#}")}),
                 });
+                // The endpoint lifecycle records are the docker form's
+                // gateway agent's (Istio's pods have none).
+                if !docker {
+                    continue;
+                }
                 if let Ok(text) = provider
                     .exec_ok(&seed.gateway.container, &["cat", crate::gateway::RECORDS])
                     .await
@@ -273,7 +282,10 @@ pub async fn observe(
                     .collect();
                 let _ = std::fs::write(run.join(ENDPOINTS_FILE), text);
             }
-            if let Some(line) = cpu.sample(provider, lab, at).await {
+        }
+        if tick.is_multiple_of(2) {
+            let per_container = state.provider.is_docker();
+            if let Some(line) = cpu.sample(provider, lab, at, per_container).await {
                 append(&run.join(CPU_FILE), &[line]);
             }
             let r = provider
@@ -298,8 +310,38 @@ pub async fn observe(
     }
 }
 
-/// CPU use between two samples: the machine's (percent of all cores) and
-/// each lab container's (percent of one core).
+/// How a gateway's Envoy stats are read inside it: the docker form's
+/// gateway from Envoy's admin port with busybox's wget (which crashes with
+/// -T here, so `timeout` bounds it); the kind form's Istio ingress pod
+/// through `pilot-agent request`, Istio's own client of the proxy's admin
+/// API (the same stat names: the docker form's clusters are named as
+/// istiod names them).
+fn gateway_stats_argv(docker: bool) -> Vec<String> {
+    if docker {
+        let url = format!(
+            "http://127.0.0.1:{}/stats?usedonly",
+            crate::exposure::envoy::ADMIN_PORT
+        );
+        ["timeout", "2", "wget", "-q", "-O", "-", &url]
+            .map(String::from)
+            .to_vec()
+    } else {
+        [
+            "timeout",
+            "2",
+            "pilot-agent",
+            "request",
+            "GET",
+            "stats?usedonly",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
+
+/// CPU use between two samples: the machine's (percent of all cores) and,
+/// where the provider counts them (the docker form's containers; not the
+/// kind form's pods), each lab container's (percent of one core).
 #[derive(Default)]
 struct CpuSampler {
     machine: Option<(u64, u64)>,
@@ -312,6 +354,7 @@ impl CpuSampler {
         provider: &dyn Provider,
         lab: &str,
         at: f64,
+        per_container: bool,
     ) -> Option<serde_json::Value> {
         let now = std::time::Instant::now();
         let machine = crate::cpu::machine_ticks();
@@ -323,7 +366,12 @@ impl CpuSampler {
         };
         self.machine = machine;
         let mut per = BTreeMap::new();
-        for w in provider.workloads(Some(lab)).await.ok()? {
+        let workloads = if per_container {
+            provider.workloads(Some(lab)).await.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for w in workloads {
             let (name, Some(ns)) = (w.name, w.cpu_ns) else {
                 continue;
             };
@@ -349,6 +397,26 @@ impl CpuSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gateway_stats_are_read_with_each_forms_own_client_and_bounded() {
+        let docker = gateway_stats_argv(true);
+        assert_eq!(&docker[..3], ["timeout", "2", "wget"]);
+        assert!(docker.last().unwrap().ends_with(":15000/stats?usedonly"));
+        // Istio's pilot-agent talks to the proxy's admin port (15000) itself.
+        let kind = gateway_stats_argv(false);
+        assert_eq!(
+            kind,
+            [
+                "timeout",
+                "2",
+                "pilot-agent",
+                "request",
+                "GET",
+                "stats?usedonly"
+            ]
+        );
+    }
 
     #[test]
     fn metrics_are_picked_and_peers_summed() {

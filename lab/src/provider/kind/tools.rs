@@ -29,7 +29,10 @@ pub struct Requirement {
     pub fix: Option<String>,
 }
 
-const BUILD_GO: &str = "run scripts/build-kind-images (it runs scripts/build-go --kind first)";
+/// The one command that builds the kind form: its host packages, its Go
+/// parts (`scripts/build-go --kind`) and images (`scripts/build-kind-images`).
+const BUILD_GO: &str =
+    "run scripts/setup --kind (host packages, scripts/build-go --kind, scripts/build-kind-images)";
 
 /// The command-line tools, with the arguments that print their version.
 pub const TOOLS: &[(&str, &[&str])] = &[
