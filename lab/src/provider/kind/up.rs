@@ -22,6 +22,9 @@ pub struct Step {
     pub env: Vec<(String, String)>,
     /// Done by cpmlab itself instead of `argv` (which then only names it).
     pub action: Option<Action>,
+    /// Run again every few seconds while it fails, up to this long: for a
+    /// step that races what the cluster is still setting up.
+    pub retry_for: Option<Duration>,
 }
 
 /// What cpmlab does itself between the commands.
@@ -46,7 +49,13 @@ impl Step {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![],
             action: None,
+            retry_for: None,
         }
+    }
+
+    fn retried_for(mut self, window: Duration) -> Step {
+        self.retry_for = Some(window);
+        self
     }
 
     fn env(mut self, k: &str, v: &str) -> Step {
@@ -202,10 +211,19 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 "--timeout=180s",
             ],
         ));
-        v.push(kubectl(
-            format!("{seed}: MetalLB address pool"),
-            &["apply", "-f", &d(format!("{seed}/metallb"))],
-        ));
+        // MetalLB's validating webhook answers only once its controller has
+        // written the webhook's certificate and kube-proxy has programmed
+        // the webhook Service: a deployment Available is not yet that (seen
+        // here: the API server's call to the Service's address left the
+        // node unrouted and met the host's own HTTPS proxy). So the pool is
+        // applied again until the webhook accepts it.
+        v.push(
+            kubectl(
+                format!("{seed}: MetalLB address pool"),
+                &["apply", "-f", &d(format!("{seed}/metallb"))],
+            )
+            .retried_for(METALLB_WEBHOOK_WAIT),
+        );
         v.push(kubectl(
             format!("{seed}: namespace {INGRESS_NAMESPACE}"),
             &["apply", "-f", &d(format!("{seed}/istio-namespace.yaml"))],
@@ -338,9 +356,42 @@ impl Tooling {
     }
 }
 
+/// How long the MetalLB address pool is applied again while MetalLB's
+/// webhook does not accept it yet.
+pub const METALLB_WEBHOOK_WAIT: Duration = Duration::from_secs(120);
+/// The pause between a failed attempt of a retried step and the next.
+const RETRY_PAUSE: Duration = Duration::from_secs(3);
+
 /// Runs one step; its output is kept in `log` (appended), and a failure
-/// names the step, its command and the log.
+/// names the step, its command and the log. A step with `retry_for` is run
+/// again while it fails, until that window has passed (each attempt is in
+/// the log; the error is the last attempt's, with their count).
 pub async fn run_step(step: &Step, log: &Path, timeout: Duration, tools: &Tooling) -> Result<()> {
+    let Some(window) = step.retry_for else {
+        return run_step_once(step, log, timeout, tools).await;
+    };
+    let started = std::time::Instant::now();
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        match run_step_once(step, log, timeout, tools).await {
+            Ok(()) => return Ok(()),
+            Err(e) if started.elapsed() + RETRY_PAUSE >= window => {
+                return Err(e.context(format!(
+                    "{}: still failing after {attempts} attempt(s) in {:.0?}",
+                    step.what,
+                    started.elapsed()
+                )));
+            }
+            Err(e) => {
+                tracing::info!(step = %step.what, attempt = attempts, error = %format!("{e:#}"), "retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+async fn run_step_once(step: &Step, log: &Path, timeout: Duration, tools: &Tooling) -> Result<()> {
     use std::io::Write;
     if let Some(action) = &step.action {
         let run = async {
@@ -421,6 +472,57 @@ pub fn default_nets(t: &Topology) -> Result<Vec<Net24>, crate::errors::BadInput>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MetalLB's webhook is not ready when its controller is Available:
+    /// its address pool is the step that is applied again, and only it.
+    #[test]
+    fn only_metallb_s_address_pool_is_retried() {
+        let t = Topology::default();
+        let nets = default_nets(&t).unwrap();
+        let s = steps("lab", &t, &KindSettings::default(), &nets, Path::new("/r"));
+        let retried: Vec<&str> = s
+            .iter()
+            .filter(|s| s.retry_for.is_some())
+            .map(|s| s.what.as_str())
+            .collect();
+        assert_eq!(
+            retried,
+            [
+                "seed-a: MetalLB address pool",
+                "seed-b: MetalLB address pool"
+            ]
+        );
+        assert!(s
+            .iter()
+            .all(|s| s.retry_for.is_none_or(|w| w == METALLB_WEBHOOK_WAIT)));
+    }
+
+    /// A retried step runs again after a failure and succeeds; one whose
+    /// window is over fails with the last attempt's error and the count.
+    #[tokio::test]
+    async fn a_retried_step_runs_again_until_it_succeeds_or_its_window_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("up.log");
+        let marker = dir.path().join("second");
+        let m = marker.display().to_string();
+        // Fails the first time (and leaves the marker), succeeds after.
+        let script = format!("test -e {m} || {{ touch {m}; echo not yet >&2; exit 1; }}");
+        let step = Step::new("flaky", &["sh", "-c", &script]).retried_for(Duration::from_secs(30));
+        run_step(&step, &log, Duration::from_secs(10), &Tooling::default())
+            .await
+            .unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(text.matches("=== flaky").count(), 2, "{text}");
+        assert!(text.contains("not yet"), "{text}");
+        let never = Step::new("never", &["sh", "-c", "echo still no >&2; exit 1"])
+            .retried_for(Duration::from_secs(1));
+        let e = run_step(&never, &log, Duration::from_secs(10), &Tooling::default())
+            .await
+            .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("still failing after 1 attempt(s)"), "{e}");
+        assert!(e.contains("still no"), "{e}");
+    }
 
     #[test]
     fn each_seed_gets_its_cluster_on_its_own_network_and_no_shell() {
