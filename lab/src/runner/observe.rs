@@ -245,26 +245,30 @@ pub async fn observe(
         // route the seeds through the lab's router).
         let docker = state.provider.is_docker();
         if tick.is_multiple_of(if docker { 2 } else { 4 }) {
-            let mut gw = Vec::new();
-            let mut records = Vec::new();
             let argv = gateway_stats_argv(docker);
             let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            for seed in &state.seeds {
-                let r = tokio::time::timeout(
-                    Duration::from_secs(4),
-                    provider.exec_ok(&seed.gateway.container, &argv),
-                )
-                .await
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 4 s")));
-                gw.push(match r {
-                    Ok(text) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "stats": parse_envoy_stats(&text)}),
-                    Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "error": format!("{e:#}")}),
-                });
-                // The endpoint lifecycle records are the docker form's
-                // gateway agent's (Istio's pods have none).
-                if !docker {
-                    continue;
-                }
+            // The seeds' gateways at once: each read is bounded, and the
+            // kind form's `kubectl exec` takes a while, so one after the
+            // other would stretch the observer's one-second tick.
+            let argv = &argv;
+            let gw: Vec<serde_json::Value> =
+                futures_util::future::join_all(state.seeds.iter().map(|seed| async move {
+                    let r = tokio::time::timeout(
+                        Duration::from_secs(4),
+                        provider.exec_ok(&seed.gateway.container, argv),
+                    )
+                    .await
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 4 s")));
+                    match r {
+                        Ok(text) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "stats": parse_envoy_stats(&text)}),
+                        Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "error": format!("{e:#}")}),
+                    }
+                }))
+                .await;
+            // The endpoint lifecycle records are the docker form's gateway
+            // agent's (Istio's pods have none).
+            let mut records = Vec::new();
+            for seed in state.seeds.iter().filter(|_| docker) {
                 if let Ok(text) = provider
                     .exec_ok(&seed.gateway.container, &["cat", crate::gateway::RECORDS])
                     .await
@@ -284,8 +288,7 @@ pub async fn observe(
             }
         }
         if tick.is_multiple_of(2) {
-            let per_container = state.provider.is_docker();
-            if let Some(line) = cpu.sample(provider, lab, at, per_container).await {
+            if let Some(line) = cpu.sample(provider, lab, at, docker).await {
                 append(&run.join(CPU_FILE), &[line]);
             }
             let r = provider
