@@ -11,7 +11,7 @@ pub mod dns;
 pub mod doctor;
 pub mod errors;
 pub mod etcd;
-pub mod exposure;
+pub use cpmlab_exposure as exposure;
 pub mod fill;
 pub mod gateway;
 pub mod go_parts;

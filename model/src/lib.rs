@@ -8,6 +8,7 @@
 
 pub mod addressing;
 pub mod errors;
+pub mod kind;
 pub mod labels;
 pub mod plan;
 pub mod ports;

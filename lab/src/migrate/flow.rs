@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::conditions::{Conditions, Status, STEPS};
+use super::conditions::{Status, STEPS};
 use super::etcd_ops;
 use super::membership::{self, Action, Plan};
 use super::record::{Driver, MigrationState};
@@ -68,58 +68,17 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
-/// Destination members and API replicas mirror the source's.
 /// The plan of a migration from `from` to `to`, for tests elsewhere.
 #[cfg(test)]
 pub(crate) fn plan_for_tests(state: &LabState, from: &str, to: &str) -> MigrationState {
     plan_destination(state, from, to).expect("a plan")
 }
 
+/// Destination members and API replicas mirror the source's (the model's
+/// plan, started now).
 fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationState> {
-    let net = state
-        .network(to)
-        .with_context(|| format!("no network for seed {to}"))?
-        .subnet;
-    let n = state.members_of(from).count();
-    let replicas = state.apiservers_of(from).count().max(1);
-    Ok(MigrationState {
-        plan: Plan::SixMember,
-        from: from.to_string(),
-        to: to.to_string(),
-        driver: Driver::Reference,
-        force_shrink: false,
-        leader_handover: Default::default(),
-        conditions: Conditions::new(&now_rfc3339()),
-        started_unix_ms: now_unix_ms(),
-        finished_unix_ms: None,
-        rtt_ms: None,
-        rtt_gate: None,
-        destination_members: (0..n)
-            .map(|i| {
-                let m = crate::plan::member(
-                    &state.name,
-                    to,
-                    net,
-                    i,
-                    &state.dns.zone,
-                    state.topology.network.peer_exposure,
-                );
-                crate::provider::planned_member(state, m)
-            })
-            .collect(),
-        destination_apiservers: (0..replicas)
-            .map(|i| {
-                crate::provider::planned_apiserver(
-                    state,
-                    crate::plan::apiserver(&state.name, to, net, i),
-                    i,
-                )
-            })
-            .collect(),
-        departed_members: vec![],
-        dns_switched_unix_ms: None,
-        command: None,
-    })
+    crate::plan::migration(state, from, to, &now_rfc3339(), now_unix_ms())
+        .with_context(|| format!("no network for seed {to}"))
 }
 
 /// Checks that `from` → `to` is a migration this lab can start.

@@ -315,23 +315,9 @@ pub fn probe_client(state: &LabState) -> String {
     crate::plan::container_name(&state.name, "probe")
 }
 
-/// A member a migration plans (`plan::member` names its workload as a
-/// container), named as the lab's provider has it.
-pub fn planned_member(state: &LabState, m: MemberState) -> MemberState {
-    match state.provider {
-        crate::state::ProviderKind::Docker => m,
-        crate::state::ProviderKind::Kind => kind::lab_state::kind_member(state, m),
-    }
-}
-
-/// API replica `index` a migration plans in a seed, named as the lab's
-/// provider has it.
-pub fn planned_apiserver(state: &LabState, a: ApiServerState, index: usize) -> ApiServerState {
-    match state.provider {
-        crate::state::ProviderKind::Docker => a,
-        crate::state::ProviderKind::Kind => kind::lab_state::kind_apiserver(state, a, index),
-    }
-}
+/// Where a migration's planned members and API replicas run, as the
+/// lab's provider names them (pure: the model's plan).
+pub use cpmlab_model::plan::{planned_apiserver, planned_member};
 
 /// The provider of labs made by `kind` (a lab's state says which made it).
 /// Both stand on the Docker engine: the kind form's clusters are Docker

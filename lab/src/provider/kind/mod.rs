@@ -21,7 +21,7 @@ pub mod render;
 pub mod tools;
 pub mod up;
 
-use serde::Serialize;
+pub use cpmlab_model::kind::*;
 
 /// Pinned versions: each is what a go.mod under `go/` pins (a unit test
 /// keeps them one), built by `scripts/build-go --kind` and made into
@@ -53,58 +53,6 @@ pub fn lab_images() -> Vec<String> {
         format!("docker.io/istio/proxyv2:{ISTIO_VERSION}"),
     ]
 }
-
-pub use crate::topology::PeerExposure;
-
-/// The kind form's own settings, beside the topology.
-#[derive(Debug, Clone, Serialize)]
-pub struct KindSettings {
-    /// Nodes per seed: 1 (a laptop) or 3 (a control plane and two workers,
-    /// the members spread over zones).
-    pub nodes: u8,
-    pub exposure: PeerExposure,
-    /// etcd through etcd-druid's `Etcd` resources instead of the lab's own
-    /// StatefulSets.
-    pub with_etcd_druid: bool,
-}
-
-impl Default for KindSettings {
-    fn default() -> Self {
-        KindSettings {
-            nodes: 1,
-            exposure: PeerExposure::Port,
-            with_etcd_druid: false,
-        }
-    }
-}
-
-impl KindSettings {
-    pub fn check(&self) -> Result<(), crate::errors::BadInput> {
-        if ![1, 3].contains(&self.nodes) {
-            return Err(crate::errors::BadInput(format!(
-                "--nodes {}: 1 (a laptop) or 3 (HA: a control plane and two workers)",
-                self.nodes
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// The kind cluster of `seed` in lab `lab` (its kubectl context is
-/// `kind-<cluster>`).
-pub fn cluster_name(lab: &str, seed: &str) -> String {
-    format!("{lab}-{seed}")
-}
-
-/// The shoot's control-plane namespace in each seed, as Gardener names it.
-pub fn namespace(shoot: &str) -> String {
-    format!("shoot--local--{shoot}")
-}
-
-/// Where Istio's ingress gateway runs.
-pub const INGRESS_NAMESPACE: &str = "istio-ingress";
-/// The label Istio's ingress gateway pods carry.
-pub const INGRESS_SELECTOR: (&str, &str) = ("istio", "ingressgateway");
 
 pub use crate::gateway::member_peer_port;
 

@@ -15,11 +15,15 @@
 //! detection when TLS terminates, locality preference with outlier
 //! detection's minHealthPercent 0 when it passes through).
 
+// The model's modules under the paths the rendering code names.
+#[cfg(test)]
+use cpmlab_model::plan;
+use cpmlab_model::{ports, state, topology};
+
 pub mod envoy;
 pub mod istio;
 
-#[cfg(test)]
-pub(crate) mod agree;
+pub mod agree;
 
 pub use crate::topology::ApiExposure;
 

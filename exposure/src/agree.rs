@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::envoy;
 use super::istio;
-use super::{ApiExposure, Exposure};
+use super::Exposure;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Chain {
@@ -257,7 +257,7 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
             secs(&http["common_http_protocol_options"]["max_connection_duration"])
         } else {
             // A TCP cluster's maximum is the tcp_proxy's, checked below.
-            crate::exposure::MAX_CONNECTION_DURATION_S
+            crate::MAX_CONNECTION_DURATION_S
         };
         let tls = c["transport_socket"]["typed_config"].as_object().map(|t| {
             let common = &t["common_tls_context"];
@@ -297,7 +297,7 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
             if t["cluster"].is_string() {
                 assert_eq!(
                     secs(&t["max_downstream_connection_duration"]),
-                    crate::exposure::MAX_CONNECTION_DURATION_S
+                    crate::MAX_CONNECTION_DURATION_S
                 );
             }
         }
@@ -306,7 +306,7 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
 }
 
 /// Both renderings of `x`, reduced to facts, are equal.
-pub(crate) fn check(x: &Exposure) {
+pub fn check(x: &Exposure) {
     let istio_facts = from_istio(&istio::objects(x, &istio::tests_placement()));
     let envoy_facts = from_envoy(&envoy::render(x));
     assert_eq!(
@@ -326,39 +326,46 @@ pub(crate) fn check(x: &Exposure) {
     );
 }
 
-#[test]
-fn istio_objects_and_envoy_config_agree_in_both_modes() {
-    for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
-        check(&envoy::tests::sample(mode));
-        // A docker lab's seeds, as `up` and a migration route them.
-        let mut st = crate::plan::sample_state();
-        st.topology.api.exposure = mode;
-        for seed in ["seed-a", "seed-b"] {
-            let x = Exposure::of_docker_seed(&st, seed);
-            check(&x);
-            assert_eq!(
-                x.api.is_some(),
-                seed == "seed-a",
-                "the API where its servers are"
-            );
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ApiExposure;
+
+    #[test]
+    fn istio_objects_and_envoy_config_agree_in_both_modes() {
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            check(&envoy::tests::sample(mode));
+            // A docker lab's seeds, as `up` and a migration route them.
+            let mut st = crate::plan::sample_state();
+            st.topology.api.exposure = mode;
+            for seed in ["seed-a", "seed-b"] {
+                let x = Exposure::of_docker_seed(&st, seed);
+                check(&x);
+                assert_eq!(
+                    x.api.is_some(),
+                    seed == "seed-a",
+                    "the API where its servers are"
+                );
+            }
         }
     }
-}
 
-#[test]
-fn a_difference_is_caught() {
-    // The check is not blind: a renderer that sent the API elsewhere, or
-    // dropped a member's route, fails it.
-    let x = envoy::tests::sample(ApiExposure::Termination);
-    let objects = istio::objects(&x, &istio::tests_placement());
-    let mut xds = envoy::render(&x);
-    xds.routes[0]["virtual_hosts"][0]["routes"][2]["route"]["cluster"] =
-        "outbound|443||elsewhere".into();
-    assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
-    let mut xds = envoy::render(&x);
-    xds.listeners.pop();
-    assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
-    let mut xds = envoy::render(&x);
-    xds.clusters[0]["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"] = 30.into();
-    assert_ne!(from_istio(&objects).clusters, from_envoy(&xds).clusters);
+    #[test]
+    fn a_difference_is_caught() {
+        // The check is not blind: a renderer that sent the API elsewhere, or
+        // dropped a member's route, fails it.
+        let x = envoy::tests::sample(ApiExposure::Termination);
+        let objects = istio::objects(&x, &istio::tests_placement());
+        let mut xds = envoy::render(&x);
+        xds.routes[0]["virtual_hosts"][0]["routes"][2]["route"]["cluster"] =
+            "outbound|443||elsewhere".into();
+        assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
+        let mut xds = envoy::render(&x);
+        xds.listeners.pop();
+        assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
+        let mut xds = envoy::render(&x);
+        xds.clusters[0]["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"] =
+            30.into();
+        assert_ne!(from_istio(&objects).clusters, from_envoy(&xds).clusters);
+    }
 }

@@ -357,9 +357,9 @@ fn routes_envoy_filter(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
     })
 }
 
-/// A placement for tests.
-#[cfg(test)]
-pub(crate) fn tests_placement() -> Placement {
+/// A placement for checks and tests (`agree`): the kind form's gateway
+/// in its own namespace.
+pub fn tests_placement() -> Placement {
     Placement {
         labels: json!({"cpmlab.lab": "t"}),
         ingress_namespace: "istio-ingress".into(),
@@ -390,7 +390,7 @@ mod tests {
 
     #[test]
     fn passthrough_is_gardeners_sni_gateway() {
-        let x = crate::exposure::envoy::tests::sample(ApiExposure::Passthrough);
+        let x = crate::envoy::tests::sample(ApiExposure::Passthrough);
         let o = objects(&x, &placement());
         let k = kinds(&o);
         assert_eq!(
@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn termination_is_gardeners_tls_termination() {
-        let x = crate::exposure::envoy::tests::sample(ApiExposure::Termination);
+        let x = crate::envoy::tests::sample(ApiExposure::Termination);
         let o = objects(&x, &placement());
         let k = kinds(&o);
         assert!(
