@@ -3,7 +3,7 @@
 pub mod agent;
 pub mod clientgo;
 pub mod clientgo_config;
-pub mod clock;
+pub use cpmlab_core::clock;
 pub mod container_logs;
 pub mod context;
 pub mod final_read;

@@ -66,7 +66,7 @@ async fn wait_ready(
     while started.elapsed() < API_DEADLINE {
         cancel.check()?;
         match crate::apiserver::client::get(
-            SocketAddr::from((ip, crate::gateway::API_PORT)),
+            SocketAddr::from((ip, crate::exposure::API_PORT)),
             &state.dns.api_name,
             tls.clone(),
             "/readyz",
