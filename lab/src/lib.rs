@@ -14,7 +14,7 @@ pub mod fill;
 pub mod gateway;
 pub mod link;
 pub mod migrate;
-pub mod probe;
+pub use cpmlab_probe as probe;
 pub mod provider;
 pub mod runner;
 pub mod scenario;

@@ -149,7 +149,7 @@ async fn counter(dir: &LabDir, state: &LabState) -> Result<(u64, u64), String> {
         .ok_or_else(|| format!("DNS: no address for {}", state.dns.api_name))?;
     let path = counter_path(NAMESPACE);
     let (code, body) = crate::apiserver::client::get(
-        SocketAddr::from((*ip, crate::gateway::API_PORT)),
+        SocketAddr::from((*ip, crate::exposure::API_PORT)),
         &state.dns.api_name,
         tls,
         &path,
