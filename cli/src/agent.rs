@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use crate::print_json_line;
-use cpmlab::errors::BadInput;
+use cpmlab_core::errors::BadInput;
 
 /// The probe agent: against the lab's shoot API (`--api-name`, `--dns`,
 /// `--ca`, `--token-file`: inside the lab) or any API server a kubeconfig
@@ -31,12 +31,12 @@ pub struct ProbeArgs {
     #[arg(long, required_unless_present = "kubeconfig")]
     token_file: Option<PathBuf>,
     /// The namespace of the probes' objects.
-    #[arg(long, default_value = cpmlab::probe::agent::NAMESPACE)]
+    #[arg(long, default_value = cpmlab_probe::agent::NAMESPACE)]
     namespace: String,
     #[arg(long)]
     out: PathBuf,
     #[command(flatten)]
-    settings: cpmlab::probe::run::ProbeSettings,
+    settings: cpmlab_probe::run::ProbeSettings,
     /// seed=gateway-ip pairs, to name the seed when the server does not
     /// (and the way each seed's leader-election candidate goes).
     #[arg(long, default_value = "")]
@@ -47,8 +47,8 @@ pub struct ProbeArgs {
 }
 
 impl ProbeArgs {
-    fn target(&self) -> Result<cpmlab::probe::target::Target> {
-        use cpmlab::probe::target::{from_kubeconfig, Target};
+    fn target(&self) -> Result<cpmlab_probe::target::Target> {
+        use cpmlab_probe::target::{from_kubeconfig, Target};
         match (
             &self.kubeconfig,
             &self.api_name,
@@ -71,10 +71,10 @@ impl ProbeArgs {
 /// client-go's lanes as the agent's flags ask for them.
 fn clientgo_lanes(
     a: &ProbeArgs,
-    p: &cpmlab::probe::run::Parsed,
+    p: &cpmlab_probe::run::Parsed,
     seeds_by_addr: &[(std::net::Ipv4Addr, String)],
-) -> Result<Option<cpmlab::probe::clientgo::ClientGo>> {
-    use cpmlab::probe::record::ProbeKind;
+) -> Result<Option<cpmlab_probe::clientgo::ClientGo>> {
+    use cpmlab_probe::record::ProbeKind;
     let informer = p.probes.contains(&ProbeKind::InformerGo);
     if !informer && p.candidates.is_empty() {
         return Ok(None);
@@ -100,9 +100,9 @@ fn clientgo_lanes(
     let control = a
         .out
         .parent()
-        .map(|d| d.join(cpmlab::probe::clientgo::CONTROL_FILE))
-        .unwrap_or_else(|| PathBuf::from(cpmlab::probe::clientgo::CONTROL_FILE));
-    Ok(Some(cpmlab::probe::clientgo::ClientGo {
+        .map(|d| d.join(cpmlab_probe::clientgo::CONTROL_FILE))
+        .unwrap_or_else(|| PathBuf::from(cpmlab_probe::clientgo::CONTROL_FILE));
+    Ok(Some(cpmlab_probe::clientgo::ClientGo {
         bin,
         informer,
         candidates,
@@ -148,7 +148,7 @@ pub struct ApiserverArgs {
 pub enum AgentCommand {
     /// The wan router's delay line (userspace link shaping over TUN).
     Router {
-        #[arg(long, default_value = cpmlab::link::DELAYLINE_CONFIG)]
+        #[arg(long, default_value = cpmlab_lab::link::DELAYLINE_CONFIG)]
         config: PathBuf,
     },
     /// The stand-in API server (used where the real kube-apiserver is absent).
@@ -158,7 +158,7 @@ pub enum AgentCommand {
     /// A seed's gateway: Envoy, with the endpoint lifecycle of the API
     /// replicas (probes, endpoints, debounced pushes) and pilot-agent's drain.
     Gateway {
-        #[arg(long, default_value = cpmlab::gateway::INPUT)]
+        #[arg(long, default_value = cpmlab_lab::gateway::INPUT)]
         input: PathBuf,
     },
     /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
@@ -187,7 +187,7 @@ pub enum AgentCommand {
         #[arg(long)]
         target: std::net::SocketAddr,
         #[arg(long, value_enum, default_value = "udp")]
-        proto: cpmlab::agent::rtt::Proto,
+        proto: cpmlab_lab::agent::rtt::Proto,
         #[arg(long, default_value_t = 1000)]
         count: u32,
         /// Time between probes in microseconds (1000 = 1000 probes/s).
@@ -212,9 +212,9 @@ pub enum AgentCommand {
 
 fn run_blocking(command: AgentCommand) -> Result<u8> {
     match command {
-        AgentCommand::Router { config } => cpmlab::agent::router::run(&config).map(|_| 0),
-        AgentCommand::Echo { listen } => cpmlab::agent::echo::run(listen).map(|_| 0),
-        AgentCommand::DockerAdapter { args } => cpmlab::provider::kind::adapter::run(&args),
+        AgentCommand::Router { config } => cpmlab_lab::agent::router::run(&config).map(|_| 0),
+        AgentCommand::Echo { listen } => cpmlab_lab::agent::echo::run(listen).map(|_| 0),
+        AgentCommand::DockerAdapter { args } => cpmlab_provider_kind::adapter::run(&args),
         AgentCommand::Apiserver(_)
         | AgentCommand::Probe(_)
         | AgentCommand::PeerCheck { .. }
@@ -230,7 +230,7 @@ fn run_blocking(command: AgentCommand) -> Result<u8> {
             size,
             samples,
         } => {
-            let report = cpmlab::agent::rtt::run(&cpmlab::agent::rtt::RttConfig {
+            let report = cpmlab_lab::agent::rtt::run(&cpmlab_lab::agent::rtt::RttConfig {
                 target,
                 proto,
                 count,
@@ -250,8 +250,8 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
         AgentCommand::Apiserver(a) => {
             let a = *a;
             let shutdown_delay =
-                cpmlab::link::profile::parse_duration("--shutdown-delay", &a.shutdown_delay)?;
-            cpmlab::apiserver::run(cpmlab::apiserver::ApiServerConfig {
+                cpmlab_lab::link::profile::parse_duration("--shutdown-delay", &a.shutdown_delay)?;
+            cpmlab_core::apiserver::run(cpmlab_core::apiserver::ApiServerConfig {
                 listen: a.listen,
                 cert: a.cert,
                 key: a.key,
@@ -285,7 +285,7 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 })
                 .collect::<Result<Vec<_>, BadInput>>()?;
             let clientgo = clientgo_lanes(&a, &parsed, &seeds_by_addr)?;
-            cpmlab::probe::agent::run(cpmlab::probe::agent::ProbeConfig {
+            cpmlab_probe::agent::run(cpmlab_probe::agent::ProbeConfig {
                 clientgo,
                 target: a.target()?,
                 namespace: a.namespace,
@@ -308,20 +308,21 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
             count,
             timeout_ms,
         } => {
-            let report =
-                cpmlab::agent::peer_check::run(&cpmlab::agent::peer_check::PeerCheckConfig {
+            let report = cpmlab_lab::agent::peer_check::run(
+                &cpmlab_lab::agent::peer_check::PeerCheckConfig {
                     host,
                     port,
                     dns,
                     count,
                     timeout: Duration::from_millis(timeout_ms),
-                })
-                .await;
+                },
+            )
+            .await;
             print_json_line(&report);
             Ok(if report.ok() { 0 } else { 1 })
         }
         AgentCommand::Gateway { input } => {
-            cpmlab::gateway::agent::run(cpmlab::gateway::agent::Paths {
+            cpmlab_lab::gateway::agent::run(cpmlab_lab::gateway::agent::Paths {
                 input,
                 ..Default::default()
             })

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::{check_name, interrupted};
-use cpmlab::compare::{self, Plan};
-use cpmlab::errors::{Cancel, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
-use cpmlab::progress::{Mode, Progress};
+use cpmlab_core::errors::{Cancel, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
+use cpmlab_core::progress::{Mode, Progress};
+use cpmlab_runner::compare::{self, Plan};
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
@@ -66,9 +66,9 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
     let out = match (&scratch, &a.report_dir) {
         (Some(t), _) => t.path().to_path_buf(),
         (None, Some(d)) => d.clone(),
-        (None, None) => cpmlab::state::runs_dir(state_root).join(format!(
+        (None, None) => cpmlab_model::state::runs_dir(state_root).join(format!(
             "compare-{}",
-            cpmlab::migrate::flow::now_rfc3339().replace(':', "")
+            cpmlab_lab::migrate::flow::now_rfc3339().replace(':', "")
         )),
     };
     let created = !out.exists();
@@ -119,14 +119,15 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
         a.scenario.display(),
         out.display()
     );
-    let provider = cpmlab::provider::connect_for(cpmlab::state::ProviderKind::Docker).await?;
-    let opts = cpmlab::runner::Options {
+    let provider =
+        cpmlab_runner::provider::connect_for(cpmlab_model::state::ProviderKind::Docker).await?;
+    let opts = cpmlab_runner::Options {
         exe: std::env::current_exe().context("find the cpmlab binary")?,
         state_root: state_root.to_path_buf(),
         report_dir: out.join("runs"),
         keep: false,
         lab: a.name.clone(),
-        provider: cpmlab::state::ProviderKind::Docker,
+        provider: cpmlab_model::state::ProviderKind::Docker,
     };
     std::fs::create_dir_all(&opts.report_dir)?;
     let progress = Progress::new(Mode::detect(false));

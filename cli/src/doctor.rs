@@ -11,12 +11,12 @@ pub async fn run(
     state_root: Option<&Path>,
     provider: crate::up::ProviderChoice,
 ) -> Result<u8> {
-    let mut report = cpmlab::doctor::doctor().await;
+    let mut report = cpmlab_runner::doctor::doctor().await;
     if provider == crate::up::ProviderChoice::Kind {
-        cpmlab::doctor::kind(&mut report).await;
+        cpmlab_runner::doctor::kind(&mut report).await;
     }
     if let Some(root) = state_root {
-        report.checks.push(cpmlab::doctor::lab_files(root));
+        report.checks.push(cpmlab_runner::doctor::lab_files(root));
     }
     match output {
         Output::Json => print_json(&report),
@@ -25,6 +25,6 @@ pub async fn run(
     Ok(if report.ready() {
         0
     } else {
-        cpmlab::errors::EXIT_ENV
+        cpmlab_core::errors::EXIT_ENV
     })
 }

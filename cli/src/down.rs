@@ -5,9 +5,9 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::{check_name, print_json_line, LabArgs, Output};
-use cpmlab::progress::{Mode, Progress};
-use cpmlab::provider::docker::down;
-use cpmlab::provider::docker::engine::Engine;
+use cpmlab_core::progress::{Mode, Progress};
+use cpmlab_provider_docker::down;
+use cpmlab_provider_docker::engine::Engine;
 
 pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     check_name(&lab.name)?;
@@ -25,7 +25,7 @@ pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     for l in labs {
         let step = progress.step(format!("remove lab {l}"));
         // A kind lab's clusters first (its state directory says which).
-        let r = match cpmlab::provider::kind::up::down(state_root, &l).await {
+        let r = match cpmlab_provider_kind::up::down(state_root, &l).await {
             Ok(()) => down::down(&engine, &l, state_root).await,
             Err(e) => Err(e),
         };

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::{check_name, print_json_line, LabArgs, Output};
-use cpmlab::fill::{FillPlan, Poster};
-use cpmlab::probe::target::Resolve;
-use cpmlab::probe::transport::{Resolver, Transport};
-use cpmlab::progress::{Mode, Progress};
+use cpmlab_core::progress::{Mode, Progress};
+use cpmlab_lab::fill::{FillPlan, Poster};
+use cpmlab_probe::target::Resolve;
+use cpmlab_probe::transport::{Resolver, Transport};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct FillArgs {
@@ -27,7 +27,7 @@ pub struct FillArgs {
     /// many, as controllers keep them).
     #[arg(long, value_delimiter = ',', default_value = "configmaps")]
     pub kinds: Vec<String>,
-    #[arg(long, default_value = cpmlab::fill::NAMESPACE)]
+    #[arg(long, default_value = cpmlab_lab::fill::NAMESPACE)]
     pub namespace: String,
     /// Requests in flight (on one HTTP/2 connection).
     #[arg(long, default_value_t = 16)]
@@ -60,16 +60,16 @@ impl Poster for Api {
 pub async fn run(state_root: &Path, a: &FillArgs) -> Result<u8> {
     check_name(&a.lab.name)?;
     let plan = FillPlan::new(&a.size, &a.object_size, &a.kinds, &a.namespace)?;
-    let (dir, state) = cpmlab::status::load_lab(state_root, &a.lab.name)?;
+    let (dir, state) = cpmlab_lab::status::load_lab(state_root, &a.lab.name)?;
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt")).context("read the lab CA")?;
-    let tls = cpmlab::apiserver::client::tls_client(&ca)?;
+    let tls = cpmlab_core::apiserver::client::tls_client(&ca)?;
     let api = Arc::new(Api(Transport::new(
         Resolver::new(
             Resolve::Lab((state.dns.server.ip, 53).into()),
             &state.dns.api_name,
         ),
         &state.dns.api_name,
-        cpmlab::gateway::API_PORT,
+        cpmlab_lab::gateway::API_PORT,
         Some(state.api_token.clone()),
         tls,
         vec![],
@@ -106,11 +106,11 @@ pub async fn run(state_root: &Path, a: &FillArgs) -> Result<u8> {
             bytes as f64 / (1 << 20) as f64 / s
         ));
     };
-    let mut report = cpmlab::fill::fill(api, &plan, a.concurrency, &show)
+    let mut report = cpmlab_lab::fill::fill(api, &plan, a.concurrency, &show)
         .await
         .map_err(|e| anyhow::anyhow!("fill: {e}"))?;
-    if let Ok(tls) = cpmlab::etcd::lab_tls(&dir) {
-        let view = cpmlab::etcd::cluster_view(&state, &tls, Duration::from_secs(5)).await;
+    if let Ok(tls) = cpmlab_core::etcd::lab_tls(&dir) {
+        let view = cpmlab_core::etcd::cluster_view(&state, &tls, Duration::from_secs(5)).await;
         report.db_size = view
             .members
             .iter()

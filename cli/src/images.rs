@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use crate::{print_json_line, Output};
-use cpmlab::progress::{Mode, Progress};
-use cpmlab::provider::docker::engine::Engine;
-use cpmlab::provider::docker::images;
+use cpmlab_core::progress::{Mode, Progress};
+use cpmlab_provider_docker::engine::Engine;
+use cpmlab_provider_docker::images;
 
 #[derive(Subcommand, Debug)]
 pub enum ImagesCommand {

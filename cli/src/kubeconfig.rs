@@ -8,8 +8,8 @@ use crate::{check_name, LabArgs};
 
 pub async fn run(state_root: &Path, lab: &LabArgs) -> Result<u8> {
     check_name(&lab.name)?;
-    let (dir, state) = cpmlab::status::load_lab(state_root, &lab.name)?;
-    let path = cpmlab::kubeconfig::write(&dir, &state).await?;
+    let (dir, state) = cpmlab_lab::status::load_lab(state_root, &lab.name)?;
+    let path = cpmlab_core::kubeconfig::write(&dir, &state).await?;
     println!("{}", path.display());
     Ok(0)
 }

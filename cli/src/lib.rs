@@ -31,8 +31,8 @@ pub use link::LinkCommand;
 pub use migrate::MigrateArgs;
 pub use probe::ProbeCommand;
 
-use cpmlab::errors::{exit_code, BadInput};
-use cpmlab::topology::check_label;
+use cpmlab_core::errors::{exit_code, BadInput};
+use cpmlab_model::topology::check_label;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -86,11 +86,11 @@ pub enum Command {
         /// (k8s.io/apiserver, built by scripts/build-go), `standin`
         /// (the lab's Rust imitation, with failpoints), `kube-apiserver`.
         #[arg(long, value_enum)]
-        api_server: Option<cpmlab::topology::ApiServerChoice>,
+        api_server: Option<cpmlab_model::topology::ApiServerChoice>,
         /// How the seed gateways expose the shoot API, over the topology's
         /// `api.exposure`: `termination` (Gardener's default) or `passthrough`.
         #[arg(long, value_enum)]
-        api_exposure: Option<cpmlab::topology::ApiExposure>,
+        api_exposure: Option<cpmlab_model::topology::ApiExposure>,
         #[command(flatten)]
         form: up::FormArgs,
     },
@@ -247,7 +247,7 @@ async fn run(cli: Cli) -> Result<u8> {
     let command = match cli.command {
         Command::Agent { command } => return agent::run(command).await,
         Command::Doctor { output, provider } => {
-            let root = cpmlab::state::resolve_root(
+            let root = cpmlab_model::state::resolve_root(
                 cli.state_dir.clone(),
                 std::env::var_os("XDG_STATE_HOME"),
                 std::env::var_os("HOME"),
@@ -262,7 +262,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Scenario { command } => return scenario::run(command),
         c => c,
     };
-    let state_root = cpmlab::state::resolve_root(
+    let state_root = cpmlab_model::state::resolve_root(
         cli.state_dir,
         std::env::var_os("XDG_STATE_HOME"),
         std::env::var_os("HOME"),

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use crate::{check_name, print_json, LabArgs, Output};
-use cpmlab::errors::BadInput;
+use cpmlab_core::errors::BadInput;
 
 #[derive(Subcommand, Debug)]
 pub enum LinkCommand {
@@ -23,7 +23,7 @@ pub enum LinkCommand {
         jitter: String,
         /// Distribution of the jitter.
         #[arg(long, value_enum, default_value = "normal")]
-        distribution: cpmlab::link::profile::Distribution,
+        distribution: cpmlab_lab::link::profile::Distribution,
         /// Packet loss (0.5%).
         #[arg(long, default_value = "0%", allow_hyphen_values = true)]
         loss: String,
@@ -31,9 +31,9 @@ pub enum LinkCommand {
         #[arg(long, allow_hyphen_values = true)]
         rate: Option<String>,
         #[arg(long, value_enum, default_value = "both")]
-        direction: cpmlab::link::profile::Direction,
+        direction: cpmlab_lab::link::profile::Direction,
         #[arg(long, value_enum, default_value = "auto")]
-        backend: cpmlab::link::BackendChoice,
+        backend: cpmlab_lab::link::BackendChoice,
         /// Seed the delay line's loss and jitter draws: the same seed gives
         /// the same packets the same fates (setting it again starts over).
         #[arg(long)]
@@ -59,7 +59,7 @@ pub enum LinkCommand {
     Partition {
         pair: String,
         #[arg(long, value_enum, default_value = "both")]
-        direction: cpmlab::link::profile::Direction,
+        direction: cpmlab_lab::link::profile::Direction,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -67,7 +67,7 @@ pub enum LinkCommand {
     Heal {
         pair: String,
         #[arg(long, value_enum, default_value = "both")]
-        direction: cpmlab::link::profile::Direction,
+        direction: cpmlab_lab::link::profile::Direction,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -75,7 +75,7 @@ pub enum LinkCommand {
     Clear {
         pair: Option<String>,
         #[arg(long, value_enum, default_value = "auto")]
-        backend: cpmlab::link::BackendChoice,
+        backend: cpmlab_lab::link::BackendChoice,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -87,8 +87,8 @@ pub enum LinkCommand {
 }
 
 pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
-    use cpmlab::link::profile::{self, key, Direction, LinkProfile, Pair};
-    use cpmlab::link::{apply, view, BackendChoice};
+    use cpmlab_lab::link::profile::{self, key, Direction, LinkProfile, Pair};
+    use cpmlab_lab::link::{apply, view, BackendChoice};
 
     let lab = match &command {
         LinkCommand::Set { lab, .. }
@@ -99,7 +99,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         | LinkCommand::Show { lab } => lab.clone(),
     };
     check_name(&lab.name)?;
-    let (dir, mut state) = cpmlab::status::load_lab(state_root, &lab.name)?;
+    let (dir, mut state) = cpmlab_lab::status::load_lab(state_root, &lab.name)?;
     let nets: Vec<String> = state.networks.iter().map(|n| n.name.clone()).collect();
     let mut links = state.links.clone();
     let mut edit = |pair: &str, dir: Direction, f: &dyn Fn(&mut LinkProfile)| -> Result<()> {
@@ -113,9 +113,9 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     let mut link_seed = state.link_seed;
     let mut replay = state.link_replay.clone();
     let new_seed = |s: &Option<u64>| {
-        s.map(|seed| cpmlab::link::LinkSeed {
+        s.map(|seed| cpmlab_lab::link::LinkSeed {
             seed,
-            epoch: cpmlab::probe::clock::now_unix_ms() as u64,
+            epoch: cpmlab_probe::clock::now_unix_ms() as u64,
         })
     };
     // Every input is checked before anything changes.
@@ -166,13 +166,13 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             seed,
             ..
         } => {
-            let t = cpmlab::scenario::trace::load(trace)?;
-            if t.changes.len() > cpmlab::link::MAX_REPLAY_CHANGES {
+            let t = cpmlab_runner::scenario::trace::load(trace)?;
+            if t.changes.len() > cpmlab_lab::link::MAX_REPLAY_CHANGES {
                 return Err(BadInput(format!(
                     "{}: {} changes; the delay line takes at most {} (resample the trace)",
                     trace.display(),
                     t.changes.len(),
-                    cpmlab::link::MAX_REPLAY_CHANGES
+                    cpmlab_lab::link::MAX_REPLAY_CHANGES
                 ))
                 .into());
             }
@@ -180,8 +180,8 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             if seed.is_some() {
                 link_seed = new_seed(seed);
             }
-            replay = Some(cpmlab::link::Replay {
-                start_unix_ms: cpmlab::probe::clock::now_unix_ms() + 300.0,
+            replay = Some(cpmlab_lab::link::Replay {
+                start_unix_ms: cpmlab_probe::clock::now_unix_ms() + 300.0,
                 links: pair
                     .directed(Direction::Both)
                     .into_iter()
@@ -224,10 +224,10 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
     // Shaping stays with the backend that put it in force unless forced.
     let backend = match (backend_choice, state.link_backend) {
         (BackendChoice::Auto, Some(b)) => b,
-        (choice, _) => cpmlab::link::choose_backend(choice),
+        (choice, _) => cpmlab_lab::link::choose_backend(choice),
     };
     if !matches!(command, LinkCommand::Show { .. }) {
-        let provider = cpmlab::provider::for_lab(&state).await?;
+        let provider = cpmlab_runner::provider::for_lab(&state).await?;
         let renew = link_seed != state.link_seed || replay != state.link_replay;
         let mut next = state.clone();
         next.link_seed = link_seed;
@@ -236,10 +236,10 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         // A change while probes run is an event on the run's timeline.
         if let Some(run) = &state.probe_run {
             let what = std::env::args().skip(2).collect::<Vec<_>>().join(" ");
-            let _ = cpmlab::probe::run::append_event(
+            let _ = cpmlab_probe::run::append_event(
                 run,
-                &cpmlab::probe::record::LabEvent {
-                    at_unix_ms: cpmlab::probe::clock::now_unix_ms(),
+                &cpmlab_probe::record::LabEvent {
+                    at_unix_ms: cpmlab_probe::clock::now_unix_ms(),
                     end_unix_ms: None,
                     kind: "link".into(),
                     name: format!("link {what}"),
@@ -261,7 +261,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
         Output::Json => print_json(&serde_json::json!({
             "lab": state.name, "backend": backend.as_str(), "links": views,
             "seed": state.link_seed.map(|s| s.seed),
-            "replay": state.link_replay.as_ref().map(|r| r.summary(cpmlab::probe::clock::now_unix_ms())),
+            "replay": state.link_replay.as_ref().map(|r| r.summary(cpmlab_probe::clock::now_unix_ms())),
         })),
         Output::Text => {
             println!("backend: {}", backend.as_str());
@@ -271,7 +271,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             if let Some(r) = &state.link_replay {
                 println!(
                     "replay: {} (the trace drives these links, not the table below)",
-                    r.summary(cpmlab::probe::clock::now_unix_ms())
+                    r.summary(cpmlab_probe::clock::now_unix_ms())
                 );
             }
             for v in views {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::{check_name, interrupted, print_json_line, LabArgs, Output};
-use cpmlab::errors::{BadInput, Cancel};
-use cpmlab::progress::{Mode, Progress};
+use cpmlab_core::errors::{BadInput, Cancel};
+use cpmlab_core::progress::{Mode, Progress};
 use std::path::Path;
 
 #[derive(clap::Args, Debug)]
@@ -23,12 +23,12 @@ pub struct MigrateArgs {
     /// mirror (the GEP's etcd Mirror Maker alternative: etcdctl make-mirror
     /// into a new, empty destination cluster, then DNS switches).
     #[arg(long, value_enum, default_value = "six-member")]
-    pub plan: cpmlab::migrate::membership::Plan,
+    pub plan: cpmlab_lab::migrate::membership::Plan,
     /// How the source leader leaves: remove (a plain MemberRemove, the rest
     /// elect; etcd-druid's way) or move-leader (MoveLeader to a destination
     /// voter first).
     #[arg(long, value_enum, default_value = "remove")]
-    pub leader_handover: cpmlab::migrate::membership::LeaderHandover,
+    pub leader_handover: cpmlab_lab::migrate::membership::LeaderHandover,
     /// Source seed (default: the seed holding the shoot's etcd).
     #[arg(long)]
     pub from: Option<String>,
@@ -59,28 +59,28 @@ pub struct MigrateArgs {
     pub stop_after: Option<String>,
     /// reference: cpmlab's controller; external: --command does the migration.
     #[arg(long, value_enum, default_value = "reference")]
-    pub driver: cpmlab::migrate::record::Driver,
+    pub driver: cpmlab_lab::migrate::record::Driver,
     /// The external driver's command (run with `sh -c`).
     #[arg(long, required_if_eq("driver", "external"))]
     pub command: Option<String>,
 }
 
 pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
-    use cpmlab::migrate::flow::{self, Ended, Flow, StartOptions};
-    use cpmlab::migrate::record::Driver;
+    use cpmlab_lab::migrate::flow::{self, Ended, Flow, StartOptions};
+    use cpmlab_lab::migrate::record::Driver;
     // Every flag is checked before anything is looked at or changed.
     check_name(&a.lab.name)?;
-    let max_rtt = cpmlab::link::profile::parse_duration("--max-rtt", &a.max_rtt)?;
-    let join_timeout = cpmlab::link::profile::parse_duration_max(
+    let max_rtt = cpmlab_lab::link::profile::parse_duration("--max-rtt", &a.max_rtt)?;
+    let join_timeout = cpmlab_lab::link::profile::parse_duration_max(
         "--join-timeout",
         &a.join_timeout,
         Duration::from_secs(3600),
     )?;
     if let Some(s) = &a.stop_after {
-        if !cpmlab::migrate::conditions::STEPS.contains(&s.as_str()) {
+        if !cpmlab_lab::migrate::conditions::STEPS.contains(&s.as_str()) {
             return Err(BadInput(format!(
                 "--stop-after: unknown condition type `{s}` (one of {})",
-                cpmlab::migrate::conditions::STEPS.join(", ")
+                cpmlab_lab::migrate::conditions::STEPS.join(", ")
             ))
             .into());
         }
@@ -91,7 +91,7 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
         )
         .into());
     }
-    let (dir, state) = cpmlab::status::load_lab(state_root, &a.lab.name)?;
+    let (dir, state) = cpmlab_lab::status::load_lab(state_root, &a.lab.name)?;
     let holding = state
         .seeds
         .iter()
@@ -110,7 +110,7 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
             .map(|s| s.name.clone())
             .unwrap_or_default()
     });
-    let provider = cpmlab::provider::for_lab(&state).await?;
+    let provider = cpmlab_runner::provider::for_lab(&state).await?;
     let progress = Progress::new(Mode::detect(a.lab.output == Output::Json));
     let cancel = Cancel::default();
     // An external driver's run leaves a record, never a migration to resume.
@@ -136,7 +136,8 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
         })?;
         let command = a.command.clone().expect("clap requires --command");
         progress.note(&format!("external driver: `{command}`"));
-        let run = cpmlab::migrate::external::run(&dir, state_root, &command, &from, &to, &cancel);
+        let run =
+            cpmlab_lab::migrate::external::run(&dir, state_root, &command, &from, &to, &cancel);
         tokio::pin!(run);
         let code = tokio::select! {
             r = &mut run => r?,
@@ -225,7 +226,7 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
     let mig = f.state().migration.clone();
     let conditions = mig
         .as_ref()
-        .map(cpmlab::status::MigrationStatus::of)
+        .map(cpmlab_lab::status::MigrationStatus::of)
         .map(|m| serde_json::to_value(m).unwrap_or_default());
     match result {
         Ok(ended) => {

@@ -16,7 +16,7 @@ pub enum ProbeCommand {
         #[command(flatten)]
         lab: LabArgs,
         #[command(flatten)]
-        settings: Box<cpmlab::probe::run::ProbeSettings>,
+        settings: Box<cpmlab_probe::run::ProbeSettings>,
         /// Probe the API server this kubeconfig names, from this host
         /// (token or client certificate; exec plugins are not supported).
         #[arg(long)]
@@ -48,14 +48,14 @@ pub enum ProbeCommand {
         #[command(flatten)]
         lab: LabArgs,
         #[arg(value_enum)]
-        action: cpmlab::probe::clientgo::CandidateAction,
+        action: cpmlab_probe::clientgo::CandidateAction,
         /// The seed whose candidate.
         seed: String,
     },
 }
 
 pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
-    use cpmlab::probe::run;
+    use cpmlab_probe::run;
     let lab = match &command {
         ProbeCommand::Start { lab, .. }
         | ProbeCommand::Stop { lab }
@@ -73,8 +73,8 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
     if let Some(code) = outside(state_root, &lab, &command).await? {
         return Ok(code);
     }
-    let (dir, mut state) = cpmlab::status::load_lab(state_root, &lab.name)?;
-    let provider = cpmlab::provider::for_lab(&state).await?;
+    let (dir, mut state) = cpmlab_lab::status::load_lab(state_root, &lab.name)?;
+    let provider = cpmlab_runner::provider::for_lab(&state).await?;
     match command {
         ProbeCommand::Start { settings, .. } => {
             let dir_run = run::start(&*provider, &dir, &mut state, &settings).await?;
@@ -126,12 +126,12 @@ pub async fn run(state_root: &Path, command: ProbeCommand) -> Result<u8> {
 fn candidate(
     state_root: &Path,
     lab: &LabArgs,
-    action: cpmlab::probe::clientgo::CandidateAction,
+    action: cpmlab_probe::clientgo::CandidateAction,
     seed: &str,
 ) -> Result<u8> {
-    let (dir, state) = cpmlab::status::load_lab(state_root, &lab.name)?;
+    let (dir, state) = cpmlab_lab::status::load_lab(state_root, &lab.name)?;
     let run = state.probe_run.clone().ok_or_else(|| {
-        cpmlab::errors::EnvNotReady::new(
+        cpmlab_core::errors::EnvNotReady::new(
             format!("no probe run in lab `{}`", state.name),
             format!(
                 "run `cpmlab probe start --name {} --candidates ...` first",
@@ -139,29 +139,31 @@ fn candidate(
             ),
         )
     })?;
-    let plan: Option<cpmlab::verdict::record::ProbePlan> =
-        std::fs::read(run.join(cpmlab::verdict::record::PROBES_FILE))
+    let plan: Option<cpmlab_verdict::record::ProbePlan> =
+        std::fs::read(run.join(cpmlab_verdict::record::PROBES_FILE))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
-    if !plan.is_some_and(|p| p.probes.contains(&cpmlab::probe::record::ProbeKind::Lease)) {
-        return Err(cpmlab::errors::BadInput(format!(
+    if !plan.is_some_and(|p| p.probes.contains(&cpmlab_probe::record::ProbeKind::Lease)) {
+        return Err(cpmlab_core::errors::BadInput(format!(
             "the probes of lab `{}` run no candidates (start them with --candidates)",
             state.name
         ))
         .into());
     }
     if state.seed(seed).is_none() {
-        return Err(
-            cpmlab::errors::BadInput(format!("lab `{}` has no seed `{seed}`", state.name)).into(),
-        );
+        return Err(cpmlab_core::errors::BadInput(format!(
+            "lab `{}` has no seed `{seed}`",
+            state.name
+        ))
+        .into());
     }
-    cpmlab::probe::clientgo::control(&run, seed, action)?;
-    cpmlab::probe::run::record_lab_event(
+    cpmlab_probe::clientgo::control(&run, seed, action)?;
+    cpmlab_probe::run::record_lab_event(
         &dir,
         "note",
         &format!("{} candidate {seed}", action.as_str()),
         "cpmlab probe candidate",
-        cpmlab::probe::clock::now_unix_ms(),
+        cpmlab_probe::clock::now_unix_ms(),
         None,
     );
     match lab.output {
@@ -177,7 +179,7 @@ fn candidate(
 /// about them: started with a kubeconfig, or stopped or asked about while
 /// they run under that name. `None`: the lab's probes.
 async fn outside(state_root: &Path, lab: &LabArgs, command: &ProbeCommand) -> Result<Option<u8>> {
-    use cpmlab::probe::outside;
+    use cpmlab_probe::outside;
     let running = outside::load(state_root, &lab.name);
     match (command, running) {
         (
@@ -245,11 +247,11 @@ async fn outside(state_root: &Path, lab: &LabArgs, command: &ProbeCommand) -> Re
 /// Records so far in a run, and how many failed.
 fn counts(run: Option<&PathBuf>) -> (usize, usize) {
     let records = run
-        .map(|r| cpmlab::verdict::read_records(&r.join("records.ndjson")).unwrap_or_default())
+        .map(|r| cpmlab_verdict::read_records(&r.join("records.ndjson")).unwrap_or_default())
         .unwrap_or_default();
     let failed = records
         .iter()
-        .filter(|r| r.outcome != cpmlab::probe::record::Outcome::Ok)
+        .filter(|r| r.outcome != cpmlab_probe::record::Outcome::Ok)
         .count();
     (records.len(), failed)
 }

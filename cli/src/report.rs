@@ -7,8 +7,8 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use cpmlab::errors::{BadInput, EXIT_FAILED};
-use cpmlab::runner::summary;
+use cpmlab_core::errors::{BadInput, EXIT_FAILED};
+use cpmlab_runner::summary;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ReportCommand {

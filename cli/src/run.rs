@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::{check_name, interrupted};
-use cpmlab::errors::{Cancel, EXIT_BAD_INPUT, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
-use cpmlab::progress::{Mode, Progress};
+use cpmlab_core::errors::{Cancel, EXIT_BAD_INPUT, EXIT_ENV, EXIT_FAILED, EXIT_INTERRUPTED};
+use cpmlab_core::progress::{Mode, Progress};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// finish together, by each scenario's expected duration; the same
     /// scenario lands in the same shard for the same set.
     #[arg(long, value_name = "K/N")]
-    pub shard: Option<cpmlab::runner::shard::Shard>,
+    pub shard: Option<cpmlab_runner::shard::Shard>,
     /// An earlier run's report directory whose wall times balance the
     /// shards (else each file's `expected_duration`, else an estimate).
     #[arg(long, value_name = "DIR", requires = "shard")]
@@ -51,11 +51,11 @@ pub struct RunArgs {
 pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     check_name(&a.name)?;
     // Every file is checked before anything is created.
-    let paths = cpmlab::scenario::expand(&a.scenarios)?;
+    let paths = cpmlab_runner::scenario::expand(&a.scenarios)?;
     let mut files = Vec::new();
     let mut bad = 0;
     for p in &paths {
-        match cpmlab::scenario::load(p) {
+        match cpmlab_runner::scenario::load(p) {
             Ok(f) => files.push(f),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -73,7 +73,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     let mut names = std::collections::BTreeMap::new();
     for f in &files {
         if let Some(other) = names.insert(f.name(), f.path.clone()) {
-            return Err(cpmlab::errors::BadInput(format!(
+            return Err(cpmlab_core::errors::BadInput(format!(
                 "{} and {} share the name `{}`: their directories would collide",
                 other.display(),
                 f.path.display(),
@@ -92,38 +92,38 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         let measured = a
             .durations
             .as_deref()
-            .map(cpmlab::runner::shard::measured)
+            .map(cpmlab_runner::shard::measured)
             .unwrap_or_default();
-        for w in cpmlab::runner::shard::weigh(&files, &measured) {
+        for w in cpmlab_runner::shard::weigh(&files, &measured) {
             println!(
                 "{}\t{:.0}\t{}",
                 w.name,
                 w.expected.as_secs_f64(),
                 match w.source {
-                    cpmlab::runner::shard::Source::Measured => "measured",
-                    cpmlab::runner::shard::Source::Declared => "declared",
-                    cpmlab::runner::shard::Source::Estimated => "estimated",
+                    cpmlab_runner::shard::Source::Measured => "measured",
+                    cpmlab_runner::shard::Source::Declared => "declared",
+                    cpmlab_runner::shard::Source::Estimated => "estimated",
                 }
             );
         }
         return Ok(0);
     }
     let kind = match a.provider {
-        crate::up::ProviderChoice::Docker => cpmlab::state::ProviderKind::Docker,
-        crate::up::ProviderChoice::Kind => cpmlab::state::ProviderKind::Kind,
+        crate::up::ProviderChoice::Docker => cpmlab_model::state::ProviderKind::Docker,
+        crate::up::ProviderChoice::Kind => cpmlab_model::state::ProviderKind::Kind,
     };
-    let provider = cpmlab::provider::connect_for(kind).await?;
+    let provider = cpmlab_runner::provider::connect_for(kind).await?;
     let report_dir = match a.report_dir {
         Some(d) => d,
-        None => cpmlab::state::runs_dir(state_root).join(format!(
+        None => cpmlab_model::state::runs_dir(state_root).join(format!(
             "scenarios-{}",
-            cpmlab::migrate::flow::now_rfc3339().replace(':', "")
+            cpmlab_lab::migrate::flow::now_rfc3339().replace(':', "")
         )),
     };
     std::fs::create_dir_all(&report_dir)
         .with_context(|| format!("create {}", report_dir.display()))?;
     let report_dir = report_dir.canonicalize()?;
-    let opts = cpmlab::runner::Options {
+    let opts = cpmlab_runner::Options {
         exe: std::env::current_exe().context("find the cpmlab binary")?,
         state_root: state_root.to_path_buf(),
         report_dir: report_dir.clone(),
@@ -133,7 +133,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     };
     let progress = Progress::new(Mode::detect(false));
     let cancel = Cancel::default();
-    let work = cpmlab::runner::run_all(
+    let work = cpmlab_runner::run_all(
         &*provider,
         &files,
         &opts,
@@ -154,9 +154,9 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         Some(s) => format!("cpmlab scenarios, shard {s}"),
         None => "cpmlab scenarios".to_string(),
     };
-    cpmlab::runner::summary::write_all(&report_dir, &results, &title, |_| String::new())
+    cpmlab_runner::summary::write_all(&report_dir, &results, &title, |_| String::new())
         .with_context(|| format!("write the summaries into {}", report_dir.display()))?;
-    print!("{}", cpmlab::runner::summary::table(&results));
+    print!("{}", cpmlab_runner::summary::table(&results));
     println!("{}", report_dir.join("index.html").display());
     if cancel.check().is_err() {
         return Ok(EXIT_INTERRUPTED);
@@ -176,11 +176,11 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
 /// The files of `shard`, saying which they are and the shards' expected
 /// totals (so a person sees the balance).
 fn select_shard(
-    files: Vec<cpmlab::scenario::ScenarioFile>,
-    shard: cpmlab::runner::shard::Shard,
+    files: Vec<cpmlab_runner::scenario::ScenarioFile>,
+    shard: cpmlab_runner::shard::Shard,
     durations: Option<&Path>,
-) -> Vec<cpmlab::scenario::ScenarioFile> {
-    use cpmlab::runner::shard;
+) -> Vec<cpmlab_runner::scenario::ScenarioFile> {
+    use cpmlab_runner::shard;
     let measured = durations.map(shard::measured).unwrap_or_default();
     let weighted = shard::weigh(&files, &measured);
     let split = shard::split(&weighted, shard.count);

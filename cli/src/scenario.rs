@@ -26,15 +26,15 @@ pub enum ScenarioCommand {
 pub fn run(command: ScenarioCommand) -> Result<u8> {
     match command {
         ScenarioCommand::Schema => {
-            print_json(&cpmlab::scenario::schema());
+            print_json(&cpmlab_runner::scenario::schema());
             Ok(0)
         }
         ScenarioCommand::Validate { files, output } => {
-            let files = cpmlab::scenario::expand(&files)?;
+            let files = cpmlab_runner::scenario::expand(&files)?;
             let mut bad = 0;
             let mut out = Vec::new();
             for f in &files {
-                match cpmlab::scenario::load(f) {
+                match cpmlab_runner::scenario::load(f) {
                     Ok(sf) => {
                         if output == Output::Text {
                             println!("ok  {}: {}", f.display(), sf.scenario.description.trim());
@@ -59,7 +59,7 @@ pub fn run(command: ScenarioCommand) -> Result<u8> {
             Ok(if bad == 0 {
                 0
             } else {
-                cpmlab::errors::EXIT_BAD_INPUT
+                cpmlab_core::errors::EXIT_BAD_INPUT
             })
         }
     }

@@ -22,22 +22,22 @@ pub async fn run(state_root: &Path, args: &StatusArgs) -> Result<u8> {
     }
     match &args.name {
         Some(name) => {
-            let (_, state) = cpmlab::status::load_lab(state_root, name)?;
-            let provider = cpmlab::provider::for_lab(&state).await?;
-            let report = cpmlab::status::status(&*provider, state_root, name).await?;
+            let (_, state) = cpmlab_lab::status::load_lab(state_root, name)?;
+            let provider = cpmlab_runner::provider::for_lab(&state).await?;
+            let report = cpmlab_lab::status::status(&*provider, state_root, name).await?;
             match args.output {
                 Output::Json => print_json(&report),
                 Output::Text => print!("{}", report.render()),
             }
         }
         None => {
-            let provider = cpmlab::provider::connect().await?;
-            let labs = cpmlab::status::list(&*provider, state_root).await?;
+            let provider = cpmlab_runner::provider::connect().await?;
+            let labs = cpmlab_lab::status::list(&*provider, state_root).await?;
             match args.output {
                 Output::Json => print_json(&serde_json::json!({
                     "state_dir": state_root, "labs": labs,
                 })),
-                Output::Text => print!("{}", cpmlab::status::render_list(&labs, state_root)),
+                Output::Text => print!("{}", cpmlab_lab::status::render_list(&labs, state_root)),
             }
         }
     }

@@ -7,11 +7,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::{check_name, interrupted, print_json, print_json_line, LabArgs, Output};
-use cpmlab::errors::{exit_code, Cancel, Interrupted, EXIT_INTERRUPTED};
-use cpmlab::progress::{Mode, Progress};
-use cpmlab::provider::docker::engine::Engine;
-use cpmlab::provider::docker::{down, up};
-use cpmlab::topology::Topology;
+use cpmlab_core::errors::{exit_code, Cancel, Interrupted, EXIT_INTERRUPTED};
+use cpmlab_core::progress::{Mode, Progress};
+use cpmlab_model::topology::Topology;
+use cpmlab_provider_docker::engine::Engine;
+use cpmlab_provider_docker::{down, up};
 
 /// Which machinery makes the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -40,20 +40,20 @@ pub struct FormArgs {
     /// gardener/gardener#15576 does; the kind form's default) or on an
     /// address of its own; over the topology's `network.peer_exposure`.
     #[arg(long, value_enum)]
-    pub peer_exposure: Option<cpmlab::topology::PeerExposure>,
+    pub peer_exposure: Option<cpmlab_model::topology::PeerExposure>,
     /// kind: etcd through etcd-druid's Etcd resources.
     #[arg(long)]
     pub with_etcd_druid: bool,
 }
 
 impl FormArgs {
-    fn kind_settings(&self, t: &Topology) -> Result<cpmlab::provider::kind::KindSettings> {
-        let s = cpmlab::provider::kind::KindSettings {
+    fn kind_settings(&self, t: &Topology) -> Result<cpmlab_provider_kind::KindSettings> {
+        let s = cpmlab_provider_kind::KindSettings {
             nodes: self.nodes,
             exposure: self
                 .peer_exposure
                 .or(t.network.peer_exposure)
-                .unwrap_or(cpmlab::topology::PeerExposure::Port),
+                .unwrap_or(cpmlab_model::topology::PeerExposure::Port),
             with_etcd_druid: self.with_etcd_druid,
         };
         s.check()?;
@@ -64,8 +64,8 @@ impl FormArgs {
 /// Flags that override the topology file.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Overrides {
-    pub api_server: Option<cpmlab::topology::ApiServerChoice>,
-    pub api_exposure: Option<cpmlab::topology::ApiExposure>,
+    pub api_server: Option<cpmlab_model::topology::ApiServerChoice>,
+    pub api_exposure: Option<cpmlab_model::topology::ApiExposure>,
 }
 
 pub async fn run(
@@ -94,7 +94,7 @@ pub async fn run(
             || form.nodes != 1
             || form.peer_exposure.is_some())
     {
-        return Err(cpmlab::errors::BadInput(
+        return Err(cpmlab_core::errors::BadInput(
             "--render, --nodes, --peer-exposure and --with-etcd-druid belong to the kind form: \
              add --provider kind (the docker form reads `network.peer_exposure` from the topology)"
                 .into(),
@@ -196,7 +196,7 @@ async fn kind(
     topology: &Topology,
     form: &FormArgs,
 ) -> Result<u8> {
-    use cpmlab::provider::kind;
+    use cpmlab_provider_kind as kind;
     let settings = form.kind_settings(topology)?;
     if let Some(dir) = &form.render {
         let nets = kind::up::default_nets(topology)?;

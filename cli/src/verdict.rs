@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::{print_json_line, Output};
-use cpmlab::errors::BadInput;
-use cpmlab::link::profile::parse_duration;
-use cpmlab::verdict::{Criteria, Status, Verdict};
+use cpmlab_core::errors::BadInput;
+use cpmlab_lab::link::profile::parse_duration;
+use cpmlab_verdict::{Criteria, Status, Verdict};
 
 #[derive(clap::Args, Debug)]
 pub struct VerdictArgs {
@@ -63,7 +63,7 @@ fn criteria(a: &VerdictArgs) -> Result<Criteria> {
                 .map_err(|(f, m)| BadInput(format!("{}: {f}: {m}", p.display())))?;
             c
         }
-        None => cpmlab::verdict::run_dir::read_criteria(&a.run)?,
+        None => cpmlab_verdict::run_dir::read_criteria(&a.run)?,
     };
     let th = &mut c.thresholds;
     for (flag, v, slot) in [
@@ -89,9 +89,9 @@ fn criteria(a: &VerdictArgs) -> Result<Criteria> {
 }
 
 pub fn run(a: &VerdictArgs) -> Result<u8> {
-    cpmlab::verdict::run_dir::check(&a.run)?;
+    cpmlab_verdict::run_dir::check(&a.run)?;
     let c = criteria(a)?;
-    let v = cpmlab::verdict::run_dir::judge(&a.run, &c)?;
+    let v = cpmlab_verdict::run_dir::judge(&a.run, &c)?;
     Ok(print(a.output, "verdict", &a.run, &v))
 }
 
@@ -137,7 +137,7 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
                 println!(
                     "  excused: {} {}+{:.0} ms {} ({}): {}",
                     e.lane,
-                    cpmlab::verdict::report::fmt_utc(e.start_unix_ms),
+                    cpmlab_verdict::report::fmt_utc(e.start_unix_ms),
                     e.duration_ms,
                     e.outcome,
                     e.hazard,
@@ -146,7 +146,7 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
             }
             // A failed run explains itself: the first failed requests no
             // hazard excused.
-            let excused = cpmlab::verdict::excuse::excused_seqs(&v.excuses);
+            let excused = cpmlab_verdict::excuse::excused_seqs(&v.excuses);
             let unexcused: Vec<_> = v
                 .failed_requests
                 .iter()
@@ -156,7 +156,7 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
                 println!(
                     "  failed: {} {}+{:.0} ms {} {}{}",
                     f.lane,
-                    cpmlab::verdict::report::fmt_utc(f.start_unix_ms),
+                    cpmlab_verdict::report::fmt_utc(f.start_unix_ms),
                     f.duration_ms,
                     f.outcome,
                     f.event
@@ -182,6 +182,6 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
     }
     match v.status {
         Status::Passed | Status::PassedWithKnownHazards => 0,
-        Status::Failed => cpmlab::errors::EXIT_FAILED,
+        Status::Failed => cpmlab_core::errors::EXIT_FAILED,
     }
 }

@@ -75,7 +75,7 @@ fn generic_or_skip(test: &str) -> Option<PathBuf> {
     if !tools_or_skip(test) {
         return None;
     }
-    let found = cpmlab::apiserver::launch::find_generic_apiserver();
+    let found = cpmlab_core::apiserver::launch::find_generic_apiserver();
     if found.is_none() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("{test}: cpmlab-apiserver was not built and CI=true: run scripts/setup (scripts/build-go)");
@@ -163,7 +163,7 @@ fn start(server: Server) -> Env {
         .expect("start etcd");
     let etcd = Killed(etcd);
 
-    let ca = cpmlab::pki::Ca::generate("standin-test").unwrap();
+    let ca = cpmlab_core::pki::Ca::generate("standin-test").unwrap();
     let serving = ca
         .issue_member(
             "apiserver",
@@ -201,7 +201,7 @@ fn start(server: Server) -> Env {
             c
         }
         Server::Generic => {
-            let bin = cpmlab::apiserver::launch::find_generic_apiserver().expect("built");
+            let bin = cpmlab_core::apiserver::launch::find_generic_apiserver().expect("built");
             let mut c = Command::new(bin);
             c.args([
                 "--bind-address=127.0.0.1",

@@ -17,10 +17,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use cpmlab::provider::docker::engine::Engine;
-use cpmlab::provider::docker::images;
-use cpmlab::provider::kind::KindSettings;
-use cpmlab::topology::Topology;
+use cpmlab_model::topology::Topology;
+use cpmlab_provider_docker::engine::Engine;
+use cpmlab_provider_docker::images;
+use cpmlab_provider_kind::KindSettings;
 
 const KIND: &str = r#"#!/bin/sh
 echo "kind $*" >> "$STUB_LOG"
@@ -125,7 +125,7 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
     // has the real kind there, which would run instead of the stub.
     // (Envoy, which the lab image takes, is named where it was found.)
     let no_tools = tempfile::tempdir().unwrap();
-    let envoy = cpmlab::go_parts::ENVOY
+    let envoy = cpmlab_core::go_parts::ENVOY
         .find()
         .expect("Envoy (scripts/fetch-envoy)")
         .path()
@@ -143,12 +143,12 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         std::env::set_var("STUB_LOG", &log);
         std::env::set_var("STUB_NODE_IMAGE", &image);
         std::env::set_var("XDG_CACHE_HOME", no_tools.path());
-        std::env::set_var(cpmlab::go_parts::ENVOY.env, &envoy);
+        std::env::set_var(cpmlab_core::go_parts::ENVOY.env, &envoy);
     }
     let lab = format!("kst{}", std::process::id() % 100000);
     let t = Topology::default();
-    let progress = cpmlab::progress::Progress::new(cpmlab::progress::Mode::Plain);
-    let made = rt.block_on(cpmlab::provider::kind::up::make(
+    let progress = cpmlab_core::progress::Progress::new(cpmlab_core::progress::Mode::Plain);
+    let made = rt.block_on(cpmlab_provider_kind::up::make(
         &engine,
         state.path(),
         &lab,
@@ -156,7 +156,7 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         &KindSettings::default(),
         // Nothing behind the stubs serves the shoot API; the kind e2e
         // (nightly) waits for it through the real ingress.
-        cpmlab::provider::kind::up::ReadyWhen::StepsRan,
+        cpmlab_provider_kind::up::ReadyWhen::StepsRan,
         &progress,
     ));
     let cli = |args: &[&str]| {

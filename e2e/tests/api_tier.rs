@@ -27,7 +27,7 @@ fn kok(kubeconfig: &str, args: &[&str]) -> String {
 fn kubectl_through_the_lab_and_graceful_replica_shutdown_kube_apiserver() {
     let test = "kubectl_through_the_lab_and_graceful_replica_shutdown_kube_apiserver";
     if docker_or_skip(test) && kube_apiserver_or_skip(test) {
-        let version = cpmlab::go_parts::KUBE_APISERVER
+        let version = cpmlab_core::go_parts::KUBE_APISERVER
             .manifest()
             .map(|m| m.version)
             .unwrap_or_else(|| "v1.".into());

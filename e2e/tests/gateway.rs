@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use cpmlab::gateway::{lifecycle::ProbeResult, Record};
+use cpmlab_lab::gateway::{lifecycle::ProbeResult, Record};
 
 /// A quick lab (3 s DNS TTL and shutdown delay) in passthrough mode.
 fn passthrough_topology(dir: &std::path::Path) -> String {
@@ -42,11 +42,11 @@ fn records(lab: &Lab) -> Vec<Record> {
     let o = lab
         .exec(
             "seed-a-gateway",
-            &format!("cat {}", cpmlab::gateway::RECORDS),
+            &format!("cat {}", cpmlab_lab::gateway::RECORDS),
         )
         .assert()
         .success();
-    cpmlab::gateway::parse_records(&String::from_utf8_lossy(&o.get_output().stdout))
+    cpmlab_lab::gateway::parse_records(&String::from_utf8_lossy(&o.get_output().stdout))
 }
 
 fn wait_records(lab: &Lab, what: &str, limit: Duration, pred: impl Fn(&[Record]) -> bool) {
@@ -142,7 +142,7 @@ impl Conn {
 pub fn assert_envoy_took_everything(lab: &Lab, seed: &str) {
     let url = format!(
         "http://127.0.0.1:{}/stats?usedonly",
-        cpmlab::exposure::envoy::ADMIN_PORT
+        cpmlab_exposure::envoy::ADMIN_PORT
     );
     let o = lab
         .exec(&format!("{seed}-gateway"), &format!("wget -q -O - '{url}'"))
@@ -193,15 +193,15 @@ fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
     assert_eq!(code, 200);
     assert!(first.starts_with("seed-a-apiserver-"), "{first}");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let dir = cpmlab::state::LabDir::new(lab.state.path(), &lab.name);
+    let dir = cpmlab_model::state::LabDir::new(lab.state.path(), &lab.name);
     let set_terminating = |on: bool| {
         let mut st = dir.load().unwrap();
         for a in st.apiservers.iter_mut() {
             a.terminating = on && a.name == first;
         }
         rt.block_on(async {
-            use cpmlab::provider::Provider;
-            let p = cpmlab::provider::docker::DockerProvider::connect()
+            use cpmlab_runner::provider::Provider;
+            let p = cpmlab_provider_docker::DockerProvider::connect()
                 .await
                 .unwrap();
             p.sync_gateway(&st, "seed-a").await.unwrap();
@@ -238,11 +238,13 @@ fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
     // A replica frozen without dying: the kubelet's probe times out three
     // times in a row before its endpoint goes.
     let frozen = "seed-a-apiserver-1";
-    let paused_at = cpmlab::probe::run::now_unix_ms();
+    let paused_at = cpmlab_probe::run::now_unix_ms();
     docker(&["pause", &lab.container(frozen)])
         .assert()
         .success();
-    let timing = cpmlab::topology::ProbeSpec::default().timing("t").unwrap();
+    let timing = cpmlab_model::topology::ProbeSpec::default()
+        .timing("t")
+        .unwrap();
     let frozen_addr = address(frozen);
     wait_records(
         &lab,

@@ -56,7 +56,7 @@ fn the_prepared_host_passes() {
 /// binary says the version its manifest names.
 #[test]
 fn a_second_go_build_is_a_cache_hit() {
-    use cpmlab::go_parts::{KUBE_APISERVER, PARTS};
+    use cpmlab_core::go_parts::{KUBE_APISERVER, PARTS};
     if std::env::var("CI").map(|v| v != "true").unwrap_or(true) && KUBE_APISERVER.find().is_none() {
         eprintln!("SKIPPED a_second_go_build_is_a_cache_hit: not built here (run scripts/setup)");
         return;
@@ -114,14 +114,14 @@ fn build_go_builds_every_part_the_lab_finds() {
         .map(|r| (r[0], r[1]))
         .collect();
     assert!(unknown.is_empty(), "parts in no known group: {unknown:?}");
-    let found: Vec<&str> = cpmlab::go_parts::PARTS
+    let found: Vec<&str> = cpmlab_core::go_parts::PARTS
         .iter()
         .filter(|p| p.installer == "scripts/build-go")
         .map(|p| p.name)
         .collect();
     assert_eq!(group("docker"), found);
     let kind = group("kind");
-    for (tool, _) in cpmlab::provider::kind::tools::TOOLS {
+    for (tool, _) in cpmlab_provider_kind::tools::TOOLS {
         assert!(
             kind.contains(tool),
             "the kind form runs {tool}, which scripts/build-go --kind does not build: {kind:?}"

@@ -128,7 +128,7 @@ fn kind_form_names_what_is_missing() {
 /// A kind form tool: where `scripts/build-go --kind` installs it (the lab
 /// takes it from there too), else from PATH.
 fn kind_tool(name: &str) -> std::path::PathBuf {
-    cpmlab::go_parts::install_dir()
+    cpmlab_core::go_parts::install_dir()
         .map(|d| d.join(name))
         .filter(|p| p.is_file())
         .unwrap_or_else(|| name.into())

@@ -184,7 +184,7 @@ fn assert_member_routes(lab: &Lab, what: &str) {
 fn assert_restart_gets_routes(lab: &Lab) {
     let c = lab.container("seed-a-etcd-2");
     docker(&["kill", &c]).assert().success();
-    let state = cpmlab::state::LabDir::new(lab.state.path(), &lab.name)
+    let state = cpmlab_model::state::LabDir::new(lab.state.path(), &lab.name)
         .load()
         .unwrap();
     tokio::runtime::Builder::new_current_thread()
@@ -192,10 +192,10 @@ fn assert_restart_gets_routes(lab: &Lab) {
         .build()
         .unwrap()
         .block_on(async {
-            let engine = cpmlab::provider::docker::engine::Engine::connect()
+            let engine = cpmlab_provider_docker::engine::Engine::connect()
                 .await
                 .unwrap();
-            cpmlab::provider::docker::up::start_released(&engine, &state, &c)
+            cpmlab_provider_docker::up::start_released(&engine, &state, &c)
                 .await
                 .unwrap();
         });
@@ -274,7 +274,7 @@ fn lab_lifecycle() {
         .assert()
         .failure();
     // ...and so is one from another CA.
-    let rogue = cpmlab::pki::Ca::generate("rogue")
+    let rogue = cpmlab_core::pki::Ca::generate("rogue")
         .unwrap()
         .issue_client("rogue")
         .unwrap();
@@ -353,7 +353,7 @@ fn lab_lifecycle() {
                 "seed-a-etcd-0",
                 &format!(
                     "timeout 3 nc -w 2 {seed_b_gw} {} </dev/null",
-                    cpmlab::exposure::envoy::PROMETHEUS_PORT
+                    cpmlab_exposure::envoy::PROMETHEUS_PORT
                 ),
             )
             .ok()

@@ -32,7 +32,7 @@ fn seed_a_reaches_seed_b(lab: &Lab, seed_b_gw: &str) -> bool {
         "seed-a-etcd-0",
         &format!(
             "timeout 3 nc -w 2 {seed_b_gw} {} </dev/null",
-            cpmlab::exposure::envoy::PROMETHEUS_PORT
+            cpmlab_exposure::envoy::PROMETHEUS_PORT
         ),
     )
     .ok()

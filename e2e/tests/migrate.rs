@@ -265,7 +265,7 @@ fn etcd_history(lab: &Lab) -> Vec<(u64, u64)> {
                 .decode(ev["kv"]["value"].as_str().unwrap_or(""))
                 .unwrap_or_default();
             // JSON from the stand-in, protobuf from k8s.io/apiserver.
-            if let Some(v) = cpmlab::probe::final_read::stored_counter(&raw) {
+            if let Some(v) = cpmlab_probe::final_read::stored_counter(&raw) {
                 history.push((v, rev));
             }
         }

@@ -237,7 +237,7 @@ fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)>
 /// where the fixture wants it to fail); the run kept the fixture's budgets
 /// as its criteria. Returns whether anything was excused.
 fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
-    let sf = cpmlab::scenario::load(&fixture(file)).unwrap();
+    let sf = cpmlab_runner::scenario::load(&fixture(file)).unwrap();
     let budgets = &sf.checked.excuse;
     let v: Value = read_json(&dir.join("run/verdict.json"));
     let criteria: Value = read_json(&dir.join("run/criteria.json"));
@@ -286,7 +286,7 @@ fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
     assert_eq!(r["excused"], n, "{file}: result.json says as much");
     let mut per: std::collections::BTreeMap<String, u64> = Default::default();
     for e in excused {
-        let h: cpmlab::verdict::Hazard = serde_json::from_value(e["hazard"].clone()).unwrap();
+        let h: cpmlab_verdict::Hazard = serde_json::from_value(e["hazard"].clone()).unwrap();
         let b = budgets
             .get(&h)
             .unwrap_or_else(|| panic!("{file}: {h} excused, not accepted: {e}"));
@@ -303,7 +303,7 @@ fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
         let max = budgets[&serde_json::from_value(Value::String(h.clone())).unwrap()].max;
         assert!(*k <= max, "{file}: {k} excused by {h}, budget {max}");
     }
-    use cpmlab::scenario::VerdictExpect;
+    use cpmlab_runner::scenario::VerdictExpect;
     match sf.scenario.expect.verdict.unwrap_or(VerdictExpect::Pass) {
         VerdictExpect::Pass => {
             let want = if n == 0 {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use common::*;
-use cpmlab::verdict::record::{
+use cpmlab_verdict::record::{
     ConnMode, FinalRead, HistoryEntry, LabEvent, Outcome, ProbeKind, ProbePlan, Record,
 };
 use serde_json::Value;

@@ -9,15 +9,15 @@ use std::net::SocketAddrV4;
 
 use serde_json::Value;
 
-use cpmlab::exposure::envoy::{bootstrap, render, static_bootstrap, tls, TLS_DIR, XDS_DIR};
-use cpmlab::exposure::{ApiExposure, Exposure};
+use cpmlab_exposure::envoy::{bootstrap, render, static_bootstrap, tls, TLS_DIR, XDS_DIR};
+use cpmlab_exposure::{ApiExposure, Exposure};
 
 mod validate {
     use super::*;
     use std::path::Path;
 
     fn envoy() -> Option<std::path::PathBuf> {
-        match cpmlab::go_parts::ENVOY.find() {
+        match cpmlab_core::go_parts::ENVOY.find() {
             Some(f) => Some(f.path().clone()),
             None if std::env::var("CI").is_ok_and(|v| v == "true") => {
                 panic!("no envoy binary (run scripts/fetch-envoy): CI=true, so this fails")
@@ -31,13 +31,11 @@ mod validate {
 
     /// The certificates the configuration names, in `dir`.
     fn certs(dir: &Path) {
-        let ca = cpmlab::pki::Ca::generate("t").unwrap();
+        let ca = cpmlab_core::pki::Ca::generate("t").unwrap();
         let server = ca
             .issue_member("g", &["api.local.cpmlab.test".into()], &[])
             .unwrap();
-        let proxy = ca
-            .issue_client(cpmlab::exposure::GATEWAY_CLIENT_CN)
-            .unwrap();
+        let proxy = ca.issue_client(cpmlab_exposure::GATEWAY_CLIENT_CN).unwrap();
         for (f, c) in [
             (tls::SERVER_CERT, &server.cert_pem),
             (tls::SERVER_KEY, &server.key_pem),
@@ -81,16 +79,16 @@ mod validate {
         let mut v = vec![];
         for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
             for peer in [
-                cpmlab::topology::PeerExposure::Address,
-                cpmlab::topology::PeerExposure::Port,
+                cpmlab_model::topology::PeerExposure::Address,
+                cpmlab_model::topology::PeerExposure::Port,
             ] {
-                let mut topo = cpmlab::topology::Topology::default();
+                let mut topo = cpmlab_model::topology::Topology::default();
                 topo.api.exposure = mode;
                 topo.network.peer_exposure = Some(peer);
-                let nets: Vec<cpmlab::addressing::Net24> = (0..3)
-                    .map(|i| cpmlab::addressing::Net24([10, 213, i, 0].into()))
+                let nets: Vec<cpmlab_model::addressing::Net24> = (0..3)
+                    .map(|i| cpmlab_model::addressing::Net24([10, 213, i, 0].into()))
                     .collect();
-                let mut s = cpmlab::plan::LabPlan::new("t", &topo, &nets, "img:1")
+                let mut s = cpmlab_model::plan::LabPlan::new("t", &topo, &nets, "img:1")
                     .initial_state("x".into());
                 // Before, and with the destination planned and its API up.
                 for seed in ["seed-a", "seed-b"] {
@@ -99,7 +97,7 @@ mod validate {
                         Exposure::of_docker_seed(&s, seed),
                     ));
                 }
-                let mig = cpmlab::plan::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap();
+                let mig = cpmlab_model::plan::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap();
                 s.apiservers.extend(mig.destination_apiservers.clone());
                 s.migration = Some(mig);
                 v.push((

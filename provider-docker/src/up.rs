@@ -1,0 +1,1048 @@
+//! `cpmlab up` for the docker provider: networks, the wan router, DNS, the
+//! seeds' gateways, the shoot's etcd in the source seed, and a toolbox client.
+//!
+//! Every container starts with a small barrier: it writes the lab's resolver
+//! and waits until the lab releases it, so that e.g. etcd starts only once
+//! DNS answers. Before the release, `cpmlab` sets the container's routes
+//! (to the other lab networks via the wan router, no default route) and a
+//! gateway's per-member addresses from the host, inside the container's
+//! network namespace (`netns`): no lab container but the router holds
+//! NET_ADMIN. The barrier's file lives on a tmpfs, so a container that is
+//! started again waits for the lab again, and gets its routes again.
+
+pub use super::routes::{net_plan, set_routes};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use futures_util::future::try_join_all;
+
+use super::engine::{ContainerSpec, Engine, FileSpec};
+use super::images;
+use crate::addressing::{Net24, Pool};
+use crate::dns::{self, ARecord};
+use crate::errors::{BadInput, Cancel, EnvNotReady};
+use crate::etcd::{self, ClusterState, EtcdTls};
+use crate::pki::{write_pem, Ca};
+use crate::plan::LabPlan;
+use crate::progress::Progress;
+use crate::state::{LabDir, LabState, MemberState, Phase};
+use crate::topology::Topology;
+
+pub struct UpRequest {
+    pub lab: String,
+    pub topology: Topology,
+    pub state_root: PathBuf,
+    /// Checked between steps and while waiting.
+    pub cancel: Cancel,
+}
+
+pub use super::engine::RUN_DIR;
+/// File whose existence releases a container's barrier (on `RUN_DIR`).
+const READY_FILE: &str = "/run/cpmlab/released";
+pub use cpmlab_provider::AGENT_BIN;
+
+/// How long `up` waits for DNS and for etcd to elect a leader.
+const DNS_DEADLINE: Duration = Duration::from_secs(30);
+const ETCD_DEADLINE: Duration = Duration::from_secs(90);
+
+/// `cmd` behind the barrier: the lab's DNS server as resolver, then wait for
+/// the release, then exec. Values reach the shell as arguments (`$1`, `$@`),
+/// never inside its script.
+pub fn behind_barrier(state: &LabState, cmd: Vec<String>) -> Vec<String> {
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".into(),
+        format!(
+            "printf 'nameserver %s\\noptions timeout:1 attempts:2\\n' \"$1\" > /etc/resolv.conf || exit 1; shift; \
+             while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""
+        ),
+        "barrier".into(),
+        state.dns.server.ip.to_string(),
+    ];
+    v.extend(cmd);
+    v
+}
+
+fn idle() -> Vec<String> {
+    vec!["sleep".into(), "2147483647".into()]
+}
+
+/// Is every container of a finished lab running?
+async fn all_running(engine: &Engine, state: &LabState) -> Result<bool> {
+    let running: Vec<String> = engine
+        .containers(Some(&state.name))
+        .await?
+        .into_iter()
+        .filter(|c| c.state.as_ref().map(|s| s.to_string()) == Some("running".into()))
+        .filter_map(|c| c.names.and_then(|n| n.first().cloned()))
+        .map(|n| n.trim_start_matches('/').to_string())
+        .collect();
+    Ok(expected_containers(state)
+        .iter()
+        .all(|c| running.contains(c)))
+}
+
+pub fn expected_containers(state: &LabState) -> Vec<String> {
+    let mut v = vec![
+        state.router.container.clone(),
+        state.dns.server.container.clone(),
+        state.toolbox.container.clone(),
+    ];
+    v.extend(state.seeds.iter().map(|s| s.gateway.container.clone()));
+    v.extend(state.members.iter().map(|m| m.container.clone()));
+    v.extend(state.apiservers.iter().map(|a| a.container.clone()));
+    v
+}
+
+/// Before anything is created: `Some(state)` when the lab is already up as
+/// requested (idempotent), an error when a lab of that name is in the way.
+pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabState>> {
+    let dir = LabDir::new(&req.state_root, &req.lab);
+    let existing = engine.lab_objects(Some(&req.lab)).await?;
+    if !dir.exists() && existing.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(state) = dir.load() {
+        if state.phase == Phase::Ready && all_running(engine, &state).await? {
+            if state.topology != req.topology {
+                return Err(BadInput(format!(
+                    "lab `{}` is already up with a different topology; run `cpmlab down --name {}` first",
+                    req.lab, req.lab
+                ))
+                .into());
+            }
+            return Ok(Some(state));
+        }
+    }
+    Err(EnvNotReady::new(
+        format!(
+            "lab `{}` exists but is not complete and running ({} Docker objects, state file {})",
+            req.lab,
+            existing.count(),
+            if dir.exists() { "present" } else { "missing" }
+        ),
+        format!(
+            "run `cpmlab down --name {}` and then `cpmlab up` again",
+            req.lab
+        ),
+    )
+    .into())
+}
+
+/// Builds the lab; call after `preflight` said there is none.
+pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<LabState> {
+    let dir = LabDir::new(&req.state_root, &req.lab);
+    // Before anything exists: which API server, and is it there?
+    let api_server = resolve_api_server(req.topology.api.server)?;
+    if let Some(cc) = req.topology.network.congestion_control() {
+        crate::kernel::check_congestion_control(cc)?;
+    }
+    req.cancel.check()?;
+    let step = p.step("lab image");
+    let lab_image = images::ensure(engine).await?;
+    check_etcd_version(&req.topology, &lab_image)?;
+    let image = lab_image.tag.clone();
+    step.done_with(&format!(
+        "{image}{}, etcd {}",
+        if lab_image.built {
+            " (built)"
+        } else {
+            " (cached)"
+        },
+        req.topology.etcd.version
+    ));
+
+    req.cancel.check()?;
+    let step = p.step("networks seed + clients");
+    let nets = create_networks(engine, &req.lab, &req.topology).await?;
+    step.done_with(&nets.iter().map(|n| n.cidr()).collect::<Vec<_>>().join(", "));
+
+    req.cancel.check()?;
+    let step = p.step("certificates and state");
+    let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
+    let mut state = plan.initial_state(crate::pki::random_secret());
+    state.api_kind = api_server.kind;
+    state.api_token = crate::pki::random_token();
+    dir.create()?;
+    let keys = LabKeys::generate(&dir, &mut state)?;
+    dir.save(&state)?;
+    step.done();
+
+    req.cancel.check()?;
+    let step = p.step("containers: router, dns, toolbox, gateways, etcd");
+    let specs = container_specs(&state, &keys, &api_server)?;
+    for m in &state.members {
+        engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
+    }
+    try_join_all(specs.iter().map(|s| engine.create_container(s))).await?;
+    try_join_all(specs.iter().map(|s| engine.start(&s.name))).await?;
+    step.done_with(&format!("{} containers", specs.len()));
+
+    req.cancel.check()?;
+    let step = p.step("routes through the wan router");
+    let late: Vec<&String> = state
+        .members
+        .iter()
+        .map(|m| &m.container)
+        .chain(state.apiservers.iter().map(|a| &a.container))
+        .collect();
+    let infra: Vec<String> = expected_containers(&state)
+        .into_iter()
+        .filter(|c| !late.contains(&c))
+        .collect();
+    release(engine, &state, &infra).await?;
+    step.done();
+
+    req.cancel.check()?;
+    let step = p.step("dns answers the shoot API name");
+    wait_dns(&state, &req.cancel).await?;
+    step.done_with(&format!(
+        "{} -> {}",
+        state.dns.api_name, state.seeds[0].gateway.ip
+    ));
+
+    req.cancel.check()?;
+    let step = p.step(format!(
+        "etcd: {} members elect a leader",
+        state.members.len()
+    ));
+    let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
+    release(engine, &state, &members).await?;
+    let tls = crate::etcd::lab_tls(&dir)?;
+    wait_etcd(&state, &tls, &step, &req.cancel).await?;
+    step.done();
+
+    req.cancel.check()?;
+    let step = p.step(format!(
+        "shoot API: {} {} replicas ready through the gateway",
+        state.apiservers.len(),
+        state.api_kind.as_str()
+    ));
+    let apis: Vec<String> = state
+        .apiservers
+        .iter()
+        .map(|a| a.container.clone())
+        .collect();
+    release(engine, &state, &apis).await?;
+    // The gateway learns when its replicas' containers started (their
+    // probes' initial delay counts from there).
+    let source = state
+        .seed_by_role(crate::topology::SeedRole::Source)
+        .name
+        .clone();
+    super::gateway_sync::sync_gateway(engine, &state, &source).await?;
+    wait_api(&state, &tls.ca_pem, &req.cancel).await?;
+    super::gateway_sync::wait_served(engine, &state, &source, &req.cancel).await?;
+    step.done_with(&format!("https://{}", state.dns.api_name));
+
+    state.phase = Phase::Ready;
+    dir.save(&state)?;
+    Ok(state)
+}
+
+/// Does the lab image hold the etcd the topology asks for? Checked before
+/// anything of the lab exists.
+/// The lab's keys, written to its `pki` directory: the CA, the client
+/// certificate the lab's commands use, the API token (the state's) and the
+/// service-account signing key pair kube-apiserver insists on (kept for
+/// the replicas a migration starts in the destination seed).
+pub struct LabKeys {
+    pub ca: Ca,
+    pub client: crate::pki::CertKey,
+    pub sa_key: rcgen::KeyPair,
+    /// The front-proxy CA (Gardener's ca-front-proxy): it signs the
+    /// gateway's client certificate, whose identity headers the API
+    /// servers trust (`--requestheader-client-ca-file`).
+    pub front_proxy: Ca,
+}
+
+impl LabKeys {
+    /// Generates the keys, writes them to the lab's `pki` directory, and
+    /// puts the front-proxy CA's certificate into `state`.
+    pub fn generate(dir: &LabDir, state: &mut LabState) -> Result<LabKeys> {
+        let ca = Ca::generate(&state.name)?;
+        let client = ca.issue_client("cpmlab")?;
+        let sa_key = rcgen::KeyPair::generate()?;
+        let front_proxy = Ca::generate(&format!("{} front-proxy", state.name))?;
+        state.front_proxy_ca = front_proxy.cert_pem.clone();
+        let pki = dir.pki();
+        write_pem(&pki.join("ca.crt"), &ca.cert_pem)?;
+        write_pem(&pki.join("ca.key"), &ca.key_pem())?;
+        write_pem(&pki.join("front-proxy-ca.crt"), &front_proxy.cert_pem)?;
+        write_pem(&pki.join("front-proxy-ca.key"), &front_proxy.key_pem())?;
+        write_pem(&pki.join("client.crt"), &client.cert_pem)?;
+        write_pem(&pki.join("client.key"), &client.key_pem)?;
+        write_pem(&pki.join("sa.key"), &sa_key.serialize_pem())?;
+        crate::state::write_private(&pki.join("token"), &state.api_token)
+            .context("write the API token")?;
+        Ok(LabKeys {
+            ca,
+            client,
+            sa_key,
+            front_proxy,
+        })
+    }
+
+    /// The service-account key pair as (private, public) PEM.
+    pub fn sa(&self) -> (String, String) {
+        (self.sa_key.serialize_pem(), self.sa_key.public_key_pem())
+    }
+}
+
+pub fn check_etcd_version(topo: &Topology, image: &images::LabImage) -> Result<()> {
+    let want = topo.etcd.etcd_version().map_err(BadInput)?;
+    if image.has_etcd(want) {
+        return Ok(());
+    }
+    Err(EnvNotReady::new(
+        format!(
+            "the topology asks for etcd {want} (etcd.version), and the lab image {} holds etcd {} only",
+            image.tag,
+            image.etcd_versions_label()
+        ),
+        "run scripts/setup (scripts/build-go builds etcd 3.5 from the Go module proxy), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+    )
+    .into())
+}
+
+/// The API server a lab runs: its kind and, unless it is the stand-in (the
+/// lab image's own binary), the host binary mounted into the replicas.
+#[derive(Debug, Clone)]
+pub struct ApiServerBinary {
+    pub kind: crate::apiserver::launch::ApiServerKind,
+    pub bin: Option<std::path::PathBuf>,
+}
+
+/// Which API server `choice` means on this host, or why it cannot be had.
+pub fn resolve_api_server(choice: crate::topology::ApiServerChoice) -> Result<ApiServerBinary> {
+    use crate::apiserver::launch::{find_generic_apiserver, find_kube_apiserver, ApiServerKind};
+    use crate::topology::ApiServerChoice;
+    let with = |kind, bin| ApiServerBinary {
+        kind,
+        bin: Some(bin),
+    };
+    let standin = ApiServerBinary {
+        kind: ApiServerKind::Standin,
+        bin: None,
+    };
+    Ok(match choice {
+        ApiServerChoice::Standin => standin,
+        ApiServerChoice::Auto => match (find_kube_apiserver(), find_generic_apiserver()) {
+            (Some(k), _) => with(ApiServerKind::KubeApiserver, k),
+            (None, Some(g)) => with(ApiServerKind::Generic, g),
+            (None, None) => standin,
+        },
+        ApiServerChoice::KubeApiserver => match find_kube_apiserver() {
+            Some(k) => with(ApiServerKind::KubeApiserver, k),
+            None => return Err(EnvNotReady::new(
+                "the topology asks for kube-apiserver (api.server), and no binary was found",
+                "run scripts/build-go kube-apiserver (scripts/setup does), set CPMLAB_KUBE_APISERVER or KUBEBUILDER_ASSETS, or use api.server: generic or standin",
+            )
+            .into()),
+        },
+        ApiServerChoice::Generic => match find_generic_apiserver() {
+            Some(g) => with(ApiServerKind::Generic, g),
+            None => return Err(EnvNotReady::new(
+                "the topology asks for the generic API server (api.server: generic), and cpmlab-apiserver was not found",
+                "run scripts/build-go cpmlab-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
+            )
+            .into()),
+        },
+    })
+}
+
+/// The choice that gives a lab's API server kind again (replicas started
+/// during a migration run what the lab's first ones run).
+pub fn choice_of(
+    kind: crate::apiserver::launch::ApiServerKind,
+) -> crate::topology::ApiServerChoice {
+    use crate::apiserver::launch::ApiServerKind;
+    use crate::topology::ApiServerChoice;
+    match kind {
+        ApiServerKind::Standin => ApiServerChoice::Standin,
+        ApiServerKind::KubeApiserver => ApiServerChoice::KubeApiserver,
+        ApiServerKind::Generic => ApiServerChoice::Generic,
+    }
+}
+
+/// Creates the lab's networks, re-allocating if another creator raced us.
+async fn create_networks(engine: &Engine, lab: &str, topo: &Topology) -> Result<Vec<Net24>> {
+    let pool = Pool::parse(&topo.network.pool).map_err(BadInput)?;
+    let names = topo.network_names();
+    for _attempt in 0..5 {
+        let taken = engine.taken_subnets().await?;
+        let nets =
+            pool.allocate(names.len(), &taken).ok_or_else(|| {
+                EnvNotReady::new(
+                format!("no {} free /24 networks left in pool {}", names.len(), topo.network.pool),
+                "run `cpmlab down --all` to remove old labs, or set network.pool in the topology",
+            )
+            })?;
+        let results =
+            futures_util::future::join_all(names.iter().zip(&nets).map(|(n, net)| async move {
+                let docker_name = crate::plan::network_name(lab, n);
+                engine
+                    .create_network(lab, &docker_name, n, &net.cidr(), net.host(1), None)
+                    .await
+            }))
+            .await;
+        let raced = results
+            .iter()
+            .any(|r| matches!(r, Err(e) if e.to_string().contains("overlap")));
+        if raced {
+            for n in &names {
+                engine
+                    .remove_network(&crate::plan::network_name(lab, n))
+                    .await?;
+            }
+            continue;
+        }
+        for (r, n) in results.into_iter().zip(&names) {
+            r.with_context(|| format!("create network {}", crate::plan::network_name(lab, n)))?;
+        }
+        return Ok(nets);
+    }
+    anyhow::bail!("could not allocate networks: other labs kept taking the same subnets")
+}
+
+fn zone_records(state: &LabState) -> Vec<ARecord> {
+    let zone = &state.dns.zone;
+    let mut r = vec![ARecord {
+        name: state.dns.api_name.clone(),
+        ip: state
+            .seed_by_role(crate::topology::SeedRole::Source)
+            .gateway
+            .ip,
+    }];
+    for s in &state.seeds {
+        r.push(ARecord {
+            name: format!("{}-gateway.{zone}", s.name),
+            ip: s.gateway.ip,
+        });
+    }
+    for m in &state.members {
+        r.extend(member_records(m));
+    }
+    r
+}
+
+/// A member's name resolves to its address on its own seed's gateway
+/// (Gardener's per-member DNSRecord); its pod's name to the member itself
+/// (what the gateway resolves to reach it, as a headless Service's record).
+pub fn member_records(m: &MemberState) -> [ARecord; 2] {
+    [
+        ARecord {
+            name: m.host.clone(),
+            ip: m.vip(),
+        },
+        ARecord {
+            name: m.pod_host(),
+            ip: m.ip,
+        },
+    ]
+}
+
+/// The members a seed's gateway fronts (`LabState::gateway_members`).
+pub fn gateway_members(state: &LabState, seed: &str) -> Vec<MemberState> {
+    state.gateway_members(seed)
+}
+
+/// The files of a seed's gateway container at its creation: Envoy's
+/// bootstrap, the lab's input (what the seed exposes, its replicas), the
+/// probes' token, and the certificates: the API name's (TLS ends here in
+/// termination mode), the lab CA (client certificates and the replicas'
+/// serving certificates are checked against it), and the gateway's
+/// front-proxy client certificate (`system:istio-gateway`).
+pub fn gateway_files(
+    state: &LabState,
+    seed: &crate::state::SeedState,
+    keys: &LabKeys,
+) -> Result<Vec<FileSpec>> {
+    use crate::exposure::envoy::{self, tls};
+    let input =
+        crate::gateway::GatewayInput::of(state, &seed.name, |_| (false, None)).map_err(BadInput)?;
+    let server = keys.ca.issue_member(
+        &format!("{}-gateway", seed.name),
+        std::slice::from_ref(&state.dns.api_name),
+        &[seed.gateway.ip.into()],
+    )?;
+    let proxy = keys
+        .front_proxy
+        .issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
+    let at = |f: &str| format!("{}/{f}", envoy::TLS_DIR);
+    Ok(vec![
+        FileSpec::new(
+            envoy::BOOTSTRAP,
+            serde_json::to_vec_pretty(&envoy::bootstrap(&format!("{}-gateway", seed.name)))?,
+            0o644,
+        ),
+        FileSpec::new(
+            crate::gateway::INPUT,
+            serde_json::to_vec_pretty(&input)?,
+            0o644,
+        ),
+        FileSpec::new(crate::gateway::TOKEN_FILE, state.api_token.clone(), 0o600),
+        FileSpec::new(at(tls::SERVER_CERT), server.cert_pem, 0o644),
+        FileSpec::new(at(tls::SERVER_KEY), server.key_pem, 0o600),
+        FileSpec::new(at(tls::CLIENT_CA), keys.ca.cert_pem.clone(), 0o644),
+        FileSpec::new(at(tls::UPSTREAM_CA), keys.ca.cert_pem.clone(), 0o644),
+        FileSpec::new(at(tls::PROXY_CERT), proxy.cert_pem, 0o644),
+        FileSpec::new(at(tls::PROXY_KEY), proxy.key_pem, 0o600),
+    ])
+}
+
+fn docker_network(state: &LabState, n: &str) -> String {
+    state
+        .network(n)
+        .map(|n| n.docker_name.clone())
+        .expect("planned network")
+}
+
+/// What every lab container shares: labels, image, the barrier, and the
+/// host's cpmlab binary for the in-container roles. No capabilities beyond
+/// Docker's defaults: the lab sets routes from the host (`netns`).
+fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> ContainerSpec {
+    let self_exe = cpmlab_provider::agent_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "/proc/self/exe".into());
+    ContainerSpec {
+        name: name.to_string(),
+        lab: state.name.clone(),
+        role: role.to_string(),
+        seed: seed.map(str::to_string),
+        image: state.image.clone(),
+        cmd: behind_barrier(state, idle()),
+        networks: vec![],
+        cap_add: vec![],
+        sysctls: lab_sysctls(state),
+        volumes: vec![(self_exe, format!("{AGENT_BIN}:ro"))],
+        devices: vec![],
+        files: vec![],
+    }
+}
+
+/// The sysctls every lab container gets: the topology's TCP congestion
+/// control (each container is its own network namespace).
+pub fn lab_sysctls(state: &LabState) -> HashMap<String, String> {
+    state
+        .topology
+        .network
+        .congestion_control()
+        .map(|cc| {
+            HashMap::from([(
+                "net.ipv4.tcp_congestion_control".to_string(),
+                cc.to_string(),
+            )])
+        })
+        .unwrap_or_default()
+}
+
+/// An etcd member's container; `cluster` is `--initial-cluster` (name, peer URL).
+pub fn member_spec(
+    state: &LabState,
+    ca: &Ca,
+    m: &MemberState,
+    cluster: &[(String, String)],
+    cluster_state: ClusterState,
+) -> Result<ContainerSpec> {
+    let mut c = base_spec(state, &m.container, "etcd", Some(&m.seed));
+    c.networks = vec![(docker_network(state, &m.seed), m.ip)];
+    c.volumes.push((m.volume.clone(), etcd::DATA_DIR.into()));
+    let cert = ca.issue_member(&m.name, std::slice::from_ref(&m.host), &[m.ip.into()])?;
+    c.files = vec![
+        FileSpec::new(
+            format!("{}/ca.crt", etcd::PKI_DIR),
+            ca.cert_pem.clone(),
+            0o644,
+        ),
+        FileSpec::new(
+            format!("{}/server.crt", etcd::PKI_DIR),
+            cert.cert_pem,
+            0o644,
+        ),
+        FileSpec::new(format!("{}/server.key", etcd::PKI_DIR), cert.key_pem, 0o600),
+    ];
+    let version = state.topology.etcd.etcd_version().map_err(BadInput)?;
+    c.cmd = behind_barrier(
+        state,
+        etcd::member_command(
+            m,
+            cluster,
+            cluster_state,
+            &format!("cpmlab-{}", state.name),
+            version,
+            state.topology.etcd.pre_vote,
+        ),
+    );
+    Ok(c)
+}
+
+/// An API server replica's container, talking to `etcd_servers`.
+pub fn apiserver_spec(
+    state: &LabState,
+    ca: &Ca,
+    a: &crate::state::ApiServerState,
+    etcd_servers: &[String],
+    api_server: &ApiServerBinary,
+    sa: &(String, String),
+) -> Result<ContainerSpec> {
+    use crate::apiserver::launch::{self, ApiServerKind, DIR};
+    let mut c = base_spec(state, &a.container, "apiserver", Some(&a.seed));
+    c.networks = vec![(docker_network(state, &a.seed), a.ip)];
+    // kube-apiserver's names, with the one a gateway that ends TLS sends
+    // as SNI (`kubernetes.default.svc.cluster.local`).
+    let cert = ca.issue_member(
+        &a.name,
+        &[
+            state.dns.api_name.clone(),
+            "kubernetes".into(),
+            "kubernetes.default".into(),
+            "kubernetes.default.svc".into(),
+            crate::exposure::UPSTREAM_SNI.into(),
+        ],
+        &[a.ip.into()],
+    )?;
+    c.files = vec![
+        FileSpec::new(format!("{DIR}/ca.crt"), ca.cert_pem.clone(), 0o644),
+        FileSpec::new(
+            format!("{DIR}/{}", crate::apiserver::launch::FRONT_PROXY_CA),
+            state.front_proxy_ca.clone(),
+            0o644,
+        ),
+        FileSpec::new(format!("{DIR}/server.crt"), cert.cert_pem, 0o644),
+        FileSpec::new(format!("{DIR}/server.key"), cert.key_pem, 0o600),
+        FileSpec::new(format!("{DIR}/token"), state.api_token.clone(), 0o600),
+    ];
+    let replica = launch::Replica {
+        name: &a.name,
+        seed: &a.seed,
+        ip: a.ip,
+        api_name: &state.dns.api_name,
+        etcd_servers,
+        shutdown_delay: &state.topology.api.shutdown_delay,
+        watch_termination_grace: &state.topology.api.watch_termination_grace,
+        send_retry_after: state.topology.api.shutdown_send_retry_after,
+    };
+    if let (Some(bin), Some(mounted)) = (&api_server.bin, api_server.kind.mounted_bin()) {
+        c.volumes
+            .push((bin.display().to_string(), format!("{mounted}:ro")));
+        c.files.push(FileSpec::new(
+            format!("{DIR}/tokens.csv"),
+            launch::tokens_csv(&state.api_token),
+            0o600,
+        ));
+    }
+    c.cmd = match (api_server.kind, &api_server.bin) {
+        (ApiServerKind::KubeApiserver, Some(_)) => {
+            c.files
+                .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
+            c.files
+                .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
+            behind_barrier(state, launch::kube_apiserver_command(&replica))
+        }
+        (ApiServerKind::Generic, Some(_)) => {
+            behind_barrier(state, launch::generic_command(&replica))
+        }
+        _ => behind_barrier(state, launch::standin_command(AGENT_BIN, &replica)),
+    };
+    Ok(c)
+}
+
+/// The lab's own containers, in both forms: the wan router on every
+/// network, the DNS server and the toolbox on the clients network.
+pub fn infra_specs(state: &LabState, ca: &Ca, client: &crate::pki::CertKey) -> Vec<ContainerSpec> {
+    let docker_net = |n: &str| docker_network(state, n);
+    let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
+    let mut specs = Vec::new();
+    let mut router = base(&state.router.container, "router", None);
+    router.networks = state
+        .networks
+        .iter()
+        .rev() // clients first: the router's "own" address is on clients
+        .map(|n| (n.docker_name.clone(), n.router_ip))
+        .collect();
+    // The one container that shapes traffic: the delay line's TUN, tc,
+    // iptables.
+    router.cap_add = vec!["NET_ADMIN".into()];
+    router.sysctls.extend([
+        ("net.ipv4.ip_forward".into(), "1".into()),
+        ("net.ipv4.conf.all.send_redirects".into(), "0".into()),
+        // Packets come back from the delay line's TUN with foreign sources.
+        ("net.ipv4.conf.all.rp_filter".into(), "0".into()),
+        ("net.ipv4.conf.default.rp_filter".into(), "0".into()),
+    ]);
+    router.devices = vec!["/dev/net/tun".into()];
+    router.cmd = behind_barrier(
+        state,
+        vec![
+            AGENT_BIN.into(),
+            "agent".into(),
+            "router".into(),
+            "--config".into(),
+            crate::link::DELAYLINE_CONFIG.into(),
+        ],
+    );
+    specs.push(router);
+
+    let mut d = base(&state.dns.server.container, "dns", None);
+    d.networks = vec![(docker_net("clients"), state.dns.server.ip)];
+    d.cmd = behind_barrier(
+        state,
+        vec![
+            "named".into(),
+            "-g".into(),
+            "-c".into(),
+            dns::CONF_FILE.into(),
+        ],
+    );
+    d.files = vec![
+        FileSpec::new(
+            dns::CONF_FILE,
+            dns::named_conf(
+                &state.dns.zone,
+                &state.dns.tsig_key_name,
+                &state.dns.tsig_secret,
+            ),
+            0o644,
+        ),
+        FileSpec::new(
+            dns::ZONE_FILE,
+            dns::zone_file(
+                &state.dns.zone,
+                state.dns.ttl,
+                state.dns.server.ip,
+                &zone_records(state),
+            ),
+            0o644,
+        ),
+    ];
+    specs.push(d);
+
+    let mut tb = base(&state.toolbox.container, "toolbox", None);
+    tb.networks = vec![(docker_net("clients"), state.toolbox.ip)];
+    tb.files = vec![
+        FileSpec::new("/etc/cpmlab/pki/ca.crt", ca.cert_pem.clone(), 0o644),
+        FileSpec::new("/etc/cpmlab/pki/client.crt", client.cert_pem.clone(), 0o644),
+        FileSpec::new("/etc/cpmlab/pki/client.key", client.key_pem.clone(), 0o600),
+    ];
+    specs.push(tb);
+
+    specs
+}
+
+fn container_specs(
+    state: &LabState,
+    keys: &LabKeys,
+    api_server: &ApiServerBinary,
+) -> Result<Vec<ContainerSpec>> {
+    let docker_net = |n: &str| docker_network(state, n);
+    let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
+    let (ca, sa_key) = (&keys.ca, &keys.sa_key);
+    let mut specs = infra_specs(state, ca, &keys.client);
+
+    for s in &state.seeds {
+        let mut g = base(&s.gateway.container, "gateway", Some(&s.name));
+        g.networks = vec![(docker_net(&s.network), s.gateway.ip)];
+        g.files = gateway_files(state, s, keys)?;
+        g.cmd = behind_barrier(
+            state,
+            vec![AGENT_BIN.into(), "agent".into(), "gateway".into()],
+        );
+        specs.push(g);
+    }
+
+    let cluster: Vec<(String, String)> = state
+        .members
+        .iter()
+        .map(|m| (m.name.clone(), m.peer_url()))
+        .collect();
+    for m in &state.members {
+        specs.push(member_spec(state, ca, m, &cluster, ClusterState::New)?);
+    }
+
+    let sa = (sa_key.serialize_pem(), sa_key.public_key_pem());
+    for a in &state.apiservers {
+        let etcd_servers: Vec<String> = state
+            .members_of(&a.seed)
+            .map(|m| format!("https://{}:2379", m.ip))
+            .collect();
+        specs.push(apiserver_spec(
+            state,
+            ca,
+            a,
+            &etcd_servers,
+            api_server,
+            &sa,
+        )?);
+    }
+    Ok(specs)
+}
+
+/// Releases one container (see `release`).
+pub async fn release_one(engine: &Engine, state: &LabState, container: &str) -> Result<()> {
+    release(engine, state, &[container.to_string()]).await
+}
+
+/// Starts a created or stopped container and releases it: as a
+/// StatefulSet's pod comes back, with its routes.
+pub async fn start_released(engine: &Engine, state: &LabState, container: &str) -> Result<()> {
+    engine.start(container).await?;
+    release_one(engine, state, container).await
+}
+
+/// Sets each container's routes from the host (its networks as Docker has
+/// them), then releases its barrier.
+pub async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Result<()> {
+    try_join_all(which.iter().map(|c| async move {
+        let r = engine.running_container(c).await?;
+        let own: Vec<&str> = state
+            .networks
+            .iter()
+            .filter(|n| r.networks.contains(&n.docker_name))
+            .map(|n| n.name.as_str())
+            .collect();
+        let gateway_of = (r.role == "gateway").then_some(r.seed.as_deref()).flatten();
+        set_routes(r.pid, net_plan(state, &own, gateway_of))
+            .await
+            .with_context(|| format!("set the routes of {c}"))?;
+        engine
+            .exec_ok(c, &["touch", READY_FILE], false)
+            .await
+            .with_context(|| format!("release {c} (see `docker logs {c}`)"))
+    }))
+    .await?;
+    Ok(())
+}
+
+/// Waits until the lab's DNS server answers the shoot API's name.
+pub async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
+    let server = SocketAddr::from((state.dns.server.ip, 53));
+    let want: Ipv4Addr = state
+        .seed_by_role(crate::topology::SeedRole::Source)
+        .gateway
+        .ip;
+    let started = Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < DNS_DEADLINE {
+        cancel.check()?;
+        match dns::query_a(server, &state.dns.api_name, Duration::from_millis(500)).await {
+            Ok((ips, _)) if ips == vec![want] => return Ok(()),
+            Ok((ips, _)) => last = format!("answered {ips:?}, want {want}"),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!(
+        "the lab DNS server did not answer {} within {DNS_DEADLINE:?}: {last} (see `docker logs {}`)",
+        state.dns.api_name,
+        state.dns.server.container
+    )
+}
+
+/// Waits until the shoot API answers /readyz through the source gateway.
+async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()> {
+    let gw = state
+        .seed_by_role(crate::topology::SeedRole::Source)
+        .gateway
+        .ip;
+    crate::apiserver::ready::wait_api_at(state, gw, ca_pem, cancel).await
+}
+
+async fn wait_etcd(
+    state: &LabState,
+    tls: &EtcdTls,
+    step: &crate::progress::Step,
+    cancel: &Cancel,
+) -> Result<()> {
+    let started = Instant::now();
+    let want = state.members.len();
+    let mut last;
+    loop {
+        cancel.check()?;
+        let view = etcd::cluster_view(state, tls, Duration::from_secs(2)).await;
+        if view.is_settled(want) {
+            return Ok(());
+        }
+        let healthy = view.members.iter().filter(|m| m.healthy).count();
+        step.detail(&format!("{healthy}/{want} healthy"));
+        last = view.error.clone().unwrap_or_else(|| {
+            view.members
+                .iter()
+                .filter_map(|m| m.error.as_ref().map(|e| format!("{}: {e}", m.name)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        if started.elapsed() > ETCD_DEADLINE {
+            anyhow::bail!(
+                "etcd did not settle within {ETCD_DEADLINE:?} ({healthy}/{want} healthy): {last} (see `docker logs {}`)",
+                state.members[0].container
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_3_5_on_an_image_without_it_is_env_not_ready() {
+        use crate::topology::EtcdVersion;
+        let image = |v: Vec<EtcdVersion>| images::LabImage {
+            tag: "cpmlab/lab:x".into(),
+            built: false,
+            etcd_versions: v,
+        };
+        let mut topo = Topology::default();
+        check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4])).unwrap();
+        topo.etcd.version = "3.5".into();
+        let e = check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4])).unwrap_err();
+        assert_eq!(crate::errors::exit_code(&e), crate::errors::EXIT_ENV, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("etcd 3.5 (etcd.version)"), "{msg}");
+        assert!(
+            msg.contains("fix: run scripts/setup (scripts/build-go"),
+            "{msg}"
+        );
+        check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4, EtcdVersion::V3_5])).unwrap();
+        let s = crate::plan::sample_state();
+        let mut s35 = s.clone();
+        s35.topology.etcd.version = "3.5".into();
+        let ca = crate::pki::Ca::generate("t").unwrap();
+        let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
+        for (state, bin) in [(&s, "etcd"), (&s35, images::ETCD_35_IN_IMAGE)] {
+            let spec = member_spec(state, &ca, &state.members[0], &all, ClusterState::New).unwrap();
+            let at = spec.cmd.iter().position(|a| a == "barrier").unwrap();
+            assert_eq!(spec.cmd[at + 2], bin, "{:?}", spec.cmd);
+        }
+    }
+
+    #[test]
+    fn seed_containers_route_other_networks_via_the_router() {
+        let s = crate::plan::sample_state();
+        let plan = net_plan(&s, &["seed-a"], None);
+        let via: Ipv4Addr = [10, 213, 0, 2].into();
+        assert_eq!(
+            plan.routes,
+            vec![
+                (Net24([10, 213, 1, 0].into()), via),
+                (Net24([10, 213, 2, 0].into()), via)
+            ]
+        );
+        assert!(plan.addresses.is_empty());
+        let router = net_plan(&s, &["seed-a", "seed-b", "clients"], None);
+        assert_eq!(router, crate::netns::NetPlan::default());
+    }
+
+    #[test]
+    fn only_the_router_holds_net_admin() {
+        let mut s = crate::plan::sample_state();
+        let dir = tempfile::tempdir().unwrap();
+        let lab = LabDir::new(dir.path(), "t");
+        lab.create().unwrap();
+        let keys = LabKeys::generate(&lab, &mut s).unwrap();
+        let api = ApiServerBinary {
+            kind: crate::apiserver::launch::ApiServerKind::Standin,
+            bin: None,
+        };
+        let specs = container_specs(&s, &keys, &api).unwrap();
+        // The gateway gets Envoy's bootstrap, the lab's input and its keys.
+        let gw = specs.iter().find(|c| c.role == "gateway").unwrap();
+        for f in [
+            crate::exposure::envoy::BOOTSTRAP,
+            crate::gateway::INPUT,
+            "/etc/envoy/tls/front-proxy-client.key",
+        ] {
+            assert!(gw.files.iter().any(|x| x.path == f), "{f}");
+        }
+        assert!(gw
+            .cmd
+            .ends_with(&["agent".to_string(), "gateway".to_string()]));
+        for spec in specs {
+            let want: &[&str] = if spec.role == "router" {
+                &["NET_ADMIN"]
+            } else {
+                &[]
+            };
+            assert_eq!(spec.cap_add, want, "{}", spec.name);
+            assert!(
+                !spec.files.iter().any(|f| f.path.ends_with(".sh")),
+                "{}",
+                spec.name
+            );
+        }
+    }
+
+    #[test]
+    fn zone_points_members_and_api_at_gateways() {
+        let s = crate::plan::sample_state();
+        let r = zone_records(&s);
+        let find = |n: &str| r.iter().find(|a| a.name == n).map(|a| a.ip.to_string());
+        assert_eq!(find("api.local.cpmlab.test").as_deref(), Some("10.213.0.3"));
+        assert_eq!(
+            find("seed-a-etcd-2.local.cpmlab.test").as_deref(),
+            Some("10.213.0.32")
+        );
+        let gw = net_plan(&s, &["seed-a"], Some("seed-a"));
+        assert!(gw.addresses.contains(&[10, 213, 0, 30].into()));
+        assert!(gw.addresses.contains(&[10, 213, 0, 32].into()));
+        assert_eq!(
+            find("seed-b-gateway.local.cpmlab.test").as_deref(),
+            Some("10.213.1.3")
+        );
+    }
+
+    /// `network.peer_exposure: port`: each member's peer URL names a port of
+    /// its own, its name resolves to the gateway's one address (which gets
+    /// no extra addresses), and the gateway listens on each port.
+    #[test]
+    fn port_exposure_puts_members_on_ports_of_the_gateway() {
+        let mut topo = Topology::default();
+        topo.network.peer_exposure = Some(crate::topology::PeerExposure::Port);
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+        assert_eq!(
+            s.members[2].peer_url(),
+            "https://seed-a-etcd-2.local.cpmlab.test:9102"
+        );
+        let r = zone_records(&s);
+        let find = |n: &str| r.iter().find(|a| a.name == n).map(|a| a.ip.to_string());
+        assert_eq!(
+            find("seed-a-etcd-2.local.cpmlab.test").as_deref(),
+            Some("10.213.0.3")
+        );
+        assert!(net_plan(&s, &["seed-a"], Some("seed-a"))
+            .addresses
+            .is_empty());
+        let x = crate::exposure::Exposure::of_docker_seed(&s, "seed-a");
+        assert_eq!(x.tls_ports(), vec![2379, 9100, 9101, 9102]);
+        // The member's pod name resolves to the member itself.
+        assert_eq!(
+            find("seed-a-etcd-2.pods.local.cpmlab.test").as_deref(),
+            Some("10.213.0.12")
+        );
+        // The state of a lab made before the setting reads as before.
+        let mut v = serde_json::to_value(crate::plan::sample_state().members).unwrap();
+        v[0].as_object_mut().unwrap().remove("peer_port");
+        let old: Vec<MemberState> = serde_json::from_value(v).unwrap();
+        assert_eq!(old[0].peer_port, 2380);
+    }
+
+    #[test]
+    fn barrier_wraps_the_command() {
+        let s = crate::plan::sample_state();
+        let c = behind_barrier(&s, vec!["etcd".into(), "--name=x".into()]);
+        assert_eq!(c[0], "/bin/sh");
+        assert!(c[2].contains(READY_FILE));
+        assert!(c[2].starts_with("printf 'nameserver %s"));
+        assert_eq!(c[3], "barrier");
+        assert_eq!(c[4], "10.213.2.3");
+        assert_eq!(&c[5..], ["etcd", "--name=x"]);
+    }
+}

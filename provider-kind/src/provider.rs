@@ -1,0 +1,988 @@
+//! The kind provider behind the `Provider` interface. A member's workload
+//! is its pod, `<kubectl context>/<namespace>/<pod>`; an API replica's is
+//! `<context>/<namespace>/kube-apiserver@<i>`, the seed's Deployment's
+//! `i`-th pod by age; the lab's router, DNS server, toolbox and probe agent
+//! are containers, as in the docker form, and go to the docker provider.
+//!
+//! What differs from the docker provider (docs/providers.md): a member is
+//! stopped and started by scaling its StatefulSet (its data is a
+//! PersistentVolumeClaim and stays); a joining member gets the cluster as
+//! it is when it joins in a ConfigMap its StatefulSet reads, then one
+//! replica; API replicas are the seed's kube-apiserver Deployment scaled:
+//! stopping or signalling replica `i` scales it to `i` (the kubelet sends
+//! SIGTERM, waits the grace, then SIGKILL, as when Gardener scales it), and
+//! starting it scales it back to its place; a pod cannot be frozen
+//! (Kubernetes has no pause: `freeze` is refused, kill it instead); files
+//! reach pods as Secrets rendered at `up`, never by upload.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::manifests::join_config_map;
+use crate::pki::Ca;
+use crate::state::{ApiServerState, LabState, MemberState};
+use cpmlab_provider::{ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState};
+
+pub struct KindProvider {
+    /// The lab's own containers (router, DNS, toolbox, probe agent).
+    docker: cpmlab_provider_docker::DockerProvider,
+}
+
+impl KindProvider {
+    pub fn new(docker: cpmlab_provider_docker::DockerProvider) -> KindProvider {
+        KindProvider { docker }
+    }
+}
+
+/// What a workload name names in the kind form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One of the lab's containers (no `/` in its name).
+    Container(String),
+    /// A member's pod.
+    Pod(PodRef),
+    /// API replica `index` of a seed's Deployment.
+    Replica(ReplicaRef),
+}
+
+impl Target {
+    pub fn parse(workload: &str) -> Result<Target> {
+        if !workload.contains('/') {
+            return Ok(Target::Container(workload.to_string()));
+        }
+        let p = PodRef::parse(workload)?;
+        Ok(match p.pod.split_once('@') {
+            Some((deployment, i)) => Target::Replica(ReplicaRef {
+                index: i.parse().with_context(|| {
+                    format!("`{workload}`: the replica after `@` is not a number")
+                })?,
+                deployment: deployment.to_string(),
+                at: PodRef {
+                    pod: deployment.to_string(),
+                    ..p
+                },
+            }),
+            None => Target::Pod(p),
+        })
+    }
+}
+
+impl Target {
+    /// The pod it is now (where to run kubectl, and the pod's name), or
+    /// the container's name.
+    async fn pod_now(self) -> Result<std::result::Result<(PodRef, String), String>> {
+        Ok(match self {
+            Target::Container(c) => Err(c),
+            Target::Pod(p) => {
+                let pod = p.pod.clone();
+                Ok((p, pod))
+            }
+            Target::Replica(r) => {
+                let pod = r.pod_name().await?;
+                Ok((r.at, pod))
+            }
+        })
+    }
+}
+
+/// An API replica: the `index`-th pod, oldest first, of `deployment`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaRef {
+    /// The Deployment's context and namespace (`pod` is its name).
+    pub at: PodRef,
+    pub deployment: String,
+    pub index: usize,
+}
+
+pub use super::lab_state::replica_workload;
+
+/// A pod of an API replica's Deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaPod {
+    pub name: String,
+    pub state: WorkloadState,
+    /// Being deleted (draining: it runs until its grace is over).
+    pub terminating: bool,
+}
+
+/// The Deployment's pods (`kubectl get pods -o json`), oldest first (by
+/// creation, then name): a replica's place picks one.
+pub fn pods_by_age(list: &serde_json::Value) -> Vec<ReplicaPod> {
+    let mut pods: Vec<(String, ReplicaPod)> = list["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| {
+            let meta = &p["metadata"];
+            Some((
+                meta["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                ReplicaPod {
+                    name: meta["name"].as_str()?.to_string(),
+                    state: state_of_pod(p),
+                    terminating: meta["deletionTimestamp"].is_string(),
+                },
+            ))
+        })
+        .collect();
+    pods.sort_by(|a, b| (&a.0, &a.1.name).cmp(&(&b.0, &b.1.name)));
+    pods.into_iter().map(|(_, p)| p).collect()
+}
+
+/// A Deployment's pod selector (`matchLabels`, as kubectl prints it) as a
+/// label selector argument.
+pub fn selector_of(match_labels: &str) -> Result<String> {
+    let m: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(match_labels).context("the Deployment's matchLabels")?;
+    anyhow::ensure!(!m.is_empty(), "the Deployment selects no labels");
+    Ok(m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+impl ReplicaRef {
+    async fn pods(&self) -> Result<Vec<ReplicaPod>> {
+        let labels = kubectl_ok(self.at.kubectl(&[
+            "get",
+            "deployment",
+            &self.deployment,
+            "-o",
+            "jsonpath={.spec.selector.matchLabels}",
+        ]))
+        .await?;
+        let out = kubectl_ok(self.at.kubectl(&[
+            "get",
+            "pods",
+            "-l",
+            &selector_of(&labels)?,
+            "-o",
+            "json",
+        ]))
+        .await?;
+        Ok(pods_by_age(
+            &serde_json::from_str(&out).context("kubectl get pods -o json")?,
+        ))
+    }
+
+    /// The replica's pod, if the Deployment has that many.
+    async fn pod(&self) -> Result<Option<ReplicaPod>> {
+        Ok(self.pods().await?.into_iter().nth(self.index))
+    }
+
+    async fn replicas(&self) -> Result<usize> {
+        let out = kubectl_ok(self.at.kubectl(&[
+            "get",
+            "deployment",
+            &self.deployment,
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]))
+        .await?;
+        out.trim()
+            .parse()
+            .with_context(|| format!("deployment {}: replicas `{}`", self.deployment, out.trim()))
+    }
+
+    async fn scale(&self, replicas: usize) -> Result<()> {
+        kubectl_ok(self.at.kubectl(&[
+            "scale",
+            "deployment",
+            &self.deployment,
+            &format!("--replicas={replicas}"),
+        ]))
+        .await
+        .map(|_| ())
+    }
+
+    /// Takes this replica and those after it away: the kubelet drains them
+    /// (SIGTERM, the grace, SIGKILL); `now` deletes them at once.
+    async fn take_away(&self, now: bool) -> Result<()> {
+        let n = self.replicas().await?;
+        if n > self.index {
+            self.scale(self.index).await?;
+        }
+        if now {
+            for p in self.pods().await?.iter().filter(|p| p.terminating) {
+                kubectl_ok(self.at.kubectl(&[
+                    "delete",
+                    "pod",
+                    &p.name,
+                    "--grace-period=0",
+                    "--force",
+                    "--wait=false",
+                ]))
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scales the Deployment so that this replica runs.
+    async fn bring_back(&self) -> Result<()> {
+        let n = self.replicas().await?;
+        if n <= self.index {
+            self.scale(self.index + 1).await?;
+        }
+        // Until the rollout is done: a replica whose post-start hooks are
+        // slow (a loaded machine, etcd across the link) is restarted by its
+        // liveness probe and may take minutes. Each wait is under the
+        // 60 s kubectl call limit; a failure other than the wait's timeout
+        // ends it at once.
+        let t0 = std::time::Instant::now();
+        loop {
+            let argv = self.at.kubectl(&[
+                "rollout",
+                "status",
+                &format!("deployment/{}", self.deployment),
+                "--timeout=50s",
+            ]);
+            let out = kubectl(&argv).await?;
+            if out.code == 0 {
+                return Ok(());
+            }
+            let timed_out = out.stderr.contains("timed out waiting");
+            if !timed_out || t0.elapsed() > ROLLOUT_DEADLINE {
+                let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+                return out
+                    .stdout_if_ok("kubectl", &refs)
+                    .map(|_| ())
+                    .with_context(|| {
+                        format!(
+                            "deployment {} not rolled out after {:.0} s",
+                            self.deployment,
+                            t0.elapsed().as_secs_f64()
+                        )
+                    });
+            }
+        }
+    }
+
+    /// Its pod's name, to exec in or read logs of.
+    async fn pod_name(&self) -> Result<String> {
+        self.pod().await?.map(|p| p.name).with_context(|| {
+            format!(
+                "deployment {} has no replica {} now",
+                self.deployment, self.index
+            )
+        })
+    }
+}
+
+/// A pod's address in the kind form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub context: String,
+    pub namespace: String,
+    pub pod: String,
+}
+
+impl PodRef {
+    pub fn parse(workload: &str) -> Result<PodRef> {
+        let mut it = workload.splitn(3, '/');
+        match (it.next(), it.next(), it.next()) {
+            (Some(c), Some(n), Some(p)) if !c.is_empty() && !n.is_empty() && !p.is_empty() => {
+                Ok(PodRef {
+                    context: c.into(),
+                    namespace: n.into(),
+                    pod: p.into(),
+                })
+            }
+            _ => {
+                anyhow::bail!("`{workload}` is not a kind workload (`<context>/<namespace>/<pod>`)")
+            }
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = vec![
+            "kubectl".into(),
+            "--context".into(),
+            self.context.clone(),
+            "-n".into(),
+            self.namespace.clone(),
+        ];
+        v.extend(args.iter().map(|s| s.to_string()));
+        v
+    }
+
+    /// The StatefulSet a member's pod belongs to (`<member>-0` → `<member>`).
+    fn statefulset(&self) -> Option<&str> {
+        self.pod.strip_suffix("-0")
+    }
+}
+
+async fn kubectl(argv: &[String]) -> Result<Output> {
+    kubectl_with_input(argv, None).await
+}
+
+/// Runs kubectl (or kind) with `input` on its standard input, if any.
+async fn kubectl_with_input(argv: &[String], input: Option<&[u8]>) -> Result<Output> {
+    use tokio::io::AsyncWriteExt;
+    // kind and kubectl from the lab's Go install dir, as `up` ran them.
+    let mut cmd = super::up::Tooling::new(None).command(&argv[0]);
+    cmd.args(&argv[1..])
+        .kill_on_drop(true)
+        .stdin(if input.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let run = async {
+        let mut child = cmd.spawn()?;
+        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin.write_all(data).await?;
+        }
+        child.wait_with_output().await
+    };
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .with_context(|| format!("`{}` took over 60 s", argv.join(" ")))?
+        .with_context(|| format!("run `{}` (is kubectl installed?)", argv.join(" ")))?;
+    Ok(Output {
+        code: out.status.code().unwrap_or(-1) as i64,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+async fn kubectl_ok(argv: Vec<String>) -> Result<String> {
+    let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+    let out = kubectl(&argv).await?;
+    out.stdout_if_ok("kubectl", &refs)
+}
+
+/// Deletes a removed member's claim (its data), waiting until it is gone.
+pub fn claim_removal(p: &PodRef, claim: &str) -> Vec<String> {
+    p.kubectl(&[
+        "delete",
+        "pvc",
+        claim,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+}
+
+/// Whether the control plane has left `seed`: it is the migration's
+/// source and holds no API server and no member any more. A destination
+/// holds nothing either before its members join, and keeps its objects.
+pub fn left_behind(state: &LabState, seed: &str) -> bool {
+    state.migration.as_ref().is_some_and(|m| m.from == seed)
+        && state.apiservers_of(seed).next().is_none()
+        && state.members_of(seed).next().is_none()
+}
+
+/// Deletes a seed's Istio objects for the shoot (every namespace: the
+/// EnvoyFilters live in the ingress namespace).
+pub fn gateway_objects_removal(lab: &str, seed: &str) -> Vec<String> {
+    [
+        "kubectl",
+        "--context",
+        &super::lab_state::context(lab, seed),
+        "delete",
+        "gateways.networking.istio.io,virtualservices.networking.istio.io,\
+         destinationrules.networking.istio.io,envoyfilters.networking.istio.io,\
+         serviceentries.networking.istio.io",
+        "--all-namespaces",
+        "-l",
+        &format!(
+            "{}={lab},{}={seed},{}=gateway",
+            crate::labels::LABEL_LAB,
+            crate::labels::LABEL_SEED,
+            crate::labels::LABEL_ROLE
+        ),
+        "--ignore-not-found",
+        "--wait=false",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The API server's proxy path to a member pod's etcd metrics.
+pub fn metrics_path(p: &PodRef) -> String {
+    format!(
+        "/api/v1/namespaces/{}/pods/{}:2381/proxy/metrics",
+        p.namespace, p.pod
+    )
+}
+
+/// A pod's phase as the interface's state.
+pub fn state_of_pod(pod: &serde_json::Value) -> WorkloadState {
+    match pod["status"]["phase"].as_str() {
+        Some("Running") => WorkloadState::Running,
+        Some("Pending") => WorkloadState::Created,
+        Some(_) => WorkloadState::Stopped,
+        None => WorkloadState::Missing,
+    }
+}
+
+/// The lab's pods in one cluster (`kubectl get pods -o json`), as workloads.
+pub fn workloads_of(context: &str, list: &str) -> Result<Vec<Workload>> {
+    let v: serde_json::Value = serde_json::from_str(list).context("kubectl get pods -o json")?;
+    let label =
+        |p: &serde_json::Value, k: &str| p["metadata"]["labels"][k].as_str().map(str::to_string);
+    Ok(v["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| {
+            Some(Workload {
+                name: format!(
+                    "{context}/{}/{}",
+                    p["metadata"]["namespace"].as_str()?,
+                    p["metadata"]["name"].as_str()?
+                ),
+                lab: label(p, crate::labels::LABEL_LAB)?,
+                role: label(p, crate::labels::LABEL_ROLE).unwrap_or_default(),
+                seed: label(p, crate::labels::LABEL_SEED).or_else(|| label(p, "cpmlab.seed")),
+                state: state_of_pod(p),
+                cpu_ns: None,
+            })
+        })
+        .collect())
+}
+
+/// The kind clusters on this machine (`kind get clusters`).
+async fn kind_clusters() -> Result<Vec<String>> {
+    let out = kubectl(&["kind".into(), "get".into(), "clusters".into()]).await?;
+    Ok(out.stdout.lines().map(|c| c.trim().to_string()).collect())
+}
+
+/// How long a replica brought back may take to roll out.
+const ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The seed's kube-apiserver Deployment (manifests.rs).
+use super::lab_state::APISERVER_DEPLOYMENT;
+
+fn unsupported(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the kind provider cannot {what}: run this with the docker provider \
+         (docs/providers.md says what each provider does)"
+    )
+}
+
+#[async_trait::async_trait]
+impl Provider for KindProvider {
+    fn name(&self) -> &'static str {
+        "kind"
+    }
+
+    /// The seed's first node: Istio's gateway pod has no agent, and the
+    /// node's traffic to the other seed takes the same way as its pods'
+    /// (through the router). `up` puts the agent there.
+    fn vantage(&self, state: &LabState, seed: &str) -> Option<String> {
+        state.seed(seed)?;
+        Some(super::up::agent_node(&state.name, seed))
+    }
+
+    async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.workload_state(&c).await,
+            Target::Pod(p) => {
+                let out = kubectl(&p.kubectl(&["get", "pod", &p.pod, "-o", "json"])).await?;
+                if !out.ok() {
+                    return Ok(WorkloadState::Missing);
+                }
+                let v: serde_json::Value =
+                    serde_json::from_str(&out.stdout).context("kubectl get pod")?;
+                Ok(state_of_pod(&v))
+            }
+            Target::Replica(r) => Ok(r.pod().await?.map_or(WorkloadState::Missing, |p| p.state)),
+        }
+    }
+
+    async fn signal(&self, workload: &str, signal: Signal) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.signal(&c, signal).await,
+            // As the kubelet stops a pod: SIGTERM, the grace period, SIGKILL.
+            Target::Pod(p) => match signal {
+                Signal::Term => {
+                    kubectl_ok(p.kubectl(&["delete", "pod", &p.pod, "--wait=false"])).await
+                }
+                Signal::Kill => {
+                    kubectl_ok(p.kubectl(&[
+                        "delete",
+                        "pod",
+                        &p.pod,
+                        "--grace-period=0",
+                        "--force",
+                        "--wait=false",
+                    ]))
+                    .await
+                }
+            }
+            .map(|_| ()),
+            // A Deployment replaces a deleted pod: the replica goes by
+            // scaling, as Gardener takes API servers away.
+            Target::Replica(r) => r.take_away(signal == Signal::Kill).await,
+        }
+    }
+
+    async fn freeze(&self, workload: &str, frozen: bool) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.freeze(&c, frozen).await,
+            _ => Err(unsupported(
+                "freeze a pod (Kubernetes has no pause; kill it instead)",
+            )),
+        }
+    }
+
+    async fn stop(&self, workload: &str, grace: Duration) -> Result<()> {
+        let timeout = grace + Duration::from_secs(30);
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.stop(&c, grace).await,
+            Target::Pod(p) => {
+                let sts = p
+                    .statefulset()
+                    .with_context(|| format!("{workload} is not a member's pod"))?;
+                kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=0"])).await?;
+                kubectl_ok(p.kubectl(&[
+                    "wait",
+                    "--for=delete",
+                    &format!("pod/{}", p.pod),
+                    &format!("--timeout={}s", timeout.as_secs()),
+                ]))
+                .await
+                .map(|_| ())
+            }
+            Target::Replica(r) => {
+                r.take_away(false).await?;
+                let t0 = std::time::Instant::now();
+                while r.pods().await?.len() > r.index {
+                    anyhow::ensure!(
+                        t0.elapsed() < timeout,
+                        "{workload}: still running {} s after it was scaled away",
+                        timeout.as_secs()
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn start(&self, state: &LabState, workload: &str) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.start(state, &c).await,
+            Target::Pod(p) => {
+                let sts = p
+                    .statefulset()
+                    .with_context(|| format!("{workload} is not a member's pod"))?;
+                kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
+                    .await
+                    .map(|_| ())
+            }
+            Target::Replica(r) => r.bring_back().await,
+        }
+    }
+
+    async fn release(&self, state: &LabState, workload: &str) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.release(state, &c).await,
+            // A pod starts with its routes and resolver: nothing waits.
+            _ => Ok(()),
+        }
+    }
+
+    async fn start_member(
+        &self,
+        state: &LabState,
+        _ca: &Ca,
+        m: &MemberState,
+        cluster: &[(String, String)],
+    ) -> Result<()> {
+        // The member's certificates are the Secret rendered at `up`.
+        let p = PodRef::parse(&m.container)?;
+        let sts = p
+            .statefulset()
+            .with_context(|| format!("{} is not a member's pod", m.container))?;
+        let cm = join_config_map(&state.name, &p.namespace, &m.seed, &m.name, cluster);
+        let argv = p.kubectl(&["apply", "-f", "-"]);
+        let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+        kubectl_with_input(&argv, Some(&serde_json::to_vec(&cm)?))
+            .await?
+            .stdout_if_ok("kubectl", &refs)
+            .with_context(|| format!("hand {} its initial cluster", m.name))?;
+        kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
+            .await
+            .map(|_| ())
+    }
+
+    async fn start_apiserver(
+        &self,
+        _state: &LabState,
+        _ca: &Ca,
+        a: &ApiServerState,
+        _etcd_servers: &[String],
+        _sa: &(String, String),
+    ) -> Result<()> {
+        // Its flags (the seed's own etcd, the shutdown delay) are rendered
+        // into the Deployment at `up`; starting a replica is scaling it.
+        match Target::parse(&a.container)? {
+            Target::Replica(r) => r.bring_back().await,
+            _ => anyhow::bail!(
+                "{} is not an API replica of the kind form (`<context>/<namespace>/{APISERVER_DEPLOYMENT}@<i>`)",
+                a.container
+            ),
+        }
+    }
+
+    async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.remove(state, &c, data).await,
+            Target::Pod(p) => {
+                self.stop(workload, Duration::from_secs(30)).await?;
+                // A StatefulSet keeps its claims when scaled down (its
+                // retention policy's default, which stopping a member
+                // relies on); a removed member's data goes with it, so that
+                // one joining again (after an abort) starts empty.
+                if let Some(claim) = data {
+                    kubectl_ok(claim_removal(&p, claim)).await?;
+                }
+                Ok(())
+            }
+            Target::Replica(_) => self.stop(workload, Duration::from_secs(30)).await,
+        }
+    }
+
+    async fn sync_gateway(&self, state: &LabState, seed: &str) -> Result<()> {
+        // Istio's routes are rendered for every planned member at `up`.
+        // Once the control plane has left a seed, its Istio objects go, as
+        // Gardener's source cleanup deletes the shoot's namespace and its
+        // EnvoyFilters in the ingress namespace: the gateway drops those
+        // filter chains and drains their connections, so clients that kept
+        // one to this seed's ingress reconnect (through DNS, to the other
+        // seed) instead of getting 503 from it for good.
+        if !left_behind(state, seed) {
+            return Ok(());
+        }
+        kubectl_ok(gateway_objects_removal(&state.name, seed))
+            .await
+            .map(|_| ())
+    }
+
+    async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()> {
+        // The lab's own DNS server, which each cluster's CoreDNS forwards
+        // the shoot's zone to.
+        self.docker.set_dns(state, records).await
+    }
+
+    async fn exec(&self, workload: &str, argv: &[&str]) -> Result<Output> {
+        let (p, pod) = match Target::parse(workload)?.pod_now().await? {
+            Err(c) => return self.docker.exec(&c, argv).await,
+            Ok(at) => at,
+        };
+        let mut args = vec!["exec", pod.as_str(), "--"];
+        args.extend_from_slice(argv);
+        kubectl(&p.kubectl(&args)).await
+    }
+
+    async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()> {
+        match Target::parse(workload)? {
+            Target::Container(c) => self.docker.upload(&c, files).await,
+            _ => Err(unsupported(
+                "write files into a pod (the kind form mounts Secrets rendered at `up`)",
+            )),
+        }
+    }
+
+    async fn labs(&self) -> Result<Vec<String>> {
+        let mut labs: Vec<String> = kind_clusters()
+            .await?
+            .iter()
+            .filter_map(|c| c.rsplit_once("-seed-").map(|(lab, _)| lab.to_string()))
+            .collect();
+        labs.extend(self.docker.labs().await?);
+        labs.sort();
+        labs.dedup();
+        Ok(labs)
+    }
+
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
+        let clusters = kind_clusters().await?;
+        let selector = match lab {
+            Some(l) => format!("{}={l}", crate::labels::LABEL_LAB),
+            None => crate::labels::LABEL_LAB.to_string(),
+        };
+        let mut out = self.docker.workloads(lab).await?;
+        for c in clusters
+            .iter()
+            .filter(|c| lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-'))))
+        {
+            let context = format!("kind-{c}");
+            let list = kubectl_ok(vec![
+                "kubectl".into(),
+                "--context".into(),
+                context.clone(),
+                "get".into(),
+                "pods".into(),
+                "-A".into(),
+                "-l".into(),
+                selector.clone(),
+                "-o".into(),
+                "json".into(),
+            ])
+            .await?;
+            out.extend(workloads_of(&context, &list)?);
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
+        let (p, pod) = match Target::parse(workload)?.pod_now().await? {
+            Err(c) => return self.docker.logs(&c).await,
+            Ok(at) => at,
+        };
+        Ok(kubectl_ok(p.kubectl(&["logs", &pod, "--timestamps"]))
+            .await?
+            .into_bytes())
+    }
+
+    async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String> {
+        // No pod address is the host's to reach: through the seed's
+        // Kubernetes API, its proxy to the pod's metrics port.
+        let p = PodRef::parse(&m.container)?;
+        let argv = p.kubectl(&["get", "--raw", &metrics_path(&p)]);
+        tokio::time::timeout(timeout + Duration::from_secs(2), kubectl_ok(argv))
+            .await
+            .with_context(|| format!("{}: no metrics within {timeout:?}", m.name))?
+    }
+
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
+        // On the clients network, as in the docker form: the shoot API and
+        // the members are reached through the router and the seeds'
+        // ingress addresses.
+        self.docker.start_client(state, client).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Only the source a migration has emptied loses its Istio objects:
+    /// never a destination before its members join (the first run that
+    /// removed them there cut the joining members' peer routes), never a
+    /// seed that still serves.
+    #[test]
+    fn only_a_source_left_behind_loses_its_istio_objects() {
+        let topo = crate::topology::Topology::default();
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+        // No migration: a seed with nothing in it is not left behind.
+        assert!(!left_behind(&s, "seed-b"));
+        s.migration = Some(crate::plan::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        // The destination before its members join, the source serving.
+        assert!(!left_behind(&s, "seed-b"));
+        assert!(!left_behind(&s, "seed-a"));
+        // The source once its API servers and members are gone.
+        s.apiservers.retain(|a| a.seed != "seed-a");
+        assert!(!left_behind(&s, "seed-a"), "members still there");
+        s.members.retain(|m| m.seed != "seed-a");
+        assert!(left_behind(&s, "seed-a"));
+    }
+
+    use super::*;
+
+    #[test]
+    fn workloads_are_context_namespace_pod() {
+        let p = PodRef::parse("kind-lab-seed-a/shoot--local--x/seed-a-etcd-0-0").unwrap();
+        assert_eq!(p.context, "kind-lab-seed-a");
+        assert_eq!(p.statefulset(), Some("seed-a-etcd-0"));
+        assert_eq!(
+            p.kubectl(&["get", "pod", "x"])[..5],
+            [
+                "kubectl",
+                "--context",
+                "kind-lab-seed-a",
+                "-n",
+                "shoot--local--x"
+            ]
+        );
+        assert!(PodRef::parse("lab-seed-a-etcd-0").is_err());
+        assert!(PodRef::parse("a//b").is_err());
+    }
+
+    #[test]
+    fn a_lab_s_pods_are_its_workloads() {
+        let list = serde_json::json!({"items": [
+            {"metadata": {"name": "seed-a-etcd-0-0", "namespace": "shoot--local--local",
+                "labels": {"cpmlab.lab": "l", "cpmlab.role": "etcd", "cpmlab.seed": "seed-a"}},
+             "status": {"phase": "Running"}},
+            {"metadata": {"name": "other", "namespace": "x", "labels": {}}, "status": {}},
+        ]});
+        let w = workloads_of("kind-l-seed-a", &list.to_string()).unwrap();
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            w[0].name,
+            "kind-l-seed-a/shoot--local--local/seed-a-etcd-0-0"
+        );
+        assert_eq!(
+            (w[0].role.as_str(), w[0].seed.as_deref()),
+            ("etcd", Some("seed-a"))
+        );
+        assert_eq!(w[0].state, WorkloadState::Running);
+    }
+
+    #[test]
+    fn a_joiner_s_config_map_holds_the_cluster_as_it_is_when_it_joins() {
+        let cluster = vec![
+            (
+                "seed-a-etcd-0".to_string(),
+                "https://seed-a-etcd-0.local.cpmlab.test:9100".to_string(),
+            ),
+            (
+                "seed-b-etcd-0".to_string(),
+                "https://seed-b-etcd-0.local.cpmlab.test:9100".to_string(),
+            ),
+        ];
+        let cm = join_config_map(
+            "lab",
+            "shoot--local--local",
+            "seed-b",
+            "seed-b-etcd-0",
+            &cluster,
+        );
+        let parsed: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(cm.clone()).expect("a ConfigMap");
+        assert_eq!(parsed.metadata.name.as_deref(), Some("seed-b-etcd-0-join"));
+        assert_eq!(
+            cm["data"]["ETCD_INITIAL_CLUSTER"],
+            "seed-a-etcd-0=https://seed-a-etcd-0.local.cpmlab.test:9100,\
+             seed-b-etcd-0=https://seed-b-etcd-0.local.cpmlab.test:9100"
+        );
+        assert_eq!(cm["data"]["ETCD_INITIAL_CLUSTER_STATE"], "existing");
+        assert_eq!(cm["metadata"]["labels"][crate::labels::LABEL_LAB], "lab");
+    }
+
+    #[test]
+    fn workload_names_say_container_pod_or_replica() {
+        assert_eq!(
+            Target::parse("lab-router").unwrap(),
+            Target::Container("lab-router".into())
+        );
+        assert!(matches!(
+            Target::parse("kind-lab-seed-b/ns/seed-b-etcd-1-0").unwrap(),
+            Target::Pod(p) if p.statefulset() == Some("seed-b-etcd-1")
+        ));
+        match Target::parse("kind-lab-seed-b/ns/kube-apiserver@2").unwrap() {
+            Target::Replica(r) => {
+                assert_eq!((r.deployment.as_str(), r.index), ("kube-apiserver", 2));
+                assert_eq!(r.at.kubectl(&[])[2], "kind-lab-seed-b");
+            }
+            t => panic!("{t:?}"),
+        }
+        let e = Target::parse("kind-lab-seed-b/ns/kube-apiserver@x").unwrap_err();
+        assert!(format!("{e:#}").contains("not a number"), "{e:#}");
+    }
+
+    /// A StatefulSet keeps its claims when scaled down; a removed member's
+    /// goes, so that a member joining again (after `--abort`) starts from
+    /// an empty data directory, as in the docker form.
+    #[test]
+    fn a_removed_member_s_claim_is_deleted_with_it() {
+        let st = crate::lab_state::kind_state(
+            "lab",
+            &crate::topology::Topology::default(),
+            &crate::KindSettings::default(),
+            &[
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 0, 0)),
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 1, 0)),
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 2, 0)),
+            ],
+            "img",
+            "k".into(),
+        );
+        let m = &st.members[1];
+        let p = PodRef::parse(&m.container).unwrap();
+        assert_eq!(
+            claim_removal(&p, &m.volume).join(" "),
+            "kubectl --context kind-lab-seed-a -n shoot--local--local delete pvc \
+             data-seed-a-etcd-1-0 --ignore-not-found --wait=true --timeout=60s"
+        );
+        // The claim is the one the member's StatefulSet makes for its pod
+        // (volumeClaimTemplates `data`, pod `<member>-0`).
+        assert_eq!(m.volume, format!("data-{}", p.pod));
+    }
+
+    #[test]
+    fn a_member_s_metrics_come_through_its_seed_s_api_proxy() {
+        let p = PodRef::parse("kind-lab-seed-a/shoot--local--local/seed-a-etcd-1-0").unwrap();
+        assert_eq!(
+            p.kubectl(&["get", "--raw", &metrics_path(&p)]).join(" "),
+            "kubectl --context kind-lab-seed-a -n shoot--local--local get --raw \
+             /api/v1/namespaces/shoot--local--local/pods/seed-a-etcd-1-0:2381/proxy/metrics"
+        );
+    }
+
+    #[test]
+    fn a_deployment_s_selector_becomes_a_label_selector() {
+        assert_eq!(
+            selector_of(r#"{"role":"apiserver","app":"kubernetes"}"#).unwrap(),
+            "app=kubernetes,role=apiserver"
+        );
+        assert!(selector_of("{}").is_err());
+        assert!(selector_of("").is_err());
+    }
+
+    #[test]
+    fn a_replica_is_its_deployment_s_pod_by_age() {
+        let pod = |name: &str, created: &str, deleting: bool| {
+            let mut p = serde_json::json!({
+                "metadata": {"name": name, "creationTimestamp": created},
+                "status": {"phase": "Running"},
+            });
+            if deleting {
+                p["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z".into();
+            }
+            p
+        };
+        let list = serde_json::json!({"items": [
+            pod("kube-apiserver-b", "2026-11-23T09:00:05Z", false),
+            pod("kube-apiserver-c", "2026-11-23T09:00:01Z", true),
+            pod("kube-apiserver-a", "2026-11-23T09:00:05Z", false),
+        ]});
+        let pods = pods_by_age(&list);
+        let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["kube-apiserver-c", "kube-apiserver-a", "kube-apiserver-b"]
+        );
+        assert!(pods[0].terminating && !pods[1].terminating);
+        assert_eq!(pods[2].state, WorkloadState::Running);
+    }
+
+    #[tokio::test]
+    async fn a_manifest_reaches_kubectl_on_its_standard_input() {
+        // `cat` stands in for kubectl: what it prints is what it was given.
+        let argv = vec!["cat".to_string()];
+        let out = kubectl_with_input(&argv, Some(b"{\"kind\":\"ConfigMap\"}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.code, out.stdout.as_str()),
+            (0, "{\"kind\":\"ConfigMap\"}")
+        );
+        let out = kubectl(&argv).await.unwrap();
+        assert_eq!(out.stdout, "", "no input: stdin is empty, not inherited");
+    }
+
+    #[test]
+    fn pod_phases_map_to_workload_states() {
+        let pod = |phase: &str| serde_json::json!({"status": {"phase": phase}});
+        assert_eq!(state_of_pod(&pod("Running")), WorkloadState::Running);
+        assert_eq!(state_of_pod(&pod("Pending")), WorkloadState::Created);
+        assert_eq!(state_of_pod(&pod("Failed")), WorkloadState::Stopped);
+        assert_eq!(state_of_pod(&serde_json::json!({})), WorkloadState::Missing);
+    }
+}

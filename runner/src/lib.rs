@@ -1,0 +1,903 @@
+//! `cpmlab run`: executes scenario files. For each one: up (or reuse a kept
+//! lab), links, probes, the timeline and the migration, the probes' stop,
+//! the verdict (judged once, from the records as they were written, by the
+//! criteria the scenario declares: its limits, stall bound, hazard budgets
+//! and accepted gaps), the expectations, and down. Everything the run produced lands in the scenario's directory
+//! under the report directory: the scenario as run (with its seed), the
+//! commands' output (`run.log`), the probe run (`run/`: records, events,
+//! container logs, verdict, report), the lab's state and `result.json`.
+
+// The lower crates' modules under the paths the runner's code names.
+use cpmlab_core::{cpu, errors, etcd, go_parts, kernel, progress};
+use cpmlab_exposure as exposure;
+use cpmlab_lab::{fill, gateway, link, migrate, status};
+use cpmlab_model::{state, topology, yaml_file};
+use cpmlab_probe as probe;
+use cpmlab_verdict as verdict;
+
+pub mod actions;
+pub mod child;
+pub mod expect;
+pub mod kubelet;
+pub mod observe;
+pub mod shard;
+pub mod summary;
+pub mod watch;
+
+pub mod compare;
+pub mod doctor;
+pub mod provider;
+pub mod scenario;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::errors::Cancel;
+use crate::migrate::conditions::Status;
+use crate::migrate::record::Driver;
+use crate::progress::Progress;
+use crate::provider::Provider;
+use crate::scenario::check::{Action, Trigger};
+use crate::scenario::{MigrateAction, MigrationOutcome, ScenarioFile};
+use crate::state::LabDir;
+use child::{args, Cpmlab};
+use expect::{EndObserved, EntryResult, ExpectResult};
+
+/// How scenarios are run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The cpmlab binary the commands run (this one).
+    pub exe: PathBuf,
+    pub state_root: PathBuf,
+    pub report_dir: PathBuf,
+    /// Leave the lab up after each scenario (and reuse a lab that is up).
+    pub keep: bool,
+    /// The lab's name (with --jobs > 1, `<name>-<job>`).
+    pub lab: String,
+    /// The form of each scenario's lab (`up --provider`).
+    pub provider: crate::state::ProviderKind,
+}
+
+/// One scenario's outcome: `result.json` in its directory (read back by
+/// `cpmlab report merge`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub file: PathBuf,
+    pub description: String,
+    pub seed: u64,
+    pub lab: String,
+    pub passed: bool,
+    /// Interrupted: the report covers what ran.
+    pub incomplete: bool,
+    /// The run could not get to its expectations (e.g. `up` failed).
+    pub error: Option<String>,
+    /// The error was the environment's (exit 3).
+    pub env_error: bool,
+    pub wall_s: f64,
+    /// Of `wall_s`, the time spent bringing the lab up and down: what
+    /// reusing a lab between runs would save at most.
+    #[serde(default)]
+    pub lab_s: f64,
+    pub migration: Option<String>,
+    /// The verdict: `passed`, `passed-with-known-hazards` or `failed`
+    /// (`None`: the run got no verdict, or a result.json from before).
+    #[serde(default)]
+    pub verdict: Option<crate::verdict::Status>,
+    /// Requests, and failed requests, as recorded (excused ones included).
+    #[serde(default)]
+    pub requests: u64,
+    #[serde(default)]
+    pub failed_requests: u64,
+    /// Of the failed: excused by the known hazards the scenario accepts.
+    #[serde(default)]
+    pub excused: u64,
+    /// Excused per hazard.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub excused_by_hazard: std::collections::BTreeMap<String, u64>,
+    /// "observed X, excused Y, budget Z" when anything was excused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excused_summary: Option<String>,
+    /// Writes acknowledged after the last step ended (`None`: no step).
+    #[serde(default)]
+    pub writes_after_last_step: Option<u64>,
+    pub expectations: Vec<ExpectResult>,
+    pub timeline: Vec<EntryResult>,
+    /// The scenario's directory.
+    pub dir: PathBuf,
+    /// Its report, relative to the report directory.
+    pub report: Option<String>,
+    /// When it failed: the worst warnings in the etcd members' logs, in
+    /// plain words (see `verdict::etcd_said`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_said: Vec<String>,
+}
+
+impl ScenarioResult {
+    pub fn failed_expectations(&self) -> Vec<&ExpectResult> {
+        self.expectations.iter().filter(|e| !e.passed).collect()
+    }
+}
+
+fn seed_of(sf: &ScenarioFile) -> u64 {
+    sf.scenario.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        // splitmix64 of the clock: any seed will do, it is recorded.
+        let mut z = t.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % 1_000_000_000
+    })
+}
+
+/// Runs one scenario to its result; never leaves its lab up unless asked.
+pub async fn run_one(
+    provider: &dyn Provider,
+    sf: &ScenarioFile,
+    opts: &Options,
+    progress: &Progress,
+    label: &str,
+    cancel: &Cancel,
+) -> Result<ScenarioResult> {
+    let t0 = Instant::now();
+    let name = sf.name();
+    let sdir = opts.report_dir.join(&name);
+    if sdir.exists() {
+        std::fs::remove_dir_all(&sdir).with_context(|| format!("clear {}", sdir.display()))?;
+    }
+    std::fs::create_dir_all(&sdir).with_context(|| format!("create {}", sdir.display()))?;
+    let seed = seed_of(sf);
+    let mut as_run = sf.scenario.clone();
+    as_run.seed = Some(seed);
+    std::fs::copy(&sf.path, sdir.join("scenario.yaml"))?;
+    std::fs::write(
+        sdir.join("scenario-as-run.json"),
+        serde_json::to_string_pretty(&as_run)?,
+    )?;
+    let cpm = Cpmlab::new(
+        &opts.exe,
+        &opts.state_root,
+        &opts.lab,
+        &sdir.join("run.log"),
+    )?;
+    let mut r = ScenarioResult {
+        name: name.clone(),
+        file: sf.path.clone(),
+        description: sf.scenario.description.clone(),
+        seed,
+        lab: opts.lab.clone(),
+        passed: false,
+        incomplete: false,
+        error: None,
+        env_error: false,
+        wall_s: 0.0,
+        lab_s: 0.0,
+        migration: None,
+        verdict: None,
+        requests: 0,
+        failed_requests: 0,
+        excused: 0,
+        excused_by_hazard: Default::default(),
+        excused_summary: None,
+        writes_after_last_step: None,
+        expectations: Vec::new(),
+        timeline: Vec::new(),
+        dir: sdir.clone(),
+        report: None,
+        etcd_said: Vec::new(),
+    };
+    let step = progress.step(format!("{label} {name}"));
+    let outcome = drive(provider, sf, opts, &cpm, &sdir, seed, &step, cancel, &mut r).await;
+    if let Err(e) = outcome {
+        r.env_error = crate::errors::exit_code(&e) == crate::errors::EXIT_ENV;
+        r.error = Some(format!("{e:#}"));
+    }
+    r.incomplete = cancel.check().is_err();
+    if !opts.keep || r.incomplete {
+        step.detail("down");
+        let t = Instant::now();
+        let d = cpm.run(&args(&["down"]), &Cancel::default()).await;
+        r.lab_s += t.elapsed().as_secs_f64();
+        if let Err(e) = d {
+            r.error.get_or_insert(format!("down: {e:#}"));
+        }
+    }
+    r.wall_s = t0.elapsed().as_secs_f64();
+    r.passed = r.error.is_none()
+        && !r.incomplete
+        && !r.expectations.is_empty()
+        && r.expectations.iter().all(|e| e.passed);
+    if !r.passed {
+        r.etcd_said = crate::verdict::etcd_said::read(&sdir.join("run"))
+            .iter()
+            .filter(|f| f.kind != crate::verdict::etcd_said::Kind::BecameLeader)
+            .take(3)
+            .map(|f| f.plain())
+            .collect();
+    }
+    std::fs::write(sdir.join("result.json"), serde_json::to_string_pretty(&r)?)?;
+    let failed = r.failed_expectations();
+    let summary = match (&r.error, r.incomplete) {
+        (_, true) => "incomplete (interrupted)".to_string(),
+        (Some(e), _) => e.lines().next().unwrap_or("").to_string(),
+        (None, _) if failed.is_empty() => format!("{} expectations held", r.expectations.len()),
+        (None, _) => format!(
+            "{} of {} expectations failed: {}",
+            failed.len(),
+            r.expectations.len(),
+            failed
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if r.passed {
+        step.done_with(&summary);
+    } else {
+        for said in &r.etcd_said {
+            progress.note(&format!("    etcd said: {said}"));
+        }
+        step.fail(&summary);
+    }
+    Ok(r)
+}
+
+/// Reuses a kept lab only when it is as the scenario would build it.
+fn reusable(opts: &Options, sf: &ScenarioFile) -> bool {
+    let dir = LabDir::new(&opts.state_root, &opts.lab);
+    match dir.load() {
+        Ok(s) => {
+            opts.keep
+                && s.provider == opts.provider
+                && s.topology == sf.scenario.topology
+                && s.migration.is_none()
+                && s.probe_run.is_none()
+                && s.members.iter().all(|m| m.seed == s.topology.source().name)
+        }
+        Err(_) => false,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    provider: &dyn Provider,
+    sf: &ScenarioFile,
+    opts: &Options,
+    cpm: &Cpmlab,
+    sdir: &Path,
+    seed: u64,
+    step: &crate::progress::Step,
+    cancel: &Cancel,
+    r: &mut ScenarioResult,
+) -> Result<()> {
+    let s = &sf.scenario;
+    let c = &sf.checked;
+    let dir = LabDir::new(&opts.state_root, &opts.lab);
+    let t = Instant::now();
+    if dir.exists() && !reusable(opts, sf) {
+        step.detail("down (a lab of that name is up)");
+        cpm.run(&args(&["down"]), cancel).await?;
+    }
+    if !dir.exists() {
+        step.detail("up");
+        let topo = sdir.join("topology.json");
+        std::fs::write(&topo, serde_json::to_string_pretty(&s.topology)?)?;
+        let provider = match opts.provider {
+            crate::state::ProviderKind::Docker => "docker",
+            crate::state::ProviderKind::Kind => "kind",
+        };
+        let d = cpm
+            .run(
+                &args(&[
+                    "up",
+                    "--topology",
+                    &topo.to_string_lossy(),
+                    "--provider",
+                    provider,
+                ]),
+                cancel,
+            )
+            .await?;
+        ensure_ok(&d, "up")?;
+    } else {
+        cpm.run(&args(&["link", "clear"]), cancel).await?;
+    }
+    r.lab_s += t.elapsed().as_secs_f64();
+    if let Some(f) = &s.fill {
+        step.detail(&format!("fill {}", f.size));
+        let kinds = f.kinds().join(",");
+        let d = cpm
+            .run(
+                &args(&[
+                    "fill",
+                    "--size",
+                    &f.size,
+                    "--object-size",
+                    f.object_size(),
+                    "--kinds",
+                    &kinds,
+                ]),
+                cancel,
+            )
+            .await?;
+        ensure_ok(&d, "fill")?;
+    }
+    step.detail("links");
+    for (i, l) in s.links.iter().enumerate() {
+        let a = actions::link_set_args(l, (i == 0).then_some(seed));
+        let d = cpm.run(&a, cancel).await?;
+        ensure_ok(&d, &format!("link set {}", l.between))?;
+    }
+    cancel.check()?;
+    step.detail("probes");
+    let p = s.probes.settings(&s.topology);
+    let d = cpm
+        .run(
+            &args(&[
+                "probe",
+                "start",
+                "--rate",
+                &p.rate.to_string(),
+                "--timeout",
+                &p.timeout,
+                "--probes",
+                &p.probes,
+                "--modes",
+                &p.modes,
+                "--write-rate",
+                &p.write_rate.to_string(),
+                "--write-bytes",
+                &p.write_bytes.to_string(),
+                "--candidates",
+                &p.candidates,
+                "--start-candidates",
+                &p.start_candidates,
+                "--lease-duration",
+                &p.lease_duration,
+                "--renew-deadline",
+                &p.renew_deadline,
+                "--retry-period",
+                &p.retry_period,
+            ]),
+            cancel,
+        )
+        .await?;
+    ensure_ok(&d, "probe start")?;
+    let run_dir = PathBuf::from(d.stdout.trim());
+    let started = Instant::now();
+    crate::probe::run::note(
+        &run_dir,
+        &format!("scenario {} started (seed {seed})", sf.name()),
+    )?;
+    if let (Some(t), Some((file, _))) = (&s.trace, &c.trace) {
+        let d = cpm
+            .run(
+                &args(&[
+                    "link",
+                    "replay",
+                    &file.to_string_lossy(),
+                    "--between",
+                    &t.between,
+                    "--seed",
+                    &seed.to_string(),
+                ]),
+                cancel,
+            )
+            .await?;
+        ensure_ok(&d, "link replay")?;
+    }
+    // etcd, the gateways and the link, sampled beside the probes.
+    let observing = Cancel::default();
+    let observer = observe::observe(
+        provider,
+        &opts.state_root,
+        &opts.lab,
+        run_dir.clone(),
+        observing.clone(),
+    );
+    // The kubelet: killed members and replicas come back, with its backoff.
+    let kubelet = kubelet::run(
+        provider,
+        LabDir::new(&opts.state_root, &opts.lab),
+        observing.clone(),
+    );
+    let work = async {
+        let r = timeline_and_migration(provider, sf, cpm, &dir, started, step, cancel).await;
+        if cancel.check().is_ok() {
+            step.detail("cooldown");
+            sleep_unless(c.cooldown, cancel).await;
+        }
+        observing.cancel();
+        r
+    };
+    let ((), (), (timeline, migration)) = tokio::join!(observer, kubelet, work);
+    r.timeline = timeline;
+    r.migration = match migration {
+        // Stopped at its safe point by Ctrl-C: neither done nor failed.
+        Some(m) if cancel.check().is_err() && m != MigrationOutcome::Completed => {
+            Some("interrupted".to_string())
+        }
+        m => m.map(|m| m.as_str().to_string()),
+    };
+    if cancel.check().is_err() {
+        let _ = crate::probe::run::note(&run_dir, "interrupted: the run is incomplete");
+    }
+    step.detail("probe stop");
+    let d = cpm
+        .run(&args(&["probe", "stop", "-o", "json"]), &Cancel::default())
+        .await?;
+    if d.code != 0 && d.code != 1 {
+        ensure_ok(&d, "probe stop")?;
+    }
+    let kept = sdir.join("run");
+    move_dir(&run_dir, &kept)?;
+    r.report = Some(format!("{}/run/report.html", sf.name()));
+    let verdict = judge::judge(&kept, s, c)?;
+    r.verdict = Some(verdict.status);
+    r.requests = verdict.overall.requests;
+    r.failed_requests = verdict.overall.failed();
+    r.excused = verdict.excuses.excused_count;
+    r.excused_by_hazard = verdict
+        .excuses
+        .hazards
+        .iter()
+        .map(|h| (h.hazard.name().to_string(), h.excused))
+        .collect();
+    r.writes_after_last_step = verdict.coverage.writes_after_last_step;
+    r.excused_summary = (verdict.excuses.excused_count > 0)
+        .then(|| crate::verdict::junit::observed_excused_budget(&verdict));
+    if r.incomplete || cancel.check().is_err() {
+        judge::mark_incomplete(&kept.join("report.html"));
+    }
+    let end = end_state(provider, opts).await;
+    if let Ok(st) = dir.load() {
+        let mut v = serde_json::to_value(&st)?;
+        v["api_token"] = "(redacted)".into();
+        v["dns"]["tsig_secret"] = "(redacted)".into();
+        std::fs::write(
+            sdir.join("lab-state.json"),
+            serde_json::to_string_pretty(&v)?,
+        )?;
+    }
+    r.expectations = expect::check(
+        s,
+        c,
+        &expect::Observed {
+            verdict: Some(&verdict),
+            migration,
+            end: end.as_ref(),
+            timeline: &r.timeline,
+            etcd_said: &crate::verdict::etcd_said::read(&kept),
+        },
+    );
+    Ok(())
+}
+
+mod judge {
+    //! The verdict a scenario is held to: judged once, from the records as
+    //! they were written, by the criteria the scenario declares, which are
+    //! kept in the run directory (`criteria.json`) so that `cpmlab verdict`
+    //! judges the run the same way later.
+
+    use std::path::Path;
+
+    use anyhow::Result;
+
+    use crate::scenario::{Checked, Scenario};
+    use crate::verdict::{Criteria, Thresholds, Verdict};
+
+    pub fn thresholds(s: &Scenario) -> Result<Thresholds> {
+        let mut t = Thresholds::default();
+        for (k, v) in &s.expect.slo {
+            let ms = crate::link::profile::parse_duration_max(
+                &format!("expect.slo.{k}"),
+                v,
+                std::time::Duration::from_secs(600),
+            )?
+            .as_secs_f64()
+                * 1e3;
+            match k.as_str() {
+                "read_p99" => t.read_p99_ms = ms,
+                "list_p99" => t.list_p99_ms = ms,
+                "mutation_p99" => t.mutation_p99_ms = ms,
+                "watch_delay_p99" => t.watch_delay_p99_ms = ms,
+                _ => t.watch_grace_ms = ms,
+            }
+        }
+        Ok(t)
+    }
+
+    /// What the scenario's `expect:` declares the run is judged by.
+    pub fn criteria(s: &Scenario, c: &Checked) -> Result<Criteria> {
+        let mut k = Criteria {
+            thresholds: thresholds(s)?,
+            excuse: c.excuse.clone(),
+            uncovered: s.expect.uncovered.clone(),
+            ..Criteria::default()
+        };
+        if let Some(d) = c.stall {
+            k.stall_ms = d.as_secs_f64() * 1e3;
+        }
+        if s.probes.leader_election.is_some() {
+            let p = s.probes.settings(&s.topology).parse()?;
+            crate::probe::run::lease_criteria(&mut k, &p.lease);
+        }
+        Ok(k)
+    }
+
+    /// Keeps the scenario's criteria in the run and judges it by them.
+    pub fn judge(run: &Path, s: &Scenario, c: &Checked) -> Result<Verdict> {
+        crate::verdict::run_dir::write_criteria(run, &criteria(s, c)?)?;
+        crate::probe::run::judge(run)
+    }
+
+    /// A banner at the top of a report whose run was interrupted.
+    pub fn mark_incomplete(report: &Path) {
+        if let Ok(html) = std::fs::read_to_string(report) {
+            let banner = "<div style=\"background:#b00;color:#fff;padding:8px;font-weight:bold\">INCOMPLETE: the run was interrupted; this report covers what ran.</div>";
+            let out = match html.find("<body>") {
+                Some(i) => format!("{}{banner}{}", &html[..i + 6], &html[i + 6..]),
+                None => format!("{banner}{html}"),
+            };
+            let _ = std::fs::write(report, out);
+        }
+    }
+}
+
+fn ensure_ok(d: &child::Done, what: &str) -> Result<()> {
+    match d.code {
+        0 => Ok(()),
+        3 => Err(crate::errors::EnvNotReady::new(
+            format!("cpmlab {what}: {}", d.error_line()),
+            "see run.log in the scenario's directory",
+        )
+        .into()),
+        130 => Err(crate::errors::Interrupted.into()),
+        c => anyhow::bail!("cpmlab {what} exited {c}: {}", d.error_line()),
+    }
+}
+
+async fn sleep_unless(d: Duration, cancel: &Cancel) {
+    let t = Instant::now();
+    while t.elapsed() < d && cancel.check().is_ok() {
+        tokio::time::sleep(Duration::from_millis(100).min(d.saturating_sub(t.elapsed()))).await;
+    }
+}
+
+/// Moves a directory (rename, else copy and remove).
+fn move_dir(from: &Path, to: &Path) -> Result<()> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    copy_dir(from, to)?;
+    std::fs::remove_dir_all(from).with_context(|| format!("remove {}", from.display()))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from).with_context(|| format!("read {}", from.display()))? {
+        let e = e?;
+        let dst = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &dst)?;
+        } else {
+            std::fs::copy(e.path(), &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// The lab now: which seed serves, voters per seed, conditions.
+async fn end_state(provider: &dyn Provider, opts: &Options) -> Option<EndObserved> {
+    let st = crate::status::status(provider, &opts.state_root, &opts.lab)
+        .await
+        .ok()?;
+    let mut e = EndObserved {
+        serving: st
+            .seeds
+            .iter()
+            .find(|s| st.dns.answer.contains(&s.gateway_ip))
+            .map(|s| s.name.clone()),
+        ..Default::default()
+    };
+    for s in &st.seeds {
+        e.voters.insert(s.name.clone(), 0);
+    }
+    for m in st.etcd.voters() {
+        *e.voters.entry(m.seed.clone()).or_default() += 1;
+    }
+    if let Some(m) = &st.migration {
+        for c in &m.conditions {
+            e.conditions.insert(
+                c.kind.clone(),
+                match c.status {
+                    Status::True => "True",
+                    Status::False => "False",
+                    Status::Unknown => "Unknown",
+                }
+                .into(),
+            );
+        }
+    }
+    Some(e)
+}
+
+/// `cpmlab migrate` arguments for the scenario's migration.
+fn migrate_args(m: &crate::scenario::MigrationSpec, resume: bool) -> Vec<String> {
+    let mut a = args(&["migrate"]);
+    if resume {
+        a.push("--resume".into());
+    } else {
+        a.push("--plan".into());
+        a.push(
+            serde_json::to_value(m.plan)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+        );
+        if m.driver == Driver::External {
+            a.extend(args(&["--driver", "external", "--command"]));
+            a.push(m.command.clone().unwrap_or_default());
+            return a;
+        }
+        if m.allow_distant_regions {
+            a.push("--allow-distant-regions".into());
+        }
+        a.extend(args(&["--leader-handover", m.leader_handover.as_str()]));
+        if let Some(v) = &m.max_rtt {
+            a.extend(args(&["--max-rtt", v]));
+        }
+    }
+    if m.force_shrink {
+        a.push("--force-shrink-etcd".into());
+    }
+    if let Some(v) = &m.join_timeout {
+        a.extend(args(&["--join-timeout", v]));
+    }
+    if let (Some(v), false) = (&m.stop_after, resume) {
+        a.extend(args(&["--stop-after", v]));
+    }
+    a
+}
+
+type MigrateTask = tokio::task::JoinHandle<Result<child::Done>>;
+
+/// Runs the timeline beside the migration until both are done (and the
+/// scenario's duration is over); returns what each entry did and how the
+/// migration ended.
+async fn timeline_and_migration(
+    provider: &dyn crate::provider::Provider,
+    sf: &ScenarioFile,
+    cpm: &Cpmlab,
+    dir: &LabDir,
+    started: Instant,
+    step: &crate::progress::Step,
+    cancel: &Cancel,
+) -> (Vec<EntryResult>, Option<MigrationOutcome>) {
+    let s = &sf.scenario;
+    let c = &sf.checked;
+    let hold: Vec<(String, String)> = s
+        .migration
+        .as_ref()
+        .map(|m| m.hold.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let hold_env = hold
+        .iter()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let spawn = |a: Vec<String>| -> MigrateTask {
+        let cpm = cpm.clone();
+        let cancel = cancel.clone();
+        let env = hold_env.clone();
+        tokio::spawn(async move {
+            let e: Vec<(&str, &str)> = if env.is_empty() {
+                vec![]
+            } else {
+                vec![("CPMLAB_TEST_HOLD", env.as_str())]
+            };
+            cpm.run_env(&a, &e, &cancel).await
+        })
+    };
+    let mut results: Vec<EntryResult> = c
+        .timeline
+        .iter()
+        .map(|p| EntryResult {
+            index: p.index,
+            action: p.action.describe(),
+            at_s: None,
+            detail: match &p.trigger {
+                Trigger::At(t) => format!("at {:.1} s", t.as_secs_f64()),
+                Trigger::Step { step, on, after } => {
+                    format!("{step} {on:?} + {:.1} s", after.as_secs_f64())
+                }
+            },
+            ok: false,
+            scheduled: p.scheduled,
+        })
+        .collect();
+    let mut pending: Vec<usize> = (0..c.timeline.len()).collect();
+    let mut watch = watch::StepWatch::default();
+    let mut task: Option<MigrateTask> = None;
+    let mut started_mig = s.migration.is_none();
+    let mut last_exit: Option<i32> = None;
+    let mut ended_at: Option<Instant> = None;
+    let mut aborted = false;
+    let mut refused = false;
+    loop {
+        if cancel.check().is_err() {
+            break;
+        }
+        let now = Instant::now();
+        let elapsed = now - started;
+        if let Ok(st) = dir.load() {
+            if let Some(m) = &st.migration {
+                watch.observe(&m.conditions, now);
+            }
+        }
+        if !started_mig && elapsed >= c.warmup {
+            started_mig = true;
+            step.detail("migrating");
+            task = Some(spawn(migrate_args(
+                s.migration.as_ref().expect("checked"),
+                false,
+            )));
+        }
+        if task.as_ref().is_some_and(|t| t.is_finished()) {
+            let done = task.take().expect("some").await;
+            let code = match done {
+                Ok(Ok(d)) => {
+                    if d.code == 2
+                        && last_exit.is_none()
+                        && dir.load().is_ok_and(|s| s.migration.is_none())
+                    {
+                        refused = true;
+                    }
+                    d.code
+                }
+                _ => 1,
+            };
+            last_exit = Some(code);
+            ended_at = Some(Instant::now());
+            if let Ok(st) = dir.load() {
+                if let Some(m) = &st.migration {
+                    watch.observe(&m.conditions, Instant::now());
+                }
+            }
+        }
+        let mut fired = Vec::new();
+        for &i in &pending {
+            let p = &c.timeline[i];
+            let due = match &p.trigger {
+                Trigger::At(t) => elapsed >= *t,
+                Trigger::Step { step, on, after } => watch
+                    .fired_at(step, *on)
+                    .is_some_and(|at| now >= at + *after),
+            };
+            if !due {
+                continue;
+            }
+            let at_s = started.elapsed().as_secs_f64();
+            match &p.action {
+                Action::Migrate(m) => {
+                    if task.is_some() {
+                        continue; // wait for the running migration to end
+                    }
+                    let mig = s.migration.as_ref().expect("checked");
+                    match m {
+                        MigrateAction::Resume => {
+                            task = Some(spawn(migrate_args(mig, true)));
+                            ended_at = None;
+                            results[i].detail = "migrate --resume started".into();
+                            results[i].ok = true;
+                        }
+                        MigrateAction::Abort => {
+                            let d = cpm.run(&args(&["migrate", "--abort"]), cancel).await;
+                            match d {
+                                Ok(d) if d.ok() => {
+                                    aborted = true;
+                                    results[i].detail = "aborted".into();
+                                    results[i].ok = true;
+                                }
+                                Ok(d) => results[i].detail = d.error_line(),
+                                Err(e) => results[i].detail = format!("{e:#}"),
+                            }
+                        }
+                    }
+                }
+                a => match actions::perform(provider, cpm, dir, a, cancel).await {
+                    Ok(what) => {
+                        results[i].detail = what;
+                        results[i].ok = true;
+                    }
+                    Err(e) => results[i].detail = format!("{e:#}"),
+                },
+            }
+            cpm.log(&format!(
+                "timeline[{}] {} at {at_s:.1} s: {}",
+                p.index, results[i].action, results[i].detail
+            ));
+            results[i].at_s = Some(at_s);
+            fired.push(i);
+        }
+        pending.retain(|i| !fired.contains(i));
+        // Step triggers still pending can fire only while a migration runs
+        // (or just ended and its last conditions are being read).
+        let settled = task.is_none()
+            && started_mig
+            && ended_at.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
+        let waiting = pending.iter().any(|&i| match c.timeline[i].trigger {
+            Trigger::At(_) => true,
+            Trigger::Step { .. } => !settled,
+        });
+        if settled && !waiting && elapsed >= c.duration {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Some(t) = task.take() {
+        // Interrupted: the migration stops at its safe point.
+        if let Ok(Ok(d)) = t.await {
+            last_exit = Some(d.code);
+        }
+    }
+    let outcome = s.migration.as_ref().map(|_| {
+        let st = dir.load().ok();
+        match st.as_ref().and_then(|s| s.migration.as_ref()) {
+            Some(m) if m.completed() => MigrationOutcome::Completed,
+            Some(m) if m.conditions.failed().is_some() => MigrationOutcome::Failed,
+            Some(_) if last_exit == Some(0) => MigrationOutcome::Stopped,
+            Some(_) => MigrationOutcome::Failed,
+            None if aborted => MigrationOutcome::Aborted,
+            None if refused => MigrationOutcome::Refused,
+            None if last_exit == Some(0) => MigrationOutcome::Completed,
+            None => MigrationOutcome::Failed,
+        }
+    });
+    (results, outcome)
+}
+
+/// Runs every scenario, `jobs` at a time, each on its own lab.
+pub async fn run_all(
+    provider: &dyn Provider,
+    files: &[ScenarioFile],
+    opts: &Options,
+    jobs: usize,
+    progress: &Progress,
+    cancel: &Cancel,
+) -> Vec<ScenarioResult> {
+    use futures_util::stream::{self, StreamExt};
+    let n = files.len();
+    let jobs = jobs.max(1);
+    let results = stream::iter(files.iter().enumerate())
+        .map(|(i, sf)| {
+            let mut o = opts.clone();
+            if jobs > 1 {
+                o.lab = format!("{}-{}", opts.lab, i % jobs + 1);
+            }
+            async move {
+                if cancel.check().is_err() {
+                    return None;
+                }
+                let label = format!("[{}/{n}]", i + 1);
+                match run_one(provider, sf, &o, progress, &label, cancel).await {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        progress.note(&format!("{label} {}: {e:#}", sf.name()));
+                        None
+                    }
+                }
+            }
+        })
+        .buffered(jobs)
+        .collect::<Vec<_>>()
+        .await;
+    results.into_iter().flatten().collect()
+}
