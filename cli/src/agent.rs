@@ -203,7 +203,7 @@ pub enum AgentCommand {
         samples: bool,
     },
     /// The privileged adapter: `docker` with kind's `--privileged` replaced
-    /// by what this host can grant (lab/src/provider/kind/adapter.rs).
+    /// by what this host can grant (provider-kind/src/adapter.rs).
     DockerAdapter {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

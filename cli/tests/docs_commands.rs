@@ -510,6 +510,59 @@ fn every_script_and_fixture_the_pages_name_exists() {
     );
 }
 
+/// Backticked spans in a page that name a path in this repository: the
+/// span's first segment is a top-level directory (`lab/...`,
+/// `provider-kind/src/druid.rs`, `go/apiserver/`), each with its line. A
+/// `<placeholder>`, a `{a,b}` group or a `:line` ends the path there.
+fn backticked_repo_paths(root: &Path, text: &str) -> Vec<(usize, String)> {
+    let tops: BTreeSet<String> = std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && n != "target")
+        .collect();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for (k, span) in line.split('`').enumerate() {
+            if k % 2 == 0 || span.contains(char::is_whitespace) || !span.contains('/') {
+                continue;
+            }
+            let Some((top, _)) = span.split_once('/') else {
+                continue;
+            };
+            if !tops.contains(top) {
+                continue;
+            }
+            let end = span.find(['<', '{', ':', '(']).unwrap_or(span.len());
+            out.push((i + 1, span[..end].to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_backticked_repository_path_exists() {
+    let root = repo();
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for (page, text) in pages() {
+        for (n, path) in backticked_repo_paths(&root, &text) {
+            checked += 1;
+            if !path_exists(&root, &path) {
+                missing.push(format!("{page}:{n}: `{path}`"));
+            }
+        }
+    }
+    assert!(checked >= 50, "only {checked} backticked paths found");
+    println!("{checked} backticked repository paths checked");
+    assert!(
+        missing.is_empty(),
+        "paths in backticks that do not exist in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
 /// GitHub's anchor for a heading: lower case, punctuation dropped, spaces
 /// as hyphens.
 fn slug(heading: &str) -> String {

@@ -481,7 +481,9 @@ impl Transport {
     /// idle; back to the pool after the answer unless the server said
     /// `Connection: close`. A failure before the request left (connect,
     /// TLS) is retried for any method, one on the wire only for idempotent
-    /// methods, up to [`KEEPALIVE_RETRIES`] times with no pause; the first
+    /// methods, up to [`KEEPALIVE_RETRIES`] times with no pause (a reused
+    /// connection's failure before any answer does not count: it is sent
+    /// again on another, as Go's net/http does); the first
     /// failed attempt is returned beside the outcome, so that both are
     /// recorded.
     pub async fn send_keepalive(
@@ -493,9 +495,14 @@ impl Transport {
     ) -> (Result<Reply, Failure>, Option<Refused>) {
         let mut first: Option<Refused> = None;
         let mut retries = 0;
+        // Failures on reused connections: bounded by the pool, not by
+        // `retries` (every idle connection may be one the server closed).
+        let mut stale = 0;
         loop {
             let started = Instant::now();
-            let sent = match self.h1_idle().await {
+            let idle = self.h1_idle().await;
+            let reused = idle.is_some();
+            let sent = match idle {
                 Some(s) => Ok(s),
                 None => match connect_tls(self, deadline, false).await {
                     Ok((tls, addr)) => match http1::handshake(TokioIo::new(tls)).await {
@@ -536,13 +543,23 @@ impl Transport {
                     }
                 }
             };
-            let again = retries < KEEPALIVE_RETRIES
-                && (!on_wire || urllib3_retries(method))
-                && Instant::now() < deadline;
+            let replayable = !on_wire || urllib3_retries(method);
+            // A reused connection that failed before any answer is one the
+            // server closed while it was idle (or as the request went
+            // out): sent again on another connection without counting, as
+            // Go's net/http does (`persistConn.shouldRetryRequest`); a new
+            // connection's failure counts against the retries.
+            let free = reused && replayable && stale <= KEEPALIVE_POOL;
+            let again =
+                (free || retries < KEEPALIVE_RETRIES && replayable) && Instant::now() < deadline;
             if !again {
                 return (Err(failure), first);
             }
-            retries += 1;
+            if free {
+                stale += 1;
+            } else {
+                retries += 1;
+            }
             first.get_or_insert(Refused {
                 started,
                 ended: Instant::now(),
@@ -814,6 +831,35 @@ mod tests {
         assert!(r.is_err() && first.is_none());
         assert_eq!(n(&accepted), 1);
         assert!(urllib3_retries("PUT") && !urllib3_retries("PATCH"));
+    }
+
+    /// Every pooled connection is one the server drops as the next request
+    /// goes out (it reads it and closes, unanswered): a GET is sent again on
+    /// each in turn without using up its retries, then on a new connection,
+    /// as Go's net/http does, and is answered there.
+    #[tokio::test]
+    async fn a_get_on_stale_pooled_connections_goes_on_to_a_new_one() {
+        let deadline = || Instant::now() + Duration::from_secs(5);
+        let (t, accepted) = h1_server(Serve {
+            answers: 1,
+            swallow: true,
+        })
+        .await;
+        let pooled = 5;
+        let warm = futures_util::future::join_all(
+            (0..pooled).map(|_| t.send_keepalive("GET", "/", None, deadline())),
+        )
+        .await;
+        for (r, _) in warm {
+            assert_eq!(body(r).await.as_deref(), Ok("ok"));
+        }
+        let n = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(n(&accepted), pooled);
+        let (r, first) = t.send_keepalive("GET", "/", None, deadline()).await;
+        assert_eq!(body(r).await.as_deref(), Ok("ok"));
+        assert!(first.is_some(), "the first failed attempt is kept");
+        assert!(pooled > KEEPALIVE_RETRIES as usize + 1);
+        assert_eq!(n(&accepted), pooled + 1, "one new connection answered it");
     }
 
     /// Sends one request over HTTP/2 to a server that treats it with

@@ -527,6 +527,24 @@ impl Engine {
         })
     }
 
+    /// Whether a network of that name exists, labelled or not (dockerd
+    /// 20.10 can keep a removed lab's network half there, and a `create`
+    /// of the same name would then meet it).
+    pub async fn network_exists(&self, name: &str) -> Result<bool> {
+        match self
+            .api
+            .inspect_network(
+                name,
+                None::<bollard::query_parameters::InspectNetworkOptions>,
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("inspect network {name}")),
+        }
+    }
+
     /// Lab names that own at least one labelled object.
     pub async fn lab_names(&self) -> Result<Vec<String>> {
         let (containers, networks, volumes) = self.labelled(None).await?;

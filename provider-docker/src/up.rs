@@ -101,7 +101,15 @@ pub fn expected_containers(state: &LabState) -> Vec<String> {
 /// requested (idempotent), an error when a lab of that name is in the way.
 pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabState>> {
     let dir = LabDir::new(&req.state_root, &req.lab);
-    let existing = engine.lab_objects(Some(&req.lab)).await?;
+    let mut existing = engine.lab_objects(Some(&req.lab)).await?;
+    // The lab's networks by name too: one its label filter misses (left
+    // half removed by dockerd) is in the way all the same.
+    for n in req.topology.network_names() {
+        let name = crate::plan::network_name(&req.lab, &n);
+        if !existing.networks.contains(&name) && engine.network_exists(&name).await? {
+            existing.networks.push(name);
+        }
+    }
     if !dir.exists() && existing.is_empty() {
         return Ok(None);
     }

@@ -246,7 +246,7 @@ pub fn install(dir: &Path, exe: &Path) -> std::io::Result<PathBuf> {
         &shim,
         format!(
             "#!/bin/sh\n# cpmlab's privileged adapter for kind's docker calls \
-             (lab/src/provider/kind/adapter.rs)\nexec '{quoted}' agent docker-adapter -- \"$@\"\n"
+             (provider-kind/src/adapter.rs)\nexec '{quoted}' agent docker-adapter -- \"$@\"\n"
         ),
     )?;
     std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755))?;

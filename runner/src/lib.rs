@@ -864,6 +864,24 @@ async fn timeline_and_migration(
     (results, outcome)
 }
 
+/// The lab scenario `i` of `n` runs in. Labs that are not kept get a
+/// name of their own per scenario: dockerd 20.10 can leave a removed lab's
+/// network half there, and the next `up` of the same name would meet it.
+/// Kept labs are reused, one per job. Within the 20 characters a lab name
+/// may have.
+fn lab_for(base: &str, i: usize, n: usize, jobs: usize, keep: bool) -> String {
+    let suffix = if !keep && n > 1 {
+        format!("-{}", i + 1)
+    } else if jobs > 1 {
+        format!("-{}", i % jobs + 1)
+    } else {
+        return base.to_string();
+    };
+    let room = 20usize.saturating_sub(suffix.len());
+    let stem = base[..base.len().min(room)].trim_end_matches('-');
+    format!("{stem}{suffix}")
+}
+
 /// Runs every scenario, `jobs` at a time, each on its own lab.
 pub async fn run_all(
     provider: &dyn Provider,
@@ -879,9 +897,7 @@ pub async fn run_all(
     let results = stream::iter(files.iter().enumerate())
         .map(|(i, sf)| {
             let mut o = opts.clone();
-            if jobs > 1 {
-                o.lab = format!("{}-{}", opts.lab, i % jobs + 1);
-            }
+            o.lab = lab_for(&opts.lab, i, n, jobs, opts.keep);
             async move {
                 if cancel.check().is_err() {
                     return None;
@@ -900,4 +916,27 @@ pub async fn run_all(
         .collect::<Vec<_>>()
         .await;
     results.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lab_for;
+
+    #[test]
+    fn each_scenario_of_a_run_gets_its_own_lab_unless_labs_are_kept() {
+        assert_eq!(lab_for("cmp", 0, 1, 1, false), "cmp");
+        assert_eq!(lab_for("cmp", 0, 4, 1, false), "cmp-1");
+        assert_eq!(lab_for("cmp", 3, 4, 1, false), "cmp-4");
+        // Kept labs are reused per job.
+        assert_eq!(lab_for("cmp", 3, 4, 1, true), "cmp");
+        assert_eq!(lab_for("cmp", 3, 4, 2, true), "cmp-2");
+        // Within 20 characters, no trailing `-` before the suffix.
+        let long = lab_for("abcdefghijklmnopq-st", 11, 12, 1, false);
+        assert_eq!(long, "abcdefghijklmnopq-12");
+        assert!(long.len() <= 20);
+        assert_eq!(
+            lab_for("abcdefghijklmnop-rst", 11, 12, 1, false),
+            "abcdefghijklmnop-12"
+        );
+    }
 }
