@@ -10,24 +10,77 @@ use serde_json::Value;
 
 /// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's release
 /// build (what scripts/setup builds; the delay line needs optimised code),
-/// else the debug build.
+/// else the debug build, whichever is there and not older than the
+/// workspace's sources: a binary built before the last change is refused,
+/// never tested in the change's place.
 pub fn bin() -> PathBuf {
     if let Some(p) = std::env::var_os("CPMLAB_BIN") {
         return PathBuf::from(p);
     }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let release = target.join("release/cpmlab");
-    let debug = target.join("debug/cpmlab");
-    match (release.exists(), debug.exists()) {
-        (true, _) => release,
-        (false, true) => debug,
-        _ => panic!(
-            "{} does not exist: build it first with `cargo build --release -p cpmlab` (scripts/setup does)",
-            release.display()
-        ),
+        .unwrap_or_else(|| root.join("target"));
+    let sources = newest_source(&root);
+    let fresh = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= sources)
+    };
+    for b in [target.join("release/cpmlab"), target.join("debug/cpmlab")] {
+        if fresh(&b) {
+            return b;
+        }
     }
+    panic!(
+        "no cpmlab binary under {} as new as the sources: build it with \
+         `cargo build --release -p cpmlab` (scripts/setup does), or name one in CPMLAB_BIN",
+        target.display()
+    )
+}
+
+/// The newest modification time of the Rust sources and manifests of the
+/// workspace's crates (the binary's inputs).
+fn newest_source(root: &Path) -> std::time::SystemTime {
+    fn walk(p: &Path, newest: &mut std::time::SystemTime) {
+        let Ok(rd) = std::fs::read_dir(p) else { return };
+        for e in rd.flatten() {
+            let path = e.path();
+            let name = e.file_name();
+            if path.is_dir() {
+                if name != "target" && name != "tests" && !name.to_string_lossy().starts_with('.') {
+                    walk(&path, newest);
+                }
+            } else if path.extension().is_some_and(|x| x == "rs") || name == "Cargo.toml" {
+                if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+                    *newest = (*newest).max(t);
+                }
+            }
+        }
+    }
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    for krate in [
+        "model",
+        "verdict",
+        "standin",
+        "exposure",
+        "core",
+        "provider",
+        "probe",
+        "lab",
+        "provider-docker",
+        "provider-kind",
+        "runner",
+        "cli",
+    ] {
+        walk(&root.join(krate).join("src"), &mut newest);
+        if let Ok(t) =
+            std::fs::metadata(root.join(krate).join("Cargo.toml")).and_then(|m| m.modified())
+        {
+            newest = newest.max(t);
+        }
+    }
+    newest
 }
 
 /// Is Docker reachable? In CI (CI=true) an unreachable Docker fails the test;
