@@ -535,7 +535,14 @@ fn backticked_repo_paths(root: &Path, text: &str) -> Vec<(usize, String)> {
                 continue;
             }
             let end = span.find(['<', '{', ':', '(']).unwrap_or(span.len());
-            out.push((i + 1, span[..end].to_string()));
+            // `seed-{a,b}.yaml`: the group's directory names a path.
+            let path = &span[..end];
+            let path = if end < span.len() && !path.ends_with('/') {
+                path.rsplit_once('/').map_or(path, |(d, _)| d)
+            } else {
+                path
+            };
+            out.push((i + 1, path.to_string()));
         }
     }
     out

@@ -83,18 +83,15 @@ struct Paths(Vec<(String, Vec<String>)>);
 impl Paths {
     fn push(&mut self, segs: Vec<String>) {
         let mut segs = segs.into_iter();
-        match segs.next().as_deref() {
-            Some(head @ ("crate" | "super")) => {
-                let mut rest: Vec<String> = segs.collect();
-                // `super::super::x` names the grandparent: one more hop.
-                let mut head = head.to_string();
-                while rest.first().is_some_and(|s| s == "super") {
-                    rest.remove(0);
-                    head.push_str("::super");
-                }
-                self.0.push((head, rest));
+        if let Some(head @ ("crate" | "super")) = segs.next().as_deref() {
+            let mut rest: Vec<String> = segs.collect();
+            // `super::super::x` names the grandparent: one more hop.
+            let mut head = head.to_string();
+            while rest.first().is_some_and(|s| s == "super") {
+                rest.remove(0);
+                head.push_str("::super");
             }
-            _ => {}
+            self.0.push((head, rest));
         }
     }
 
@@ -361,7 +358,8 @@ fn every_workspace_crate_is_read() {
     let members: toml::Value = toml::from_str(&ws).unwrap();
     for m in members["workspace"]["members"].as_array().unwrap() {
         let m = m.as_str().unwrap();
-        if root.join(m).join("src").is_dir() {
+        // e2e's `src` only anchors its test binaries.
+        if m != "e2e" && root.join(m).join("src").is_dir() {
             assert!(CRATES.contains(&m), "crate {m} is not read for circles");
         }
     }

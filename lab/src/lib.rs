@@ -9,7 +9,9 @@
 // The lower crates' modules under the paths the code names.
 use cpmlab_core::{apiserver, dns, errors, etcd, kernel, kubeconfig, pki, progress};
 use cpmlab_exposure as exposure;
-use cpmlab_model::{addressing, plan, state, topology};
+#[cfg(test)]
+use cpmlab_model::plan;
+use cpmlab_model::{addressing, state, topology};
 use cpmlab_probe as probe;
 use cpmlab_provider as provider;
 

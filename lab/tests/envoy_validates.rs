@@ -97,7 +97,8 @@ mod validate {
                         Exposure::of_docker_seed(&s, seed),
                     ));
                 }
-                let mig = cpmlab_model::plan::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap();
+                let mig =
+                    cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap();
                 s.apiservers.extend(mig.destination_apiservers.clone());
                 s.migration = Some(mig);
                 v.push((

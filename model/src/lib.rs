@@ -10,6 +10,7 @@ pub mod addressing;
 pub mod errors;
 pub mod kind;
 pub mod labels;
+pub mod placement;
 pub mod plan;
 pub mod ports;
 pub mod state;

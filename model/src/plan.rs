@@ -3,8 +3,8 @@
 
 use crate::addressing::{host, Net24};
 use crate::state::{
-    ApiServerState, ContainerRef, DnsState, LabState, MemberState, MigrationState, NetworkState,
-    Phase, ProviderKind, SeedState, STATE_VERSION,
+    ApiServerState, ContainerRef, DnsState, LabState, MemberState, NetworkState, Phase, SeedState,
+    STATE_VERSION,
 };
 use crate::topology::{PeerExposure, Topology, CLIENTS};
 
@@ -201,76 +201,6 @@ pub fn sample_state() -> crate::state::LabState {
         .collect();
     let plan = LabPlan::new("t", &topo, &nets, "img:1");
     plan.initial_state("secret".into())
-}
-
-/// A member a migration plans (`plan::member` names its workload as a
-/// container), named as the lab's provider has it.
-pub fn planned_member(state: &LabState, m: MemberState) -> MemberState {
-    match state.provider {
-        ProviderKind::Docker => m,
-        ProviderKind::Kind => crate::kind::lab_state::kind_member(state, m),
-    }
-}
-
-/// API replica `index` a migration plans in a seed, named as the lab's
-/// provider has it.
-pub fn planned_apiserver(state: &LabState, a: ApiServerState, index: usize) -> ApiServerState {
-    match state.provider {
-        ProviderKind::Docker => a,
-        ProviderKind::Kind => crate::kind::lab_state::kind_apiserver(state, a, index),
-    }
-}
-
-/// The provider of labs made by `kind` (a lab's state says which made it).
-/// Both stand on the Docker engine: the kind form's clusters are Docker
-/// containers, and its router, DNS server and probe agent are the docker
-
-/// The plan of a migration from `from` to `to` started at `now_rfc3339`
-/// (`now_unix_ms`): destination members and API replicas mirror the
-/// source's, named as the lab's provider has them. None when the lab has
-/// no network for `to`.
-pub fn migration(
-    state: &LabState,
-    from: &str,
-    to: &str,
-    now_rfc3339: &str,
-    now_unix_ms: f64,
-) -> Option<MigrationState> {
-    let net = state.network(to)?.subnet;
-    let n = state.members_of(from).count();
-    let replicas = state.apiservers_of(from).count().max(1);
-    Some(MigrationState {
-        plan: crate::migrate::membership::Plan::SixMember,
-        from: from.to_string(),
-        to: to.to_string(),
-        driver: crate::state::Driver::Reference,
-        force_shrink: false,
-        leader_handover: Default::default(),
-        conditions: crate::migrate::conditions::Conditions::new(now_rfc3339),
-        started_unix_ms: now_unix_ms,
-        finished_unix_ms: None,
-        rtt_ms: None,
-        rtt_gate: None,
-        destination_members: (0..n)
-            .map(|i| {
-                let m = crate::plan::member(
-                    &state.name,
-                    to,
-                    net,
-                    i,
-                    &state.dns.zone,
-                    state.topology.network.peer_exposure,
-                );
-                planned_member(state, m)
-            })
-            .collect(),
-        destination_apiservers: (0..replicas)
-            .map(|i| planned_apiserver(state, crate::plan::apiserver(&state.name, to, net, i), i))
-            .collect(),
-        departed_members: vec![],
-        dns_switched_unix_ms: None,
-        command: None,
-    })
 }
 
 #[cfg(test)]

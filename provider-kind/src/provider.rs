@@ -781,7 +781,8 @@ mod tests {
         let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
         // No migration: a seed with nothing in it is not left behind.
         assert!(!left_behind(&s, "seed-b"));
-        s.migration = Some(crate::plan::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        s.migration =
+            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
         // The destination before its members join, the source serving.
         assert!(!left_behind(&s, "seed-b"));
         assert!(!left_behind(&s, "seed-a"));

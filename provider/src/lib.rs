@@ -319,4 +319,4 @@ pub fn probe_client(state: &LabState) -> String {
 
 /// Where a migration's planned members and API replicas run, as the
 /// lab's provider names them (pure: the model's plan).
-pub use cpmlab_model::plan::{planned_apiserver, planned_member};
+pub use cpmlab_model::placement::{planned_apiserver, planned_member};

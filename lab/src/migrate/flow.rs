@@ -88,7 +88,7 @@ pub(crate) fn plan_for_tests(state: &LabState, from: &str, to: &str) -> Migratio
 /// Destination members and API replicas mirror the source's (the model's
 /// plan, started now).
 fn plan_destination(state: &LabState, from: &str, to: &str) -> Result<MigrationState> {
-    crate::plan::migration(state, from, to, &now_rfc3339(), now_unix_ms())
+    cpmlab_model::placement::migration(state, from, to, &now_rfc3339(), now_unix_ms())
         .with_context(|| format!("no network for seed {to}"))
 }
 

@@ -1,0 +1,223 @@
+//! What a test needs from the host, in one place, and the one rule for a
+//! need that is missing: **off CI the test does not run and says so; with
+//! `CI=true` it runs and fails.**
+//!
+//! A test crate's build script calls [`build_script`] with the needs of its
+//! tests; for each need found (every need where `CI=true`) it sets the cfg
+//! `cpmlab_has_<need>`, and it warns naming what is missing and how to get
+//! it. A test then carries
+//!
+//! ```text
+//! #[cfg_attr(not(cpmlab_has_docker), ignore = "needs Docker (scripts/setup starts it)")]
+//! ```
+//!
+//! so that where Docker was not found it is compiled as ignored: nextest
+//! and `cargo test` report it skipped, with that reason, never passed. A
+//! test compiled in calls [`require`] first, which panics with the fix when
+//! the need has gone since the build (or was never there, with `CI=true`).
+//!
+//! No dependencies: the verdict, at the bottom of the workspace, uses it.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Something a test needs from the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A Docker engine that answers (`docker info`).
+    Docker,
+    /// kube-apiserver, built by `scripts/build-go`.
+    KubeApiserver,
+    /// The generic API server (`cpmlab-apiserver`), built by `scripts/build-go`.
+    GenericApiserver,
+    /// client-go's probe (`cpmlab-clientgo`), built by `scripts/build-go`.
+    Clientgo,
+    /// Envoy, fetched by `scripts/fetch-envoy`.
+    Envoy,
+    /// Debian's Chromium (`/usr/bin/chromium`), installed by `scripts/setup`.
+    Chromium,
+    /// kind, kubectl and istioctl, built by `scripts/build-go --kind`.
+    KindTools,
+}
+
+impl Need {
+    /// The cfg a build script sets when the need is met.
+    pub fn cfg(self) -> &'static str {
+        match self {
+            Need::Docker => "cpmlab_has_docker",
+            Need::KubeApiserver => "cpmlab_has_kube_apiserver",
+            Need::GenericApiserver => "cpmlab_has_generic_apiserver",
+            Need::Clientgo => "cpmlab_has_clientgo",
+            Need::Envoy => "cpmlab_has_envoy",
+            Need::Chromium => "cpmlab_has_chromium",
+            Need::KindTools => "cpmlab_has_kind_tools",
+        }
+    }
+
+    /// What it is, and how to get it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            Need::Docker => "Docker is not reachable (scripts/setup starts dockerd)",
+            Need::KubeApiserver => "kube-apiserver is not built (scripts/build-go)",
+            Need::GenericApiserver => "cpmlab-apiserver is not built (scripts/build-go)",
+            Need::Clientgo => "cpmlab-clientgo is not built (scripts/build-go)",
+            Need::Envoy => "Envoy is not there (scripts/fetch-envoy)",
+            Need::Chromium => "/usr/bin/chromium is missing (scripts/setup installs chromium)",
+            Need::KindTools => {
+                "kind, kubectl or istioctl is not built (scripts/build-go --kind; \
+                 `cpmlab doctor --provider kind` says what else)"
+            }
+        }
+    }
+
+    /// Whether the host has it now.
+    pub fn found(self) -> bool {
+        match self {
+            Need::Docker => Command::new("docker")
+                .args(["info", "--format", "{{.ServerVersion}}"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            Need::KubeApiserver => part("kube-apiserver", "CPMLAB_KUBE_APISERVER"),
+            Need::GenericApiserver => part("cpmlab-apiserver", "CPMLAB_APISERVER"),
+            Need::Clientgo => part("cpmlab-clientgo", "CPMLAB_CLIENTGO"),
+            Need::Envoy => part("envoy", "CPMLAB_ENVOY"),
+            Need::Chromium => std::path::Path::new("/usr/bin/chromium").is_file(),
+            Need::KindTools => ["kind", "kubectl", "istioctl"]
+                .iter()
+                .all(|b| on_path(b) || install_dir().is_some_and(|d| d.join(b).is_file())),
+        }
+    }
+}
+
+/// `${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin`, where `scripts/build-go` and
+/// `scripts/fetch-envoy` install the lab's parts (as `cpmlab_core::go_parts`
+/// finds them; a test there holds the two to the same place).
+pub fn install_dir() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("cpmlab").join("bin"))
+}
+
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// A built part: its environment variable's file, on PATH, or installed.
+fn part(name: &str, env: &str) -> bool {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p).is_file();
+    }
+    on_path(name) || install_dir().is_some_and(|d| d.join(name).is_file())
+}
+
+/// Whether this is CI (`CI=true`), where a missing need fails.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// In a test crate's build script: a `cpmlab_has_<need>` cfg for each need
+/// found, each need's where `CI=true`, and a warning naming the missing
+/// ones. The script is rerun when CI, PATH or the install directory change,
+/// and when Docker's socket comes or goes.
+pub fn build_script(needs: &[Need]) {
+    for var in [
+        "CI",
+        "PATH",
+        "XDG_CACHE_HOME",
+        "HOME",
+        "DOCKER_HOST",
+        "CPMLAB_KUBE_APISERVER",
+        "CPMLAB_APISERVER",
+        "CPMLAB_CLIENTGO",
+        "CPMLAB_ENVOY",
+    ] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    // The install dir (or its nearest existing ancestor: a path that does
+    // not exist would rerun the script every build), and Docker's socket's
+    // directory, whose change a new dockerd makes.
+    if let Some(d) =
+        install_dir().and_then(|d| d.ancestors().find(|a| a.is_dir()).map(PathBuf::from))
+    {
+        println!("cargo:rerun-if-changed={}", d.display());
+    }
+    if std::path::Path::new("/var/run").is_dir() {
+        println!("cargo:rerun-if-changed=/var/run/docker.sock");
+    }
+    let all = [
+        Need::Docker,
+        Need::KubeApiserver,
+        Need::GenericApiserver,
+        Need::Clientgo,
+        Need::Envoy,
+        Need::Chromium,
+        Need::KindTools,
+    ];
+    for n in all {
+        println!("cargo::rustc-check-cfg=cfg({})", n.cfg());
+    }
+    let ci = ci();
+    for &n in needs {
+        let found = n.found();
+        if found || ci {
+            println!("cargo:rustc-cfg={}", n.cfg());
+        }
+        if !found {
+            println!(
+                "cargo:warning={}: {} the tests that need it {}",
+                std::env::var("CARGO_PKG_NAME").unwrap_or_default(),
+                n.fix(),
+                if ci {
+                    "are compiled in (CI=true) and will fail"
+                } else {
+                    "are skipped"
+                }
+            );
+        }
+    }
+}
+
+/// In a test: panics with the fix when `need` is missing. A test compiled
+/// in runs where its needs were found at build time, or with `CI=true`;
+/// this says which need failed it.
+pub fn require(test: &str, need: Need) {
+    if !need.found() {
+        panic!(
+            "{test}: {}{}",
+            need.fix(),
+            if ci() {
+                " — CI=true, so this fails"
+            } else {
+                " (it was there when the test was built; rebuild to skip it)"
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_need_has_its_own_cfg_and_a_fix() {
+        let all = [
+            Need::Docker,
+            Need::KubeApiserver,
+            Need::GenericApiserver,
+            Need::Clientgo,
+            Need::Envoy,
+            Need::Chromium,
+            Need::KindTools,
+        ];
+        let cfgs: std::collections::BTreeSet<&str> = all.iter().map(|n| n.cfg()).collect();
+        assert_eq!(cfgs.len(), all.len());
+        for n in all {
+            assert!(n.cfg().starts_with("cpmlab_has_"));
+            assert!(n.fix().contains("scripts/"), "{n:?}: {}", n.fix());
+        }
+    }
+}
