@@ -20,6 +20,7 @@ use syn::visit::Visit;
 
 /// Every crate of the workspace with its own code.
 const CRATES: &[&str] = &[
+    "testenv",
     "model",
     "verdict",
     "standin",

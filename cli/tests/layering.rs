@@ -15,7 +15,7 @@
 //! provider ───────────── (the interface)
 //! core
 //! exposure
-//! model   verdict   standin
+//! model   verdict   standin   testenv (the tests' host needs)
 //! ```
 
 use std::collections::BTreeSet;
@@ -52,6 +52,8 @@ fn deps(krate: &str, table: &str) -> BTreeSet<String> {
 /// `[dependencies]` table; dev-dependencies may add a lower crate, never a
 /// higher one).
 const LAYERS: &[(&str, &[&str])] = &[
+    // What a test needs from the host: build- and dev-dependency only.
+    ("testenv", &[]),
     ("model", &[]),
     ("verdict", &[]),
     ("standin", &[]),

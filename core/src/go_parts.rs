@@ -219,4 +219,11 @@ mod tests {
         assert_eq!(names.len(), PARTS.len());
         assert_eq!(envs.len(), PARTS.len());
     }
+
+    /// Where the tests look for the parts (`cpmlab-testenv`, which the
+    /// tests' build scripts use) is where the lab finds them.
+    #[test]
+    fn the_tests_look_for_the_parts_where_the_lab_finds_them() {
+        assert_eq!(cpmlab_testenv::install_dir(), install_dir());
+    }
 }

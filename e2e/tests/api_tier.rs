@@ -24,9 +24,13 @@ fn kok(kubeconfig: &str, args: &[&str]) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn kubectl_through_the_lab_and_graceful_replica_shutdown_kube_apiserver() {
     let test = "kubectl_through_the_lab_and_graceful_replica_shutdown_kube_apiserver";
-    if docker_or_skip(test) && kube_apiserver_or_skip(test) {
+    if needs_docker(test) && needs_kube_apiserver(test) {
         let version = cpmlab_core::go_parts::KUBE_APISERVER
             .manifest()
             .map(|m| m.version)
@@ -36,9 +40,13 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown_kube_apiserver() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_generic_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go)"
+)]
 fn kubectl_through_the_lab_and_graceful_replica_shutdown_generic() {
-    if docker_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown_generic")
-        && generic_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown_generic")
+    if needs_docker("kubectl_through_the_lab_and_graceful_replica_shutdown_generic")
+        && needs_generic("kubectl_through_the_lab_and_graceful_replica_shutdown_generic")
     {
         kubectl_through_the_lab("generic", "cpmlab.generic", "apig");
     }
@@ -47,7 +55,7 @@ fn kubectl_through_the_lab_and_graceful_replica_shutdown_generic() {
 #[test]
 #[ignore = "nightly: scripts/nightly runs it; CI runs kube-apiserver and the generic server"]
 fn kubectl_through_the_lab_and_graceful_replica_shutdown_standin() {
-    if docker_or_skip("kubectl_through_the_lab_and_graceful_replica_shutdown_standin") {
+    if needs_docker("kubectl_through_the_lab_and_graceful_replica_shutdown_standin") {
         kubectl_through_the_lab("standin", "cpmlab-standin", "apis");
     }
 }
@@ -196,8 +204,12 @@ fn kubectl_through_the_lab(server: &str, marker: &str, tag: &str) {
 /// `CPMLAB_KUBE_APISERVER` names no file) is refused with exit 3 and the
 /// fix, before anything of the lab exists.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn kube_apiserver_asked_for_and_missing_is_refused_creating_nothing() {
-    if !docker_or_skip("kube_apiserver_asked_for_and_missing_is_refused_creating_nothing") {
+    if !needs_docker("kube_apiserver_asked_for_and_missing_is_refused_creating_nothing") {
         return;
     }
     let lab = Lab::new("kapi");

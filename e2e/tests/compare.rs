@@ -22,8 +22,12 @@ fn root() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
-    if !docker_or_skip("a_short_comparison_keeps_every_run_and_states_each_pass_rate") {
+    if !needs_docker("a_short_comparison_keeps_every_run_and_states_each_pass_rate") {
         return;
     }
     let state = tempfile::tempdir().unwrap();

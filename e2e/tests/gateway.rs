@@ -166,9 +166,13 @@ pub fn assert_envoy_took_everything(lab: &Lab, seed: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_generic_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go)"
+)]
 fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
     let test = "gateway endpoint lifecycle";
-    if !docker_or_skip(test) || !generic_or_skip(test) {
+    if !needs_docker(test) || !needs_generic(test) {
         return;
     }
     let lab = Lab::new("gw");

@@ -63,8 +63,12 @@ fn kind_form_renders_without_creating_anything() {
 /// Without kind's tools, `up --provider kind` exits 3 naming each missing
 /// one, and `doctor --provider kind` lists them with how to get each.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn kind_form_names_what_is_missing() {
-    if !docker_or_skip("kind_form_names_what_is_missing") {
+    if !needs_docker("kind_form_names_what_is_missing") {
         return;
     }
     let doctor = assert_cmd::Command::new(bin())
@@ -150,7 +154,7 @@ fn kind_tool(name: &str) -> std::path::PathBuf {
 /// fails.
 #[test]
 #[cfg_attr(
-    not(cpmlab_kind_tools),
+    not(cpmlab_has_kind_tools),
     ignore = "not run: kind, kubectl or istioctl missing (scripts/setup --kind builds them)"
 )]
 fn kind_live_form() {

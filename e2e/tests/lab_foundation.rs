@@ -220,8 +220,12 @@ fn assert_restart_gets_routes(lab: &Lab) {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn lab_lifecycle() {
-    if !docker_or_skip("lab_lifecycle") {
+    if !needs_docker("lab_lifecycle") {
         return;
     }
     let lab = Lab::new("life");
@@ -437,8 +441,12 @@ fn lab_lifecycle() {
 /// Bad topology files: exit 2, the message names file, line and field, and
 /// nothing is created (no Docker object, no state directory).
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn bad_topologies_are_refused_before_anything_is_created() {
-    let docker = docker_or_skip("bad_topologies_are_refused_before_anything_is_created");
+    let docker = needs_docker("bad_topologies_are_refused_before_anything_is_created");
     let fixtures =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topologies/bad");
     let cases = [
@@ -491,8 +499,12 @@ fn spawn_up_until_objects_exist(lab: &Lab) -> std::process::Child {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn ctrl_c_during_up_leaves_nothing_behind() {
-    if !docker_or_skip("ctrl_c_during_up_leaves_nothing_behind") {
+    if !needs_docker("ctrl_c_during_up_leaves_nothing_behind") {
         return;
     }
     let lab = Lab::new("int");
@@ -510,8 +522,12 @@ fn ctrl_c_during_up_leaves_nothing_behind() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn down_cleans_up_after_a_crashed_up() {
-    if !docker_or_skip("down_cleans_up_after_a_crashed_up") {
+    if !needs_docker("down_cleans_up_after_a_crashed_up") {
         return;
     }
     let lab = Lab::new("crash");
@@ -533,8 +549,12 @@ fn down_cleans_up_after_a_crashed_up() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn doctor_reports_docker_and_the_link_backend() {
-    if !docker_or_skip("doctor_reports_docker_and_the_link_backend") {
+    if !needs_docker("doctor_reports_docker_and_the_link_backend") {
         return;
     }
     let lab = Lab::new("doc");

@@ -40,8 +40,12 @@ fn seed_a_reaches_seed_b(lab: &Lab, seed_b_gw: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn partition_and_heal() {
-    if !docker_or_skip("partition_and_heal") {
+    if !needs_docker("partition_and_heal") {
         return;
     }
     let lab = Lab::new("part");
@@ -151,8 +155,12 @@ fn gw_b(lab: &Lab) -> String {
 /// trip; loss measures as set; an established TCP connection survives a
 /// delay change.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn shaped_link_delay_loss_and_live_change() {
-    if !docker_or_skip("shaped_link_delay_loss_and_live_change") {
+    if !needs_docker("shaped_link_delay_loss_and_live_change") {
         return;
     }
     let lab = Lab::new("shape");
@@ -225,8 +233,12 @@ fn shaped_link_delay_loss_and_live_change() {
 
 /// A 3-member etcd cluster with one member 50 ms away keeps serving writes.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn etcd_with_a_member_across_a_50ms_link_keeps_serving_writes() {
-    if !docker_or_skip("etcd_with_a_member_across_a_50ms_link_keeps_serving_writes") {
+    if !needs_docker("etcd_with_a_member_across_a_50ms_link_keeps_serving_writes") {
         return;
     }
     let lab = Lab::new("span");
@@ -261,8 +273,12 @@ fn etcd_with_a_member_across_a_50ms_link_keeps_serving_writes() {
 
 /// tc netem in the router; runs only where the kernel has sch_netem.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn netem_backend_shapes_where_the_kernel_has_netem() {
-    if !docker_or_skip("netem_backend_shapes_where_the_kernel_has_netem") {
+    if !needs_docker("netem_backend_shapes_where_the_kernel_has_netem") {
         return;
     }
     let lab = Lab::new("netem");
@@ -325,7 +341,7 @@ fn lost(r: &Value) -> Vec<u64> {
 #[test]
 #[ignore = "nightly: scripts/nightly runs it; CI keeps within 30 minutes; the delay line is shaped in shaped_link_delay_loss_and_live_change"]
 fn seeded_loss_replays_and_a_trace_is_followed() {
-    if !docker_or_skip("seeded_loss_replays_and_a_trace_is_followed") {
+    if !needs_docker("seeded_loss_replays_and_a_trace_is_followed") {
         return;
     }
     let lab = Lab::new("seed");
@@ -459,7 +475,7 @@ fn iperf_to_seed_a(lab: &Lab, gw: &str, args: &str) -> Value {
 #[test]
 #[ignore = "nightly: scripts/nightly runs it; CI keeps within 30 minutes; scripts/bench-link prints the figures"]
 fn delay_line_offloads_keep_rtt_rate_mtu_and_icmp() {
-    if !docker_or_skip("delay_line_offloads_keep_rtt_rate_mtu_and_icmp") {
+    if !needs_docker("delay_line_offloads_keep_rtt_rate_mtu_and_icmp") {
         return;
     }
     let lab = Lab::new("offload");

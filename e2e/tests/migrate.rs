@@ -388,7 +388,7 @@ impl Api {
 /// A full migration under probes: zero downtime, nothing lost, nothing missed.
 fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) {
     let test = format!("{plan} at {one_way_ms} ms ({})", api.name());
-    if !docker_or_skip(&test) || (api == Api::Kube && !kube_apiserver_or_skip(&test)) {
+    if !needs_docker(&test) || (api == Api::Kube && !needs_kube_apiserver(&test)) {
         return;
     }
     let lab = Lab::new(tag);
@@ -442,8 +442,12 @@ fn six_member_at_0ms_standin() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn resume_after_sigkill_in_steps_2_5_and_6() {
-    if !docker_or_skip("resume_after_sigkill_in_steps_2_5_and_6") {
+    if !needs_docker("resume_after_sigkill_in_steps_2_5_and_6") {
         return;
     }
     let lab = Lab::new("mrs");
@@ -494,8 +498,12 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn an_external_driver_migrates_under_the_same_verdict() {
-    if !docker_or_skip("an_external_driver_migrates_under_the_same_verdict") {
+    if !needs_docker("an_external_driver_migrates_under_the_same_verdict") {
         return;
     }
     let lab = Lab::new("mex");
@@ -556,8 +564,12 @@ for step in {steps}; do "$CPMLAB_BIN" migrate --resume --stop-after "$step"; don
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn bad_migrate_input_exits_2_and_changes_nothing() {
-    if !docker_or_skip("bad_migrate_input_exits_2_and_changes_nothing") {
+    if !needs_docker("bad_migrate_input_exits_2_and_changes_nothing") {
         return;
     }
     let lab = Lab::new("mbi");

@@ -37,8 +37,12 @@ fn f(v: &Value) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn quiet_run_is_zero_downtime_with_every_write_kept() {
-    if !docker_or_skip("quiet_run_is_zero_downtime_with_every_write_kept") {
+    if !needs_docker("quiet_run_is_zero_downtime_with_every_write_kept") {
         return;
     }
     let lab = Lab::new("quiet");
@@ -162,8 +166,12 @@ fn quiet_run_is_zero_downtime_with_every_write_kept() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn pausing_the_only_api_server_is_one_outage_of_its_length() {
-    if !docker_or_skip("pausing_the_only_api_server_is_one_outage_of_its_length") {
+    if !needs_docker("pausing_the_only_api_server_is_one_outage_of_its_length") {
         return;
     }
     let lab = Lab::new("pause");
@@ -210,8 +218,12 @@ fn pausing_the_only_api_server_is_one_outage_of_its_length() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn the_ledger_catches_a_write_removed_behind_the_apis_back() {
-    if !docker_or_skip("the_ledger_catches_a_write_removed_behind_the_apis_back") {
+    if !needs_docker("the_ledger_catches_a_write_removed_behind_the_apis_back") {
         return;
     }
     let lab = Lab::new("ledger");
@@ -287,8 +299,12 @@ fn drop_one_watch_event(lab: &Lab, watcher: &str, reason: &str) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn the_watch_check_catches_a_dropped_event() {
-    if !docker_or_skip("the_watch_check_catches_a_dropped_event") {
+    if !needs_docker("the_watch_check_catches_a_dropped_event") {
         return;
     }
     let v = drop_one_watch_event(&Lab::new("watch"), "watch", "watch-continuity");
@@ -296,8 +312,12 @@ fn the_watch_check_catches_a_dropped_event() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn the_informer_catches_a_dropped_event() {
-    if !docker_or_skip("the_informer_catches_a_dropped_event") {
+    if !needs_docker("the_informer_catches_a_dropped_event") {
         return;
     }
     let v = drop_one_watch_event(
@@ -318,8 +338,12 @@ fn the_informer_catches_a_dropped_event() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn a_watch_error_is_unavailability_of_the_watch() {
-    if !docker_or_skip("a_watch_error_is_unavailability_of_the_watch") {
+    if !needs_docker("a_watch_error_is_unavailability_of_the_watch") {
         return;
     }
     let v = fire_failpoint(
@@ -339,8 +363,12 @@ fn a_watch_error_is_unavailability_of_the_watch() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn a_stale_read_is_caught() {
-    if !docker_or_skip("a_stale_read_is_caught") {
+    if !needs_docker("a_stale_read_is_caught") {
         return;
     }
     let v = fire_failpoint(
@@ -359,8 +387,12 @@ fn a_stale_read_is_caught() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn a_body_that_does_not_parse_is_a_failure() {
-    if !docker_or_skip("a_body_that_does_not_parse_is_a_failure") {
+    if !needs_docker("a_body_that_does_not_parse_is_a_failure") {
         return;
     }
     let v = fire_failpoint(
@@ -387,8 +419,12 @@ fn a_body_that_does_not_parse_is_a_failure() {
 /// excused; `probe stop` (nothing excused) exits 0 exactly when nothing
 /// failed.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn losing_an_etcd_follower_fails_at_most_the_write_through_it() {
-    if !docker_or_skip("losing_an_etcd_follower_fails_at_most_the_write_through_it") {
+    if !needs_docker("losing_an_etcd_follower_fails_at_most_the_write_through_it") {
         return;
     }
     let lab = Lab::new("etcdf");
@@ -476,9 +512,13 @@ fn losing_an_etcd_follower_fails_at_most_the_write_through_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_generic_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go)"
+)]
 fn graceful_shutdown_of_one_of_two_api_servers_fails_no_request() {
     let test = "graceful_shutdown_of_one_of_two_api_servers_fails_no_request";
-    if !docker_or_skip(test) || !generic_or_skip(test) {
+    if !needs_docker(test) || !needs_generic(test) {
         return;
     }
     let lab = Lab::new("grace");

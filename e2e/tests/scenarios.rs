@@ -164,7 +164,7 @@ fn result(report: &Path, name: &str) -> Value {
 /// directory holds what explains it. Returns the scenario's directory
 /// (kept until the returned guard drops).
 fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)> {
-    if !docker_or_skip(file) || !kube_apiserver_or_skip(file) {
+    if !needs_docker(file) || !needs_kube_apiserver(file) {
         return None;
     }
     let (code, out, _state, report) = run(tag, &[fixture(file)]);
@@ -539,6 +539,10 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_six_member_25ms_termination() {
     termination_at_25ms("t6", "six-member-25ms.yaml", "6 voters");
 }
@@ -559,6 +563,10 @@ fn scenario_six_member_25ms_passthrough() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_five_member_25ms_passthrough() {
     plan_at_25ms("p5", "five-member-25ms-passthrough.yaml", "5 voters");
 }
@@ -572,6 +580,10 @@ fn scenario_five_member_25ms_passthrough() {
 /// so the destination API started on two destination members), the third
 /// inside EtcdMigrationComplete with the source leader last.
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_rolling_25ms() {
     let file = "rolling-25ms.yaml";
     let Some((dir, _keep)) = plan_at_25ms("r3", file, "3 voters") else {
@@ -885,6 +897,10 @@ fn scenario_mirror_25ms() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_join_fails_then_abort() {
     fixture_passes("ja", "join-fails-then-abort.yaml");
 }
@@ -1037,6 +1053,10 @@ fn time_of(ts: &str) -> Result<f64, String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_distant_regions_refused() {
     fixture_passes("dr", "distant-regions-refused.yaml");
 }
@@ -1047,6 +1067,10 @@ fn scenario_distant_regions_refused() {
 // leader-kill scenario.
 
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_force_shrink() {
     fixture_passes("fs", "force-shrink.yaml");
 }
@@ -1054,8 +1078,12 @@ fn scenario_force_shrink() {
 /// A wrong expectation fails the run with exit 1, and the table, the
 /// result and the JUnit file name it.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn a_wrong_expectation_fails_and_is_named() {
-    if !docker_or_skip("a_wrong_expectation_fails_and_is_named") {
+    if !needs_docker("a_wrong_expectation_fails_and_is_named") {
         return;
     }
     let f = root().join("e2e/scenarios/wrong-expectation.yaml");
@@ -1081,8 +1109,12 @@ fn a_wrong_expectation_fails_and_is_named() {
 /// Ctrl-C while the probes run: the probes stop, the records are judged,
 /// the report says it is incomplete, the lab is gone, exit 130.
 #[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
 fn ctrl_c_writes_an_incomplete_report_and_tears_down() {
-    if !docker_or_skip("ctrl_c_writes_an_incomplete_report_and_tears_down") {
+    if !needs_docker("ctrl_c_writes_an_incomplete_report_and_tears_down") {
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -1157,6 +1189,10 @@ fn first_lease_event(recs: &[Value], candidate: &str, event: &str) -> Option<f64
 /// gateway; etcd's history of the Lease names the same holders in the same
 /// order; and the report draws a lane per candidate.
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_six_member_leader_election() {
     let file = "six-member-leader-election.yaml";
     let Some((dir, _keep)) = fixture_passes("le", file) else {
@@ -1266,6 +1302,10 @@ fn scenario_six_member_leader_election() {
 /// no two candidates led at once; the candidate stood again and led after
 /// the thaw.
 #[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
 fn scenario_lease_lost_in_a_write_stall() {
     let file = "lease-lost-in-a-write-stall.yaml";
     let Some((dir, _keep)) = fixture_passes("ll", file) else {

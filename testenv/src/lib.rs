@@ -38,6 +38,9 @@ pub enum Need {
     Chromium,
     /// kind, kubectl and istioctl, built by `scripts/build-go --kind`.
     KindTools,
+    /// etcd and etcdctl (Debian's, `scripts/setup`) and kubectl
+    /// (`scripts/build-go --kind`), for an API server run by hand.
+    EtcdKubectl,
 }
 
 impl Need {
@@ -51,6 +54,7 @@ impl Need {
             Need::Envoy => "cpmlab_has_envoy",
             Need::Chromium => "cpmlab_has_chromium",
             Need::KindTools => "cpmlab_has_kind_tools",
+            Need::EtcdKubectl => "cpmlab_has_etcd_kubectl",
         }
     }
 
@@ -66,6 +70,10 @@ impl Need {
             Need::KindTools => {
                 "kind, kubectl or istioctl is not built (scripts/build-go --kind; \
                  `cpmlab doctor --provider kind` says what else)"
+            }
+            Need::EtcdKubectl => {
+                "etcd, etcdctl or kubectl is missing (scripts/setup installs etcd; \
+                 scripts/build-go --kind builds kubectl)"
             }
         }
     }
@@ -84,9 +92,8 @@ impl Need {
             Need::Clientgo => part("cpmlab-clientgo", "CPMLAB_CLIENTGO"),
             Need::Envoy => part("envoy", "CPMLAB_ENVOY"),
             Need::Chromium => std::path::Path::new("/usr/bin/chromium").is_file(),
-            Need::KindTools => ["kind", "kubectl", "istioctl"]
-                .iter()
-                .all(|b| on_path(b) || install_dir().is_some_and(|d| d.join(b).is_file())),
+            Need::KindTools => ["kind", "kubectl", "istioctl"].iter().all(|b| tool(b)),
+            Need::EtcdKubectl => ["etcd", "etcdctl", "kubectl"].iter().all(|b| tool(b)),
         }
     }
 }
@@ -103,7 +110,13 @@ pub fn install_dir() -> Option<PathBuf> {
 }
 
 fn on_path(bin: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// A tool on PATH or where the lab's scripts install it.
+fn tool(bin: &str) -> bool {
+    on_path(bin) || install_dir().is_some_and(|d| d.join(bin).is_file())
 }
 
 /// A built part: its environment variable's file, on PATH, or installed.
@@ -124,29 +137,43 @@ pub fn ci() -> bool {
 /// ones. The script is rerun when CI, PATH or the install directory change,
 /// and when Docker's socket comes or goes.
 pub fn build_script(needs: &[Need]) {
-    for var in [
-        "CI",
-        "PATH",
-        "XDG_CACHE_HOME",
-        "HOME",
-        "DOCKER_HOST",
-        "CPMLAB_KUBE_APISERVER",
-        "CPMLAB_APISERVER",
-        "CPMLAB_CLIENTGO",
-        "CPMLAB_ENVOY",
-    ] {
-        println!("cargo:rerun-if-env-changed={var}");
+    // Rerun only on what the needs depend on: a library's build script (the
+    // verdict's) must not rebuild it whenever PATH differs.
+    println!("cargo:rerun-if-env-changed=CI");
+    let mut vars: Vec<&str> = vec![];
+    let mut parts = false;
+    for n in needs {
+        match n {
+            Need::Docker => vars.extend(["DOCKER_HOST", "PATH"]),
+            Need::Chromium => println!("cargo:rerun-if-changed=/usr/bin/chromium"),
+            Need::KubeApiserver => vars.push("CPMLAB_KUBE_APISERVER"),
+            Need::GenericApiserver => vars.push("CPMLAB_APISERVER"),
+            Need::Clientgo => vars.push("CPMLAB_CLIENTGO"),
+            Need::Envoy => vars.push("CPMLAB_ENVOY"),
+            Need::KindTools | Need::EtcdKubectl => {}
+        }
+        if !matches!(n, Need::Docker | Need::Chromium) {
+            parts = true;
+        }
     }
-    // The install dir (or its nearest existing ancestor: a path that does
-    // not exist would rerun the script every build), and Docker's socket's
-    // directory, whose change a new dockerd makes.
-    if let Some(d) =
-        install_dir().and_then(|d| d.ancestors().find(|a| a.is_dir()).map(PathBuf::from))
-    {
-        println!("cargo:rerun-if-changed={}", d.display());
+    if parts {
+        vars.extend(["PATH", "XDG_CACHE_HOME", "HOME"]);
+        // The install dir (or its nearest existing ancestor: a path that
+        // does not exist would rerun the script every build).
+        if let Some(d) =
+            install_dir().and_then(|d| d.ancestors().find(|a| a.is_dir()).map(PathBuf::from))
+        {
+            println!("cargo:rerun-if-changed={}", d.display());
+        }
     }
-    if std::path::Path::new("/var/run").is_dir() {
+    if needs.contains(&Need::Docker) {
+        // A new dockerd makes its socket anew.
         println!("cargo:rerun-if-changed=/var/run/docker.sock");
+    }
+    vars.sort();
+    vars.dedup();
+    for v in vars {
+        println!("cargo:rerun-if-env-changed={v}");
     }
     let all = [
         Need::Docker,
@@ -156,6 +183,7 @@ pub fn build_script(needs: &[Need]) {
         Need::Envoy,
         Need::Chromium,
         Need::KindTools,
+        Need::EtcdKubectl,
     ];
     for n in all {
         println!("cargo::rustc-check-cfg=cfg({})", n.cfg());
@@ -168,7 +196,7 @@ pub fn build_script(needs: &[Need]) {
         }
         if !found {
             println!(
-                "cargo:warning={}: {} the tests that need it {}",
+                "cargo:warning={}: {}; the tests that need it {}",
                 std::env::var("CARGO_PKG_NAME").unwrap_or_default(),
                 n.fix(),
                 if ci {
@@ -212,6 +240,7 @@ mod tests {
             Need::Envoy,
             Need::Chromium,
             Need::KindTools,
+            Need::EtcdKubectl,
         ];
         let cfgs: std::collections::BTreeSet<&str> = all.iter().map(|n| n.cfg()).collect();
         assert_eq!(cfgs.len(), all.len());

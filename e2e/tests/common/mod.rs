@@ -83,50 +83,29 @@ fn newest_source(root: &Path) -> std::time::SystemTime {
     newest
 }
 
-/// Is Docker reachable? In CI (CI=true) an unreachable Docker fails the test;
-/// elsewhere the test is skipped with a message saying why.
-pub fn docker_or_skip(test: &str) -> bool {
-    let ok = Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .ok()
-        .is_ok();
-    if !ok {
-        if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-            panic!(
-                "{test}: Docker is not reachable and CI=true: run scripts/setup (starts dockerd)"
-            );
-        }
-        eprintln!("SKIPPED {test}: Docker is not reachable (run scripts/setup to start it)");
-    }
-    ok
+/// A need of the test that is not met fails it, naming the fix. Tests
+/// that need something of the host are compiled in only where e2e/build.rs
+/// found it, or with CI=true (`#[cfg_attr(not(cpmlab_has_<need>), ignore)]`:
+/// reported skipped, with the reason, where it is missing); so a test that
+/// runs has its needs, or fails saying which it lost (`cpmlab-testenv`).
+pub fn needs(test: &str, need: cpmlab_testenv::Need) -> bool {
+    cpmlab_testenv::require(test, need);
+    true
 }
 
-/// Is kube-apiserver built (scripts/build-go)? The lab's default server:
-/// when CI=true a missing one fails the test.
-pub fn kube_apiserver_or_skip(test: &str) -> bool {
-    if cpmlab_core::apiserver::launch::find_kube_apiserver().is_some() {
-        return true;
-    }
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!(
-            "{test}: kube-apiserver is not built and CI=true: run scripts/setup (scripts/build-go)"
-        );
-    }
-    eprintln!("SKIPPED {test}: kube-apiserver is not built (run scripts/build-go)");
-    false
+/// Docker answers (see [`needs`]).
+pub fn needs_docker(test: &str) -> bool {
+    needs(test, cpmlab_testenv::Need::Docker)
 }
 
-/// Is the generic API server (cpmlab-apiserver) built? When CI=true it must
-/// be (scripts/setup builds it): a missing one fails the test.
-pub fn generic_or_skip(test: &str) -> bool {
-    if cpmlab_core::apiserver::launch::find_generic_apiserver().is_some() {
-        return true;
-    }
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("{test}: cpmlab-apiserver is not built and CI=true: run scripts/setup (scripts/build-go)");
-    }
-    eprintln!("SKIPPED {test}: cpmlab-apiserver is not built (run scripts/build-go)");
-    false
+/// kube-apiserver is built (see [`needs`]).
+pub fn needs_kube_apiserver(test: &str) -> bool {
+    needs(test, cpmlab_testenv::Need::KubeApiserver)
+}
+
+/// The generic API server (cpmlab-apiserver) is built (see [`needs`]).
+pub fn needs_generic(test: &str) -> bool {
+    needs(test, cpmlab_testenv::Need::GenericApiserver)
 }
 
 /// A command's stdout, as text.
