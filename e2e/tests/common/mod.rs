@@ -59,20 +59,19 @@ fn newest_source(root: &Path) -> std::time::SystemTime {
         }
     }
     let mut newest = std::time::SystemTime::UNIX_EPOCH;
-    for krate in [
-        "model",
-        "verdict",
-        "standin",
-        "exposure",
-        "core",
-        "provider",
-        "probe",
-        "lab",
-        "provider-docker",
-        "provider-kind",
-        "runner",
-        "cli",
-    ] {
+    // The workspace's members, from `members = [...]` in its manifest.
+    let ws = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
+    let list = ws
+        .split_once("members")
+        .and_then(|(_, r)| r.split_once('['))
+        .and_then(|(_, r)| r.split_once(']'))
+        .map(|(l, _)| l.to_string())
+        .unwrap_or_default();
+    for krate in list
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+    {
         walk(&root.join(krate).join("src"), &mut newest);
         if let Ok(t) =
             std::fs::metadata(root.join(krate).join("Cargo.toml")).and_then(|m| m.modified())
