@@ -1027,29 +1027,22 @@ fn scenario_leader_killed_during_etcd_migration_complete() {
     }
 }
 
-/// A Docker log timestamp (`2026-11-22T16:39:10.356366045Z`) in unix ms.
+/// A Docker log timestamp (`2026-11-22T16:39:10.356366045Z`, RFC 3339) in
+/// unix ms.
 fn time_of(ts: &str) -> Result<f64, String> {
-    let (date, rest) = ts.split_once('T').ok_or("no T")?;
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap_or(0)).collect();
-    let rest = rest.trim_end_matches('Z');
-    let (hms, frac) = rest.split_once('.').unwrap_or((rest, "0"));
-    let t: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap_or(0)).collect();
-    if d.len() != 3 || t.len() != 3 {
-        return Err(format!("not a timestamp: {ts}"));
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let (y, m) = if d[1] <= 2 {
-        (d[0] - 1, d[1] + 9)
-    } else {
-        (d[0], d[1] - 3)
-    };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + d[2] - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let frac: f64 = format!("0.{frac}").parse().unwrap_or(0.0);
-    Ok(((days * 86_400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64 + frac) * 1000.0)
+    let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!("not a timestamp: {ts}: {e}"))?;
+    Ok(t.unix_timestamp_nanos() as f64 / 1e6)
+}
+
+#[test]
+fn docker_log_timestamps_read_as_unix_ms() {
+    assert_eq!(time_of("1970-01-01T00:00:01.5Z"), Ok(1500.0));
+    assert_eq!(
+        time_of("2026-11-22T16:39:10.356366045Z").map(|t| t.round()),
+        Ok(1_795_365_550_356.0)
+    );
+    assert!(time_of("16:39:10").is_err());
 }
 
 #[test]

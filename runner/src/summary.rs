@@ -7,6 +7,8 @@
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use cpmlab_verdict::escape_xml;
+
 use super::ScenarioResult;
 
 /// Every scenario result under `dir`: `dir/*/result.json` (a run's report
@@ -160,16 +162,6 @@ pub fn table(results: &[ScenarioResult]) -> String {
     out
 }
 
-fn xml(s: &str) -> String {
-    s.chars()
-        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-        .collect::<String>()
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The name of the flake a scenario with excused disruption reports.
 pub const EXCUSED_CASE: &str = "disruption excused as known hazards";
 
@@ -210,7 +202,7 @@ pub fn junit(results: &[ScenarioResult]) -> String {
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1}\">",
-            xml(&r.name),
+            escape_xml(&r.name),
             r.expectations.len() + extra + 2 * flakes(r),
             f + extra + flakes(r),
             r.wall_s
@@ -219,7 +211,7 @@ pub fn junit(results: &[ScenarioResult]) -> String {
             out,
             "    <properties><property name=\"seed\" value=\"{}\"/><property name=\"description\" value=\"{}\"/></properties>",
             r.seed,
-            xml(&r.description)
+            escape_xml(&r.description)
         );
         if extra == 1 {
             let msg = r
@@ -229,13 +221,13 @@ pub fn junit(results: &[ScenarioResult]) -> String {
             let _ = writeln!(
                 out,
                 "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"run\"><failure message=\"{m}\">{m}</failure></testcase>",
-                n = xml(&r.name),
-                m = xml(&msg)
+                n = escape_xml(&r.name),
+                m = escape_xml(&msg)
             );
         }
         if let Some(m) = &r.excused_summary {
-            let n = xml(&r.name);
-            let m = xml(m);
+            let n = escape_xml(&r.name);
+            let m = escape_xml(m);
             let _ = writeln!(
                 out,
                 "    <testcase classname=\"cpmlab.scenario.{n}\" name=\"{EXCUSED_CASE}\"><failure message=\"{m}\">{m}</failure></testcase>\n    <testcase classname=\"cpmlab.scenario.{n}\" name=\"{EXCUSED_CASE}\"><system-out>{m}: within budget</system-out></testcase>"
@@ -245,16 +237,16 @@ pub fn junit(results: &[ScenarioResult]) -> String {
             let _ = write!(
                 out,
                 "    <testcase classname=\"cpmlab.scenario.{}\" name=\"{}\">",
-                xml(&r.name),
-                xml(&e.name)
+                escape_xml(&r.name),
+                escape_xml(&e.name)
             );
             if e.passed {
-                let _ = write!(out, "<system-out>{}</system-out>", xml(&e.message));
+                let _ = write!(out, "<system-out>{}</system-out>", escape_xml(&e.message));
             } else {
                 let _ = write!(
                     out,
                     "<failure message=\"{m}\">{m}</failure>",
-                    m = xml(&e.message)
+                    m = escape_xml(&e.message)
                 );
             }
             out.push_str("</testcase>\n");
@@ -289,21 +281,21 @@ pub fn index_linked(
         };
         let b = base(r);
         let link = match &r.report {
-            Some(p) => format!("<a href=\"{}{}\">report</a>", xml(&b), xml(p)),
+            Some(p) => format!("<a href=\"{}{}\">report</a>", escape_xml(&b), escape_xml(p)),
             None => "-".into(),
         };
         let _ = writeln!(
             rows,
             "<tr><td><b>{}</b><br><small>{}</small></td><td style=\"color:{colour};font-weight:bold\">{}</td><td>{:.0} s</td><td>{}</td><td>{}</td><td>{link} · <a href=\"{b}{n}/run.log\">run.log</a> · <a href=\"{b}{n}/result.json\">result.json</a></td><td><small>{}</small></td></tr>",
-            xml(&r.name),
-            xml(&r.description),
+            escape_xml(&r.name),
+            escape_xml(&r.description),
             status(r),
             r.wall_s,
-            xml(r.migration.as_deref().unwrap_or("-")),
+            escape_xml(r.migration.as_deref().unwrap_or("-")),
             r.seed,
-            xml(&why(r)),
-            b = xml(&b),
-            n = xml(&r.name),
+            escape_xml(&why(r)),
+            b = escape_xml(&b),
+            n = escape_xml(&r.name),
         );
     }
     format!(
@@ -317,7 +309,7 @@ pub fn index_linked(
             .iter()
             .filter(|r| r.passed && r.verdict == Some(crate::verdict::Status::PassedWithKnownHazards))
             .count(),
-        t = xml(title)
+        t = escape_xml(title)
     )
 }
 

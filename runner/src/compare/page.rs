@@ -8,13 +8,7 @@ use std::fmt::Write;
 
 use super::measures::{RunMeasures, MEASURES};
 use super::summary::{fmt_p, fmt_v, Summary};
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use cpmlab_verdict::escape_xml as esc;
 
 const W: f64 = 640.0;
 const LABEL: f64 = 190.0;
