@@ -26,28 +26,10 @@ const PHASES: [(&str, f64, f64); 3] = [
 const MOVE: (f64, f64) = (42_000.0, 42_300.0);
 
 fn rec(seq: u64, probe: ProbeKind, mode: ConnMode, t_ms: f64, dur: f64) -> Record {
-    Record {
-        seq,
-        probe,
-        mode,
-        start_unix_ms: T0 + t_ms,
-        start_mono_ms: t_ms,
-        duration_ms: dur,
-        outcome: Outcome::Ok,
-        http_status: Some(200),
-        seed: Some("seed-a".into()),
-        server: None,
-        addr: None,
-        error: None,
-        value: None,
-        rv: None,
-        event: None,
-        retry_of: None,
-        base_rv: None,
-        candidate: None,
-        holder: None,
-        renew_unix_ms: None,
-    }
+    let mut r = Record::new(seq, probe, mode, (T0 + t_ms, t_ms), dur, Outcome::Ok);
+    r.http_status = Some(200);
+    r.seed = Some("seed-a".into());
+    r
 }
 
 /// A clean run of 60 s: readyz, get and list every 100 ms per mode, a write

@@ -102,28 +102,14 @@ impl Ctx {
 
     pub(super) fn record(&self, probe: ProbeKind, mode: ConnMode, start: Instant) -> Record {
         let (wall, mono) = self.stamp(start);
-        Record {
-            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+        Record::new(
+            self.seq.fetch_add(1, Ordering::Relaxed),
             probe,
             mode,
-            start_unix_ms: wall,
-            start_mono_ms: mono,
-            duration_ms: start.elapsed().as_secs_f64() * 1e3,
-            outcome: Outcome::Ok,
-            http_status: None,
-            seed: None,
-            server: None,
-            addr: None,
-            error: None,
-            value: None,
-            rv: None,
-            event: None,
-            retry_of: None,
-            base_rv: None,
-            candidate: None,
-            holder: None,
-            renew_unix_ms: None,
-        }
+            (wall, mono),
+            start.elapsed().as_secs_f64() * 1e3,
+            Outcome::Ok,
+        )
     }
 
     pub(super) fn emit(&self, r: Record) {

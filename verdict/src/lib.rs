@@ -778,28 +778,10 @@ pub(crate) mod testutil {
     pub const T0: f64 = 1_700_000_000_000.0;
 
     pub fn rec(probe: ProbeKind, mode: ConnMode, t: f64, dur: f64, outcome: Outcome) -> Record {
-        Record {
-            seq: 0,
-            probe,
-            mode,
-            start_unix_ms: T0 + t,
-            start_mono_ms: t,
-            duration_ms: dur,
-            outcome,
-            http_status: (outcome == Outcome::Ok).then_some(200),
-            seed: (outcome == Outcome::Ok).then(|| "seed-a".to_string()),
-            server: None,
-            addr: None,
-            error: None,
-            value: None,
-            rv: None,
-            event: None,
-            retry_of: None,
-            base_rv: None,
-            candidate: None,
-            holder: None,
-            renew_unix_ms: None,
-        }
+        let mut r = Record::new(0, probe, mode, (T0 + t, t), dur, outcome);
+        r.http_status = (outcome == Outcome::Ok).then_some(200);
+        r.seed = (outcome == Outcome::Ok).then(|| "seed-a".to_string());
+        r
     }
 
     /// Requests every `step` ms in [from, to), failing in [fail_from, fail_to).

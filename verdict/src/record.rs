@@ -131,6 +131,42 @@ pub struct Record {
     pub renew_unix_ms: Option<f64>,
 }
 
+impl Record {
+    /// A request's record with what every record has; the rest (status,
+    /// seed, value, event, ...) is none until the lane fills it in.
+    pub fn new(
+        seq: u64,
+        probe: ProbeKind,
+        mode: ConnMode,
+        (start_unix_ms, start_mono_ms): (f64, f64),
+        duration_ms: f64,
+        outcome: Outcome,
+    ) -> Record {
+        Record {
+            seq,
+            probe,
+            mode,
+            start_unix_ms,
+            start_mono_ms,
+            duration_ms,
+            outcome,
+            http_status: None,
+            seed: None,
+            server: None,
+            addr: None,
+            error: None,
+            value: None,
+            rv: None,
+            event: None,
+            retry_of: None,
+            base_rv: None,
+            candidate: None,
+            holder: None,
+            renew_unix_ms: None,
+        }
+    }
+}
+
 /// What the probes were told to do, kept as `probes.json` in the run
 /// directory: which lanes ran, so that a lane without a record is blind,
 /// not absent. Runs made before it was kept have none: then the lanes are
@@ -292,28 +328,18 @@ mod tests {
 
     #[test]
     fn records_are_compact_ndjson() {
-        let r = Record {
-            seq: 1,
-            probe: ProbeKind::Write,
-            mode: ConnMode::Reused,
-            start_unix_ms: 1.5,
-            start_mono_ms: 0.5,
-            duration_ms: 2.0,
-            outcome: Outcome::Ok,
-            http_status: Some(200),
-            seed: Some("seed-a".into()),
-            server: None,
-            addr: None,
-            error: None,
-            value: Some(7),
-            rv: Some(42),
-            event: None,
-            retry_of: None,
-            base_rv: None,
-            candidate: None,
-            holder: None,
-            renew_unix_ms: None,
-        };
+        let mut r = Record::new(
+            1,
+            ProbeKind::Write,
+            ConnMode::Reused,
+            (1.5, 0.5),
+            2.0,
+            Outcome::Ok,
+        );
+        r.http_status = Some(200);
+        r.seed = Some("seed-a".into());
+        r.value = Some(7);
+        r.rv = Some(42);
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(r#""probe":"write""#) && line.contains(r#""mode":"reused""#));
         assert!(
