@@ -446,3 +446,232 @@ pub fn rule(a: &Availability, x: &Excuses) -> Rule {
     };
     rule(RuleStatus::Failed, format!("{why}: {observed}{excused}"))
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_500ms_gap_is_one_interval_from_timestamps() {
+        // Requests every 50 ms; those starting at 1000..=1450 fail; the next
+        // success starts at 1500 and completes at 1505.
+        let recs = series(
+            ProbeKind::Get,
+            ConnMode::New,
+            0.0,
+            3000.0,
+            50.0,
+            Some((1000.0, 1500.0)),
+        );
+        let v = compute(&recs, &[], &nothing(), &th());
+        let s = &v.probes["get/new"];
+        assert_eq!(s.failed(), 10);
+        assert_eq!(s.failures["timeout"], 10);
+        assert_eq!(s.unavailable_count, 1);
+        assert_eq!(
+            s.unavailable[0],
+            Interval {
+                start_unix_ms: T0 + 1000.0,
+                end_unix_ms: T0 + 1505.0
+            }
+        );
+        assert_eq!(s.downtime_ms, 505.0);
+        assert_eq!(s.longest_unavailable_ms, 505.0);
+        assert!((s.availability_pct - 50.0 / 60.0 * 100.0).abs() < 1e-9);
+        assert!(!v.passed && !v.zero_downtime);
+        assert_eq!(v.rule("zero-downtime").unwrap().status, RuleStatus::Failed);
+        assert!(
+            v.reasons[0].contains("10 of 60 requests failed"),
+            "{}",
+            v.reasons[0]
+        );
+        assert_eq!(v.overall.downtime_ms, 505.0);
+    }
+
+    #[test]
+    fn verdict_trailing_failures_end_at_last_failure_end() {
+        let recs = series(
+            ProbeKind::Get,
+            ConnMode::New,
+            0.0,
+            1000.0,
+            100.0,
+            Some((800.0, 2000.0)),
+        );
+        let v = compute(&recs, &[], &nothing(), &th());
+        // Failures at 800 and 900 (20 ms each): 800..920.
+        assert_eq!(v.probes["get/new"].downtime_ms, 120.0);
+    }
+
+    #[test]
+    fn verdict_overlapping_outages_merge_overall() {
+        let mut recs = series(
+            ProbeKind::Get,
+            ConnMode::New,
+            0.0,
+            5000.0,
+            50.0,
+            Some((1000.0, 2000.0)),
+        );
+        recs.extend(series(
+            ProbeKind::List,
+            ConnMode::Reused,
+            0.0,
+            5000.0,
+            50.0,
+            Some((1500.0, 2500.0)),
+        ));
+        recs.extend(series(
+            ProbeKind::Readyz,
+            ConnMode::New,
+            0.0,
+            5000.0,
+            50.0,
+            Some((4000.0, 4200.0)),
+        ));
+        let v = compute(&recs, &[], &nothing(), &th());
+        assert_eq!(v.probes["get/new"].downtime_ms, 1005.0);
+        assert_eq!(v.probes["list/reused"].downtime_ms, 1005.0);
+        assert_eq!(v.overall.unavailable_count, 2);
+        assert_eq!(v.overall.unavailable[0].start_unix_ms, T0 + 1000.0);
+        assert_eq!(v.overall.unavailable[0].end_unix_ms, T0 + 2505.0);
+        assert_eq!(v.overall.downtime_ms, 1505.0 + 205.0);
+        assert_eq!(v.overall.longest_unavailable_ms, 1505.0);
+    }
+
+    #[test]
+    fn verdict_unrecorded_requests_count_now() {
+        // The writer's read before an update failed: a failed request.
+        let mut recs = clean_run();
+        let mut r = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            2_000.0,
+            Outcome::Timeout,
+        );
+        r.event = Some("read".into());
+        recs.push(r);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.probes["write/new"].failed(), 1);
+        assert_eq!(v.ledger.acknowledged, 100, "a read is no write");
+        assert!(!v.passed);
+
+        // A 200 whose body does not parse: the client got nothing.
+        let mut recs = clean_run();
+        recs.push(rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_001.0,
+            3.0,
+            Outcome::Decode,
+        ));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.probes["get/reused"].failures["decode"], 1);
+        assert!(!v.passed);
+    }
+
+    #[test]
+    fn verdict_a_refused_attempt_retried_at_once_is_judged_by_its_retry() {
+        let mut recs = clean_run();
+        let mut refused = rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_001.0,
+            1.0,
+            Outcome::Reset,
+        );
+        refused.seq = 90_000;
+        refused.error = Some("GOAWAY".into());
+        let mut retry = rec(ProbeKind::Get, ConnMode::Reused, 5_001.0, 4.0, Outcome::Ok);
+        retry.seq = 90_001;
+        retry.retry_of = Some(90_000);
+        recs.extend([refused.clone(), retry.clone()]);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert!(v.passed, "{:?}", v.reasons);
+        assert_eq!(v.probes["get/reused"].retried, 1);
+        assert!(v
+            .rule("zero-downtime")
+            .unwrap()
+            .message
+            .contains("1 at once after a GOAWAY"));
+        // A retry that failed too is one failed request, not two.
+        let mut recs = clean_run();
+        retry.outcome = Outcome::Timeout;
+        recs.extend([refused, retry]);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.probes["get/reused"].failed(), 1);
+    }
+
+    #[test]
+    fn verdict_a_stall_is_unavailability_not_only_latency() {
+        // A get that succeeded after 9.9 s: within the probe timeout, a
+        // stall past the 5 s bound.
+        let mut recs = clean_run();
+        let mut slow = rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_010.0,
+            9_900.0,
+            Outcome::Ok,
+        );
+        slow.seq = 90_000;
+        recs.push(slow);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        let s = &v.probes["get/reused"];
+        assert_eq!(s.failures["stall"], 1, "{s:?}");
+        assert_eq!(s.stalled, 1);
+        assert!(s.downtime_ms > 0.0, "{s:?}");
+        assert!(!v.zero_downtime);
+        assert_eq!(v.status, Status::Failed);
+        assert_eq!(v.failed_requests[0].outcome, "stall");
+        // A scenario that allows slower answers.
+        let c = Criteria {
+            stall_ms: 10_000.0,
+            ..Criteria::default()
+        };
+        assert_eq!(judged(&recs, &[], &c).status, Status::Passed);
+    }
+
+    #[test]
+    fn verdict_a_write_another_write_superseded_is_no_failure() {
+        // Write 51 (rv 1050, on base 1049) won; another write on the same
+        // base was answered 409 Conflict.
+        let mut recs = clean_run();
+        for r in recs.iter_mut().filter(|r| r.probe == ProbeKind::Write) {
+            r.base_rv = r.rv.map(|rv| rv - 1);
+        }
+        let mut lost_race = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_005.0,
+            30.0,
+            Outcome::Http,
+        );
+        lost_race.seq = 90_000;
+        lost_race.http_status = Some(409);
+        lost_race.value = Some(51);
+        lost_race.base_rv = Some(1049);
+        recs.push(lost_race.clone());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.overall.superseded, 1, "{:?}", v.overall);
+        assert_eq!(v.overall.failed(), 0);
+        assert!(v.passed, "{:?}", v.reasons);
+        assert!(v
+            .rule("zero-downtime")
+            .unwrap()
+            .message
+            .contains("superseded"));
+        // A 409 on the counter's last version: nothing superseded it.
+        let mut recs = clean_run();
+        lost_race.base_rv = Some(1099);
+        lost_race.start_unix_ms = T0 + 9_999.0;
+        recs.push(lost_race);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.overall.superseded, 0);
+        assert_eq!(v.overall.failed(), 1);
+    }
+}

@@ -302,3 +302,83 @@ mod tests {
         assert!(c.lanes.is_empty() && c.gaps.is_empty(), "{c:?}");
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_a_lane_silent_for_a_phase_is_not_covered() {
+        let events = vec![phase("DestinationEtcdPeersJoined", 2_000.0, 8_000.0)];
+        let c = Criteria::default();
+        let v = judged(&clean_run(), &events, &c);
+        assert_eq!(v.status, Status::Passed, "{:?}", v.reasons);
+        assert_eq!(v.coverage.writes_after_last_step, Some(20));
+        // get/reused sends nothing in the phase: nothing failed, yet FAILED.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| {
+                !(r.probe == ProbeKind::Get && (2_000.0..8_000.0).contains(&(r.start_unix_ms - T0)))
+            })
+            .collect();
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.overall.failed(), 0);
+        assert_eq!(v.status, Status::Failed);
+        let r = v.rule("coverage").unwrap();
+        assert_eq!(r.status, RuleStatus::NotCovered);
+        assert!(
+            r.message
+                .contains("get/reused started 0 request(s) in DestinationEtcdPeersJoined"),
+            "{}",
+            r.message
+        );
+        assert_eq!(
+            v.coverage.gaps[0].key,
+            "get/reused@DestinationEtcdPeersJoined"
+        );
+        // A lane the plan names but no record shows is as blind.
+        let plan = ProbePlan {
+            probes: vec![
+                ProbeKind::Readyz,
+                ProbeKind::Get,
+                ProbeKind::List,
+                ProbeKind::Write,
+            ],
+            modes: vec![ConnMode::New, ConnMode::Reused],
+            rate: 20.0,
+            timeout_ms: 2_000.0,
+            write_rate: 0.0,
+        };
+        let recs = clean_run();
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &events,
+                final_read: &read_back(&recs, Some(100)),
+                elections: &[],
+                plan: Some(&plan),
+            },
+            &c,
+        );
+        assert!(v
+            .coverage
+            .gaps
+            .iter()
+            .any(|g| g.key == "list/new@DestinationEtcdPeersJoined"));
+        // No write acknowledged after the last step.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Write && r.start_unix_ms >= T0 + 8_000.0))
+            .collect();
+        let v = judged(&recs, &events, &c);
+        assert!(v
+            .coverage
+            .gaps
+            .iter()
+            .any(|g| g.key == "writes-after-last-step"));
+        assert_eq!(v.status, Status::Failed);
+    }
+}

@@ -558,3 +558,75 @@ mod tests {
         assert_eq!(x.hazards[0].happened, 1);
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_excused_within_budget_is_amber_over_budget_fails() {
+        let events = vec![
+            LabEvent {
+                at_unix_ms: T0 + 5_000.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "moving leadership from a to b".into(),
+                detail: String::new(),
+            },
+            LabEvent {
+                at_unix_ms: T0 + 5_300.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "leadership moved from a to b".into(),
+                detail: String::new(),
+            },
+        ];
+        let mut recs = clean_run();
+        // Dropped: value 52, the next acknowledged write's value.
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            7_020.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        dropped.error = Some("etcdserver: request timed out".into());
+        recs.push(dropped.clone());
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+        assert!(v.passed);
+        assert!(!v.zero_downtime, "raw: a request failed");
+        assert_eq!(v.overall.failed(), 1);
+        assert_eq!(v.overall.excused, 1);
+        assert_eq!(v.probes["write/new"].excused, 1);
+        assert_eq!(v.rule("zero-downtime").unwrap().status, RuleStatus::Excused);
+        let x = junit::junit(&v, "cpmlab");
+        assert_eq!(x.matches("name=\"zero-downtime\"").count(), 2, "{x}");
+        assert!(x.contains("observed 1 failed request(s), excused 1"), "{x}");
+        // Over budget: a second one.
+        dropped.seq = 90_001;
+        dropped.start_unix_ms += 100.0;
+        recs.push(dropped);
+        let v = judged(&recs, &events, &c);
+        assert_eq!(v.status, Status::Failed);
+        assert!(v.reasons[0].contains("OVER BUDGET"), "{:?}", v.reasons);
+        // Not accepted at all: failed, nothing excused.
+        let v = judged(&recs, &events, &Criteria::default());
+        assert_eq!(v.status, Status::Failed);
+        assert_eq!(v.excuses.excused_count, 0);
+    }
+}

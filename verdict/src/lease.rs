@@ -1573,3 +1573,122 @@ pub(crate) mod tests {
         );
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_lease_records_are_no_lane_and_informer_go_is_one() {
+        let (recs, fin) = with_informer_go_and_candidates();
+        let base = clean_run();
+        let v0 = judge_plain(&base, &read_back(&base, Some(100)), None);
+        let v = judge_plain(&recs, &fin, None);
+        let go = &v.probes["informer-go/reused"];
+        assert_eq!((go.requests, go.failed()), (3, 1), "{go:?}");
+        assert!(
+            !v.probes.keys().any(|k| k.starts_with("lease")),
+            "{:?}",
+            v.probes.keys()
+        );
+        assert_eq!(v.overall.requests, v0.overall.requests + 3);
+        assert_eq!(
+            v.overall.failed(),
+            1,
+            "the lock request's timeout is no API failure"
+        );
+        assert!(v
+            .failed_requests
+            .iter()
+            .all(|f| !f.lane.starts_with("lease")));
+        let in_phases: u64 = v.phases.iter().map(|p| p.requests).sum();
+        assert_eq!(in_phases, v.overall.requests);
+        assert_eq!(
+            v.overall.unavailable_count, 1,
+            "the broken watch only: {:?}",
+            v.overall.unavailable
+        );
+        assert!(v
+            .coverage
+            .lanes
+            .iter()
+            .all(|l| !l.starts_with("lease") && !l.starts_with("informer")));
+        // The informer-go rule judges its lane, after the informer rule;
+        // the lease rules follow.
+        assert!(v.informer_go.run && !v.informer.run);
+        let names: Vec<&str> = v.rules.iter().map(|r| r.name.as_str()).collect();
+        let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        assert!(at("informer") < at("informer-go"));
+        assert!(at("informer-go") < at("lease-exclusive"));
+        assert!(at("lease-exclusive") < at("leader-kept") && at("leader-kept") < at("handover"));
+        assert_eq!(v.rule("informer").unwrap().status, RuleStatus::Skipped);
+        assert_eq!(v.rule("informer-go").unwrap().status, RuleStatus::Failed);
+        for r in ["lease-exclusive", "leader-kept", "handover"] {
+            let r = v.rule(r).unwrap();
+            assert_eq!(r.status, RuleStatus::Passed, "{}: {}", r.name, r.message);
+        }
+        assert_eq!(v.lease.candidates[0].failed_lock_requests, 2);
+    }
+
+    #[test]
+    fn verdict_split_brain_fails_the_verdict_as_a_safety_rule() {
+        use crate::lease::tests::{history, split_brain, A, B};
+        let mut recs = clean_run();
+        recs.extend(split_brain());
+        let fin = FinalRead {
+            lease_history: history(&[A, B]).lease_history,
+            ..read_back(&recs, Some(100))
+        };
+        let v = judge_plain(&recs, &fin, None);
+        assert_eq!(v.status, Status::Failed);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("lease-exclusive: 1 time(s) two candidates")),
+            "{:?}",
+            v.reasons
+        );
+        assert!(!is_availability_rule("lease-exclusive"));
+        assert!(is_availability_rule("leader-kept") && is_availability_rule("handover"));
+        // The plan lists the candidates but none left a record: not
+        // covered, which fails the verdict unless the scenario accepts it.
+        let base = clean_run();
+        let plan = ProbePlan {
+            probes: vec![ProbeKind::Lease, ProbeKind::InformerGo],
+            modes: vec![ConnMode::Reused],
+            rate: 10.0,
+            timeout_ms: 10_000.0,
+            write_rate: 0.0,
+        };
+        let v = judge_plain(&base, &read_back(&base, Some(100)), Some(&plan));
+        for r in ["informer-go", "lease-exclusive", "leader-kept", "handover"] {
+            assert_eq!(v.rule(r).unwrap().status, RuleStatus::NotCovered, "{r}");
+        }
+        assert_eq!(v.status, Status::Failed);
+    }
+
+    #[test]
+    fn verdict_json_without_informer_go_and_lease_still_parses() {
+        let (recs, fin) = with_informer_go_and_candidates();
+        let v = judge_plain(&recs, &fin, None);
+        assert!(v.lease.run && v.informer_go.run);
+        let j = serde_json::to_string(&v).unwrap();
+        assert_eq!(serde_json::from_str::<Verdict>(&j).unwrap(), v);
+        // As a cpmlab before them wrote it: no informer_go, no lease, and
+        // criteria without the lease fields.
+        let mut old: serde_json::Value = serde_json::from_str(&j).unwrap();
+        let o = old.as_object_mut().unwrap();
+        assert!(o.remove("informer_go").is_some() && o.remove("lease").is_some());
+        let c = o["criteria"].as_object_mut().unwrap();
+        for f in ["lease_tolerance_ms", "renew_deadline_ms", "handover_ms"] {
+            assert!(c.remove(f).is_some(), "{f}");
+        }
+        let back: Verdict = serde_json::from_value(old).unwrap();
+        assert!(!back.lease.run && !back.informer_go.run);
+        assert_eq!(back.criteria, Criteria::default());
+        assert_eq!(back.informer, v.informer);
+    }
+}

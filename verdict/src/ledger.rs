@@ -299,3 +299,150 @@ pub fn rv_monotonic_rule(regressions: &[RvRegression], count: u64) -> Rule {
         ),
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_lost_write_detected() {
+        let recs = clean_run();
+        // The last three writes are not in the history, and the counter
+        // read back is behind them.
+        let mut fin = read_back(&recs, Some(97));
+        fin.history.as_mut().unwrap().retain(|e| e.value <= 97);
+        let v = compute(&recs, &[], &fin, &th());
+        assert!(!v.passed);
+        assert_eq!(v.ledger.lost_writes, vec![98, 99, 100]);
+        let r = v.rule("lost-writes").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(r.message.contains("98, 99, 100"), "{}", r.message);
+    }
+
+    #[test]
+    fn verdict_a_write_lost_in_the_middle_is_caught_by_the_history() {
+        // The counter read back is at the top (a tail check would pass),
+        // but value 42 is not in etcd's history at its revision.
+        let recs = clean_run();
+        let mut fin = read_back(&recs, Some(100));
+        fin.history.as_mut().unwrap().retain(|e| e.value != 42);
+        let v = compute(&recs, &[], &fin, &th());
+        assert_eq!(v.ledger.lost_writes, vec![42]);
+        let r = v.rule("lost-writes").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message.contains("not in the counter's history"),
+            "{}",
+            r.message
+        );
+        // Acknowledged at another revision than the history has: lost too.
+        let mut fin = read_back(&recs, Some(100));
+        fin.history.as_mut().unwrap()[41].rev += 10_000;
+        assert_eq!(
+            compute(&recs, &[], &fin, &th()).ledger.lost_writes,
+            vec![42]
+        );
+    }
+
+    #[test]
+    fn verdict_nothing_read_back_fails_lost_writes_with_the_reason() {
+        let recs = clean_run();
+        let fin = FinalRead {
+            counter_error: Some("GET ...: 503".into()),
+            counter_attempts: 5,
+            history_error: Some("etcd: unreachable".into()),
+            ..FinalRead::default()
+        };
+        let v = compute(&recs, &[], &fin, &th());
+        let r = v.rule("lost-writes").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed, "{}", r.message);
+        assert!(
+            r.message.contains("GET ...: 503") && r.message.contains("etcd: unreachable"),
+            "{}",
+            r.message
+        );
+        assert!(!v.passed);
+        // Only the history missing: the tail check runs, and says so.
+        let mut fin = read_back(&recs, Some(100));
+        fin.history = None;
+        fin.history_error = Some("compacted".into());
+        let v = compute(&recs, &[], &fin, &th());
+        let r = v.rule("lost-writes").unwrap().clone();
+        assert_eq!(r.status, RuleStatus::Degraded);
+        assert!(
+            r.message.contains("only the tail was checked"),
+            "{}",
+            r.message
+        );
+        // Degraded fails the verdict ...
+        assert_eq!(v.status, Status::Failed, "{:?}", v.reasons);
+        assert!(
+            v.reasons[0].starts_with("lost-writes (degraded)"),
+            "{:?}",
+            v.reasons
+        );
+        // ... unless the scenario accepts it, with why: then amber.
+        let mut c = Criteria::default();
+        c.uncovered
+            .insert("lost-writes".into(), "etcd out of reach".into());
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &[],
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+            },
+            &c,
+        );
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+        assert_eq!(v.accepted["lost-writes"], "etcd out of reach");
+    }
+
+    #[test]
+    fn verdict_ledger_conflict_detected() {
+        let mut recs = clean_run();
+        recs.push(write(5_005.0, 50, 7777));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(
+            v.ledger.ledger_conflicts,
+            vec![LedgerConflict {
+                value: 50,
+                rvs: vec![1049, 7777]
+            }]
+        );
+        assert_eq!(
+            v.rule("ledger-conflicts").unwrap().status,
+            RuleStatus::Failed
+        );
+        assert!(!v.passed);
+    }
+
+    #[test]
+    fn verdict_rv_regression_detected() {
+        let mut recs = clean_run();
+        // value 101 acknowledged with an rv older than the earlier writes'.
+        recs.push(write(9_995.0, 101, 900));
+        let v = compute(&recs, &[], &read_back(&recs, Some(101)), &th());
+        assert_eq!(v.rv_regression_count, 1);
+        assert_eq!(v.rv_regressions[0].rv, 900);
+        assert_eq!(v.rv_regressions[0].previous_rv, 1099);
+        assert_eq!(v.rule("rv-monotonic").unwrap().status, RuleStatus::Failed);
+        assert!(!v.passed);
+    }
+
+    #[test]
+    fn verdict_concurrent_writes_are_not_a_regression() {
+        // Write A starts first but is acknowledged after B, with the higher
+        // rv: real-time order is respected.
+        let mut a = write(0.0, 1, 11);
+        a.duration_ms = 50.0;
+        let b = write(10.0, 2, 10);
+        let recs = [a, b];
+        let v = compute(&recs, &[], &read_back(&recs, Some(2)), &th());
+        assert_eq!(v.rv_regression_count, 0);
+    }
+}

@@ -147,3 +147,41 @@ pub fn rule(s: &StaleReads, ran: bool) -> Rule {
         ),
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_stale_reads_are_caught_per_lane() {
+        // Write i+1 (rv 1000+i) is acknowledged at 15 + 100 i.
+        let mut recs = clean_run();
+        recs.extend(reads_at(5_020.0, 51, 1050));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.stale_reads.count, 0, "{:?}", v.stale_reads);
+        assert_eq!(v.rule("stale-reads").unwrap().status, RuleStatus::Passed);
+        // Value 51 was acknowledged at 5015: a read at 5020 returning 45.
+        let mut recs = clean_run();
+        recs.extend(reads_at(5_020.0, 45, 1044));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.stale_reads.count, 2);
+        assert_eq!(v.stale_reads.by_lane["get/new"], 1);
+        assert_eq!(v.stale_reads.by_lane["list/reused"], 1);
+        let r = v.rule("stale-reads").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message
+                .contains("get/new read 45 (rv 1044) after 51 (rv 1050)"),
+            "{}",
+            r.message
+        );
+        // A read that started before the acknowledgement may return the old value.
+        let mut recs = clean_run();
+        recs.extend(reads_at(4_912.0, 49, 1048));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.stale_reads.count, 0, "{:?}", v.stale_reads.reads);
+    }
+}

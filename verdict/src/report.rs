@@ -2279,3 +2279,64 @@ mod tests {
         assert_eq!(&head[..8], b"\x89PNG\r\n\x1a\n");
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_report_shows_the_outcome_and_the_excused() {
+        let events = vec![
+            LabEvent {
+                at_unix_ms: T0 + 5_000.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "moving leadership from a to b".into(),
+                detail: String::new(),
+            },
+            LabEvent {
+                at_unix_ms: T0 + 5_300.0,
+                end_unix_ms: None,
+                kind: "note".into(),
+                name: "leadership moved from a to b".into(),
+                detail: String::new(),
+            },
+        ];
+        let mut recs = clean_run();
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            4_000.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        recs.push(dropped);
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        let v = judged(&recs, &events, &c);
+        let html = report::html(&v, &recs, &events, &[], &[], &[], "t");
+        assert!(html.contains("PASSED WITH KNOWN HAZARDS"));
+        assert!(html.contains("Excused requests (1)"));
+        assert!(html.contains("acknowledged revision (final.json)"));
+        assert!(
+            html.contains(report::EXCUSED_COLOR),
+            "drawn in its own colour"
+        );
+        assert!(
+            html.contains(">move-leader</text>"),
+            "the hazard's window is a band"
+        );
+    }
+}

@@ -246,3 +246,112 @@ pub fn rules(ph: &PhaseLatency, th: &Thresholds) -> Vec<Rule> {
 pub fn is_mutation(p: ProbeKind) -> bool {
     matches!(p, ProbeKind::Write | ProbeKind::Load)
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_slo_miss_attributed_to_its_phase() {
+        let mut recs = clean_run();
+        // Slow gets during 4000..6000 only.
+        for r in recs.iter_mut() {
+            if r.probe == ProbeKind::Get && (4000.0..6000.0).contains(&(r.start_unix_ms - T0)) {
+                r.duration_ms = 1500.0;
+            }
+        }
+        let events = vec![
+            phase("prepare", 0.0, 4000.0),
+            phase("switch over", 4000.0, 6000.0),
+            LabEvent {
+                at_unix_ms: T0 + 5000.0,
+                end_unix_ms: None,
+                kind: "phase".into(),
+                name: "instant".into(),
+                detail: String::new(),
+            },
+        ];
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        let names: Vec<&str> = v.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["prepare", "switch over", "outside"]);
+        assert_eq!(v.phases[1].read_slo_met, Some(false));
+        assert_eq!(v.phases[1].get.unwrap().p99_ms, 1500.0);
+        assert_eq!(v.phases[0].read_slo_met, Some(true));
+        assert_eq!(v.phases[2].read_slo_met, Some(true));
+        assert_eq!(
+            v.rule("slo-switch-over-get").unwrap().status,
+            RuleStatus::Failed
+        );
+        assert_eq!(
+            v.rule("slo-prepare-get").unwrap().status,
+            RuleStatus::Passed
+        );
+        assert_eq!(
+            v.rule("slo-switch-over-write").unwrap().status,
+            RuleStatus::Passed
+        );
+        assert_eq!(v.reasons.len(), 1, "{:?}", v.reasons);
+        assert!(v.reasons[0].starts_with("slo-switch-over-get"));
+        assert!(!v.passed);
+    }
+
+    #[test]
+    fn verdict_list_latency_watch_delay_and_phases_without_success() {
+        let events = vec![phase("step", 0.0, 10_000.0)];
+        // A slow list (6 s > 5 s) fails its phase's list rule.
+        let mut recs = clean_run();
+        let mut list = rec(
+            ProbeKind::List,
+            ConnMode::Reused,
+            100.0,
+            6_000.0,
+            Outcome::Ok,
+        );
+        list.rv = Some(1001);
+        recs.push(list);
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.rule("slo-step-list").unwrap().status, RuleStatus::Failed);
+        assert_eq!(v.phases[0].list_slo_met, Some(false));
+        // Watch events 1.5 s after the acknowledgement fail the delay bound.
+        let mut recs = clean_run();
+        for r in recs
+            .iter_mut()
+            .filter(|r| r.probe == ProbeKind::Watch && r.value.is_some())
+        {
+            r.start_unix_ms += 1_500.0;
+        }
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        let r = v.rule("slo-step-watch-delay").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed, "{}", r.message);
+        // A phase where every get failed: failed, not skipped.
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .map(|mut r| {
+                if r.probe == ProbeKind::Get {
+                    r.outcome = Outcome::Timeout;
+                }
+                r
+            })
+            .collect();
+        let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());
+        let r = v.rule("slo-step-get").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message.contains("200 get request(s), none succeeded"),
+            "{}",
+            r.message
+        );
+    }
+
+    #[test]
+    fn verdict_nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(nearest_rank(&v, 50.0), 50.0);
+        assert_eq!(nearest_rank(&v, 99.0), 99.0);
+        assert_eq!(nearest_rank(&[3.0], 99.0), 3.0);
+        assert_eq!(nearest_rank(&[1.0, 2.0], 50.0), 1.0);
+    }
+}

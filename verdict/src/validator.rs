@@ -64,3 +64,43 @@ pub fn validator_sim(requests: &[&Record], window: &Window) -> ValidatorSim {
     sim.would_fail = sim.max_consecutive_failures >= VALIDATOR_FAILURES_TO_FAIL;
     sim
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_validator_sim_25s_outage_would_fail() {
+        // Ticks at 0, 10, ..., 60 s; the outage covers the ticks at 20, 30, 40.
+        let sim = readyz_outage(20_000.0, 45_000.0);
+        assert_eq!(sim.ticks, 7);
+        assert_eq!(sim.failures, 3);
+        assert_eq!(sim.max_consecutive_failures, 3);
+        assert!(sim.would_fail);
+    }
+
+    #[test]
+    fn verdict_validator_sim_15s_outage_goes_unnoticed() {
+        // The ticks at 20 and 30 s fail, 40 s is fine again: 2 in a row.
+        let sim = readyz_outage(20_000.0, 35_000.0);
+        assert_eq!(sim.ticks, 7);
+        assert_eq!(sim.failures, 2);
+        assert_eq!(sim.max_consecutive_failures, 2);
+        assert!(!sim.would_fail);
+        // The verdict itself fails all the same.
+        let recs = series(
+            ProbeKind::Readyz,
+            ConnMode::New,
+            0.0,
+            60_001.0,
+            100.0,
+            Some((20_000.0, 35_000.0)),
+        );
+        let v = compute(&recs, &[], &nothing(), &th());
+        assert!(!v.passed);
+        assert_eq!(v.overall.downtime_ms, 15_005.0);
+    }
+}

@@ -297,3 +297,153 @@ pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
         message: parts.join("; "),
     }
 }
+
+/// The rule judged through the whole verdict (`compute`), on synthetic
+/// runs (`testutil`).
+#[cfg(test)]
+mod judged {
+    use crate::testutil::*;
+    use crate::*;
+
+    #[test]
+    fn verdict_missed_watch_event_detected() {
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Watch && r.value == Some(42)))
+            .collect();
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.watch.missed_count, 1);
+        assert_eq!(v.watch.watch_missed[0].value, 42);
+        assert_eq!(v.watch.watch_missed[0].mode, "reused");
+        assert_eq!(
+            v.rule("watch-continuity").unwrap().status,
+            RuleStatus::Failed
+        );
+        assert!(!v.passed);
+    }
+
+    #[test]
+    fn verdict_watch_not_run_without_watch_records() {
+        let recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| r.probe != ProbeKind::Watch)
+            .collect();
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert!(!v.watch.run);
+        assert_eq!(
+            v.rule("watch-continuity").unwrap().status,
+            RuleStatus::Skipped
+        );
+        assert!(v.passed);
+    }
+
+    #[test]
+    fn verdict_duplicate_and_out_of_order_watch_events_detected() {
+        let mut recs = clean_run();
+        // A duplicate of rv 1010 and a late rv 1005 after 1020, both without
+        // a reconnect in between.
+        recs.push(watch_event(ConnMode::Reused, 1_050.0, 11, 1010));
+        recs.push(watch_event(ConnMode::Reused, 2_050.0, 6, 1005));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(
+            v.watch.duplicated_count, 2,
+            "{:?}",
+            v.watch.watch_duplicated
+        );
+        let dup_rvs: Vec<u64> = v.watch.watch_duplicated.iter().map(|a| a.rv).collect();
+        assert_eq!(dup_rvs, [1010, 1005]);
+        assert_eq!(
+            v.watch.out_of_order_count, 1,
+            "{:?}",
+            v.watch.watch_out_of_order
+        );
+        assert_eq!(v.watch.watch_out_of_order[0].rv, 1005);
+        assert_eq!(v.watch.watch_out_of_order[0].previous_rv, 1020);
+        assert_eq!(v.watch.watch_out_of_order[0].mode, "reused");
+        let r = v.rule("watch-continuity").unwrap();
+        assert!(r.message.contains("duplicated") && r.message.contains("out-of-order"));
+
+        // A reconnect resumes from the last revision: a lower rv right
+        // after it is out of order all the same (the old check excused it).
+        let mut recs = clean_run();
+        recs.push(connect(ConnMode::Reused, 2_040.0));
+        recs.push(watch_event(ConnMode::Reused, 2_045.0, 6, 1005));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.watch.out_of_order_count, 1);
+        assert_eq!(v.watch.duplicated_count, 1);
+        assert!(!v.passed);
+
+        // Only a 410 Gone resets the expectation: the watch reads afresh,
+        // and the writes it skipped are superseded, not missed.
+        let mut recs: Vec<Record> = clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Watch && (21..=24).contains(&r.value.unwrap_or(0))))
+            .collect();
+        let mut gone = rec(
+            ProbeKind::Watch,
+            ConnMode::Reused,
+            2_020.0,
+            0.0,
+            Outcome::Http,
+        );
+        gone.event = Some("ERROR".into());
+        gone.http_status = Some(410);
+        let without_410 = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(without_410.watch.missed_count, 4);
+        recs.push(gone.clone());
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.watch.relists, 1);
+        assert_eq!(v.watch.missed_count, 0, "{:?}", v.watch.watch_missed);
+        // 410s in a row, as the nightly matrix met them (the fresh read
+        // returned the counter's old revision, already compacted out of
+        // the watch cache): the skip still starts before the first.
+        for later in [1.0, 2.0, 3.0] {
+            let mut again = gone.clone();
+            again.start_unix_ms += later;
+            recs.push(again);
+        }
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(v.watch.relists, 4);
+        assert_eq!(v.watch.missed_count, 0, "{:?}", v.watch.watch_missed);
+        assert_eq!(
+            v.rule("zero-downtime").unwrap().status,
+            RuleStatus::Passed,
+            "a 410 is no failure"
+        );
+    }
+
+    #[test]
+    fn verdict_watch_errors_and_broken_streams_are_failures() {
+        for (event, outcome, status) in [
+            ("ERROR", Outcome::Http, Some(503)),
+            ("broken", Outcome::Reset, None),
+            ("ERROR", Outcome::Decode, None),
+        ] {
+            let mut recs = clean_run();
+            let mut r = rec(ProbeKind::Watch, ConnMode::Reused, 5_000.0, 0.0, outcome);
+            r.event = Some(event.into());
+            r.http_status = status;
+            recs.push(r);
+            // The watch reconnects 200 ms later.
+            recs.push(connect(ConnMode::Reused, 5_200.0));
+            let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+            let s = &v.probes["watch/reused"];
+            assert_eq!(s.failed(), 1, "{event}: {s:?}");
+            assert_eq!(s.unavailable[0].end_unix_ms, T0 + 5_202.0, "{event}");
+            assert_eq!(v.watch.errors, 1, "{event}");
+            assert!(!v.zero_downtime && !v.passed, "{event}");
+        }
+        // A server-closed stream (timeoutSeconds) is not a failure.
+        let mut recs = clean_run();
+        let mut r = rec(
+            ProbeKind::Watch,
+            ConnMode::Reused,
+            5_000.0,
+            0.0,
+            Outcome::Ok,
+        );
+        r.event = Some("closed".into());
+        recs.push(r);
+        assert!(compute(&recs, &[], &read_back(&recs, Some(100)), &th()).passed);
+    }
+}
