@@ -1001,7 +1001,17 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
     h.push_str("</div>\n");
     h.push_str(&s);
 
-    // Summary per probe.
+    probes_table(&mut h, v);
+    rules_table(&mut h, v, t0);
+    phases_table(&mut h, v, t0);
+    ledger_watch_validator(&mut h, v, events, etcd, said, cpu, &sc);
+    lab_events_table(&mut h, events, &shown_events, t0);
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// The availability, failures and latency of each probe lane.
+fn probes_table(h: &mut String, v: &Verdict) {
     h.push_str("<h2>Availability per probe</h2>\n<table><tr><th class=\"l\">probe/mode</th><th>requests</th><th>ok</th><th class=\"l\">failures</th><th>excused</th><th>availability %</th><th>downtime ms</th><th>longest ms</th><th>intervals</th><th>ok n</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th></tr>\n");
     let mut rows: Vec<(&String, &super::ProbeStats)> = v.probes.iter().collect();
     rows.sort_by_key(|(k, _)| {
@@ -1063,8 +1073,10 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         );
     }
     h.push_str("</table>\n");
+}
 
-    // Rules.
+/// Each rule of the verdict with its status and message.
+fn rules_table(h: &mut String, v: &Verdict, t0: f64) {
     h.push_str("<h2>Rules</h2>\n<table><tr><th class=\"l\">rule</th><th class=\"l\">result</th><th class=\"l\">detail</th></tr>\n");
     for r in &v.rules {
         let accepted = v.accepted.get(&r.name);
@@ -1100,8 +1112,10 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
     h.push_str(&lease_section(v, t0));
     h.push_str(&excused_section(v, t0));
     h.push_str(&coverage_section(v, t0));
+}
 
-    // Phases.
+/// The migration's phases: requests, failures and latency in each.
+fn phases_table(h: &mut String, v: &Verdict, t0: f64) {
     h.push_str("<h2>Latency per phase (successful requests, ms)</h2>\n<table><tr><th class=\"l\">phase</th><th class=\"l\">band</th><th>requests</th><th>failed</th><th>get n</th><th>p50</th><th>p99</th><th>max</th><th>list n</th><th>p50</th><th>p99</th><th>max</th><th>write n</th><th>p50</th><th>p99</th><th>max</th><th class=\"l\">SLO</th></tr>\n");
     for p in &v.phases {
         let band = match (p.start_unix_ms, p.end_unix_ms) {
@@ -1130,8 +1144,19 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         );
     }
     h.push_str("</table>\n");
+}
 
-    // Ledger, watch, validator.
+/// The write ledger, the watch check and what Gardener's validator would have said.
+fn ledger_watch_validator(
+    h: &mut String,
+    v: &Verdict,
+    events: &[LabEvent],
+    etcd: &[super::context::EtcdSample],
+    said: &[super::etcd_said::Finding],
+    cpu: &[super::context::CpuSample],
+    sc: &Scale,
+) {
+    let t0 = sc.t0;
     let l = &v.ledger;
     let w = &v.watch;
     let vs = &v.validator;
@@ -1213,8 +1238,10 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
     ));
     h.push_str(&super::context::said_section(said, cpu, t0));
     h.push_str(&super::size::section(events, etcd, t0, &|t| sc.x(t), SVG_W));
+}
 
-    // Lab events.
+/// What the lab did, in order.
+fn lab_events_table(h: &mut String, events: &[LabEvent], shown_events: &[&LabEvent], t0: f64) {
     if !events.is_empty() {
         h.push_str("<h2>Lab events</h2>\n<table><tr><th>at</th><th>end</th><th class=\"l\">kind</th><th class=\"l\">name</th><th class=\"l\">detail</th></tr>\n");
         for e in shown_events.iter().take(MAX_EVENT_ROWS) {
@@ -1237,8 +1264,6 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         }
         h.push_str("</table>\n");
     }
-    h.push_str("</body></html>\n");
-    h
 }
 
 /// One lane per leader-election candidate: a bar while it believes it
