@@ -1121,6 +1121,7 @@ mod tests {
     #[test]
     fn kind_configs_in_the_repository_are_rendered_ones() {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kind-configs");
+        let mut rewritten = Vec::new();
         for (nodes, suffix) in [(1, ""), (3, "-ha")] {
             let files = rendered(&KindSettings {
                 nodes,
@@ -1129,8 +1130,19 @@ mod tests {
             for seed in ["seed-a", "seed-b"] {
                 let want = &file(&files, &format!("kind/{seed}.yaml")).contents;
                 let path = repo.join(format!("{seed}{suffix}.yaml"));
+                // Rewriting is done on request, and never taken for a
+                // check: refused with CI=true, and a rewrite fails the test
+                // (below), naming the files to commit.
                 if std::env::var_os("CPMLAB_WRITE_KIND_CONFIGS").is_some() {
-                    std::fs::write(&path, want).unwrap();
+                    assert!(
+                        std::env::var("CI").as_deref() != Ok("true"),
+                        "CPMLAB_WRITE_KIND_CONFIGS rewrites the files: not with CI=true"
+                    );
+                    if std::fs::read_to_string(&path).ok().as_ref() != Some(want) {
+                        std::fs::write(&path, want).unwrap();
+                        rewritten.push(path.display().to_string());
+                        continue;
+                    }
                 }
                 let have = std::fs::read_to_string(&path).unwrap_or_else(|e| {
                     panic!(
@@ -1146,6 +1158,11 @@ mod tests {
                 );
             }
         }
+        assert!(
+            rewritten.is_empty(),
+            "rewritten from the render (CPMLAB_WRITE_KIND_CONFIGS): {}; commit them and run again without it",
+            rewritten.join(", ")
+        );
     }
 
     #[test]

@@ -2217,7 +2217,8 @@ mod tests {
         }
     }
 
-    /// Renders the page with headless Chromium and checks the screenshot.
+    /// Renders the page with headless Chromium and reads the screenshot
+    /// back: the lanes in their outcome and seed colours, pixel by pixel.
     /// Set CPMLAB_KEEP_REPORT=<dir> to keep the HTML and PNG.
     #[test]
     #[cfg_attr(
@@ -2300,8 +2301,47 @@ mod tests {
             "screenshot {} is {size} bytes (chromium {status}): {stderr}",
             png.display()
         );
-        let head = std::fs::read(&png).unwrap();
-        assert_eq!(&head[..8], b"\x89PNG\r\n\x1a\n");
+        // What the page drew, read off the screenshot's pixels: the lanes
+        // in the outcome colours (ok, and the demo's refused and reset
+        // requests), which seed answered (seed-a, then seed-b).
+        let decoder =
+            png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
+        let mut reader = decoder.read_info().expect("the screenshot is a PNG");
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader
+            .next_frame(&mut buf)
+            .expect("the screenshot's pixels");
+        let channels = info.color_type.samples();
+        assert!(
+            info.bit_depth == png::BitDepth::Eight && channels >= 3,
+            "an 8-bit RGB(A) screenshot: {info:?}"
+        );
+        let pixels: Vec<[u8; 3]> = buf[..info.buffer_size()]
+            .chunks(channels)
+            .map(|p| [p[0], p[1], p[2]])
+            .collect();
+        let count = |hex: &str| {
+            let c = u32::from_str_radix(&hex[1..], 16).unwrap();
+            let rgb = [(c >> 16) as u8, (c >> 8) as u8, c as u8];
+            pixels
+                .iter()
+                .filter(|p| p.iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 6))
+                .count()
+        };
+        for (what, hex, at_least) in [
+            ("ok requests", outcome_color(Outcome::Ok), 2_000),
+            ("refused requests", outcome_color(Outcome::Refused), 10),
+            ("reset requests", outcome_color(Outcome::Reset), 10),
+            ("seed-a's answers", SEED_COLORS[0], 200),
+            ("seed-b's answers", SEED_COLORS[1], 200),
+        ] {
+            let n = count(hex);
+            assert!(
+                n >= at_least,
+                "the screenshot shows {n} pixels of {what} ({hex}), expected {at_least} or more: {}",
+                png.display()
+            );
+        }
     }
 }
 
