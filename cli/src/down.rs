@@ -6,14 +6,22 @@ use anyhow::Result;
 
 use crate::{check_name, print_json_line, LabArgs, Output};
 use cpmlab_core::progress::{Mode, Progress};
-use cpmlab_provider_docker::down;
-use cpmlab_provider_docker::engine::Engine;
+use cpmlab_model::state::ProviderKind;
 
 pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     check_name(&lab.name)?;
-    let engine = Engine::connect().await?;
+    // The kind provider's `down` removes a kind lab's clusters (its state
+    // directory says whether it is one; a crashed `up` may have left no
+    // state file) and then, as the docker provider's, every labelled
+    // object and the lab's files: so it serves every lab, of either form.
+    let provider = cpmlab_runner::provider::connect_for(ProviderKind::Kind).await?;
     let labs = if all {
-        down::all_labs(&engine, state_root).await?
+        // Every lab with a labelled Docker object or a state directory.
+        let mut labs = cpmlab_runner::provider::connect().await?.labs().await?;
+        labs.extend(cpmlab_model::state::lab_names(state_root));
+        labs.sort();
+        labs.dedup();
+        labs
     } else {
         vec![lab.name.clone()]
     };
@@ -24,12 +32,7 @@ pub async fn run(state_root: &Path, lab: &LabArgs, all: bool) -> Result<u8> {
     let mut first_err: Option<anyhow::Error> = None;
     for l in labs {
         let step = progress.step(format!("remove lab {l}"));
-        // A kind lab's clusters first (its state directory says which).
-        let r = match cpmlab_provider_kind::up::down(state_root, &l).await {
-            Ok(()) => down::down(&engine, &l, state_root).await,
-            Err(e) => Err(e),
-        };
-        match r {
+        match provider.down(state_root, &l).await {
             Ok(r) => {
                 step.done_with(&format!(
                     "{} containers, {} networks, {} volumes",

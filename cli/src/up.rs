@@ -9,9 +9,10 @@ use anyhow::{Context, Result};
 use crate::{check_name, interrupted, print_json, print_json_line, LabArgs, Output};
 use cpmlab_core::errors::{exit_code, Cancel, Interrupted, EXIT_INTERRUPTED};
 use cpmlab_core::progress::{Mode, Progress};
+use cpmlab_model::kind::KindSettings;
+use cpmlab_model::state::ProviderKind;
 use cpmlab_model::topology::Topology;
-use cpmlab_provider_docker::engine::Engine;
-use cpmlab_provider_docker::{down, up};
+use cpmlab_runner::provider::{Up, UpRequest};
 
 /// Which machinery makes the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -101,41 +102,35 @@ pub async fn run(
         )
         .into());
     }
-    if form.provider == ProviderChoice::Kind {
-        return kind(state_root, lab, &topology, form).await;
+    if let Some(dir) = &form.render {
+        return render(lab, &topology, form, dir);
     }
-    let engine = Engine::connect().await?;
+    let (kind, settings) = match form.provider {
+        ProviderChoice::Docker => (ProviderKind::Docker, KindSettings::default()),
+        ProviderChoice::Kind => (ProviderKind::Kind, form.kind_settings(&topology)?),
+    };
+    let provider = cpmlab_runner::provider::connect_for(kind).await?;
     let progress = Progress::new(Mode::detect(lab.output == Output::Json));
-    let req = up::UpRequest {
+    let req = UpRequest {
         lab: lab.name.clone(),
         topology,
         state_root: state_root.to_path_buf(),
         cancel: Cancel::default(),
+        kind: settings,
     };
-    if let Some(state) = up::preflight(&engine, &req).await? {
-        progress.note(&format!(
-            "lab `{}` is already up; nothing to do",
-            state.name
-        ));
-        if lab.output == Output::Json {
-            print_json(
-                &serde_json::json!({"event": "up", "lab": state.name, "result": "already-up"}),
-            );
-        }
-        return Ok(0);
-    }
     let started = std::time::Instant::now();
-    // On Ctrl-C the current step finishes (no request is left in flight),
-    // then everything is removed; a second Ctrl-C stops waiting for the step.
-    let create = up::create(&engine, &req, &progress);
-    tokio::pin!(create);
+    // On Ctrl-C the provider stops (the docker form after the step in
+    // flight, so that no request is left half sent; the kind form at once),
+    // then everything is removed; a second Ctrl-C stops waiting.
+    let make = provider.up(&req, &progress);
+    tokio::pin!(make);
     let result = tokio::select! {
-        r = &mut create => r,
+        r = &mut make => r,
         _ = interrupted() => {
             progress.note("interrupted: stopping after the current step, then removing the lab");
             req.cancel.cancel();
             tokio::select! {
-                r = &mut create => r,
+                r = &mut make => r,
                 _ = interrupted() => Err(Interrupted.into()),
             }
         }
@@ -147,7 +142,19 @@ pub async fn run(
         ));
     };
     match result {
-        Ok(state) => {
+        Ok(Up::AlreadyUp(state)) => {
+            progress.note(&format!(
+                "lab `{}` is already up; nothing to do",
+                state.name
+            ));
+            if lab.output == Output::Json {
+                print_json(
+                    &serde_json::json!({"event": "up", "lab": state.name, "result": "already-up"}),
+                );
+            }
+            Ok(0)
+        }
+        Ok(Up::Created(state)) => {
             let secs = started.elapsed().as_secs_f64();
             match lab.output {
                 Output::Json => print_json_line(&serde_json::json!({
@@ -155,8 +162,12 @@ pub async fn run(
                 })),
                 Output::Text => {
                     progress.note(&format!(
-                        "lab `{}` is up in {secs:.1}s; shoot API name {} (DNS {}); see `cpmlab status --name {}`",
-                        state.name, state.dns.api_name, state.dns.server.ip, state.name
+                        "lab `{}` is up in {secs:.1}s ({} form); shoot API name {} (DNS {}); see `cpmlab status --name {}`",
+                        state.name,
+                        provider.name(),
+                        state.dns.api_name,
+                        state.dns.server.ip,
+                        state.name
                     ));
                 }
             }
@@ -166,7 +177,8 @@ pub async fn run(
             cleanup("interrupted");
             // Let requests already sent to the engine land before sweeping.
             tokio::time::sleep(Duration::from_millis(300)).await;
-            down::down(&engine, &req.lab, state_root)
+            provider
+                .down(state_root, &req.lab)
                 .await
                 .context("cleaning up after an interrupted up")?;
             Ok(EXIT_INTERRUPTED)
@@ -179,7 +191,8 @@ pub async fn run(
                 ));
             } else {
                 cleanup("up failed");
-                down::down(&engine, &req.lab, state_root)
+                provider
+                    .down(state_root, &req.lab)
                     .await
                     .context("cleaning up after a failed up")?;
             }
@@ -188,54 +201,23 @@ pub async fn run(
     }
 }
 
-/// `up --provider kind`: the rendered files only (`--render`), or the
-/// clusters.
-async fn kind(
-    state_root: &Path,
-    lab: &LabArgs,
-    topology: &Topology,
-    form: &FormArgs,
-) -> Result<u8> {
+/// `up --provider kind --render DIR`: the kind form's configs, manifests
+/// and steps written into DIR; nothing is created.
+fn render(lab: &LabArgs, topology: &Topology, form: &FormArgs, dir: &Path) -> Result<u8> {
     use cpmlab_provider_kind as kind;
     let settings = form.kind_settings(topology)?;
-    if let Some(dir) = &form.render {
-        let nets = kind::up::default_nets(topology)?;
-        let keys = kind::up::RenderKeys::generate(&lab.name)?;
-        kind::up::render_all(&lab.name, topology, &settings, &nets, &keys, dir)?;
-        match lab.output {
-            Output::Json => print_json_line(&serde_json::json!({
-                "event": "render", "lab": lab.name, "dir": dir,
-            })),
-            Output::Text => println!(
-                "rendered the kind form of lab `{}` into {} (nothing created; README.md there says the order)",
-                lab.name,
-                dir.display()
-            ),
-        }
-        return Ok(0);
-    }
-    let progress = Progress::new(Mode::detect(lab.output == Output::Json));
-    // On Ctrl-C the step in flight is dropped (its command killed), then
-    // the clusters and the lab's containers are removed.
-    tokio::select! {
-        r = kind::up::create(state_root, &lab.name, topology, &settings, &progress) => r?,
-        _ = interrupted() => {
-            progress.note("interrupted: removing what `up` made of the kind form");
-            kind::up::down(state_root, &lab.name).await?;
-            let engine = Engine::connect().await?;
-            down::down(&engine, &lab.name, state_root)
-                .await
-                .context("cleaning up after an interrupted up")?;
-            return Ok(EXIT_INTERRUPTED);
-        }
-    }
-    if lab.output == Output::Json {
-        print_json_line(&serde_json::json!({"event": "up", "lab": lab.name, "result": "created"}));
-    } else {
-        progress.note(&format!(
-            "lab `{}` is up (kind form); see `cpmlab status --name {}`",
-            lab.name, lab.name
-        ));
+    let nets = kind::up::default_nets(topology)?;
+    let keys = kind::up::RenderKeys::generate(&lab.name)?;
+    kind::up::render_all(&lab.name, topology, &settings, &nets, &keys, dir)?;
+    match lab.output {
+        Output::Json => print_json_line(&serde_json::json!({
+            "event": "render", "lab": lab.name, "dir": dir,
+        })),
+        Output::Text => println!(
+            "rendered the kind form of lab `{}` into {} (nothing created; README.md there says the order)",
+            lab.name,
+            dir.display()
+        ),
     }
     Ok(0)
 }

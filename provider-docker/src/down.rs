@@ -8,16 +8,10 @@ use anyhow::Result;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use serde::Serialize;
 
-use super::engine::{Engine, LabObjects};
+use super::engine::Engine;
 use crate::state::LabDir;
-
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct DownReport {
-    pub lab: String,
-    pub removed: LabObjects,
-}
+pub use cpmlab_provider::DownReport;
 
 /// Removes the lab's objects. A sweep can race a creation that was still in
 /// flight when `up` was interrupted (a container appears after the listing,
@@ -102,13 +96,4 @@ pub async fn down(engine: &Engine, lab: &str, state_root: &Path) -> Result<DownR
     }
     LabDir::new(state_root, lab).remove()?;
     Ok(report)
-}
-
-/// Every lab Docker knows of, plus state directories without objects.
-pub async fn all_labs(engine: &Engine, state_root: &Path) -> Result<Vec<String>> {
-    let mut labs = engine.lab_names().await?;
-    labs.extend(crate::state::lab_names(state_root));
-    labs.sort();
-    labs.dedup();
-    Ok(labs)
 }

@@ -82,22 +82,8 @@ pub fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
-/// Objects of one lab, as Docker lists them.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct LabObjects {
-    pub containers: Vec<String>,
-    pub networks: Vec<String>,
-    pub volumes: Vec<String>,
-}
-
-impl LabObjects {
-    pub fn is_empty(&self) -> bool {
-        self.containers.is_empty() && self.networks.is_empty() && self.volumes.is_empty()
-    }
-    pub fn count(&self) -> usize {
-        self.containers.len() + self.networks.len() + self.volumes.len()
-    }
-}
+/// Objects of one lab, as Docker lists them (the interface's type).
+pub use cpmlab_provider::LabObjects;
 
 impl Engine {
     /// Connects to the local engine and agrees on an API version.

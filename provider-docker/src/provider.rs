@@ -3,6 +3,7 @@
 //! gateway agent beside it (`gateway`).
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -10,10 +11,11 @@ use anyhow::{Context, Result};
 use super::engine::{ContainerSpec, Engine};
 use super::{cpu, seed, up, LABEL_LAB, LABEL_ROLE, LABEL_SEED};
 use crate::pki::Ca;
+use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
 use cpmlab_provider::{
-    probe_client, ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState,
-    AGENT_BIN, CLIENT_OUT,
+    probe_client, ClientSpec, DownReport, FileSpec, Output, Provider, Signal, Up, UpRequest,
+    Workload, WorkloadState, AGENT_BIN, CLIENT_OUT,
 };
 
 pub struct DockerProvider {
@@ -33,6 +35,22 @@ impl DockerProvider {
 impl Provider for DockerProvider {
     fn name(&self) -> &'static str {
         "docker"
+    }
+
+    /// Checks that nothing of another lab of that name is in the way
+    /// (`up::preflight`: a lab already up as asked is left as it is), then
+    /// builds the lab step by step, `req.cancel` checked between steps.
+    async fn up(&self, req: &UpRequest, progress: &Progress) -> Result<Up> {
+        if let Some(state) = up::preflight(&self.engine, req).await? {
+            return Ok(Up::AlreadyUp(Box::new(state)));
+        }
+        Ok(Up::Created(Box::new(
+            up::create(&self.engine, req, progress).await?,
+        )))
+    }
+
+    async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport> {
+        super::down::down(&self.engine, lab, state_root).await
     }
 
     async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {

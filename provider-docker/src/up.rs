@@ -13,7 +13,6 @@
 pub use super::routes::{net_plan, set_routes};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -31,13 +30,9 @@ use crate::progress::Progress;
 use crate::state::{LabDir, LabState, MemberState, Phase};
 use crate::topology::Topology;
 
-pub struct UpRequest {
-    pub lab: String,
-    pub topology: Topology,
-    pub state_root: PathBuf,
-    /// Checked between steps and while waiting.
-    pub cancel: Cancel,
-}
+/// What `up` is asked to make (the interface's; `cancel` is checked
+/// between steps and while waiting).
+pub use cpmlab_provider::UpRequest;
 
 pub use super::engine::RUN_DIR;
 /// File whose existence releases a container's barrier (on `RUN_DIR`).

@@ -16,14 +16,19 @@
 //! reach pods as Secrets rendered at `up`, never by upload.
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use super::manifests::join_config_map;
 use crate::pki::Ca;
+use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
-use cpmlab_provider::{ClientSpec, FileSpec, Output, Provider, Signal, Workload, WorkloadState};
+use cpmlab_provider::{
+    ClientSpec, DownReport, FileSpec, Output, Provider, Signal, Up, UpRequest, Workload,
+    WorkloadState,
+};
 
 pub struct KindProvider {
     /// The lab's own containers (router, DNS, toolbox, probe agent).
@@ -474,6 +479,42 @@ fn unsupported(what: &str) -> anyhow::Error {
 impl Provider for KindProvider {
     fn name(&self) -> &'static str {
         "kind"
+    }
+
+    /// The kind form's clusters and the docker form's router, DNS server
+    /// and toolbox (`up::create`, which removes what it made when a step
+    /// fails). On `req.cancel` it returns at once, `Interrupted`: the step
+    /// in flight is dropped (its command killed), and `down` removes what
+    /// was made.
+    async fn up(&self, req: &UpRequest, progress: &Progress) -> Result<Up> {
+        let make = super::up::create(
+            &req.state_root,
+            &req.lab,
+            &req.topology,
+            &req.kind,
+            progress,
+        );
+        tokio::pin!(make);
+        loop {
+            tokio::select! {
+                r = &mut make => {
+                    r?;
+                    break;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(100)) => req.cancel.check()?,
+            }
+        }
+        let state = crate::state::LabDir::new(&req.state_root, &req.lab)
+            .load()
+            .context("the kind lab's state after `up`")?;
+        Ok(Up::Created(Box::new(state)))
+    }
+
+    /// The lab's kind clusters (`kind.json` says which; none for a docker
+    /// lab), then the docker form's objects and the lab's files.
+    async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport> {
+        super::up::down(state_root, lab).await?;
+        self.docker.down(state_root, lab).await
     }
 
     /// The seed's first node: Istio's gateway pod has no agent, and the

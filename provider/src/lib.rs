@@ -12,15 +12,68 @@
 //! container in the docker form, a pod in kind's.
 
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
 
+use cpmlab_core::errors::Cancel;
 use cpmlab_core::pki::Ca;
+use cpmlab_core::progress::Progress;
+use cpmlab_model::kind::KindSettings;
 use cpmlab_model::state::{ApiServerState, LabState, MemberState};
+use cpmlab_model::topology::Topology;
 // The lower crates' modules under the paths the interface names.
 use cpmlab_core::errors;
 use cpmlab_model::plan;
+
+/// What `up` is asked to make.
+#[derive(Debug, Clone)]
+pub struct UpRequest {
+    pub lab: String,
+    pub topology: Topology,
+    /// Where labs keep their state (`CPMLAB_STATE_DIR`).
+    pub state_root: PathBuf,
+    /// Set on Ctrl-C: the docker form finishes the step in flight (no
+    /// request is left half sent) and returns `Interrupted`; the kind form
+    /// returns at once.
+    pub cancel: Cancel,
+    /// The kind form's own settings; the docker form reads none of them.
+    pub kind: KindSettings,
+}
+
+/// What `up` did.
+#[derive(Debug, Clone)]
+pub enum Up {
+    /// The lab was made.
+    Created(Box<LabState>),
+    /// The lab was up already, as asked: nothing was done.
+    AlreadyUp(Box<LabState>),
+}
+
+/// Objects of one lab, as the engine lists them.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct LabObjects {
+    pub containers: Vec<String>,
+    pub networks: Vec<String>,
+    pub volumes: Vec<String>,
+}
+
+impl LabObjects {
+    pub fn is_empty(&self) -> bool {
+        self.containers.is_empty() && self.networks.is_empty() && self.volumes.is_empty()
+    }
+    pub fn count(&self) -> usize {
+        self.containers.len() + self.networks.len() + self.volumes.len()
+    }
+}
+
+/// What `down` removed.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct DownReport {
+    pub lab: String,
+    pub removed: LabObjects,
+}
 
 /// Where every workload finds the host's cpmlab binary (its in-lab roles:
 /// router, probe agent, stand-in API server, peer check).
@@ -150,6 +203,15 @@ pub const CLIENT_OUT: &str = "/out";
 pub trait Provider: Send + Sync {
     /// `docker` or `kind`.
     fn name(&self) -> &'static str;
+
+    /// Makes the lab `req` asks for, with progress on `progress`; a lab
+    /// already up as asked is left as it is. An `up` that fails or is
+    /// interrupted leaves what it made for `down`.
+    async fn up(&self, req: &UpRequest, progress: &Progress) -> Result<Up>;
+
+    /// Removes every object of lab `lab` and its files, whatever state it
+    /// is in (also after a crashed `up`); a lab already gone is fine.
+    async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport>;
 
     /// The workload in `seed` that runs the agent's checks from that seed
     /// (the RTT gate, the source's peer URLs as a joining member reaches
