@@ -44,6 +44,18 @@ pub enum Need {
 }
 
 impl Need {
+    /// Every need there is.
+    pub const ALL: [Need; 8] = [
+        Need::Docker,
+        Need::KubeApiserver,
+        Need::GenericApiserver,
+        Need::Clientgo,
+        Need::Envoy,
+        Need::Chromium,
+        Need::KindTools,
+        Need::EtcdKubectl,
+    ];
+
     /// The cfg a build script sets when the need is met.
     pub fn cfg(self) -> &'static str {
         match self {
@@ -175,17 +187,7 @@ pub fn build_script(needs: &[Need]) {
     for v in vars {
         println!("cargo:rerun-if-env-changed={v}");
     }
-    let all = [
-        Need::Docker,
-        Need::KubeApiserver,
-        Need::GenericApiserver,
-        Need::Clientgo,
-        Need::Envoy,
-        Need::Chromium,
-        Need::KindTools,
-        Need::EtcdKubectl,
-    ];
-    for n in all {
+    for n in Need::ALL {
         println!("cargo::rustc-check-cfg=cfg({})", n.cfg());
     }
     let ci = ci();
@@ -232,16 +234,7 @@ mod tests {
 
     #[test]
     fn each_need_has_its_own_cfg_and_a_fix() {
-        let all = [
-            Need::Docker,
-            Need::KubeApiserver,
-            Need::GenericApiserver,
-            Need::Clientgo,
-            Need::Envoy,
-            Need::Chromium,
-            Need::KindTools,
-            Need::EtcdKubectl,
-        ];
+        let all = Need::ALL;
         let cfgs: std::collections::BTreeSet<&str> = all.iter().map(|n| n.cfg()).collect();
         assert_eq!(cfgs.len(), all.len());
         for n in all {
