@@ -50,7 +50,9 @@ pub enum ConnMode {
     /// Kubernetes' Python client: an idle connection the server closed is
     /// dropped before reuse, and a request that failed on a connection is
     /// sent again (up to 3 times) only when its method is idempotent or
-    /// it never left.
+    /// it never left; a failure before any answer on a reused connection
+    /// (one the server closed as the request went out) is sent again on
+    /// another without counting, as Go's net/http does.
     Keepalive,
 }
 
