@@ -63,7 +63,15 @@ fn a_second_go_build_is_a_cache_hit() {
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let started = std::time::Instant::now();
+    // Every part of build-go's that the lab finds: the demo's (group
+    // docker) and the tests' (group tests), named.
+    let parts: Vec<&str> = PARTS
+        .iter()
+        .filter(|p| p.installer == "scripts/build-go")
+        .map(|p| p.name)
+        .collect();
     let out = Command::new(root.join("scripts/build-go"))
+        .args(&parts)
         .current_dir(&root)
         .assert()
         .success();
@@ -92,9 +100,11 @@ fn a_second_go_build_is_a_cache_hit() {
     }
 }
 
-/// The parts scripts/build-go builds by default (group `docker`) are the
-/// parts the lab looks for (and doctor names); its `--kind` parts (group
-/// `kind`) hold every tool the kind form runs on the host.
+/// The parts scripts/build-go builds by default (group `docker`, what the
+/// demo needs: every part the lab requires) and with `--tests` (group
+/// `tests`) are the parts the lab looks for (and doctor names); its
+/// `--kind` parts (group `kind`) hold every tool the kind form runs on the
+/// host.
 #[test]
 fn build_go_builds_every_part_the_lab_finds() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -110,16 +120,30 @@ fn build_go_builds_every_part_the_lab_finds() {
         |g: &str| -> Vec<&str> { rows.iter().filter(|r| r[1] == g).map(|r| r[0]).collect() };
     let unknown: Vec<_> = rows
         .iter()
-        .filter(|r| r[1] != "docker" && r[1] != "kind")
+        .filter(|r| !["docker", "tests", "kind"].contains(&r[1]))
         .map(|r| (r[0], r[1]))
         .collect();
     assert!(unknown.is_empty(), "parts in no known group: {unknown:?}");
-    let found: Vec<&str> = cpmlab_core::go_parts::PARTS
+    let mut found: Vec<&str> = cpmlab_core::go_parts::PARTS
         .iter()
         .filter(|p| p.installer == "scripts/build-go")
         .map(|p| p.name)
         .collect();
-    assert_eq!(group("docker"), found);
+    found.sort();
+    let mut built: Vec<&str> = group("docker").into_iter().chain(group("tests")).collect();
+    built.sort();
+    assert_eq!(built, found);
+    // What the lab cannot run without is the demo's.
+    for p in cpmlab_core::go_parts::PARTS
+        .iter()
+        .filter(|p| p.required && p.installer == "scripts/build-go")
+    {
+        assert!(
+            group("docker").contains(&p.name),
+            "{} is required but not built by default",
+            p.name
+        );
+    }
     let kind = group("kind");
     for (tool, _) in cpmlab_provider_kind::tools::TOOLS {
         assert!(
