@@ -236,7 +236,7 @@ fn start(server: Server) -> Env {
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_etcd_kubectl, cpmlab_has_generic_apiserver)),
-    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 fn kubectl_works_against_the_standin() {
     if ready_or_skip("kubectl_works_against_the_standin", Server::Standin) {
@@ -247,7 +247,7 @@ fn kubectl_works_against_the_standin() {
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_etcd_kubectl, cpmlab_has_generic_apiserver)),
-    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 fn kubectl_works_against_the_generic_server() {
     if ready_or_skip("kubectl_works_against_the_generic_server", Server::Generic) {
@@ -439,7 +439,7 @@ fn kubectl_works(server: Server) {
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_etcd_kubectl, cpmlab_has_generic_apiserver)),
-    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 fn watch_from_a_compacted_revision_is_gone_on_the_standin() {
     if ready_or_skip(
@@ -453,7 +453,7 @@ fn watch_from_a_compacted_revision_is_gone_on_the_standin() {
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_etcd_kubectl, cpmlab_has_generic_apiserver)),
-    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 fn watch_from_a_compacted_revision_is_served_by_the_watch_cache() {
     if ready_or_skip(
@@ -561,7 +561,7 @@ fn watch_from_a_compacted_revision(server: Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(all(cpmlab_has_etcd_kubectl, cpmlab_has_generic_apiserver)),
-    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 async fn kube_rs_works_against_the_standin() {
     if ready_or_skip("kube_rs_works_against_the_standin", Server::Standin) {
@@ -572,7 +572,7 @@ async fn kube_rs_works_against_the_standin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(all(cpmlab_has_etcd_kubectl, cpmlab_has_generic_apiserver)),
-    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs etcd, etcdctl and kubectl (scripts/setup, scripts/build-go --kind); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 async fn kube_rs_works_against_the_generic_server() {
     if ready_or_skip("kube_rs_works_against_the_generic_server", Server::Generic) {

@@ -168,7 +168,7 @@ pub fn assert_envoy_took_everything(lab: &Lab, seed: &str) {
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_docker, cpmlab_has_generic_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
     let test = "gateway endpoint lifecycle";

@@ -514,7 +514,7 @@ fn losing_an_etcd_follower_fails_at_most_the_write_through_it() {
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_docker, cpmlab_has_generic_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go)"
+    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go --tests)"
 )]
 fn graceful_shutdown_of_one_of_two_api_servers_fails_no_request() {
     let test = "graceful_shutdown_of_one_of_two_api_servers_fails_no_request";

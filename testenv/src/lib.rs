@@ -75,7 +75,7 @@ impl Need {
         match self {
             Need::Docker => "Docker is not reachable (scripts/setup starts dockerd)",
             Need::KubeApiserver => "kube-apiserver is not built (scripts/build-go)",
-            Need::GenericApiserver => "cpmlab-apiserver is not built (scripts/build-go)",
+            Need::GenericApiserver => "cpmlab-apiserver is not built (scripts/build-go --tests)",
             Need::Clientgo => "cpmlab-clientgo is not built (scripts/build-go)",
             Need::Envoy => "Envoy is not there (scripts/fetch-envoy)",
             Need::Chromium => "/usr/bin/chromium is missing (scripts/setup installs chromium)",
