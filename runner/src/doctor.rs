@@ -346,7 +346,7 @@ pub fn go_parts() -> Vec<Check> {
                 },
                 detail: format!("not built; {}", part.what),
                 fix: Some(format!(
-                    "{} {} (scripts/setup runs it), or set {}",
+                    "{} {} (`scripts/setup --tests` builds every part), or set {}",
                     part.installer, part.name, part.env
                 )),
             },
