@@ -568,22 +568,7 @@ mod judged {
 
     #[test]
     fn verdict_excused_within_budget_is_amber_over_budget_fails() {
-        let events = vec![
-            LabEvent {
-                at_unix_ms: T0 + 5_000.0,
-                end_unix_ms: None,
-                kind: "note".into(),
-                name: "moving leadership from a to b".into(),
-                detail: String::new(),
-            },
-            LabEvent {
-                at_unix_ms: T0 + 5_300.0,
-                end_unix_ms: None,
-                kind: "note".into(),
-                name: "leadership moved from a to b".into(),
-                detail: String::new(),
-            },
-        ];
+        let events = leadership_move_events();
         let mut recs = clean_run();
         // Dropped: value 52, the next acknowledged write's value.
         let mut dropped = rec(

@@ -918,6 +918,20 @@ pub(crate) mod testutil {
     }
 
     // Shared by the rules' tests through the whole verdict.
+    /// The lab's notes of a leadership move from a to b, 5.0 to 5.3 s in.
+    pub fn leadership_move_events() -> Vec<LabEvent> {
+        let note = |t: f64, name: &str| LabEvent {
+            at_unix_ms: T0 + t,
+            end_unix_ms: None,
+            kind: "note".into(),
+            name: name.into(),
+            detail: String::new(),
+        };
+        vec![
+            note(5_000.0, "moving leadership from a to b"),
+            note(5_300.0, "leadership moved from a to b"),
+        ]
+    }
 
     pub fn th() -> Thresholds {
         Thresholds::default()

@@ -2354,22 +2354,7 @@ mod judged {
 
     #[test]
     fn verdict_report_shows_the_outcome_and_the_excused() {
-        let events = vec![
-            LabEvent {
-                at_unix_ms: T0 + 5_000.0,
-                end_unix_ms: None,
-                kind: "note".into(),
-                name: "moving leadership from a to b".into(),
-                detail: String::new(),
-            },
-            LabEvent {
-                at_unix_ms: T0 + 5_300.0,
-                end_unix_ms: None,
-                kind: "note".into(),
-                name: "leadership moved from a to b".into(),
-                detail: String::new(),
-            },
-        ];
+        let events = leadership_move_events();
         let mut recs = clean_run();
         let mut dropped = rec(
             ProbeKind::Write,
