@@ -14,16 +14,32 @@ use std::path::Path;
 pub struct MigrateArgs {
     #[command(flatten)]
     pub lab: LabArgs,
-    /// etcd membership plan: six-member (3 join, 6 voters), five-member
-    /// (2 join, 5 voters; the third joins once the API has moved) or
+    /// etcd membership plan: five-member (GEP-0039's: 2 join, 5 voters, so
+    /// the source keeps quorum if the seeds lose each other; the third
+    /// joins in EtcdMigrationComplete), six-member (3 join, 6 voters: the
+    /// GEP's February text) or
     /// rolling (the GEP's 3-member alternative: one in, one out, three
     /// times; two exchanges before the API moves, the last after) or
     /// classic (GEP-7's: the source API stops, etcdctl snapshot save,
     /// a new cluster restored in the destination; downtime by design) or
     /// mirror (the GEP's etcd Mirror Maker alternative: etcdctl make-mirror
     /// into a new, empty destination cluster, then DNS switches).
-    #[arg(long, value_enum, default_value = "six-member")]
+    #[arg(long, value_enum, default_value = "five-member")]
     pub plan: cpmlab_lab::migrate::membership::Plan,
+    /// The steps' order around the DNS switch: gep (GEP-0039's diagram: the
+    /// record restored and DNS caches waited out in EtcdMigrationComplete,
+    /// the source API servers deleted in SourceSeedCleanup), early-drain
+    /// (the lab's earlier order: switched, waited and drained in
+    /// MigrateDNSRecords) or dns-first (the GEP's undecided alternative:
+    /// the record migrated before the destination API starts).
+    #[arg(long, value_enum, default_value = "gep")]
+    pub order: cpmlab_lab::migrate::order::Order,
+    /// How long SourceSeedCleanup's steps before the source API servers'
+    /// deletion take (the Etcd CR, BackupEntry, VPN, ManagedResources, MCM,
+    /// extensions; the gep and dns-first orders). docs/migration.md says
+    /// why 60 s.
+    #[arg(long, default_value = cpmlab_lab::migrate::order::DEFAULT_CLEANUP_BEFORE_API)]
+    pub cleanup_before_api: String,
     /// How the source leader leaves: remove (a plain MemberRemove, the rest
     /// elect; etcd-druid's way) or move-leader (MoveLeader to a destination
     /// voter first).
@@ -36,7 +52,7 @@ pub struct MigrateArgs {
     #[arg(long)]
     pub to: Option<String>,
     /// Go on with the migration in the state file (after a kill or a failure).
-    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to", "leader_handover"])]
+    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to", "leader_handover", "order"])]
     pub resume: bool,
     /// Abort: allowed only while DestinationEtcdPeersJoined is False.
     #[arg(long, conflicts_with_all = ["force_shrink_etcd", "stop_after"])]
@@ -71,6 +87,11 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
     // Every flag is checked before anything is looked at or changed.
     check_name(&a.lab.name)?;
     let max_rtt = cpmlab_lab::link::profile::parse_duration("--max-rtt", &a.max_rtt)?;
+    let cleanup_before_api = cpmlab_lab::link::profile::parse_duration_max(
+        "--cleanup-before-api",
+        &a.cleanup_before_api,
+        Duration::from_secs(3600),
+    )?;
     let join_timeout = cpmlab_lab::link::profile::parse_duration_max(
         "--join-timeout",
         &a.join_timeout,
@@ -196,12 +217,15 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
                 max_rtt_ms: max_rtt.as_secs_f64() * 1e3,
                 allow_distant_regions: a.allow_distant_regions,
                 leader_handover: a.leader_handover,
+                order: a.order,
+                cleanup_before_api,
             })
             .await?;
         progress.note(&format!(
-            "migrating lab `{}` from `{from}` to `{to}` ({}, leader handover {}{}); RTT between the seeds {rtt:.1} ms",
+            "migrating lab `{}` from `{from}` to `{to}` ({}, order {}, leader handover {}{}); RTT between the seeds {rtt:.1} ms",
             a.lab.name,
             flow::plan_name(a.plan),
+            f.state().migration.as_ref().map(|m| m.order.name()).unwrap_or("-"),
             a.leader_handover.as_str(),
             if a.force_shrink_etcd {
                 ", force-shrink"

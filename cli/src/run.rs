@@ -157,6 +157,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     cpmlab_runner::summary::write_all(&report_dir, &results, &title, |_| String::new())
         .with_context(|| format!("write the summaries into {}", report_dir.display()))?;
     print!("{}", cpmlab_runner::summary::table(&results));
+    print!("{}", cpmlab_runner::summary::in_words(&results));
     println!("{}", report_dir.join("index.html").display());
     if cancel.check().is_err() {
         return Ok(EXIT_INTERRUPTED);

@@ -410,6 +410,10 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
         plan,
         "--leader-handover",
         "move-leader",
+        // The order whose drain passthrough turns into zero downtime on
+        // kept connections; the GEP's is measured by scenarios.rs.
+        "--order",
+        "early-drain",
     ])
     .success()
     .stderr(predicate::str::contains("MigrationCompleted"));
@@ -455,7 +459,13 @@ fn resume_after_sigkill_in_steps_2_5_and_6() {
     let run = probe_start(&lab, &[]);
     let hold = [("CPMLAB_TEST_HOLD", "EtcdMigrationComplete:3s")];
     // Step 2, once the first destination member is in.
-    let mut child = spawn_migrate(&lab, &["--leader-handover", "move-leader"], &hold);
+    // The early drain: step 5 switches DNS and waits its TTL (the GEP's
+    // order does that in step 6, scenarios.rs runs it).
+    let mut child = spawn_migrate(
+        &lab,
+        &["--leader-handover", "move-leader", "--order", "early-drain"],
+        &hold,
+    );
     wait_state(
         &lab,
         "a destination member in step 2",
@@ -519,7 +529,7 @@ fn an_external_driver_migrates_under_the_same_verdict() {
 test -n "$KUBECONFIG" && test -f "$KUBECONFIG"
 test "$CPMLAB_SOURCE_SEED" = seed-a && test "$CPMLAB_DESTINATION_SEED" = seed-b
 "$CPMLAB_BIN" link set seed-a:seed-b --delay 5ms >/dev/null
-"$CPMLAB_BIN" migrate --leader-handover move-leader --stop-after {first}
+"$CPMLAB_BIN" migrate --leader-handover move-leader --order early-drain --stop-after {first}
 for step in {steps}; do "$CPMLAB_BIN" migrate --resume --stop-after "$step"; done
 "$CPMLAB_BIN" migrate --resume
 "$CPMLAB_BIN" link clear >/dev/null"#,

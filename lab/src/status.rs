@@ -35,6 +35,17 @@ pub struct StatusReport {
 #[derive(Debug, Serialize)]
 pub struct MigrationStatus {
     pub plan: String,
+    /// The steps' order around the DNS switch (`gep`, `early-drain`,
+    /// `dns-first`).
+    pub order: &'static str,
+    /// How the source leader leaves etcd (`remove`, `move-leader`).
+    pub leader_handover: &'static str,
+    /// What the source gateway does for the clients kept on it: `none`
+    /// (Gardener's objects as they are; the only one so far).
+    pub gateway_handover: &'static str,
+    /// SourceSeedCleanup's steps before the source API servers' deletion,
+    /// seconds (the `gep` and `dns-first` orders).
+    pub cleanup_before_api_s: f64,
     pub from: String,
     pub to: String,
     pub driver: crate::migrate::record::Driver,
@@ -53,6 +64,10 @@ impl MigrationStatus {
     pub fn of(m: &crate::migrate::record::MigrationState) -> MigrationStatus {
         MigrationStatus {
             plan: crate::migrate::flow::plan_name(m.plan).into(),
+            order: m.order.name(),
+            leader_handover: m.leader_handover.as_str(),
+            gateway_handover: crate::migrate::order::GATEWAY_HANDOVER_NONE,
+            cleanup_before_api_s: m.cleanup_before_api_ms as f64 / 1e3,
             from: m.from.clone(),
             to: m.to.clone(),
             driver: m.driver,
@@ -74,6 +89,9 @@ pub struct ApiStatus {
     pub server: &'static str,
     /// True: the lab's stand-in.
     pub standin: bool,
+    /// How the seeds' gateways expose it: `termination` (TLS ends at the
+    /// gateway, Gardener's default) or `passthrough`.
+    pub exposure: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     pub replicas: Vec<ApiReplicaStatus>,
@@ -290,6 +308,7 @@ async fn api_status(dir: &LabDir, state: &LabState) -> ApiStatus {
         name: state.dns.api_name.clone(),
         server: state.api_kind.as_str(),
         standin: state.api_kind == crate::apiserver::launch::ApiServerKind::Standin,
+        exposure: state.topology.api.exposure.as_str(),
         version,
         replicas,
     }
@@ -467,10 +486,11 @@ impl StatusReport {
         }
         let _ = writeln!(
             o,
-            "\nSHOOT API {} ({} server, {})",
+            "\nSHOOT API {} ({} server, {}, exposure {})",
             self.api.name,
             self.api.server,
-            self.api.version.as_deref().unwrap_or("version unknown")
+            self.api.version.as_deref().unwrap_or("version unknown"),
+            self.api.exposure
         );
         for r in &self.api.replicas {
             let _ = writeln!(
@@ -513,10 +533,13 @@ impl MigrationStatus {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "\nMIGRATION {} -> {} ({}, driver {:?}{}){}",
+            "\nMIGRATION {} -> {} ({}, order {}, leader handover {}, gateway handover {}, driver {:?}{}){}",
             self.from,
             self.to,
             self.plan,
+            self.order,
+            self.leader_handover,
+            self.gateway_handover,
             self.driver,
             if self.force_shrink {
                 ", force-shrink"

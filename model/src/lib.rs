@@ -24,7 +24,9 @@ pub mod link {
 
 pub mod migrate {
     //! The migration's data: its plans and the next-removal decision
-    //! (`membership`), and the GEP's conditions (`conditions`).
+    //! (`membership`), the order of the steps around the DNS switch
+    //! (`order`), and the GEP's conditions (`conditions`).
     pub mod conditions;
     pub mod membership;
+    pub mod order;
 }

@@ -39,12 +39,14 @@ pub fn migration(
     let n = state.members_of(from).count();
     let replicas = state.apiservers_of(from).count().max(1);
     Some(MigrationState {
-        plan: crate::migrate::membership::Plan::SixMember,
+        plan: crate::migrate::membership::Plan::FiveMember,
         from: from.to_string(),
         to: to.to_string(),
         driver: crate::state::Driver::Reference,
         force_shrink: false,
         leader_handover: Default::default(),
+        order: Default::default(),
+        cleanup_before_api_ms: 0,
         conditions: crate::migrate::conditions::Conditions::new(now_rfc3339),
         started_unix_ms: now_unix_ms,
         finished_unix_ms: None,

@@ -505,6 +505,14 @@ pub struct MigrationState {
     /// as `move-leader`, what it did then).
     #[serde(default = "handover_before_the_setting")]
     pub leader_handover: crate::migrate::membership::LeaderHandover,
+    /// The order of the steps around the DNS switch (a state from before
+    /// the setting read as `early-drain`, what it did then).
+    #[serde(default = "crate::migrate::order::order_before_the_setting")]
+    pub order: crate::migrate::order::Order,
+    /// How long SourceSeedCleanup's steps before the source API servers'
+    /// deletion take (the `gep` and `dns-first` orders), milliseconds.
+    #[serde(default)]
+    pub cleanup_before_api_ms: u64,
     pub conditions: crate::migrate::conditions::Conditions,
     pub started_unix_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -513,8 +513,11 @@ fn default_shoot_name() -> String {
 fn default_domain() -> String {
     "cpmlab.test".into()
 }
+/// Gardener's: gardenlet's `controllers.shoot.dnsEntryTTLSeconds`
+/// defaults to 120 (gardener `pkg/apis/config/gardenlet/v1alpha1/defaults.go`),
+/// the TTL of the shoot API's DNSRecord.
 fn default_ttl() -> u32 {
-    30
+    120
 }
 fn default_pool() -> String {
     "10.213.0.0/16".into()

@@ -221,6 +221,19 @@ pub fn record_lab_event(
     }
 }
 
+/// Records what ran (the report's header line `name: detail`), if probes
+/// are running now.
+pub fn record_settings(dir: &LabDir, name: &str, detail: &str) {
+    record_lab_event(
+        dir,
+        crate::verdict::record::SETTINGS_EVENT,
+        name,
+        detail,
+        now_unix_ms(),
+        None,
+    );
+}
+
 pub fn note(run: &Path, name: &str) -> Result<()> {
     append_event(
         run,

@@ -20,6 +20,7 @@ pub mod child;
 pub mod expect;
 pub mod kubelet;
 pub mod observe;
+pub mod settings;
 pub mod shard;
 pub mod summary;
 pub mod watch;
@@ -82,6 +83,10 @@ pub struct ScenarioResult {
     /// reusing a lab between runs would save at most.
     #[serde(default)]
     pub lab_s: f64,
+    /// What ran: the exposure, the TTL, the migration's order, plan and
+    /// handovers (`None`: a result.json from before).
+    #[serde(default)]
+    pub settings: Option<settings::RunSettings>,
     pub migration: Option<String>,
     /// The verdict: `passed`, `passed-with-known-hazards` or `failed`
     /// (`None`: the run got no verdict, or a result.json from before).
@@ -105,6 +110,13 @@ pub struct ScenarioResult {
     #[serde(default)]
     pub writes_after_last_step: Option<u64>,
     pub expectations: Vec<ExpectResult>,
+    /// Why requests failed, one line per mechanism, and the watches that
+    /// went silent (the verdict's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why_failed: Vec<String>,
+    /// The verdict's failing rules with their messages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdict_reasons: Vec<String>,
     pub timeline: Vec<EntryResult>,
     /// The scenario's directory.
     pub dir: PathBuf,
@@ -178,6 +190,7 @@ pub async fn run_one(
         env_error: false,
         wall_s: 0.0,
         lab_s: 0.0,
+        settings: Some(settings::RunSettings::of(&sf.scenario)),
         migration: None,
         verdict: None,
         requests: 0,
@@ -187,6 +200,8 @@ pub async fn run_one(
         excused_summary: None,
         writes_after_last_step: None,
         expectations: Vec::new(),
+        why_failed: Vec::new(),
+        verdict_reasons: Vec::new(),
         timeline: Vec::new(),
         dir: sdir.clone(),
         report: None,
@@ -451,6 +466,13 @@ async fn drive(
         .map(|h| (h.hazard.name().to_string(), h.excused))
         .collect();
     r.writes_after_last_step = verdict.coverage.writes_after_last_step;
+    r.why_failed = verdict
+        .mechanisms
+        .iter()
+        .map(|m| m.line.clone())
+        .chain(verdict.silent_watches.iter().map(|s| s.line.clone()))
+        .collect();
+    r.verdict_reasons = verdict.reasons.clone();
     r.excused_summary = (verdict.excuses.excused_count > 0)
         .then(|| crate::verdict::junit::observed_excused_budget(&verdict));
     if r.incomplete || cancel.check().is_err() {
@@ -651,6 +673,10 @@ fn migrate_args(m: &crate::scenario::MigrationSpec, resume: bool) -> Vec<String>
             a.push("--allow-distant-regions".into());
         }
         a.extend(args(&["--leader-handover", m.leader_handover.as_str()]));
+        a.extend(args(&["--order", m.order.name()]));
+        if let Some(v) = &m.cleanup_before_api {
+            a.extend(args(&["--cleanup-before-api", v]));
+        }
         if let Some(v) = &m.max_rtt {
             a.extend(args(&["--max-rtt", v]));
         }

@@ -162,6 +162,89 @@ pub fn table(results: &[ScenarioResult]) -> String {
     out
 }
 
+/// What each scenario showed, in words a newcomer reads without knowing
+/// the verdict's rules: whether its expectations held, what the verdict
+/// said and how that fits them, why requests failed (one line per
+/// mechanism) and what ran.
+pub fn in_words(results: &[ScenarioResult]) -> String {
+    use crate::verdict::Status;
+    let mut out = String::new();
+    for r in ordered(results) {
+        let _ = writeln!(out, "\n{}:", r.name);
+        let failed = r.failed_expectations();
+        match (status(r), &r.error) {
+            (_, Some(e)) => {
+                let _ = writeln!(
+                    out,
+                    "  it could not run to its end: {}",
+                    e.lines().next().unwrap_or("")
+                );
+            }
+            ("INCOMPLETE", _) => {
+                let _ = writeln!(out, "  interrupted: the report covers what ran.");
+            }
+            _ if failed.is_empty() => {
+                let _ = writeln!(
+                    out,
+                    "  {}: all {} of the scenario's expectations held.",
+                    status(r),
+                    r.expectations.len()
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "  FAILED: {} of the scenario's {} expectations did not hold:",
+                    failed.len(),
+                    r.expectations.len()
+                );
+                for e in &failed {
+                    let _ = writeln!(out, "    - {}: {}", e.name, e.message);
+                }
+            }
+        }
+        match r.verdict {
+            Some(Status::Passed) => {
+                let _ = writeln!(
+                    out,
+                    "  The verdict PASSED: no request failed, no write was lost, no watch event was missed."
+                );
+            }
+            Some(v) => {
+                let _ = writeln!(
+                    out,
+                    "  The verdict {}: {} of {} requests failed{}.",
+                    v.headline(),
+                    r.failed_requests,
+                    r.requests,
+                    if r.passed {
+                        " (the scenario expects that, so it still passes)"
+                    } else {
+                        ""
+                    }
+                );
+                for why in &r.verdict_reasons {
+                    let _ = writeln!(out, "    rule {why}");
+                }
+            }
+            None => {}
+        }
+        if !r.why_failed.is_empty() {
+            let _ = writeln!(
+                out,
+                "  Why requests failed (one line per mechanism), and watches that went silent:"
+            );
+            for w in &r.why_failed {
+                let _ = writeln!(out, "    - {w}");
+            }
+        }
+        if let Some(s) = &r.settings {
+            let _ = writeln!(out, "  What ran: {}", s.words());
+        }
+    }
+    out
+}
+
 /// The name of the flake a scenario with excused disruption reports.
 pub const EXCUSED_CASE: &str = "disruption excused as known hazards";
 
@@ -422,5 +505,33 @@ mod tests {
         assert_eq!(row("safe-but-down")[1..3], ["PASSED", "FAILED"], "{t}");
         assert_eq!(row("clean")[1..3], ["PASSED", "PASSED"], "{t}");
         assert!(t.contains("100 requests, 7 failed"), "{t}");
+    }
+
+    #[test]
+    fn the_words_say_a_passed_scenario_with_a_failed_verdict_is_expected() {
+        let mut r = result("gep", true, Some(Status::Failed));
+        r.expectations = serde_json::from_value(serde_json::json!([
+            {"name": "verdict", "passed": true, "message": "safe"}
+        ]))
+        .unwrap();
+        r.why_failed =
+            vec!["7 request(s) on kept connections (HTTP/2) to seed-a got HTTP 503".into()];
+        r.verdict_reasons = vec!["zero-downtime: 7 requests failed".into()];
+        let w = in_words(&[r]);
+        assert!(
+            w.contains("PASSED: all 1 of the scenario's expectations held."),
+            "{w}"
+        );
+        assert!(
+            w.contains("The verdict FAILED: 7 of 100 requests failed (the scenario expects that, so it still passes)."),
+            "{w}"
+        );
+        assert!(w.contains("rule zero-downtime: 7 requests failed"), "{w}");
+        assert!(w.contains("    - 7 request(s) on kept connections"), "{w}");
+        let clean = in_words(&[result("clean", false, Some(Status::Passed))]);
+        assert!(
+            clean.contains("The verdict PASSED: no request failed"),
+            "{clean}"
+        );
     }
 }

@@ -62,6 +62,7 @@ pub mod junit;
 pub mod lease;
 pub mod ledger;
 pub mod load;
+pub mod mechanisms;
 pub mod reads;
 pub mod record;
 pub mod report;
@@ -359,6 +360,14 @@ pub struct Verdict {
     /// not.
     #[serde(default)]
     pub failed_requests: Vec<availability::FailedRequest>,
+    /// Why requests failed, one line per mechanism (the clients, the seed
+    /// that answered and what, the window and the steps it lies in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mechanisms: Vec<mechanisms::Mechanism>,
+    /// Watch and informer lanes that went without an event while writes
+    /// were acknowledged (the stream open, nothing failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silent_watches: Vec<mechanisms::Silence>,
     /// What the accepted hazards excused, with evidence; their budgets;
     /// every hazard window of the run.
     pub excuses: Excuses,
@@ -733,6 +742,13 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         rules,
         accepted,
         failed_requests: availability::first_failures(&avail.requests, &classify),
+        mechanisms: mechanisms::explain(
+            &avail.failed,
+            inputs.events,
+            &classify,
+            window.start_unix_ms,
+        ),
+        silent_watches: mechanisms::silent_watches(&all, inputs.events, window.start_unix_ms),
         overall: avail.overall,
         probes: avail.probes,
         excuses,

@@ -237,14 +237,19 @@ pub struct HistoryEntry {
     pub rev: u64,
 }
 
+/// The kind of the lab event that says what ran (the exposure, the
+/// migration's order, plan and handovers): the report's header shows it.
+pub const SETTINGS_EVENT: &str = "settings";
+
 /// Something that happened in the lab during a run: a phase (migration
-/// step), a fault, a link change. Phases and faults with an end are bands.
+/// step), a fault, a link change, what ran (`settings`). Phases and
+/// faults with an end are bands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabEvent {
     pub at_unix_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_unix_ms: Option<f64>,
-    /// `phase`, `fault`, `link`, `note`
+    /// `phase`, `fault`, `link`, `note`, `settings`
     pub kind: String,
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]

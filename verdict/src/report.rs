@@ -470,7 +470,11 @@ pub fn html(
             detail: w.what.clone(),
         })
         .collect();
-    let mut shown_events: Vec<&LabEvent> = events.iter().collect();
+    // What ran is said in the header, not drawn.
+    let mut shown_events: Vec<&LabEvent> = events
+        .iter()
+        .filter(|e| e.kind != crate::record::SETTINGS_EVENT)
+        .collect();
     shown_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
     let mut timeline_events: Vec<&LabEvent> = shown_events
         .iter()
@@ -921,10 +925,39 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         ms(v.overall.longest_unavailable_ms),
         if v.watch.run { "checked" } else { "not run" }
     );
+    for e in events
+        .iter()
+        .filter(|e| e.kind == crate::record::SETTINGS_EVENT)
+    {
+        let _ = writeln!(
+            h,
+            r#"<div class="meta"><b>{}:</b> {}</div>"#,
+            esc(&e.name),
+            esc(&e.detail)
+        );
+    }
     if !v.reasons.is_empty() {
         h.push_str("<ul class=\"reasons\">\n");
         for r in &v.reasons {
             let _ = writeln!(h, "<li>{}</li>", esc(r));
+        }
+        h.push_str("</ul>\n");
+    }
+    if !v.mechanisms.is_empty() || !v.silent_watches.is_empty() {
+        h.push_str("<div class=\"meta\"><b>Why requests failed</b>, one line per mechanism (clients, the seed that answered and what, when, in which steps), and the watches that went silent:</div>\n<ul>\n");
+        for s in &v.silent_watches {
+            let _ = writeln!(h, "<li>{}</li>", esc(&s.line));
+        }
+        for m in &v.mechanisms {
+            let _ = writeln!(
+                h,
+                "<li>{}{}</li>",
+                esc(&m.line),
+                m.example
+                    .as_deref()
+                    .map(|e| format!(" <small>(e.g. {})</small>", esc(e)))
+                    .unwrap_or_default()
+            );
         }
         h.push_str("</ul>\n");
     }

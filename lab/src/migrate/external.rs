@@ -70,6 +70,8 @@ pub async fn run(
         driver: Driver::External,
         force_shrink: false,
         leader_handover: Default::default(),
+        order: Default::default(),
+        cleanup_before_api_ms: 0,
         conditions,
         started_unix_ms: started,
         finished_unix_ms: None,

@@ -16,11 +16,12 @@ use anyhow::{Context, Result};
 use super::conditions::{Status, STEPS};
 use super::etcd_ops;
 use super::membership::{self, Action, Plan};
+use super::order::{DnsStep, Order};
 use super::record::{Driver, MigrationState};
 use crate::errors::{BadInput, Cancel, EnvNotReady, Interrupted};
 use crate::etcd::{self, ClusterView, EtcdTls};
 use crate::pki::Ca;
-use crate::probe::run::{now_unix_ms, record_lab_event};
+use crate::probe::run::{now_unix_ms, record_lab_event, record_settings};
 use crate::progress::{Progress, Step};
 use crate::provider::{Provider, Signal, WorkloadState};
 use crate::state::{LabDir, LabState, MemberState};
@@ -54,6 +55,10 @@ pub struct StartOptions {
     pub max_rtt_ms: f64,
     pub allow_distant_regions: bool,
     pub leader_handover: membership::LeaderHandover,
+    pub order: Order,
+    /// SourceSeedCleanup's steps before the source API servers' deletion
+    /// (the `gep` and `dns-first` orders).
+    pub cleanup_before_api: Duration,
 }
 
 /// A step that failed for good (condition False). Only DestinationEtcdPeersJoined
@@ -302,6 +307,16 @@ impl<'a> Flow<'a> {
         mig.plan = o.plan;
         mig.force_shrink = o.force_shrink;
         mig.leader_handover = o.leader_handover;
+        mig.order = o.order.for_plan(o.plan);
+        if mig.order != o.order {
+            self.progress.note(&format!(
+                "the {} plan runs in the {} order (its source API stops before its etcd does), not {}",
+                o.plan.name(),
+                mig.order.name(),
+                o.order.name()
+            ));
+        }
+        mig.cleanup_before_api_ms = o.cleanup_before_api.as_millis() as u64;
         mig.rtt_ms = Some(rtt);
         mig.rtt_gate = Some(rtt_gate_words(
             rtt,
@@ -312,15 +327,17 @@ impl<'a> Flow<'a> {
             o.max_rtt_ms,
             o.allow_distant_regions,
         ));
+        record_settings(&self.dir, "what ran", &settings_words(&self.state, &mig));
         self.state.migration = Some(mig);
         self.save()?;
         self.event(
             "note",
             &format!(
-                "migration {} -> {} ({}) started; RTT {rtt:.1} ms",
+                "migration {} -> {} ({}, order {}) started; RTT {rtt:.1} ms",
                 o.from,
                 o.to,
-                plan_name(o.plan)
+                plan_name(o.plan),
+                o.order.name()
             ),
             "",
             now_unix_ms(),
@@ -444,11 +461,22 @@ impl<'a> Flow<'a> {
             JOIN => self.join(line).await,
             EXTENSIONS => Ok((
                 "NoExtensions",
-                "the lab's shoot has no extensions to migrate".into(),
+                if self.api_waits_for_etcd_step() {
+                    "the lab's shoot has no extensions to migrate (the dns-first order folds this step into MigrateDNSRecords)".into()
+                } else {
+                    "the lab's shoot has no extensions to migrate".into()
+                },
+            )),
+            API_READY if self.api_waits_for_etcd_step() => Ok((
+                "FoldedIntoEtcdMigrationComplete",
+                format!("the dns-first order starts the destination API in {SHRINK}, after the DNS record's migration"),
             )),
             API_READY => self.destination_api(line).await,
-            DNS => self.switch_dns(line).await,
-            SHRINK => self.shrink(line, false).await,
+            DNS => match self.mig().order.dns_step(self.mig().force_shrink) {
+                DnsStep::SwitchAndDrain => self.switch_dns(line).await,
+                DnsStep::MigrateOnly => self.migrate_dns_record(line).await,
+            },
+            SHRINK => self.etcd_migration_complete(line).await,
             CLEANUP => self.cleanup(line).await,
             COMPLETED => {
                 let t = now_unix_ms();
@@ -469,6 +497,14 @@ impl<'a> Flow<'a> {
 
     fn etcd_scope(&self) -> LabState {
         etcd_scope(&self.state)
+    }
+
+    /// The `dns-first` order: the destination API starts in
+    /// EtcdMigrationComplete.
+    fn api_waits_for_etcd_step(&self) -> bool {
+        let m = self.mig();
+        m.order
+            .starts_api_in_etcd_migration_complete(m.force_shrink)
     }
 
     /// The lab with only `seed`'s members (one cluster of the `mirror` plan's two).
@@ -540,6 +576,32 @@ pub fn rtt_gate_words(
             format!("above the {max_rtt_ms:.0} ms bound, allowed by --allow-distant-regions")
         } else {
             format!("above the {max_rtt_ms:.0} ms bound")
+        }
+    )
+}
+
+/// What ran, in the words of the report's header: the API's exposure,
+/// the order of the steps, the plan and both handovers, the TTL and the
+/// cleanup's time before the source API goes.
+pub fn settings_words(state: &LabState, m: &MigrationState) -> String {
+    format!(
+        "exposure {} · order {} ({}) · plan {} · leader handover {} · gateway handover {} · DNS TTL {} s{}",
+        state.topology.api.exposure.as_str(),
+        m.order.name(),
+        m.order.source(),
+        m.plan.name(),
+        m.leader_handover.as_str(),
+        crate::migrate::order::GATEWAY_HANDOVER_NONE,
+        state.dns.ttl,
+        if m.order.source_api_serves_until_cleanup(m.force_shrink) {
+            format!(
+                " · {:.0} s of SourceSeedCleanup before the source API servers go",
+                m.cleanup_before_api_ms as f64 / 1e3
+            )
+        } else if m.force_shrink {
+            " · force-shrink".to_string()
+        } else {
+            String::new()
         }
     )
 }

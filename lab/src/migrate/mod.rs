@@ -9,6 +9,7 @@ pub mod etcd_ops;
 pub mod external;
 pub mod flow;
 pub use cpmlab_model::migrate::membership;
+pub use cpmlab_model::migrate::order;
 pub mod mirror;
 pub mod peer;
 pub mod record;

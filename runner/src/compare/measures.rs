@@ -11,6 +11,24 @@ use serde_json::Value;
 /// The measures, each with its unit, in the order the page shows them.
 pub const MEASURES: &[(&str, &str, &str)] = &[
     ("failed_requests", "", "failed requests (raw)"),
+    ("failed_new", "", "failed on new connections"),
+    ("failed_reused", "", "failed on kept HTTP/2 connections"),
+    (
+        "failed_keepalive",
+        "",
+        "failed on kept HTTP/1.1 keep-alive connections",
+    ),
+    ("failed_informer", "", "informer requests failed"),
+    (
+        "kept_window_s",
+        "s",
+        "first to last failure on kept connections",
+    ),
+    (
+        "watch_silence_s",
+        "s",
+        "longest watch silence while writes were acknowledged",
+    ),
     ("downtime_ms", "ms", "downtime, all lanes merged"),
     ("longest_outage_ms", "ms", "longest unavailable interval"),
     ("write_p99_ms", "ms", "write p99 (worst lane)"),
@@ -105,6 +123,61 @@ pub fn of_run(dir: &Path) -> RunMeasures {
         if let Some(p) = p99 {
             m.values.insert("write_p99_ms".into(), p);
         }
+        let failed_in = |pred: &dyn Fn(&str) -> bool| -> f64 {
+            v["probes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| pred(k))
+                .filter_map(|(_, s)| Some(s["requests"].as_f64()? - s["ok"].as_f64()?))
+                .sum()
+        };
+        if v["probes"].is_object() {
+            let informer = |k: &str| k.starts_with("informer");
+            m.values.insert(
+                "failed_new".into(),
+                failed_in(&|k| k.ends_with("/new") && !informer(k)),
+            );
+            m.values.insert(
+                "failed_reused".into(),
+                failed_in(&|k| k.ends_with("/reused") && !informer(k)),
+            );
+            m.values.insert(
+                "failed_keepalive".into(),
+                failed_in(&|k| k.ends_with("/keepalive") && !informer(k)),
+            );
+            m.values
+                .insert("failed_informer".into(), failed_in(&informer));
+        }
+        let kept: Vec<(f64, f64)> = v["mechanisms"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["clients"].as_str().is_some_and(|c| c.starts_with("kept")))
+            .filter_map(|m| {
+                Some((
+                    m["first_unix_ms"].as_f64()?,
+                    m["last_end_unix_ms"].as_f64()?,
+                ))
+            })
+            .collect();
+        if let (Some(a), Some(b)) = (
+            kept.iter().map(|k| k.0).reduce(f64::min),
+            kept.iter().map(|k| k.1).reduce(f64::max),
+        ) {
+            m.values.insert("kept_window_s".into(), (b - a) / 1e3);
+        } else if v["probes"].is_object() {
+            m.values.insert("kept_window_s".into(), 0.0);
+        }
+        if v["probes"].is_object() {
+            let silence = v["silent_watches"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| Some(s["to_unix_ms"].as_f64()? - s["from_unix_ms"].as_f64()?))
+                .fold(0.0, f64::max);
+            m.values.insert("watch_silence_s".into(), silence / 1e3);
+        }
         if let Some(l) = v["ledger"]["lost_count"].as_f64() {
             m.values.insert("lost_writes".into(), l);
         }
@@ -158,8 +231,11 @@ mod tests {
             run.join("verdict.json"),
             r#"{"status": "PASSED WITH KNOWN HAZARDS", "passed": true,
                 "overall": {"requests": 100, "ok": 98, "downtime_ms": 66.0, "longest_unavailable_ms": 50.0},
-                "probes": {"write/new": {"latency": {"p99_ms": 120.0}}, "write/reused": {"latency": {"p99_ms": 300.0}},
-                           "get/new": {"latency": {"p99_ms": 900.0}}},
+                "probes": {"write/new": {"requests": 50, "ok": 50, "latency": {"p99_ms": 120.0}}, "write/reused": {"requests": 40, "ok": 39, "latency": {"p99_ms": 300.0}},
+                           "get/new": {"requests": 5, "ok": 5, "latency": {"p99_ms": 900.0}}, "informer/reused": {"requests": 5, "ok": 4}},
+                "mechanisms": [{"clients": "kept connections (HTTP/2)", "first_unix_ms": 10000, "last_end_unix_ms": 25000},
+                               {"clients": "new connections", "first_unix_ms": 1000, "last_end_unix_ms": 90000}],
+                "silent_watches": [{"from_unix_ms": 20000, "to_unix_ms": 62000}, {"from_unix_ms": 0, "to_unix_ms": 6000}],
                 "ledger": {"lost_count": 0}}"#,
         )
         .unwrap();
@@ -185,5 +261,10 @@ mod tests {
         assert_eq!(m.values["migration_s"], 30.0);
         assert_eq!(m.values["wan_mib"], 3.0);
         assert_eq!(m.values["lab_s"], 17.5);
+        assert_eq!(m.values["failed_new"], 0.0);
+        assert_eq!(m.values["failed_reused"], 1.0);
+        assert_eq!(m.values["failed_informer"], 1.0);
+        assert_eq!(m.values["kept_window_s"], 15.0);
+        assert_eq!(m.values["watch_silence_s"], 42.0);
     }
 }

@@ -21,6 +21,11 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
         "how the source leader leaves: remove (upstream's) or move-leader",
     ),
     (
+        "order",
+        "migration.order",
+        "the steps' order around the DNS switch: gep, early-drain, dns-first",
+    ),
+    (
         "cc",
         "topology.network.tcp_congestion_control",
         "TCP congestion control on the lab's links (cubic, bbr)",

@@ -262,7 +262,11 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         None => None,
     };
     if let Some(m) = &s.migration {
-        for (f, v) in [("max_rtt", &m.max_rtt), ("join_timeout", &m.join_timeout)] {
+        for (f, v) in [
+            ("max_rtt", &m.max_rtt),
+            ("join_timeout", &m.join_timeout),
+            ("cleanup_before_api", &m.cleanup_before_api),
+        ] {
             if let Some(v) = v {
                 time(&format!("migration.{f}"), v)?;
             }

@@ -324,6 +324,15 @@ pub struct MigrationSpec {
     /// or `move-leader` (MoveLeader to a destination voter first).
     #[serde(default)]
     pub leader_handover: crate::migrate::membership::LeaderHandover,
+    /// The steps' order around the DNS switch: `gep` (GEP-0039's diagram,
+    /// the default), `early-drain` (the lab's earlier order) or
+    /// `dns-first` (the GEP's undecided alternative).
+    #[serde(default)]
+    pub order: crate::migrate::order::Order,
+    /// How long SourceSeedCleanup's steps before the source API servers'
+    /// deletion take (`gep`, `dns-first`); 60s when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_before_api: Option<String>,
     #[serde(default)]
     pub allow_distant_regions: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,8 +348,9 @@ pub struct MigrationSpec {
     pub hold: BTreeMap<String, String>,
 }
 
+/// GEP-0039's plan (five members while the API moves).
 fn default_plan() -> Plan {
-    Plan::SixMember
+    Plan::FiveMember
 }
 fn default_driver() -> Driver {
     Driver::Reference

@@ -1,9 +1,15 @@
-//! MigrateDNSRecords (source): the shoot API's DNS record moves to the destination; the source API servers' drain (the lab's `early-drain` order) lives here too.
+//! MigrateDNSRecords (source): the shoot API's DNS record, migrated (the `gep` and `dns-first` orders) or switched with the source API servers drained (`early-drain`); the record's restore and the DNS-cache wait EtcdMigrationComplete runs in the GEP's orders live here too.
 
 use super::*;
 
 impl Flow<'_> {
-    pub(super) async fn switch_dns(&mut self, line: &Step) -> Result<(&'static str, String)> {
+    /// Points the shoot API's record at the destination's gateway (once: a
+    /// resumed run keeps the first switch's time) and checks the DNS
+    /// server answers it; the record's name and the gateway.
+    async fn point_dns_at_destination(
+        &mut self,
+        line: &Step,
+    ) -> Result<(String, std::net::Ipv4Addr)> {
         let mig = self.mig().clone();
         let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
         let name = self.state.dns.api_name.clone();
@@ -15,31 +21,81 @@ impl Flow<'_> {
         if ips != vec![gw] {
             anyhow::bail!("the DNS server answers {name} with {ips:?} after the update, want {gw}");
         }
-        let switched = match mig.dns_switched_unix_ms {
-            Some(t) => t,
-            None => {
-                let t = now_unix_ms();
-                self.mig_mut().dns_switched_unix_ms = Some(t);
-                self.save()?;
-                self.note(line, &format!("{name} -> {gw} ({} gateway)", mig.to));
-                t
+        if mig.dns_switched_unix_ms.is_none() {
+            self.mig_mut().dns_switched_unix_ms = Some(now_unix_ms());
+            self.save()?;
+            self.note(line, &format!("{name} -> {gw} ({} gateway)", mig.to));
+        }
+        Ok((name, gw))
+    }
+
+    /// Until the record's TTL has passed since the switch, resolvers may
+    /// still hand out the source: the GEP's "wait for DNS caches to be
+    /// updated/invalidated".
+    async fn wait_dns_caches(&mut self, line: &Step) -> Result<()> {
+        let switched = self
+            .mig()
+            .dns_switched_unix_ms
+            .expect("the record was switched first");
+        let ttl = self.state.dns.ttl;
+        loop {
+            self.cancel.check()?;
+            let left = switched + ttl as f64 * 1e3 - now_unix_ms();
+            if left <= 0.0 {
+                return Ok(());
             }
-        };
+            line.detail(&format!(
+                "waiting for DNS caches (the record's {ttl} s TTL): {:.0} s left",
+                (left / 1e3).ceil()
+            ));
+            tokio::time::sleep(Duration::from_millis(left.min(500.0) as u64 + 1)).await;
+        }
+    }
+
+    /// MigrateDNSRecords in the `gep` and `dns-first` orders: the source
+    /// migrates its DNSRecord (the extension's Migrate operation keeps the
+    /// provider's record, which goes on answering the source gateway); the
+    /// destination restores it in EtcdMigrationComplete. Nothing else.
+    pub(super) async fn migrate_dns_record(
+        &mut self,
+        line: &Step,
+    ) -> Result<(&'static str, String)> {
+        let name = self.state.dns.api_name.clone();
+        let mig = self.mig().clone();
+        let gw = self.state.seed(&mig.from).expect("seed").gateway.ip;
+        line.detail("the source's DNSRecord migrated; the record itself is kept");
+        Ok((
+            "DNSRecordsMigrated",
+            format!(
+                "the source's DNSRecord for {name} migrated (the record kept: it still answers the `{}` gateway, {gw}); the destination restores it in {SHRINK} ({} order)",
+                mig.from,
+                mig.order.name()
+            ),
+        ))
+    }
+
+    /// EtcdMigrationComplete's first part in the `gep` and `dns-first`
+    /// orders: the destination restores the record (it now answers the
+    /// destination's gateway) and waits for DNS caches. The source API
+    /// servers keep serving the connections clients keep.
+    pub(super) async fn restore_dns(&mut self, line: &Step) -> Result<String> {
+        let (name, gw) = self.point_dns_at_destination(line).await?;
+        self.wait_dns_caches(line).await?;
+        Ok(format!(
+            "{name} restored in the destination -> {gw}; waited the record's {} s TTL for DNS caches",
+            self.state.dns.ttl
+        ))
+    }
+
+    /// MigrateDNSRecords in the `early-drain` order (and with
+    /// force-shrink): the record switched, its TTL waited out (not with
+    /// force-shrink), the source API servers drained.
+    pub(super) async fn switch_dns(&mut self, line: &Step) -> Result<(&'static str, String)> {
+        let (name, gw) = self.point_dns_at_destination(line).await?;
+        let mig = self.mig().clone();
         let ttl = self.state.dns.ttl;
         if !mig.force_shrink {
-            // Until the TTL has passed, resolvers may still hand out the source.
-            loop {
-                self.cancel.check()?;
-                let left = switched + ttl as f64 * 1e3 - now_unix_ms();
-                if left <= 0.0 {
-                    break;
-                }
-                line.detail(&format!(
-                    "waiting out the TTL: {:.0} s left",
-                    (left / 1e3).ceil()
-                ));
-                tokio::time::sleep(Duration::from_millis(left.min(500.0) as u64 + 1)).await;
-            }
+            self.wait_dns_caches(line).await?;
         }
         let drained = self.drain_source_api(line, mig.force_shrink).await?;
         Ok((

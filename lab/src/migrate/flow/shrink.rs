@@ -1,8 +1,33 @@
-//! EtcdMigrationComplete (destination): the membership plan's next actions (the sixth member, the source members' removal, one at a time, the leader last), each gated on the cluster's health.
+//! EtcdMigrationComplete (destination): in the GEP's orders the DNS record restored and the caches waited out first (`dns-first`: the destination API started before that); then the membership plan's next actions (the sixth member, the source members' removal, one at a time, the leader last), each gated on the cluster's health.
 
 use super::*;
 
 impl Flow<'_> {
+    /// The step as the migration's order has it.
+    pub(super) async fn etcd_migration_complete(
+        &mut self,
+        line: &Step,
+    ) -> Result<(&'static str, String)> {
+        let mig = self.mig().clone();
+        let mut said = Vec::new();
+        if mig
+            .order
+            .starts_api_in_etcd_migration_complete(mig.force_shrink)
+        {
+            let (_, m) = self.destination_api(line).await?;
+            said.push(m);
+        }
+        if mig
+            .order
+            .restores_dns_in_etcd_migration_complete(mig.force_shrink)
+        {
+            said.push(self.restore_dns(line).await?);
+        }
+        let (reason, m) = self.shrink(line, false).await?;
+        said.push(m);
+        Ok((reason, said.join("; then ")))
+    }
+
     /// The rest of the destination joins; then the source leaves, one member
     /// at a time behind a quorum gate, the leader last (removed, or after
     /// MoveLeader). `rolling`: the last exchange, one in and one out.
