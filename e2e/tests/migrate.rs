@@ -600,6 +600,32 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
     }
     // Abort is refused unless the join failed.
     lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);
+    // What runs is named: the GEP's order and plan by default, the leader
+    // removed, no gateway handover, the lab's exposure.
+    let s = lab.status();
+    let m = &s["migration"];
+    assert_eq!(
+        (
+            &m["order"],
+            &m["plan"],
+            &m["leader_handover"],
+            &m["gateway_handover"]
+        ),
+        (
+            &serde_json::json!("gep"),
+            &serde_json::json!("five-member"),
+            &serde_json::json!("remove"),
+            &serde_json::json!("none")
+        ),
+        "{s:#}"
+    );
+    assert_eq!(m["cleanup_before_api_s"], 60.0, "{s:#}");
+    assert_eq!(s["api"]["exposure"], "passthrough", "{s:#}");
+    let text = lab.ok(&["status"]);
+    assert!(
+        text.contains("five-member, order gep, leader handover remove, gateway handover none"),
+        "{text}"
+    );
     lab.cpmlab(&["migrate", "--abort"])
         .code(2)
         .stderr(predicate::str::contains(

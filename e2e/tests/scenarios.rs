@@ -718,12 +718,10 @@ fn scenario_five_member_25ms_gep_termination() {
 }
 
 /// The GEP's order with TLS passthrough: kept connections fail in this
-/// mode too, until the cleanup deletes the source API servers.
+/// mode too, until the cleanup deletes the source API servers. Nightly:
+/// CI runs the default scenario, and passthrough in migrate.rs.
 #[test]
-#[cfg_attr(
-    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
-)]
+#[ignore = "nightly: scripts/nightly runs it; CI runs the GEP's order on Gardener's defaults (termination)"]
 fn scenario_five_member_25ms_gep_passthrough() {
     gep_order_at_25ms("gp5", "five-member-25ms-passthrough.yaml", "5 voters");
 }
@@ -732,7 +730,7 @@ fn scenario_five_member_25ms_gep_passthrough() {
 /// 503s on connections kept to the source gateway, between the drain and
 /// the cleanup.
 #[test]
-#[ignore = "nightly: scripts/nightly runs it; CI runs the GEP's order in both exposure modes"]
+#[ignore = "nightly: scripts/nightly runs it; CI runs the GEP's order on Gardener's defaults"]
 fn scenario_six_member_25ms_termination() {
     termination_at_25ms("t6", "six-member-25ms.yaml", "6 voters");
 }
@@ -742,7 +740,7 @@ fn scenario_six_member_25ms_termination() {
 /// `failed_requests`); readyz and writes may fail in the removed leader's
 /// election, reported.
 #[test]
-#[ignore = "nightly: scripts/nightly runs it; CI runs the GEP's order in both exposure modes"]
+#[ignore = "nightly: scripts/nightly runs it; CI runs the GEP's order on Gardener's defaults"]
 fn scenario_six_member_25ms_passthrough() {
     plan_at_25ms("p6", "six-member-25ms-passthrough.yaml", "6 voters");
 }

@@ -2422,4 +2422,44 @@ mod judged {
             "the hazard's window is a band"
         );
     }
+
+    #[test]
+    fn the_header_says_what_ran_and_why_requests_failed() {
+        let mut events = leadership_move_events();
+        events.push(LabEvent {
+            at_unix_ms: 1_000.0,
+            end_unix_ms: None,
+            kind: record::SETTINGS_EVENT.into(),
+            name: "what ran".into(),
+            detail: "exposure termination · order gep".into(),
+        });
+        let mut recs = clean_run();
+        let mut refused = rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            5_050.0,
+            3.0,
+            Outcome::Http,
+        );
+        refused.seq = 90_001;
+        refused.http_status = Some(503);
+        refused.seed = Some("seed-a".into());
+        refused.error = Some("no healthy upstream".into());
+        recs.push(refused);
+        let v = judged(&recs, &events, &Criteria::default());
+        assert_eq!(v.mechanisms.len(), 1, "{:#?}", v.mechanisms);
+        let html = report::html(&v, &recs, &events, &[], &[], &[], "t");
+        assert!(
+            html.contains("<b>what ran:</b> exposure termination · order gep"),
+            "the header names what ran"
+        );
+        assert!(
+            !html.contains(">what ran</text>"),
+            "what ran is said, not drawn on the timeline"
+        );
+        assert!(html.contains("Why requests failed"));
+        assert!(html.contains(
+            "1 request(s) on kept connections (HTTP/2) to seed-a got HTTP 503 &quot;no healthy upstream&quot;"
+        ));
+    }
 }
