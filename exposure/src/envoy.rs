@@ -19,6 +19,9 @@
 //!   upgrade route (SPDY and websocket, HTTP/1.1 upstream) and the rest;
 //!   Istio's default retry policy and no route timeout on the
 //!   VirtualService's routes;
+//! - Gardener's limits on every listener and connection manager
+//!   (`ingress_limits`: HTTP/2 streams and windows, a 32 KiB buffer per
+//!   connection, downstream TCP keepalive);
 //! - clusters: the API's by EDS (endpoints pushed by the lab, no active
 //!   health checks), LEAST_REQUEST, circuit breakers at Istio's maxima,
 //!   TCP keepalive 7200 s / 75 s, connect timeout 10 s (mesh default);
@@ -260,6 +263,9 @@ fn listener(port: u16, filter_chains: Vec<Value>) -> Value {
         }],
         "filter_chains": filter_chains,
         "traffic_direction": "OUTBOUND",
+        // Gardener's, on every listener of the ingress service's ports.
+        "per_connection_buffer_limit_bytes": super::ingress_limits::PER_CONNECTION_BUFFER_LIMIT_BYTES,
+        "socket_options": super::ingress_limits::listener_socket_options(),
     })
 }
 
@@ -392,6 +398,8 @@ fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
             // istiod sets no stream idle timeout: watches stay open.
             "stream_idle_timeout": "0s",
             "upgrade_configs": [{"upgrade_type": "websocket"}],
+            // Gardener's, on every connection manager of the gateway.
+            "http2_protocol_options": super::ingress_limits::http2_protocol_options(),
             "access_log": access_log(true),
             "rds": {
                 "route_config_name": route_config_name(x, api),
@@ -744,6 +752,31 @@ pub fn static_bootstrap(
 
 #[cfg(test)]
 pub(crate) mod tests {
+
+    #[test]
+    fn every_listener_and_connection_manager_has_gardeners_limits() {
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            let xds = render(&sample(mode));
+            for l in &xds.listeners {
+                assert_eq!(l["per_connection_buffer_limit_bytes"], 32768, "{l}");
+                assert_eq!(l["socket_options"][2]["int_value"], 55, "{l}");
+            }
+            let hcms: Vec<&Value> = xds
+                .listeners
+                .iter()
+                .flat_map(|l| l["filter_chains"].as_array().unwrap())
+                .flat_map(|c| c["filters"].as_array().unwrap())
+                .filter(|f| f["name"] == "envoy.filters.network.http_connection_manager")
+                .collect();
+            assert_eq!(hcms.len(), usize::from(mode == ApiExposure::Termination));
+            for h in hcms {
+                assert_eq!(
+                    h["typed_config"]["http2_protocol_options"]["initial_connection_window_size"],
+                    1048576
+                );
+            }
+        }
+    }
     use super::*;
     use crate::{member_routes, ETCD_PEER_PORT};
 

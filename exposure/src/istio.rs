@@ -79,6 +79,9 @@ pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
             out.push(routes_envoy_filter(x, api, p));
         }
     }
+    if x.api.is_some() || !x.tls.is_empty() {
+        out.push(limits_envoy_filter(p));
+    }
     if !x.tls.is_empty() {
         out.push(etcd_gateway(x, p));
     }
@@ -274,6 +277,60 @@ fn destination_rule(name: &str, ns: &str, p: &Placement, d: &Destination, policy
     })
 }
 
+/// The role label of the seed-wide objects the lab adds to the ingress
+/// gateway (not removed with the shoot's: `role=gateway`).
+pub const INGRESS_ROLE: &str = "ingress";
+
+/// The istio-ingress chart's limits on the gateway (`ingress_limits`):
+/// HTTP/2 options merged into every connection manager, the buffer and
+/// downstream keepalive into every listener.
+fn limits_envoy_filter(p: &Placement) -> Value {
+    use super::ingress_limits as l;
+    // The seed's, not the shoot's: it stays when the shoot's gateway
+    // objects go (a change would replace every listener of the gateway).
+    let mut metadata = meta("gardener-ingress-limits", &p.ingress_namespace, p);
+    if let Some(labels) = metadata["labels"].as_object_mut() {
+        labels.insert(cpmlab_model::labels::LABEL_ROLE.into(), INGRESS_ROLE.into());
+    }
+    json!({
+        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+        "metadata": metadata,
+        "spec": {
+            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
+            "configPatches": [
+                {
+                    "applyTo": "NETWORK_FILTER",
+                    "match": {
+                        "context": "GATEWAY",
+                        "listener": {"filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}}},
+                    },
+                    "patch": {
+                        "operation": "MERGE",
+                        "value": {
+                            "name": "envoy.filters.network.http_connection_manager",
+                            "typed_config": {
+                                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                                "http2_protocol_options": l::http2_protocol_options(),
+                            },
+                        },
+                    },
+                },
+                {
+                    "applyTo": "LISTENER",
+                    "match": {"context": "GATEWAY"},
+                    "patch": {
+                        "operation": "MERGE",
+                        "value": {
+                            "per_connection_buffer_limit_bytes": l::PER_CONNECTION_BUFFER_LIMIT_BYTES,
+                            "socket_options": l::listener_socket_options(),
+                        },
+                    },
+                },
+            ],
+        },
+    })
+}
+
 /// The istio-ingress chart's Lua filter, on the API's listener: the same
 /// script the docker form's Envoy runs.
 fn lua_envoy_filter(p: &Placement) -> Value {
@@ -410,7 +467,24 @@ mod tests {
             k.contains(&"ServiceEntry/seed-a-etcd-0-peer".to_string()),
             "{k:?}"
         );
-        assert!(!k.iter().any(|k| k.starts_with("EnvoyFilter")));
+        // Only the gateway's limits: nothing of TLS termination.
+        let filters: Vec<&String> = k.iter().filter(|k| k.starts_with("EnvoyFilter")).collect();
+        assert_eq!(filters, ["EnvoyFilter/gardener-ingress-limits"], "{k:?}");
+        let limits = o
+            .iter()
+            .find(|v| v["metadata"]["name"] == "gardener-ingress-limits")
+            .unwrap();
+        let patches = &limits["spec"]["configPatches"];
+        assert_eq!(
+            patches[0]["patch"]["value"]["typed_config"]["http2_protocol_options"]
+                ["max_concurrent_streams"],
+            100
+        );
+        assert_eq!(
+            patches[1]["patch"]["value"]["per_connection_buffer_limit_bytes"],
+            32768
+        );
+        assert_eq!(limits["metadata"]["labels"]["cpmlab.role"], INGRESS_ROLE);
     }
 
     #[test]

@@ -558,6 +558,15 @@ mod tests {
                 let (k, v) = kv.split_once('=').unwrap();
                 labels[k] == v
             });
+            // The seed's own objects (Gardener's ingress limits) stay.
+            if labels[crate::labels::LABEL_ROLE] == cpmlab_exposure::istio::INGRESS_ROLE {
+                assert!(
+                    !matches,
+                    "{}: the seed's {labels} would go",
+                    f.path.display()
+                );
+                continue;
+            }
             let of_a = f.path.starts_with("seed-a");
             assert_eq!(matches, of_a, "{}: {labels}", f.path.display());
             seen += usize::from(of_a);
