@@ -144,6 +144,13 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
                     e.evidence
                 );
             }
+            // Why, one line per mechanism, and the watches that went silent.
+            for m in &v.mechanisms {
+                println!("  why: {}", m.line);
+            }
+            for w in &v.silent_watches {
+                println!("  silent: {}", w.line);
+            }
             // A failed run explains itself: the first failed requests no
             // hazard excused.
             let excused = cpmlab_verdict::excuse::excused_seqs(&v.excuses);
