@@ -323,6 +323,29 @@ fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
     n > 0
 }
 
+/// The JSON lines of a run's file (`events.ndjson`, `records.ndjson`).
+fn ndjson(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A phase band's start and end, from a run's events.
+fn phase_of(events: &[Value], name: &str, file: &str) -> (f64, f64) {
+    events
+        .iter()
+        .find(|e| e["kind"] == "phase" && e["name"] == name)
+        .map(|e| {
+            (
+                e["at_unix_ms"].as_f64().unwrap(),
+                e["end_unix_ms"].as_f64().unwrap(),
+            )
+        })
+        .unwrap_or_else(|| panic!("{file}: phase {name}"))
+}
+
 /// A plan across the WAN on Kubernetes' own server code, looked at beyond
 /// its expectations: the informer saw every write, requests were answered
 /// from both seeds and the last watch from the destination, every step is
@@ -432,23 +455,8 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
         return;
     };
     let run = dir.join("run");
-    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let phase = |name: &str| {
-        events
-            .iter()
-            .find(|e| e["kind"] == "phase" && e["name"] == name)
-            .map(|e| {
-                (
-                    e["at_unix_ms"].as_f64().unwrap(),
-                    e["end_unix_ms"].as_f64().unwrap(),
-                )
-            })
-            .unwrap_or_else(|| panic!("{file}: phase {name}"))
-    };
+    let events = ndjson(&run.join("events.ndjson"));
+    let phase = |name: &str| phase_of(&events, name, file);
     let (dns, _) = phase("MigrateDNSRecords");
     let (_, cleaned) = phase("SourceSeedCleanup");
     let endpoints = std::fs::read_to_string(run.join("endpoints.ndjson")).unwrap();
@@ -476,11 +484,7 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
                     .is_some_and(|n| n.starts_with("removing the leader"))
         })
         .map(|e| e["at_unix_ms"].as_f64().unwrap());
-    let records: Vec<Value> = std::fs::read_to_string(run.join("records.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = ndjson(&run.join("records.ndjson"));
     let end = |r: &Value| r["start_unix_ms"].as_f64().unwrap() + r["duration_ms"].as_f64().unwrap();
     // A 409 whose base another of the writer's writes moved on first (one
     // acknowledged on the same base, or above it and ended before) is
@@ -553,23 +557,8 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
         return;
     };
     let run = dir.join("run");
-    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let phase = |name: &str| {
-        events
-            .iter()
-            .find(|e| e["kind"] == "phase" && e["name"] == name)
-            .map(|e| {
-                (
-                    e["at_unix_ms"].as_f64().unwrap(),
-                    e["end_unix_ms"].as_f64().unwrap(),
-                )
-            })
-            .unwrap_or_else(|| panic!("{file}: phase {name}"))
-    };
+    let events = ndjson(&run.join("events.ndjson"));
+    let phase = |name: &str| phase_of(&events, name, file);
     let note_at = |pred: &dyn Fn(&str) -> bool| -> Vec<f64> {
         events
             .iter()
@@ -631,11 +620,7 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
     let removal = note_at(&|n| n.starts_with("removing the leader"))
         .first()
         .copied();
-    let records: Vec<Value> = std::fs::read_to_string(run.join("records.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = ndjson(&run.join("records.ndjson"));
     let end = |r: &Value| r["start_unix_ms"].as_f64().unwrap() + r["duration_ms"].as_f64().unwrap();
     let v: Value = read_json(&run.join("verdict.json"));
     let mut n = 0;
@@ -764,23 +749,8 @@ fn scenario_rolling_25ms() {
         return;
     };
     let run = dir.join("run");
-    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let phase = |name: &str| {
-        events
-            .iter()
-            .find(|e| e["kind"] == "phase" && e["name"] == name)
-            .map(|e| {
-                (
-                    e["at_unix_ms"].as_f64().unwrap(),
-                    e["end_unix_ms"].as_f64().unwrap(),
-                )
-            })
-            .unwrap_or_else(|| panic!("{file}: phase {name}"))
-    };
+    let events = ndjson(&run.join("events.ndjson"));
+    let phase = |name: &str| phase_of(&events, name, file);
     // Membership changes in the order they happened: +name (added as a
     // learner), ^name (promoted), -name (removed), with when.
     let mut moves: Vec<(String, f64)> = Vec::new();
@@ -867,11 +837,7 @@ fn scenario_classic_25ms() {
         return;
     };
     let run = dir.join("run");
-    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = ndjson(&run.join("events.ndjson"));
     let notes: Vec<(String, f64)> = events
         .iter()
         .filter(|e| e["kind"] == "note")
@@ -920,11 +886,7 @@ fn scenario_classic_25ms() {
         .and_then(|r| r.split(',').next())
         .and_then(|r| r.trim().parse().ok())
         .unwrap_or_else(|| panic!("{file}: the snapshot's revision: {note}"));
-    let records: Vec<Value> = std::fs::read_to_string(run.join("records.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = ndjson(&run.join("records.ndjson"));
     let mut per_seed = std::collections::BTreeMap::<String, usize>::new();
     // The writer's own updates (its reads of the object carry an `event`).
     for r in records
@@ -987,11 +949,7 @@ fn scenario_mirror_25ms() {
         return;
     };
     let run = dir.join("run");
-    let events: Vec<Value> = std::fs::read_to_string(run.join("events.ndjson"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = ndjson(&run.join("events.ndjson"));
     let notes: Vec<(String, f64)> = events
         .iter()
         .filter(|e| e["kind"] == "note")

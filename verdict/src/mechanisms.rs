@@ -212,13 +212,9 @@ pub fn silent_watches(all: &[&Record], events: &[LabEvent], t0: f64) -> Vec<Sile
 }
 
 fn phases_of(events: &[LabEvent]) -> Vec<(f64, f64, &str)> {
-    events
-        .iter()
-        .filter(|e| e.kind == "phase")
-        .filter_map(|e| {
-            e.end_unix_ms
-                .map(|end| (e.at_unix_ms, end, e.name.as_str()))
-        })
+    crate::phase_bands(events)
+        .into_iter()
+        .filter_map(|e| Some((e.at_unix_ms, e.end_unix_ms?, e.name.as_str())))
         .collect()
 }
 
@@ -303,34 +299,20 @@ fn sentence(m: &Mechanism, t0: f64) -> String {
 mod tests {
     use super::*;
     use crate::record::{Outcome, ProbeKind};
+    use crate::testutil::{phase, rec, T0};
 
     fn failed(seq: u64, mode: ConnMode, at: f64, status: Option<u16>, err: &str) -> Record {
-        let mut r = Record::new(
-            seq,
-            ProbeKind::Get,
-            mode,
-            (at, at),
-            100.0,
-            if status.is_some() {
-                Outcome::Http
-            } else {
-                Outcome::Timeout
-            },
-        );
+        let outcome = if status.is_some() {
+            Outcome::Http
+        } else {
+            Outcome::Timeout
+        };
+        let mut r = rec(ProbeKind::Get, mode, at, 100.0, outcome);
+        r.seq = seq;
         r.http_status = status;
         r.seed = Some("seed-a".into());
         r.error = Some(err.into());
         r
-    }
-
-    fn phase(name: &str, a: f64, b: f64) -> LabEvent {
-        LabEvent {
-            at_unix_ms: a,
-            end_unix_ms: Some(b),
-            kind: "phase".into(),
-            name: name.into(),
-            detail: String::new(),
-        }
     }
 
     #[test]
@@ -357,7 +339,7 @@ mod tests {
             phase("EtcdMigrationComplete", 5_000.0, 20_000.0),
             phase("SourceSeedCleanup", 20_000.0, 40_000.0),
         ];
-        let m = explain(&refs, &events, &Classify::default(), 0.0);
+        let m = explain(&refs, &events, &Classify::default(), T0);
         assert_eq!(m.len(), 2, "{m:#?}");
         assert_eq!(m[0].failed, 2);
         assert_eq!(m[0].clients, "kept connections (HTTP/2)");
@@ -379,27 +361,16 @@ mod tests {
     fn a_watch_without_events_while_writes_are_acknowledged_is_silent() {
         let mut rs = Vec::new();
         let ev = |seq: u64, at: f64, seed: &str| {
-            let mut r = Record::new(
-                seq,
-                ProbeKind::Watch,
-                ConnMode::New,
-                (at, at),
-                0.0,
-                Outcome::Ok,
-            );
+            let mut r = rec(ProbeKind::Watch, ConnMode::New, at, 0.0, Outcome::Ok);
+            r.seq = seq;
             r.event = Some("MODIFIED".into());
             r.seed = Some(seed.into());
             r
         };
         let write = |seq: u64, at: f64| {
-            Record::new(
-                seq,
-                ProbeKind::Write,
-                ConnMode::New,
-                (at, at),
-                10.0,
-                Outcome::Ok,
-            )
+            let mut r = rec(ProbeKind::Write, ConnMode::New, at, 10.0, Outcome::Ok);
+            r.seq = seq;
+            r
         };
         rs.push(ev(1, 1_000.0, "seed-a"));
         rs.push(ev(2, 2_000.0, "seed-a"));
@@ -414,7 +385,7 @@ mod tests {
             phase("EtcdMigrationComplete", 0.0, 30_000.0),
             phase("SourceSeedCleanup", 30_000.0, 60_000.0),
         ];
-        let s = silent_watches(&refs, &events, 0.0);
+        let s = silent_watches(&refs, &events, T0);
         assert_eq!(s.len(), 1, "{s:#?}");
         assert_eq!(s[0].writes, 3);
         assert_eq!(s[0].lane, "watch/new");
@@ -435,7 +406,7 @@ mod tests {
             phase("A", 5_000.0, 10_000.0),
             phase("B", 20_000.0, 30_000.0),
         ];
-        let m = explain(&refs, &events, &Classify::default(), 0.0);
+        let m = explain(&refs, &events, &Classify::default(), T0);
         assert_eq!(m[0].from_step, "before the migration");
         assert_eq!(m[0].to_step, "after the migration");
         assert_eq!(
@@ -444,6 +415,6 @@ mod tests {
         );
         let between = [(0.0, 10.0, "A"), (20.0, 30.0, "B")];
         assert_eq!(step_at(&between, 15.0), "after A");
-        assert!(explain(&[], &events, &Classify::default(), 0.0).is_empty());
+        assert!(explain(&[], &events, &Classify::default(), T0).is_empty());
     }
 }

@@ -440,16 +440,33 @@ impl<'a> Flow<'a> {
             if let Some((s, d)) = item.split_once(':') {
                 if s == step {
                     let d = crate::link::profile::parse_duration("CPMLAB_TEST_HOLD", d)?;
-                    line.detail(&format!("held for {d:?} (CPMLAB_TEST_HOLD)"));
-                    let t0 = Instant::now();
-                    while t0.elapsed() < d {
-                        self.cancel.check()?;
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
+                    self.wait_until(line, Instant::now() + d, |_| {
+                        format!("held for {d:?} (CPMLAB_TEST_HOLD)")
+                    })
+                    .await?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Waits until `deadline`, saying what for (`say` gets the seconds
+    /// left, rounded up) and stopping at Ctrl-C.
+    async fn wait_until(
+        &self,
+        line: &Step,
+        deadline: Instant,
+        say: impl Fn(f64) -> String,
+    ) -> Result<()> {
+        loop {
+            self.cancel.check()?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            line.detail(&say(left.as_secs_f64().ceil()));
+            tokio::time::sleep(left.min(Duration::from_millis(500))).await;
+        }
     }
 
     async fn run_step(&mut self, step: &str, line: &Step) -> Result<(&'static str, String)> {

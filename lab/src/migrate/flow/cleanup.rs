@@ -40,20 +40,12 @@ impl Flow<'_> {
     /// the BackupEntry, the VPN, the ManagedResources, MCM, the extensions'
     /// migration), as the time they take; a resumed run waits it again.
     async fn wait_cleanup_before_api(&mut self, line: &Step, wait: Duration) -> Result<()> {
-        let t0 = Instant::now();
-        while t0.elapsed() < wait {
-            self.cancel.check()?;
-            line.detail(&format!(
-                "the cleanup's steps before Delete KAPI (BackupEntry, VPN, ManagedResources, MCM, extensions): {:.0} s left",
-                (wait - t0.elapsed()).as_secs_f64().ceil()
-            ));
-            tokio::time::sleep(
-                wait.saturating_sub(t0.elapsed())
-                    .min(Duration::from_millis(500)),
+        self.wait_until(line, Instant::now() + wait, |left| {
+            format!(
+                "the cleanup's steps before Delete KAPI (BackupEntry, VPN, ManagedResources, MCM, extensions): {left:.0} s left"
             )
-            .await;
-        }
-        Ok(())
+        })
+        .await
     }
 
     /// The source API servers' containers removed (drained before, or

@@ -38,18 +38,12 @@ impl Flow<'_> {
             .dns_switched_unix_ms
             .expect("the record was switched first");
         let ttl = self.state.dns.ttl;
-        loop {
-            self.cancel.check()?;
-            let left = switched + ttl as f64 * 1e3 - now_unix_ms();
-            if left <= 0.0 {
-                return Ok(());
-            }
-            line.detail(&format!(
-                "waiting for DNS caches (the record's {ttl} s TTL): {:.0} s left",
-                (left / 1e3).ceil()
-            ));
-            tokio::time::sleep(Duration::from_millis(left.min(500.0) as u64 + 1)).await;
-        }
+        let left_ms = (switched + ttl as f64 * 1e3 - now_unix_ms()).max(0.0);
+        let deadline = Instant::now() + Duration::from_millis(left_ms.ceil() as u64);
+        self.wait_until(line, deadline, |left| {
+            format!("waiting for DNS caches (the record's {ttl} s TTL): {left:.0} s left")
+        })
+        .await
     }
 
     /// MigrateDNSRecords in the `gep` and `dns-first` orders: the source
