@@ -45,6 +45,40 @@ struct Facts {
     /// The authorities the HTTP routes of an SNI host answer.
     authorities: BTreeMap<String, Vec<String>>,
     clusters: BTreeMap<String, ClusterFacts>,
+    /// The apiserver-proxy's CONNECT port: (port, the header's regex,
+    /// the header the cluster comes from).
+    connect: Option<(u16, String, String)>,
+    /// The internal listener: (its socket, its routes' clusters, the
+    /// socket its cluster connects to).
+    socket: Option<(String, Vec<String>, String)>,
+}
+
+/// The CONNECT route of a connection manager's route configuration.
+fn connect_route(rc: &Value) -> (String, String) {
+    let r = &rc["virtual_hosts"][0]["routes"][0];
+    (
+        s(&r["match"]["headers"][0]["string_match"]["safe_regex"]["regex"]),
+        s(&r["route"]["cluster_header"]),
+    )
+}
+
+/// An internal listener's socket and its routes' clusters.
+fn socket_listener(l: &Value) -> (String, Vec<String>) {
+    let rc = &l["filter_chains"][0]["filters"][0]["typed_config"]["route_config"];
+    let routes = rc["virtual_hosts"][0]["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| s(&r["route"]["cluster"]))
+        .collect();
+    (s(&l["address"]["pipe"]["path"]), routes)
+}
+
+fn pipe_of_cluster(c: &Value) -> String {
+    s(
+        &c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]
+            ["path"],
+    )
 }
 
 fn s(v: &Value) -> String {
@@ -83,8 +117,31 @@ fn from_istio(objects: &[Value]) -> Facts {
     // The EnvoyFilter's inserted route goes first.
     let mut inserted: Vec<(String, String)> = vec![];
     let mut upgrade_alpn: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let http_proxy_port = of_kind("Gateway")
+        .find(|g| g["metadata"]["name"] == crate::http_proxy::GATEWAY_NAME)
+        .map(|g| g["spec"]["servers"][0]["port"]["number"].as_u64().unwrap() as u16);
+    let mut socket_routes: Option<(String, Vec<String>)> = None;
+    let mut socket_cluster_pipe = String::new();
     for ef in of_kind("EnvoyFilter") {
         for p in ef["spec"]["configPatches"].as_array().unwrap() {
+            let value = &p["patch"]["value"];
+            if p["applyTo"] == "NETWORK_FILTER"
+                && p["match"]["listener"]["portNumber"]
+                    .as_u64()
+                    .map(|n| n as u16)
+                    == http_proxy_port
+            {
+                let (regex, header) = connect_route(&value["typed_config"]["route_config"]);
+                f.connect = http_proxy_port.map(|port| (port, regex, header));
+            }
+            if p["patch"]["operation"] == "ADD" {
+                match p["applyTo"].as_str() {
+                    Some("LISTENER") => socket_routes = Some(socket_listener(value)),
+                    Some("CLUSTER") => socket_cluster_pipe = pipe_of_cluster(value),
+                    _ => {}
+                }
+                continue;
+            }
             if p["applyTo"] == "HTTP_ROUTE" && p["patch"]["operation"] == "INSERT_BEFORE" {
                 inserted.push((String::new(), s(&p["patch"]["value"]["route"]["cluster"])));
             }
@@ -194,6 +251,7 @@ fn from_istio(objects: &[Value]) -> Facts {
             },
         );
     }
+    f.socket = socket_routes.map(|(pipe, routes)| (pipe, routes, socket_cluster_pipe));
     f
 }
 
@@ -201,10 +259,22 @@ fn from_istio(objects: &[Value]) -> Facts {
 fn from_envoy(x: &envoy::Xds) -> Facts {
     let mut f = Facts::default();
     let routes: BTreeMap<String, &Value> = x.routes.iter().map(|r| (s(&r["name"]), r)).collect();
+    let mut socket_routes: Option<(String, Vec<String>)> = None;
+    let mut socket_cluster_pipe = String::new();
     for l in &x.listeners {
+        if l["address"]["pipe"].is_object() {
+            socket_routes = Some(socket_listener(l));
+            continue;
+        }
         let port = l["address"]["socket_address"]["port_value"]
             .as_u64()
             .unwrap() as u16;
+        if port == crate::http_proxy::HTTP_PROXY_PORT {
+            let (regex, header) =
+                connect_route(&l["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]);
+            f.connect = Some((port, regex, header));
+            continue;
+        }
         for chain in l["filter_chains"].as_array().unwrap() {
             let host = s(&chain["filter_chain_match"]["server_names"][0]);
             let filter = &chain["filters"][0]["typed_config"];
@@ -250,6 +320,10 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
         }
     }
     for c in &x.clusters {
+        if c["type"] == "STATIC" {
+            socket_cluster_pipe = pipe_of_cluster(c);
+            continue;
+        }
         let ka = &c["upstream_connection_options"]["tcp_keepalive"];
         let http = &c["typed_extension_protocol_options"]
             ["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
@@ -290,6 +364,7 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
             },
         );
     }
+    f.socket = socket_routes.map(|(pipe, routes)| (pipe, routes, socket_cluster_pipe));
     // Every tcp_proxy caps its connections at the DestinationRule's maximum.
     for l in &x.listeners {
         for chain in l["filter_chains"].as_array().unwrap() {
@@ -323,6 +398,13 @@ pub fn check(x: &Exposure) {
         istio_facts.clusters, envoy_facts.clusters,
         "clusters differ for {} ({:?})",
         x.seed, x.api
+    );
+    assert_eq!(
+        (&istio_facts.connect, &istio_facts.socket),
+        (&envoy_facts.connect, &envoy_facts.socket),
+        "the apiserver-proxy's port or socket differ for {} ({:?})",
+        x.seed,
+        x.api
     );
 }
 
@@ -361,11 +443,22 @@ mod tests {
             "outbound|443||elsewhere".into();
         assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
         let mut xds = envoy::render(&x);
-        xds.listeners.pop();
+        xds.listeners.remove(1);
         assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
         let mut xds = envoy::render(&x);
         xds.clusters[0]["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"] =
             30.into();
         assert_ne!(from_istio(&objects).clusters, from_envoy(&xds).clusters);
+        // Or routed the apiserver-proxy's socket elsewhere.
+        let mut xds = envoy::render(&x);
+        let l = xds
+            .listeners
+            .iter_mut()
+            .find(|l| l["address"]["pipe"].is_object())
+            .unwrap();
+        l["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]["virtual_hosts"][0]
+            ["routes"][2]["route"]["cluster"] = "outbound|443||elsewhere".into();
+        assert_ne!(from_istio(&objects).socket, from_envoy(&xds).socket);
+        assert!(from_envoy(&xds).socket.is_some() && from_envoy(&xds).connect.is_some());
     }
 }

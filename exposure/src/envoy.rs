@@ -41,6 +41,7 @@ use std::net::SocketAddrV4;
 
 use serde_json::{json, Value};
 
+use super::http_proxy::{self, socket_cluster_config, socket_listener, TlsSource, HTTP_PROXY_PORT};
 use super::{
     ApiDestination, ApiExposure, ApiRoute, Destination, Exposure, Resolution,
     AUTHENTICATED_HOST_KEY, CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S,
@@ -225,10 +226,21 @@ pub fn render(x: &Exposure) -> Xds {
             .collect();
         listeners.push(listener(port, chains));
     }
+    // The seed's apiserver-proxy port, whatever the shoot's state.
+    listeners.push(http_proxy_listener());
     let mut clusters: Vec<Value> = Vec::new();
     if let Some(api) = &x.api {
         for (d, dest) in x.api_destinations() {
             clusters.push(api_cluster(api.mode, d, &dest));
+        }
+        if api.mode == ApiExposure::Termination {
+            let files = TlsSource::Files {
+                cert: &tls_file(tls::SERVER_CERT),
+                key: &tls_file(tls::SERVER_KEY),
+                client_ca: &tls_file(tls::CLIENT_CA),
+            };
+            listeners.push(typed(ty::LISTENER, socket_listener(x, api, &files)));
+            clusters.push(typed(ty::CLUSTER, socket_cluster_config(x)));
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -246,6 +258,54 @@ pub fn render(x: &Exposure) -> Xds {
         clusters,
         routes,
     }
+}
+
+/// A resource with its type URL, as the files hold it.
+fn typed(url: &str, v: Value) -> Value {
+    let mut o = serde_json::Map::new();
+    o.insert("@type".into(), url.into());
+    if let Value::Object(m) = v {
+        o.extend(m);
+    }
+    Value::Object(o)
+}
+
+/// The seed's HTTP CONNECT listener for shoot nodes' apiserver-proxies
+/// (`http_proxy`): a plain HTTP listener as istiod builds it for the
+/// chart's Gateway, with the chart's EnvoyFilter merged in.
+fn http_proxy_listener() -> Value {
+    let mut hcm = json!({
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": format!("outbound_0.0.0.0_{HTTP_PROXY_PORT}"),
+        "codec_type": "AUTO",
+        "use_remote_address": true,
+        "stream_idle_timeout": "0s",
+        "http2_protocol_options": super::ingress_limits::http2_protocol_options(),
+        "access_log": access_log(true),
+        "route_config": http_proxy::route_config(),
+        "http_filters": [{
+            "name": "envoy.filters.http.router",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+        }],
+    });
+    if let (Some(o), Value::Object(more)) = (
+        hcm.as_object_mut(),
+        http_proxy::connection_manager_options(),
+    ) {
+        o.extend(more);
+    }
+    let mut l = listener(
+        HTTP_PROXY_PORT,
+        vec![json!({"filters": [{
+            "name": "envoy.filters.network.http_connection_manager",
+            "typed_config": hcm,
+        }]})],
+    );
+    // Plain HTTP: no TLS to inspect.
+    if let Some(o) = l.as_object_mut() {
+        o.remove("listener_filters");
+    }
+    l
 }
 
 fn listener_name(port: u16) -> String {
@@ -349,6 +409,14 @@ fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
 /// for the mutual-TLS route; every request gets a day as its upstream
 /// timeout (long-running watches and exec sessions).
 pub fn lua_source() -> String {
+    lua_source_for(AUTHENTICATED_HOST_KEY, "info:requestedServerName()")
+}
+
+/// The same filter with its own metadata: a request with a client
+/// certificate gets `key` set to the Lua expression `value` (the API's
+/// listener: the server name it asked for; the apiserver-proxy's internal
+/// listener: the shoot's namespace, as sni.go's EnvoyFilter sets it).
+pub fn lua_source_for(key: &str, value: &str) -> String {
     format!(
         r#"function envoy_on_request(handle)
   local headers = handle:headers()
@@ -364,7 +432,7 @@ pub fn lua_source() -> String {
         handle:respond({{[":status"] = "400"}}, "client certificate without a common name")
         return
       end
-      info:dynamicMetadata():set("envoy.filters.http.lua", "{key}", info:requestedServerName())
+      info:dynamicMetadata():set("envoy.filters.http.lua", "{key}", {value})
       headers:add("{user}", cn)
       for _, org in ipairs(subject:organizationName()) do
         if org ~= "" then
@@ -379,7 +447,6 @@ end
 "#,
         user = REQUEST_HEADER_USER,
         group = REQUEST_HEADER_GROUP,
-        key = AUTHENTICATED_HOST_KEY,
     )
 }
 
@@ -759,7 +826,10 @@ pub(crate) mod tests {
             let xds = render(&sample(mode));
             for l in &xds.listeners {
                 assert_eq!(l["per_connection_buffer_limit_bytes"], 32768, "{l}");
-                assert_eq!(l["socket_options"][2]["int_value"], 55, "{l}");
+                // Not the apiserver-proxy's internal listener: no TCP.
+                if !l["address"]["pipe"].is_object() {
+                    assert_eq!(l["socket_options"][2]["int_value"], 55, "{l}");
+                }
             }
             let hcms: Vec<&Value> = xds
                 .listeners
@@ -768,7 +838,14 @@ pub(crate) mod tests {
                 .flat_map(|c| c["filters"].as_array().unwrap())
                 .filter(|f| f["name"] == "envoy.filters.network.http_connection_manager")
                 .collect();
-            assert_eq!(hcms.len(), usize::from(mode == ApiExposure::Termination));
+            // The apiserver-proxy's CONNECT port always; with termination
+            // the API's listener and the apiserver-proxy's internal one.
+            let expected = if mode == ApiExposure::Termination {
+                3
+            } else {
+                1
+            };
+            assert_eq!(hcms.len(), expected);
             for h in hcms {
                 assert_eq!(
                     h["typed_config"]["http2_protocol_options"]["initial_connection_window_size"],

@@ -14,6 +14,7 @@
 
 use serde_json::{json, Value};
 
+use super::http_proxy::{self, HTTP_PROXY_PORT};
 use super::{
     ApiDestination, ApiExposure, ApiRoute, Destination, Exposure, Resolution,
     AUTHENTICATED_HOST_KEY, CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S,
@@ -77,11 +78,15 @@ pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
         if api.mode == ApiExposure::Termination {
             out.push(lua_envoy_filter(p));
             out.push(routes_envoy_filter(x, api, p));
+            out.push(apiserver_proxy_envoy_filter(x, api, p));
         }
     }
     if x.api.is_some() || !x.tls.is_empty() {
-        out.push(limits_envoy_filter(p));
+        out.push(limits_envoy_filter(x, p));
     }
+    // The seed's apiserver-proxy port, whatever the shoot's state.
+    out.push(http_proxy_gateway(p));
+    out.push(http_proxy_envoy_filter(p));
     if !x.tls.is_empty() {
         out.push(etcd_gateway(x, p));
     }
@@ -284,47 +289,147 @@ pub const INGRESS_ROLE: &str = "ingress";
 /// The istio-ingress chart's limits on the gateway (`ingress_limits`):
 /// HTTP/2 options merged into every connection manager, the buffer and
 /// downstream keepalive into every listener.
-fn limits_envoy_filter(p: &Placement) -> Value {
+fn limits_envoy_filter(x: &Exposure, p: &Placement) -> Value {
     use super::ingress_limits as l;
     // The seed's, not the shoot's: it stays when the shoot's gateway
     // objects go (a change would replace every listener of the gateway).
-    let mut metadata = meta("gardener-ingress-limits", &p.ingress_namespace, p);
-    if let Some(labels) = metadata["labels"].as_object_mut() {
-        labels.insert(cpmlab_model::labels::LABEL_ROLE.into(), INGRESS_ROLE.into());
-    }
+    let metadata = ingress_meta("gardener-ingress-limits", p);
+    // On the listeners of the ingress Service's ports, as the chart
+    // matches them (`portNumber` per target port): not the internal
+    // listener of the apiserver-proxy, which sets its own buffer and has
+    // no TCP socket to keep alive.
+    let mut ports: Vec<u16> = x.tls_ports();
+    ports.push(p.api_listener_port);
+    ports.push(HTTP_PROXY_PORT);
+    ports.sort_unstable();
+    ports.dedup();
+    let listener_patches = ports.iter().map(|port| {
+        json!({
+            "applyTo": "LISTENER",
+            "match": {"context": "GATEWAY", "listener": {"portNumber": port}},
+            "patch": {
+                "operation": "MERGE",
+                "value": {
+                    "per_connection_buffer_limit_bytes": l::PER_CONNECTION_BUFFER_LIMIT_BYTES,
+                    "socket_options": l::listener_socket_options(),
+                },
+            },
+        })
+    });
+    let hcm_patch = json!(
+    {
+        "applyTo": "NETWORK_FILTER",
+        "match": {
+            "context": "GATEWAY",
+            "listener": {"filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}}},
+        },
+        "patch": {
+            "operation": "MERGE",
+            "value": {
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                    "http2_protocol_options": l::http2_protocol_options(),
+                },
+            },
+        },
+    });
+    let patches: Vec<Value> = std::iter::once(hcm_patch).chain(listener_patches).collect();
     json!({
         "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
         "metadata": metadata,
         "spec": {
             "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
-            "configPatches": [
-                {
-                    "applyTo": "NETWORK_FILTER",
-                    "match": {
-                        "context": "GATEWAY",
-                        "listener": {"filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}}},
-                    },
-                    "patch": {
-                        "operation": "MERGE",
-                        "value": {
-                            "name": "envoy.filters.network.http_connection_manager",
-                            "typed_config": {
-                                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-                                "http2_protocol_options": l::http2_protocol_options(),
-                            },
-                        },
+            "configPatches": patches,
+        },
+    })
+}
+
+/// Metadata of a seed-wide object on the ingress gateway: it stays when
+/// the shoot's objects go.
+fn ingress_meta(name: &str, p: &Placement) -> Value {
+    let mut metadata = meta(name, &p.ingress_namespace, p);
+    if let Some(labels) = metadata["labels"].as_object_mut() {
+        labels.insert(cpmlab_model::labels::LABEL_ROLE.into(), INGRESS_ROLE.into());
+    }
+    metadata
+}
+
+/// The istio-ingress chart's `http-proxy` Gateway: opens 8443 (for a host
+/// that does not exist) so that the EnvoyFilter below has a connection
+/// manager to merge into.
+fn http_proxy_gateway(p: &Placement) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+        "metadata": ingress_meta(http_proxy::GATEWAY_NAME, p),
+        "spec": {
+            "selector": {p.selector.0.clone(): p.selector.1},
+            "servers": [{
+                "hosts": [http_proxy::BLACKHOLE_HOST],
+                "port": {"number": HTTP_PROXY_PORT, "name": http_proxy::GATEWAY_NAME, "protocol": "HTTP"},
+            }],
+        },
+    })
+}
+
+/// The chart's `http-proxy` EnvoyFilter: CONNECT by `X-Gardener-Destination`.
+fn http_proxy_envoy_filter(p: &Placement) -> Value {
+    let mut value = json!({
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "route_config": http_proxy::route_config(),
+    });
+    if let (Some(o), Value::Object(more)) = (
+        value.as_object_mut(),
+        http_proxy::connection_manager_options(),
+    ) {
+        o.extend(more);
+    }
+    json!({
+        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+        "metadata": ingress_meta(http_proxy::GATEWAY_NAME, p),
+        "spec": {
+            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
+            "configPatches": [{
+                "applyTo": "NETWORK_FILTER",
+                "match": {
+                    "context": "GATEWAY",
+                    "listener": {
+                        "portNumber": HTTP_PROXY_PORT,
+                        "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}},
                     },
                 },
+                "patch": {"operation": "MERGE", "value": {
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": value,
+                }},
+            }],
+        },
+    })
+}
+
+/// sni.go's per-shoot apiserver-proxy EnvoyFilter (in the ingress
+/// namespace, owned by the shoot's namespace in Gardener: it goes with
+/// the shoot): the internal listener and its cluster.
+fn apiserver_proxy_envoy_filter(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
+    let credential = tls_credential(x);
+    let tls = http_proxy::TlsSource::Sds {
+        credential: &credential,
+    };
+    json!({
+        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+        "metadata": meta(&format!("{}-apiserver-proxy", x.namespace), &p.ingress_namespace, p),
+        "spec": {
+            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
+            "configPatches": [
                 {
                     "applyTo": "LISTENER",
                     "match": {"context": "GATEWAY"},
-                    "patch": {
-                        "operation": "MERGE",
-                        "value": {
-                            "per_connection_buffer_limit_bytes": l::PER_CONNECTION_BUFFER_LIMIT_BYTES,
-                            "socket_options": l::listener_socket_options(),
-                        },
-                    },
+                    "patch": {"operation": "ADD", "value": http_proxy::socket_listener(x, api, &tls)},
+                },
+                {
+                    "applyTo": "CLUSTER",
+                    "match": {"context": "GATEWAY"},
+                    "patch": {"operation": "ADD", "value": http_proxy::socket_cluster_config(x)},
                 },
             ],
         },
@@ -469,7 +574,16 @@ mod tests {
         );
         // Only the gateway's limits: nothing of TLS termination.
         let filters: Vec<&String> = k.iter().filter(|k| k.starts_with("EnvoyFilter")).collect();
-        assert_eq!(filters, ["EnvoyFilter/gardener-ingress-limits"], "{k:?}");
+        assert_eq!(
+            filters,
+            [
+                "EnvoyFilter/gardener-ingress-limits",
+                "EnvoyFilter/http-proxy"
+            ],
+            "{k:?}"
+        );
+        // The apiserver-proxy's socket only where TLS ends at the gateway.
+        assert!(!k.iter().any(|k| k.ends_with("-apiserver-proxy")), "{k:?}");
         let limits = o
             .iter()
             .find(|v| v["metadata"]["name"] == "gardener-ingress-limits")
@@ -509,5 +623,28 @@ mod tests {
         assert_eq!(dr["tls"]["mode"], "MUTUAL");
         assert_eq!(dr["tls"]["sni"], "kubernetes.default.svc.cluster.local");
         assert_eq!(dr["loadBalancer"]["simple"], "LEAST_REQUEST");
+        let proxy = o
+            .iter()
+            .find(|v| v["metadata"]["name"] == "shoot--local--local-apiserver-proxy")
+            .unwrap();
+        let listener = &proxy["spec"]["configPatches"][0]["patch"]["value"];
+        assert_eq!(
+            listener["address"]["pipe"]["path"],
+            "@kube-apiservers/shoot--local--local"
+        );
+        let tls =
+            &listener["filter_chains"][0]["transport_socket"]["typed_config"]["common_tls_context"];
+        assert_eq!(
+            tls["tls_certificate_sds_secret_configs"][0]["name"],
+            "kubernetes://shoot--local--local-kube-apiserver-tls"
+        );
+        // The shoot's object goes with the shoot, the seed's stay.
+        assert_eq!(proxy["metadata"]["labels"].get("cpmlab.role"), None);
+        let gw = o
+            .iter()
+            .find(|v| v["kind"] == "Gateway" && v["metadata"]["name"] == "http-proxy")
+            .unwrap();
+        assert_eq!(gw["metadata"]["labels"]["cpmlab.role"], INGRESS_ROLE);
+        assert_eq!(gw["spec"]["servers"][0]["port"]["number"], 8443);
     }
 }
