@@ -44,6 +44,9 @@ pub struct ProbeArgs {
     /// `cpmlab-clientgo`, for the informer-go lane and the candidates.
     #[arg(long)]
     clientgo: Option<PathBuf>,
+    /// The shoot node's apiserver-proxy (ip:port), for the `node` lane.
+    #[arg(long)]
+    node: Option<std::net::SocketAddr>,
 }
 
 impl ProbeArgs {
@@ -285,6 +288,12 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 })
                 .collect::<Result<Vec<_>, BadInput>>()?;
             let clientgo = clientgo_lanes(&a, &parsed, &seeds_by_addr)?;
+            if parsed.modes.contains(&cpmlab_probe::record::ConnMode::Node) && a.node.is_none() {
+                return Err(BadInput(
+                    "--modes node: give --node, the shoot node's apiserver-proxy (ip:port)".into(),
+                )
+                .into());
+            }
             cpmlab_probe::agent::run(cpmlab_probe::agent::ProbeConfig {
                 clientgo,
                 target: a.target()?,
@@ -297,6 +306,7 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 write_rate: parsed.write_rate,
                 write_bytes: parsed.write_bytes,
                 seeds_by_addr,
+                node: a.node,
             })
             .await?;
             Ok(0)

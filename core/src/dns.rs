@@ -45,6 +45,20 @@ zone \"{zone}\" {{\n  type primary;\n  file \"{ZONE_FILE}\";\n  allow-update {{ 
     )
 }
 
+/// A shoot node's resolver: a caching bind9 on the node's loopback that
+/// forwards the shoot's zone to the lab's server and keeps each answer for
+/// its TTL, as the resolver a real node asks does (a cloud's or
+/// systemd-resolved's cache). The node's apiserver-proxy asks it every
+/// 5 s (Envoy's DNS refresh); the record's TTL, not Envoy, decides when a
+/// new tunnel follows a moved record.
+pub fn caching_forwarder_conf(zone: &str, upstream: Ipv4Addr) -> String {
+    format!(
+        "// cpmlab node resolver: caches {zone} from {upstream} for its TTL\n\
+options {{\n  directory \"/tmp\";\n  listen-on {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  recursion yes;\n  allow-query {{ localhost; }};\n  dnssec-validation no;\n  pid-file none;\n}};\n\
+zone \"{zone}\" {{\n  type forward;\n  forward only;\n  forwarders {{ {upstream}; }};\n}};\n"
+    )
+}
+
 /// The zone as `up` creates it. `ns_ip` is the DNS server itself.
 pub fn zone_file(zone: &str, ttl: u32, ns_ip: Ipv4Addr, records: &[ARecord]) -> String {
     let mut z = String::new();
@@ -159,6 +173,9 @@ mod tests {
 
     #[test]
     fn conf_allows_updates_only_with_the_key() {
+        let f = caching_forwarder_conf("z.test", Ipv4Addr::new(10, 0, 0, 2));
+        assert!(f.contains("forwarders { 10.0.0.2; }"), "{f}");
+        assert!(f.contains("recursion yes"), "{f}");
         let c = named_conf("z.test", "k", "c2VjcmV0");
         assert!(c.contains("allow-update { key \"k\"; };"));
         assert!(c.contains("secret \"c2VjcmV0\";"));

@@ -625,7 +625,7 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
 pub async fn run(cfg: ProbeConfig) -> Result<()> {
     let target = &cfg.target;
     let tls = target.tls()?;
-    let transport = Transport::new(
+    let mut transport = Transport::new(
         Resolver::new(target.resolve.clone(), &target.server_name),
         &target.server_name,
         target.port,
@@ -633,6 +633,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         tls,
         cfg.seeds_by_addr.clone(),
     );
+    transport.node = cfg.node;
     let (tx, mut rx) = mpsc::unbounded_channel::<Record>();
     let mut file = tokio::fs::OpenOptions::new()
         .create(true)

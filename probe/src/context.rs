@@ -53,6 +53,8 @@ pub struct ProbeConfig {
     pub seeds_by_addr: Vec<(std::net::Ipv4Addr, String)>,
     /// client-go's lanes: its informer and the leader-election candidates.
     pub clientgo: Option<super::clientgo_config::ClientGo>,
+    /// The shoot node's apiserver-proxy, for the `node` lane.
+    pub node: Option<std::net::SocketAddr>,
 }
 
 pub(super) struct Ctx {

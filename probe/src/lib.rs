@@ -20,6 +20,7 @@ pub mod container_logs;
 pub mod context;
 pub mod final_read;
 pub mod informer;
+pub mod node;
 pub mod outside;
 pub mod record;
 pub mod run;

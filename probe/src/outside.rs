@@ -118,6 +118,14 @@ pub async fn start(
     }
     let kubeconfig = std::fs::canonicalize(kubeconfig)
         .with_context(|| format!("resolve {}", kubeconfig.display()))?;
+    if s.parse()?.modes.contains(&super::record::ConnMode::Node) {
+        return Err(crate::errors::BadInput(
+            "--modes node: the node lane goes through the lab's shoot node (its apiserver-proxy); \
+             outside a lab, probe from a shoot node's pod instead"
+                .into(),
+        )
+        .into());
+    }
     let run = super::run::new_run_dir(&crate::state::runs_dir(state_root), name)?;
     crate::verdict::run_dir::write_plan(&run, &super::run::plan(&s.parse()?))?;
     // etcd is out of reach from here: the lost-writes check reads back the

@@ -152,7 +152,7 @@ impl ProbeSettings {
             write_bytes: self.write_bytes,
             timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
             probes,
-            modes: parse_list("--modes", &self.modes, "new, reused, keepalive")?,
+            modes: parse_list("--modes", &self.modes, "new, reused, keepalive, node")?,
             candidates,
             start_candidates,
             lease,
@@ -317,8 +317,15 @@ pub async fn start(
         ],
         out: run.clone(),
         mounts: Vec::new(),
+        node: None,
     };
     let mut client = client;
+    if parsed.modes.contains(&ConnMode::Node) {
+        client.node = Some(super::node::spec(state));
+        client
+            .args
+            .push(format!("--node={}", super::node::address(state)?));
+    }
     if let Some(bin) = clientgo_bin(&parsed)? {
         client
             .mounts
@@ -413,6 +420,11 @@ pub async fn stop(
         .unwrap_or_default();
     super::container_logs::keep(provider, &run, &names).await;
     provider.remove(state, &c, None).await?;
+    // The shoot node, where the node lane ran (its log is kept above).
+    let node = crate::provider::node_client(state);
+    if provider.workload_state(&node).await? != WorkloadState::Missing {
+        provider.remove(state, &node, None).await?;
+    }
     note(&run, "probes stopped")?;
     // Candidates ran when the plan kept with the run says so.
     let candidates = std::fs::read(run.join(crate::verdict::record::PROBES_FILE))

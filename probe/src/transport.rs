@@ -244,10 +244,18 @@ pub struct Transport {
     /// Gateway address -> seed, for servers that do not say (real kube-apiserver).
     pub seeds_by_addr: Vec<(Ipv4Addr, String)>,
     h2: Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>,
+    /// The shoot node's apiserver-proxy (`node` lane), and its connection.
+    pub node: Option<SocketAddr>,
+    h2_node: Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>,
     /// The keep-alive lane's idle connections.
     h1_pool: Mutex<Vec<(http1::SendRequest<Full<Bytes>>, SocketAddr)>>,
     next_ip: std::sync::atomic::AtomicUsize,
 }
+
+/// client-go's HTTP/2 health check (k8s.io/apimachinery
+/// pkg/util/net/http.go: `readIdleTimeout` 30 s, `pingTimeout` 15 s).
+pub const CLIENT_GO_READ_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CLIENT_GO_PING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// urllib3's `Retry.DEFAULT` (total 3, no backoff), which Kubernetes'
 /// Python client keeps when its configuration sets no retries.
@@ -269,6 +277,7 @@ async fn connect_tls(
     t: &Transport,
     deadline: Instant,
     alpn_h2: bool,
+    to: Option<SocketAddr>,
 ) -> Result<
     (
         tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
@@ -276,9 +285,14 @@ async fn connect_tls(
     ),
     Failure,
 > {
-    let ips = t.resolver.resolve().await?;
-    let i = t.next_ip.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % ips.len();
-    let addr = SocketAddr::from((ips[i], t.port));
+    let addr = match to {
+        Some(a) => a,
+        None => {
+            let ips = t.resolver.resolve().await?;
+            let i = t.next_ip.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % ips.len();
+            SocketAddr::from((ips[i], t.port))
+        }
+    };
     let left = deadline.saturating_duration_since(Instant::now());
     let tcp = match tokio::time::timeout(left, tokio::net::TcpStream::connect(addr)).await {
         Err(_) => {
@@ -362,6 +376,8 @@ impl Transport {
             tls,
             seeds_by_addr,
             h2: Mutex::new(None),
+            node: None,
+            h2_node: Mutex::new(None),
             h1_pool: Mutex::new(Vec::new()),
             next_ip: Default::default(),
         }
@@ -401,7 +417,7 @@ impl Transport {
         body: Option<Vec<u8>>,
         deadline: Instant,
     ) -> Result<Reply, Failure> {
-        let (tls, addr) = connect_tls(self, deadline, false).await?;
+        let (tls, addr) = connect_tls(self, deadline, false, None).await?;
         let (mut sender, conn) = http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| classify_hyper(&e, Some(addr)))?;
@@ -504,7 +520,7 @@ impl Transport {
             let reused = idle.is_some();
             let sent = match idle {
                 Some(s) => Ok(s),
-                None => match connect_tls(self, deadline, false).await {
+                None => match connect_tls(self, deadline, false, None).await {
                     Ok((tls, addr)) => match http1::handshake(TokioIo::new(tls)).await {
                         Ok((s, conn)) => {
                             tokio::spawn(async move {
@@ -585,6 +601,105 @@ impl Transport {
         }
     }
 
+    /// The `node` lane's connection to the apiserver-proxy: HTTP/2 with
+    /// client-go's health check (a ping after 30 s without a frame, the
+    /// connection dead when it goes unanswered 15 s).
+    async fn h2_node_sender(
+        &self,
+        node: SocketAddr,
+        deadline: Instant,
+    ) -> Result<(http2::SendRequest<Full<Bytes>>, SocketAddr), Failure> {
+        let mut g = self.h2_node.lock().await;
+        let usable = g
+            .as_ref()
+            .is_some_and(|(s, _)| !s.is_closed() && s.is_ready());
+        if !usable {
+            let (tls, addr) = connect_tls(self, deadline, true, Some(node)).await?;
+            let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .keep_alive_interval(CLIENT_GO_READ_IDLE_TIMEOUT)
+                .keep_alive_timeout(CLIENT_GO_PING_TIMEOUT)
+                .handshake(TokioIo::new(tls))
+                .await
+                .map_err(|e| classify_hyper(&e, Some(addr)))?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            *g = Some((sender, addr));
+        }
+        let (s, a) = g.as_ref().expect("connected");
+        Ok((s.clone(), *a))
+    }
+
+    /// A request on the `node` lane: the kept connection to the shoot
+    /// node's apiserver-proxy, as client-go keeps its own. A request that
+    /// timed out leaves the connection in place (Go's transport does not
+    /// give a connection up for a request's deadline; its pings decide);
+    /// one refused unprocessed (GOAWAY, REFUSED_STREAM) is sent again at
+    /// once on a new connection.
+    pub async fn send_node(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
+        let Some(node) = self.node else {
+            return (
+                Err(Failure::new(
+                    Outcome::Error,
+                    "the node lane has no apiserver-proxy (--node)",
+                    None,
+                )),
+                None,
+            );
+        };
+        let mut refused = None;
+        loop {
+            let started = Instant::now();
+            let (mut sender, addr) = match self.h2_node_sender(node, deadline).await {
+                Ok(x) => x,
+                Err(f) => return (Err(f), refused),
+            };
+            let req = request(self, method, path, body.clone());
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (f, unprocessed) =
+                match tokio::time::timeout(left, sender.send_request(req)).await {
+                    Ok(Ok(resp)) => return (Ok(self.reply(resp, addr)), refused),
+                    // The stream is abandoned, the connection kept.
+                    Err(_) => {
+                        return (
+                            Err(Failure::new(
+                                Outcome::Timeout,
+                                "request timed out",
+                                Some(addr),
+                            )),
+                            refused,
+                        )
+                    }
+                    Ok(Err(e)) => (classify_hyper(&e, Some(addr)), refused_unprocessed(&e)),
+                };
+            // A failed stream on a connection that is closing or closed: a
+            // new one for the next request.
+            let mut g = self.h2_node.lock().await;
+            if g
+                .as_ref()
+                .is_some_and(|(s, _)| s.is_closed() || unprocessed)
+            {
+                *g = None;
+            }
+            drop(g);
+            if !unprocessed || refused.is_some() {
+                return (Err(f), refused);
+            }
+            refused = Some(Refused {
+                started,
+                ended: Instant::now(),
+                failure: f,
+            });
+        }
+    }
+
     async fn h2_sender(
         &self,
         deadline: Instant,
@@ -594,7 +709,7 @@ impl Transport {
             .as_ref()
             .is_some_and(|(s, _)| !s.is_closed() && s.is_ready());
         if !usable {
-            let (tls, addr) = connect_tls(self, deadline, true).await?;
+            let (tls, addr) = connect_tls(self, deadline, true, None).await?;
             let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
                 .await
                 .map_err(|e| classify_hyper(&e, Some(addr)))?;
@@ -670,6 +785,7 @@ impl Transport {
             super::record::ConnMode::Keepalive => {
                 self.send_keepalive(method, path, body, deadline).await
             }
+            super::record::ConnMode::Node => self.send_node(method, path, body, deadline).await,
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::pki::Ca;
 use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
 use cpmlab_provider::{
-    probe_client, ClientSpec, DownReport, FileSpec, Output, Provider, Signal, Up, UpRequest,
+    node_client, probe_client, ClientSpec, DownReport, NodeSpec, NODE_HOST, FileSpec, Output, Provider, Signal, Up, UpRequest,
     Workload, WorkloadState, AGENT_BIN, CLIENT_OUT,
 };
 
@@ -222,6 +222,9 @@ impl Provider for DockerProvider {
         let clients = state
             .network(crate::topology::CLIENTS)
             .context("the lab has no clients network")?;
+        if let Some(node) = &client.node {
+            self.start_node(state, node).await?;
+        }
         let mut argv = vec![AGENT_BIN.to_string()];
         argv.extend(client.args.iter().cloned());
         let spec = ContainerSpec {
@@ -254,6 +257,51 @@ impl Provider for DockerProvider {
         };
         self.engine.create_container(&spec).await?;
         up::start_released(&self.engine, state, &name).await
+    }
+}
+
+impl DockerProvider {
+    /// The shoot node: on the clients network, routed through the router
+    /// as the probe agent is; started, then waited for until it serves.
+    async fn start_node(&self, state: &LabState, node: &NodeSpec) -> Result<()> {
+        let name = node_client(state);
+        let clients = state
+            .network(crate::topology::CLIENTS)
+            .context("the lab has no clients network")?;
+        let ip = clients.subnet.host(NODE_HOST);
+        // One left by a run that crashed is in the way: it goes.
+        self.engine.remove_container(&name).await?;
+        let spec = ContainerSpec {
+            name: name.clone(),
+            lab: state.name.clone(),
+            role: "node".into(),
+            seed: None,
+            image: state.image.clone(),
+            cmd: up::behind_barrier(state, node.cmd.clone()),
+            networks: vec![(clients.docker_name.clone(), ip)],
+            cap_add: vec![],
+            sysctls: up::lab_sysctls(state),
+            volumes: vec![],
+            devices: vec![],
+            files: node.files.clone(),
+        };
+        self.engine.create_container(&spec).await?;
+        up::start_released(&self.engine, state, &name).await?;
+        let (port, path) = &node.ready;
+        let addr = format!("{ip}:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match http_get(&addr, path, Duration::from_secs(2)).await {
+                Ok(_) => return Ok(()),
+                Err(e) if std::time::Instant::now() > deadline => {
+                    anyhow::bail!(
+                        "the shoot node {name} did not serve http://{addr}{path} within 30 s: {e} \
+                         (see `docker logs {name}`)"
+                    )
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
     }
 }
 

@@ -193,6 +193,35 @@ pub struct ClientSpec {
     /// Host files mounted read-only at a path in the workload (binaries
     /// the agent runs, e.g. cpmlab-clientgo).
     pub mounts: Vec<(std::path::PathBuf, String)>,
+    /// A shoot node to start first (the `node` lane's apiserver-proxy).
+    pub node: Option<NodeSpec>,
+}
+
+/// A shoot node on the clients network (`node_client`'s name, at
+/// `node_address`): its files and its command, run in the lab image
+/// behind the barrier, as any lab workload.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    pub cmd: Vec<String>,
+    pub files: Vec<FileSpec>,
+    /// A plain-HTTP path on the node that answers 200 once it serves.
+    pub ready: (u16, String),
+}
+
+/// The shoot node's workload name in a lab.
+pub fn node_client(state: &LabState) -> String {
+    crate::plan::container_name(&state.name, "node")
+}
+
+/// Host number of the shoot node on the clients network (the probe
+/// agent is 5).
+pub const NODE_HOST: u8 = 6;
+
+/// The shoot node's address on the clients network.
+pub fn node_address(state: &LabState) -> Option<std::net::Ipv4Addr> {
+    state
+        .network(cpmlab_model::topology::CLIENTS)
+        .map(|n| n.subnet.host(NODE_HOST))
 }
 
 /// Where the probe agent writes, inside its workload (`out` on the host).

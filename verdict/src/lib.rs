@@ -429,6 +429,7 @@ pub fn mode_name(m: ConnMode) -> &'static str {
         ConnMode::New => "new",
         ConnMode::Reused => "reused",
         ConnMode::Keepalive => "keepalive",
+        ConnMode::Node => "node",
     }
 }
 

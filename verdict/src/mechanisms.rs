@@ -223,6 +223,7 @@ fn clients(m: ConnMode) -> &'static str {
         ConnMode::New => "new connections",
         ConnMode::Reused => "kept connections (HTTP/2)",
         ConnMode::Keepalive => "kept connections (HTTP/1.1 keep-alive)",
+        ConnMode::Node => "shoot nodes' kept connections (through the apiserver-proxy)",
     }
 }
 

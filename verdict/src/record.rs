@@ -54,6 +54,16 @@ pub enum ConnMode {
     /// (one the server closed as the request went out) is sent again on
     /// another without counting, as Go's net/http does.
     Keepalive,
+    /// Through the shoot node's apiserver-proxy (Gardener's Envoy on every
+    /// node, which tunnels each connection with HTTP CONNECT to the seed
+    /// gateway's port 8443, the gateway found by the API's DNS name): one
+    /// long-lived HTTP/2 connection to the node, kept as client-go keeps
+    /// its own — given up when it fails or the server closes it, not when
+    /// a request on it times out; HTTP/2 pings after 30 s without a frame,
+    /// dead after 15 s unanswered (k8s.io/apimachinery's
+    /// `pkg/util/net/http.go`). In-cluster clients (kube-proxy, controllers,
+    /// kubelets' pods) reach the API this way.
+    Node,
 }
 
 /// The class of a request's outcome.

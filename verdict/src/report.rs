@@ -821,6 +821,8 @@ pub fn html(
     // duplicated and out-of-order watch events, rv regressions.
     let mode_of = |m: &str| match m {
         "new" => ConnMode::New,
+        "keepalive" => ConnMode::Keepalive,
+        "node" => ConnMode::Node,
         _ => ConnMode::Reused,
     };
     let mut marks: Vec<((ProbeKind, ConnMode), f64, String)> = Vec::new();

@@ -31,7 +31,7 @@ pub const TOKEN_FILE: &str = "/etc/cpmlab/gateway/token";
 /// The agent's records (kept across restarts of the container).
 pub const RECORDS: &str = "/var/log/cpmlab/endpoints.ndjson";
 /// Envoy in the lab image.
-pub const ENVOY_IN_IMAGE: &str = "/usr/local/bin/envoy";
+pub const ENVOY_IN_IMAGE: &str = cpmlab_probe::node::ENVOY_BIN;
 /// How long pilot-agent lets Envoy drain its listeners before it ends it
 /// (ProxyConfig.terminationDrainDuration, 5 s: istio pkg/config/mesh/mesh.go;
 /// pkg/envoy/agent.go waits it out after POST /drain_listeners?graceful).
