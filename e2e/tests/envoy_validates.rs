@@ -133,5 +133,26 @@ mod validate {
             let b = static_bootstrap("g", &render(&x), &ready);
             check(&envoy, dir.path(), &name, &relocate(&b, dir.path()));
         }
+        // A shoot node's apiserver-proxy, in both of Gardener's modes.
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            let mut api = cpmlab_exposure::api_route(&Default::default());
+            api.mode = mode;
+            let node = cpmlab_exposure::apiserver_proxy::config(
+                &cpmlab_exposure::apiserver_proxy::NodeProxy {
+                    advertise_address: "0.0.0.0".into(),
+                    api_host: api.host.clone(),
+                    destination: cpmlab_exposure::http_proxy::destination_header_value(
+                        &api,
+                        "shoot--local--local",
+                    ),
+                },
+            );
+            check(
+                &envoy,
+                dir.path(),
+                &format!("apiserver-proxy ({mode:?})"),
+                &node.to_string(),
+            );
+        }
     }
 }

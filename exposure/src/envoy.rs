@@ -143,6 +143,18 @@ pub fn bootstrap(node: &str) -> Value {
     json!({
         "node": {"id": node, "cluster": "istio-ingressgateway"},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": ADMIN_PORT}}},
+        // The runtime istio-agent's bootstrap gives every proxy
+        // (pkg/bootstrap/config.go, extractRuntimeFlags): no connection
+        // limit of its own, and RE2 programs up to 32768 (Envoy's own
+        // default, 100, rejects the apiserver-proxy's destination regex
+        // and with it the whole listener update).
+        "layered_runtime": {"layers": [
+            {"name": "global config", "static_layer": {
+                "overload.global_downstream_max_connections": "2147483647",
+                "re2.max_program_size.error_level": "32768",
+            }},
+            {"name": "admin", "admin_layer": {}},
+        ]},
         "static_resources": {
             "clusters": [{
                 "name": "prometheus_stats",

@@ -20,8 +20,8 @@
 use cpmlab_model::plan;
 use cpmlab_model::{ports, state, topology};
 
-pub mod envoy;
 pub mod apiserver_proxy;
+pub mod envoy;
 pub mod http_proxy;
 pub mod ingress_limits;
 pub mod istio;

@@ -44,12 +44,7 @@ pub fn spec(state: &LabState) -> NodeSpec {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "/tmp".into()),
     );
-    let mut cmd = vec![
-        "/bin/sh".to_string(),
-        "-c".into(),
-        script,
-        "node".into(),
-    ];
+    let mut cmd = vec!["/bin/sh".to_string(), "-c".into(), script, "node".into()];
     cmd.extend(apiserver_proxy::args(ENVOY_CONFIG));
     NodeSpec {
         cmd,
@@ -76,11 +71,23 @@ mod tests {
         assert_eq!(n.cmd[0], "/bin/sh");
         assert!(n.cmd[2].contains("named -c /etc/cpmlab/node/named.conf"));
         assert!(n.cmd[2].contains("exec /usr/local/bin/envoy"));
-        assert_eq!(n.cmd[4..], ["--concurrency", "2", "--use-dynamic-base-id", "-c", "/etc/cpmlab/node/envoy.yaml"]);
+        assert_eq!(
+            n.cmd[4..],
+            [
+                "--concurrency",
+                "2",
+                "--use-dynamic-base-id",
+                "-c",
+                "/etc/cpmlab/node/envoy.yaml"
+            ]
+        );
         let envoy = String::from_utf8(n.files[0].contents.clone()).unwrap();
         // Gardener's default: TLS ends at the gateway, the node names the
         // shoot's socket.
-        assert!(envoy.contains("shoot--local--local--kube-apiserver-socket"), "{envoy}");
+        assert!(
+            envoy.contains("shoot--local--local--kube-apiserver-socket"),
+            "{envoy}"
+        );
         assert_eq!(n.ready.0, 16910);
         assert!(super::address(&s).unwrap().to_string().ends_with(".6:443"));
     }

@@ -663,27 +663,26 @@ impl Transport {
             };
             let req = request(self, method, path, body.clone());
             let left = deadline.saturating_duration_since(Instant::now());
-            let (f, unprocessed) =
-                match tokio::time::timeout(left, sender.send_request(req)).await {
-                    Ok(Ok(resp)) => return (Ok(self.reply(resp, addr)), refused),
-                    // The stream is abandoned, the connection kept.
-                    Err(_) => {
-                        return (
-                            Err(Failure::new(
-                                Outcome::Timeout,
-                                "request timed out",
-                                Some(addr),
-                            )),
-                            refused,
-                        )
-                    }
-                    Ok(Err(e)) => (classify_hyper(&e, Some(addr)), refused_unprocessed(&e)),
-                };
+            let (f, unprocessed) = match tokio::time::timeout(left, sender.send_request(req)).await
+            {
+                Ok(Ok(resp)) => return (Ok(self.reply(resp, addr)), refused),
+                // The stream is abandoned, the connection kept.
+                Err(_) => {
+                    return (
+                        Err(Failure::new(
+                            Outcome::Timeout,
+                            "request timed out",
+                            Some(addr),
+                        )),
+                        refused,
+                    )
+                }
+                Ok(Err(e)) => (classify_hyper(&e, Some(addr)), refused_unprocessed(&e)),
+            };
             // A failed stream on a connection that is closing or closed: a
             // new one for the next request.
             let mut g = self.h2_node.lock().await;
-            if g
-                .as_ref()
+            if g.as_ref()
                 .is_some_and(|(s, _)| s.is_closed() || unprocessed)
             {
                 *g = None;

@@ -14,8 +14,8 @@ use crate::pki::Ca;
 use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
 use cpmlab_provider::{
-    node_client, probe_client, ClientSpec, DownReport, NodeSpec, NODE_HOST, FileSpec, Output, Provider, Signal, Up, UpRequest,
-    Workload, WorkloadState, AGENT_BIN, CLIENT_OUT,
+    node_client, probe_client, ClientSpec, DownReport, FileSpec, NodeSpec, Output, Provider,
+    Signal, Up, UpRequest, Workload, WorkloadState, AGENT_BIN, CLIENT_OUT, NODE_HOST,
 };
 
 pub struct DockerProvider {
@@ -223,7 +223,11 @@ impl Provider for DockerProvider {
             .network(crate::topology::CLIENTS)
             .context("the lab has no clients network")?;
         if let Some(node) = &client.node {
-            self.start_node(state, node).await?;
+            if let Err(e) = self.start_node(state, node).await {
+                // Nothing half-created: the node goes with the failure.
+                let _ = self.engine.remove_container(&node_client(state)).await;
+                return Err(e);
+            }
         }
         let mut argv = vec![AGENT_BIN.to_string()];
         argv.extend(client.args.iter().cloned());
@@ -291,7 +295,7 @@ impl DockerProvider {
         let addr = format!("{ip}:{port}");
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            match http_get(&addr, path, Duration::from_secs(2)).await {
+            match http_get_version(&addr, path, Duration::from_secs(2), "1.1").await {
                 Ok(_) => return Ok(()),
                 Err(e) if std::time::Instant::now() > deadline => {
                     anyhow::bail!(
@@ -307,14 +311,28 @@ impl DockerProvider {
 
 /// A plain HTTP GET (etcd's metrics listener speaks no TLS).
 async fn http_get(addr: &str, path: &str, timeout: Duration) -> Result<String, String> {
+    http_get_version(addr, path, timeout, "1.0").await
+}
+
+/// A plain HTTP GET in HTTP/`version` (Envoy answers HTTP/1.0 with 426),
+/// the connection closed after the answer.
+async fn http_get_version(
+    addr: &str,
+    path: &str,
+    timeout: Duration,
+    version: &str,
+) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let work = async {
         let mut s = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
+        s.write_all(
+            format!("GET {path} HTTP/{version}\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&buf).into_owned();

@@ -542,6 +542,12 @@ pub fn ingress_ports(t: &Topology, s: &KindSettings, seed: &str) -> Vec<(String,
     let mut v = vec![
         ("tls-api".to_string(), API_PORT),
         ("tls-etcd-client".to_string(), CLIENT_PORT),
+        // Shoot nodes' apiserver-proxies tunnel here (the istio-ingress
+        // chart's service.yaml).
+        (
+            "http-proxy".to_string(),
+            cpmlab_exposure::http_proxy::HTTP_PROXY_PORT,
+        ),
     ];
     match s.exposure {
         PeerExposure::Port => {
