@@ -668,6 +668,31 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
             "{file}: a failure outside [the source members' removal, the cleanup's end]: {r}"
         );
     }
+    // The shoot node's lane, where the fixture runs it: its requests went
+    // through the apiserver-proxy and the gateway's port 8443 all along,
+    // and after the cleanup through the destination's (the failures above
+    // held it to the same window as every kept connection).
+    let node: Vec<&Value> = records.iter().filter(|r| r["mode"] == "node").collect();
+    assert!(!node.is_empty(), "{file}: the fixture runs the node lane");
+    {
+        let ok_before = node
+            .iter()
+            .filter(|r| r["outcome"] == "ok" && r["start_unix_ms"].as_f64().unwrap() < emc)
+            .count();
+        assert!(ok_before > 0, "{file}: the node lane served before the migration");
+        let after: Vec<&&Value> = node
+            .iter()
+            .filter(|r| {
+                r["probe"] == "get" && r["start_unix_ms"].as_f64().unwrap() > cleaned + 5_000.0
+            })
+            .collect();
+        assert!(
+            !after.is_empty() && after.iter().all(|r| r["outcome"] == "ok"),
+            "{file}: the node lane's gets after the cleanup: {} of {} ok",
+            after.iter().filter(|r| r["outcome"] == "ok").count(),
+            after.len()
+        );
+    }
     for s in v["silent_watches"].as_array().into_iter().flatten() {
         let (a, b) = (
             s["from_unix_ms"].as_f64().unwrap(),
