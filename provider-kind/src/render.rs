@@ -691,7 +691,7 @@ mod tests {
             .iter()
             .map(|p| p["port"].as_u64().unwrap())
             .collect();
-        assert_eq!(ports, [443, 2379, 9100, 9101, 9102]);
+        assert_eq!(ports, [443, 2379, 8443, 9100, 9101, 9102]);
         // A member's peer URL names its port, and its VirtualService
         // sends that port's SNI to the member's own Service.
         let vs = parse(file(
@@ -792,7 +792,7 @@ mod tests {
         );
         let op = parse(file(&files, "seed-a/istio-operator.yaml"));
         let ports = &op["spec"]["components"]["ingressGateways"][0]["k8s"]["service"]["ports"];
-        assert_eq!(ports.as_array().unwrap().len(), 3, "{ports}");
+        assert_eq!(ports.as_array().unwrap().len(), 4, "{ports}");
         let pool = parse(file(&files, "seed-a/metallb/00-ipaddresspool.yaml"));
         assert_eq!(
             pool["spec"]["addresses"],
