@@ -218,12 +218,15 @@ fn phases_of(events: &[LabEvent]) -> Vec<(f64, f64, &str)> {
         .collect()
 }
 
+/// The clients of the `node` lane, as the mechanisms name them.
+pub const NODE_CLIENTS: &str = "shoot nodes' kept connections (through the apiserver-proxy)";
+
 fn clients(m: ConnMode) -> &'static str {
     match m {
         ConnMode::New => "new connections",
         ConnMode::Reused => "kept connections (HTTP/2)",
         ConnMode::Keepalive => "kept connections (HTTP/1.1 keep-alive)",
-        ConnMode::Node => "shoot nodes' kept connections (through the apiserver-proxy)",
+        ConnMode::Node => NODE_CLIENTS,
     }
 }
 

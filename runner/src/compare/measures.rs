@@ -18,11 +18,21 @@ pub const MEASURES: &[(&str, &str, &str)] = &[
         "",
         "failed on kept HTTP/1.1 keep-alive connections",
     ),
+    (
+        "failed_node",
+        "",
+        "failed on shoot nodes' kept connections (apiserver-proxy)",
+    ),
     ("failed_informer", "", "informer requests failed"),
     (
         "kept_window_s",
         "s",
         "first to last failure on kept connections",
+    ),
+    (
+        "node_window_s",
+        "s",
+        "first to last failure on shoot nodes' connections",
     ),
     (
         "watch_silence_s",
@@ -146,28 +156,36 @@ pub fn of_run(dir: &Path) -> RunMeasures {
                 "failed_keepalive".into(),
                 failed_in(&|k| k.ends_with("/keepalive") && !informer(k)),
             );
+            m.values.insert(
+                "failed_node".into(),
+                failed_in(&|k| k.ends_with("/node") && !informer(k)),
+            );
             m.values
                 .insert("failed_informer".into(), failed_in(&informer));
         }
-        let kept: Vec<(f64, f64)> = v["mechanisms"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["clients"].as_str().is_some_and(|c| c.starts_with("kept")))
-            .filter_map(|m| {
-                Some((
-                    m["first_unix_ms"].as_f64()?,
-                    m["last_end_unix_ms"].as_f64()?,
-                ))
-            })
-            .collect();
-        if let (Some(a), Some(b)) = (
-            kept.iter().map(|k| k.0).reduce(f64::min),
-            kept.iter().map(|k| k.1).reduce(f64::max),
-        ) {
-            m.values.insert("kept_window_s".into(), (b - a) / 1e3);
-        } else if v["probes"].is_object() {
-            m.values.insert("kept_window_s".into(), 0.0);
+        // First to last failure of the mechanisms whose clients `of` names.
+        let window = |of: &dyn Fn(&str) -> bool| -> Option<f64> {
+            let spans: Vec<(f64, f64)> = v["mechanisms"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["clients"].as_str().is_some_and(of))
+                .filter_map(|m| {
+                    Some((
+                        m["first_unix_ms"].as_f64()?,
+                        m["last_end_unix_ms"].as_f64()?,
+                    ))
+                })
+                .collect();
+            let a = spans.iter().map(|k| k.0).reduce(f64::min)?;
+            let b = spans.iter().map(|k| k.1).reduce(f64::max)?;
+            Some((b - a) / 1e3)
+        };
+        if v["probes"].is_object() {
+            let kept = window(&|c| c.starts_with("kept")).unwrap_or(0.0);
+            m.values.insert("kept_window_s".into(), kept);
+            let node = window(&|c| c == crate::verdict::mechanisms::NODE_CLIENTS).unwrap_or(0.0);
+            m.values.insert("node_window_s".into(), node);
         }
         if v["probes"].is_object() {
             let silence = v["silent_watches"]
@@ -230,10 +248,12 @@ mod tests {
         std::fs::write(
             run.join("verdict.json"),
             r#"{"status": "PASSED WITH KNOWN HAZARDS", "passed": true,
-                "overall": {"requests": 100, "ok": 98, "downtime_ms": 66.0, "longest_unavailable_ms": 50.0},
+                "overall": {"requests": 109, "ok": 100, "downtime_ms": 66.0, "longest_unavailable_ms": 50.0},
                 "probes": {"write/new": {"requests": 50, "ok": 50, "latency": {"p99_ms": 120.0}}, "write/reused": {"requests": 40, "ok": 39, "latency": {"p99_ms": 300.0}},
-                           "get/new": {"requests": 5, "ok": 5, "latency": {"p99_ms": 900.0}}, "informer/reused": {"requests": 5, "ok": 4}},
+                           "get/new": {"requests": 5, "ok": 5, "latency": {"p99_ms": 900.0}}, "informer/reused": {"requests": 5, "ok": 4},
+                           "get/node": {"requests": 9, "ok": 2}},
                 "mechanisms": [{"clients": "kept connections (HTTP/2)", "first_unix_ms": 10000, "last_end_unix_ms": 25000},
+                               {"clients": "shoot nodes' kept connections (through the apiserver-proxy)", "first_unix_ms": 11000, "last_end_unix_ms": 104000},
                                {"clients": "new connections", "first_unix_ms": 1000, "last_end_unix_ms": 90000}],
                 "silent_watches": [{"from_unix_ms": 20000, "to_unix_ms": 62000}, {"from_unix_ms": 0, "to_unix_ms": 6000}],
                 "ledger": {"lost_count": 0}}"#,
@@ -254,7 +274,7 @@ mod tests {
         let m = of_run(d.path());
         assert_eq!(m.status, "PASSED WITH KNOWN HAZARDS");
         assert!(!m.passed);
-        assert_eq!(m.values["failed_requests"], 2.0);
+        assert_eq!(m.values["failed_requests"], 9.0);
         assert_eq!(m.values["downtime_ms"], 66.0);
         assert_eq!(m.values["write_p99_ms"], 300.0);
         assert_eq!(m.values["lost_writes"], 0.0);
@@ -265,6 +285,8 @@ mod tests {
         assert_eq!(m.values["failed_reused"], 1.0);
         assert_eq!(m.values["failed_informer"], 1.0);
         assert_eq!(m.values["kept_window_s"], 15.0);
+        assert_eq!(m.values["failed_node"], 7.0);
+        assert_eq!(m.values["node_window_s"], 93.0);
         assert_eq!(m.values["watch_silence_s"], 42.0);
     }
 }
