@@ -113,6 +113,9 @@ fn clientgo_lanes(
         timings: p.lease,
         control,
         kubeconfig: a.kubeconfig.clone(),
+        node: a
+            .node
+            .filter(|_| p.modes.contains(&cpmlab_probe::record::ConnMode::Node)),
     }))
 }
 

@@ -181,6 +181,7 @@ pub fn to_record(base: Record, probe: ProbeKind, line: &Value, wall0_ms: f64) ->
 async fn pump(
     ctx: Arc<Ctx>,
     probe: ProbeKind,
+    mode: ConnMode,
     who: Option<(String, String)>,
     stdout: tokio::process::ChildStdout,
     seen: Arc<AtomicU64>,
@@ -190,10 +191,11 @@ async fn pump(
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        let base = ctx.record(probe, ConnMode::Reused, Instant::now());
+        let base = ctx.record(probe, mode, Instant::now());
         let Some(mut r) = to_record(base, probe, &v, ctx.wall0_ms()) else {
             continue;
         };
+        r.mode = mode;
         if let Some((seed, id)) = &who {
             r.seed = Some(seed.clone());
             r.candidate = Some(id.clone());
@@ -260,9 +262,18 @@ impl Lanes {
         std::fs::write(&ca, ca_pem)?;
         std::fs::write(&tok, token)?;
         let target = &ctx.cfg.target;
-        let public = match &cfg.kubeconfig {
-            Some(k) => k.clone(),
-            None => {
+        let public = match (&cfg.kubeconfig, cfg.node) {
+            (Some(k), _) => k.clone(),
+            (None, Some(node)) => {
+                let p = dir.join("node.kubeconfig");
+                let server = format!("https://{node}");
+                std::fs::write(
+                    &p,
+                    kubeconfig(&server, Some(&target.server_name), &ca, &tok),
+                )?;
+                p
+            }
+            (None, None) => {
                 let p = dir.join("public.kubeconfig");
                 let server = format!("https://{}:{}", target.server_name, target.port);
                 std::fs::write(&p, kubeconfig(&server, None, &ca, &tok))?;
@@ -308,9 +319,15 @@ impl Lanes {
             .spawn()
             .with_context(|| format!("start {} informer", self.cfg.bin.display()))?;
         let stdout = child.stdout.take().context("informer stdout")?;
+        let mode = if self.cfg.node.is_some() {
+            ConnMode::Node
+        } else {
+            ConnMode::Reused
+        };
         let pump = tokio::spawn(pump(
             self.ctx.clone(),
             ProbeKind::InformerGo,
+            mode,
             None,
             stdout,
             self.informer_seen.clone(),
@@ -392,6 +409,7 @@ impl Lanes {
                 let pump = tokio::spawn(pump(
                     self.ctx.clone(),
                     ProbeKind::Lease,
+                    ConnMode::Reused,
                     Some((seed.to_string(), identity(seed))),
                     stdout,
                     Arc::new(AtomicU64::new(0)),

@@ -71,4 +71,7 @@ pub struct ClientGo {
     pub control: PathBuf,
     /// A kubeconfig for the public name (the agent writes one when absent).
     pub kubeconfig: Option<PathBuf>,
+    /// The shoot node's apiserver-proxy: where the node lane runs, the
+    /// informer goes through it, as in-shoot controllers reach the API.
+    pub node: Option<std::net::SocketAddr>,
 }
