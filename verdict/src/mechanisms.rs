@@ -362,6 +362,22 @@ mod tests {
     }
 
     #[test]
+    fn a_shoot_nodes_failures_are_their_own_clients_and_name_no_seed_they_do_not_know() {
+        let mut node = failed(1, ConnMode::Node, 10_000.0, Some(500), "etcd gone");
+        node.seed = None;
+        let kept = failed(2, ConnMode::Reused, 11_000.0, Some(500), "etcd gone");
+        let rs = [node, kept];
+        let refs: Vec<&Record> = rs.iter().collect();
+        let events = [phase("EtcdMigrationComplete", 5_000.0, 20_000.0)];
+        let m = explain(&refs, &events, &Classify::default(), T0);
+        assert_eq!(m.len(), 2, "{m:#?}");
+        let n = m.iter().find(|m| m.clients == NODE_CLIENTS).unwrap();
+        assert!(n.line.contains("lanes get/node"), "{}", n.line);
+        assert!(!n.line.contains(" to seed-"), "{}", n.line);
+        assert!(m.iter().any(|m| m.clients == "kept connections (HTTP/2)"));
+    }
+
+    #[test]
     fn a_watch_without_events_while_writes_are_acknowledged_is_silent() {
         let mut rs = Vec::new();
         let ev = |seq: u64, at: f64, seed: &str| {
