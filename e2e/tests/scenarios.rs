@@ -679,7 +679,10 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
             .iter()
             .filter(|r| r["outcome"] == "ok" && r["start_unix_ms"].as_f64().unwrap() < emc)
             .count();
-        assert!(ok_before > 0, "{file}: the node lane served before the migration");
+        assert!(
+            ok_before > 0,
+            "{file}: the node lane served before the migration"
+        );
         let after: Vec<&&Value> = node
             .iter()
             .filter(|r| {
