@@ -14,6 +14,9 @@ pub struct RunSettings {
     /// The migration's, absent for a run without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationSettings>,
+    /// All of it in one line, as the report's header says it.
+    #[serde(default)]
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,7 +33,29 @@ pub struct MigrationSettings {
 
 impl RunSettings {
     pub fn of(s: &Scenario) -> RunSettings {
+        use crate::migrate::order::{MigrationRanWith, RanWith};
+        let ran_with = RanWith {
+            exposure: s.topology.api.exposure,
+            dns_ttl_s: s.topology.dns.ttl,
+            migration: s.migration.as_ref().map(|m| MigrationRanWith {
+                order: m.order.for_plan(m.plan),
+                plan: m.plan,
+                leader_handover: m.leader_handover,
+                // Checked before the run: a value that does not parse
+                // never gets here.
+                cleanup_before_api_s: crate::link::profile::parse_duration(
+                    "cleanup_before_api",
+                    m.cleanup_before_api
+                        .as_deref()
+                        .unwrap_or(crate::migrate::order::DEFAULT_CLEANUP_BEFORE_API),
+                )
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default(),
+                force_shrink: m.force_shrink,
+            }),
+        };
         RunSettings {
+            words: ran_with.words(),
             exposure: s.topology.api.exposure.as_str().into(),
             dns_ttl_s: s.topology.dns.ttl,
             migration: s.migration.as_ref().map(|m| {
@@ -49,22 +74,10 @@ impl RunSettings {
         }
     }
 
-    /// One line: `exposure termination · order gep · plan five-member · …`.
+    /// One line, the model's (`RanWith::words`), as the report's header
+    /// says it.
     pub fn words(&self) -> String {
-        let mut w = format!("exposure {} · DNS TTL {} s", self.exposure, self.dns_ttl_s);
-        if let Some(m) = &self.migration {
-            w.push_str(&format!(
-                " · order {} · plan {} · leader handover {} · gateway handover {}",
-                m.order, m.plan, m.leader_handover, m.gateway_handover
-            ));
-            if m.order != "early-drain" && !m.force_shrink {
-                w.push_str(&format!(" · cleanup before API {}", m.cleanup_before_api));
-            }
-            if m.force_shrink {
-                w.push_str(" · force-shrink");
-            }
-        }
-        w
+        self.words.clone()
     }
 }
 
@@ -90,7 +103,7 @@ mod tests {
         assert_eq!(m.cleanup_before_api, "60s");
         assert_eq!(
             r.words(),
-            "exposure termination · DNS TTL 120 s · order gep · plan five-member · leader handover remove · gateway handover none · cleanup before API 60s"
+            "exposure termination · DNS TTL 120 s · order gep (GEP-0039's flow diagram (livecpm-flow.svg)) · plan five-member · leader handover remove · gateway handover none · 60 s of SourceSeedCleanup before the source API servers go"
         );
     }
 

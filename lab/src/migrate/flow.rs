@@ -597,30 +597,20 @@ pub fn rtt_gate_words(
     )
 }
 
-/// What ran, in the words of the report's header: the API's exposure,
-/// the order of the steps, the plan and both handovers, the TTL and the
-/// cleanup's time before the source API goes.
+/// What ran, in the words of the report's header (the model's one line).
 pub fn settings_words(state: &LabState, m: &MigrationState) -> String {
-    format!(
-        "exposure {} · order {} ({}) · plan {} · leader handover {} · gateway handover {} · DNS TTL {} s{}",
-        state.topology.api.exposure.as_str(),
-        m.order.name(),
-        m.order.source(),
-        m.plan.name(),
-        m.leader_handover.as_str(),
-        crate::migrate::order::GATEWAY_HANDOVER_NONE,
-        state.dns.ttl,
-        if m.order.source_api_serves_until_cleanup(m.force_shrink) {
-            format!(
-                " · {:.0} s of SourceSeedCleanup before the source API servers go",
-                m.cleanup_before_api_ms as f64 / 1e3
-            )
-        } else if m.force_shrink {
-            " · force-shrink".to_string()
-        } else {
-            String::new()
-        }
-    )
+    crate::migrate::order::RanWith {
+        exposure: state.topology.api.exposure,
+        dns_ttl_s: state.dns.ttl,
+        migration: Some(crate::migrate::order::MigrationRanWith {
+            order: m.order,
+            plan: m.plan,
+            leader_handover: m.leader_handover,
+            cleanup_before_api_s: m.cleanup_before_api_ms as f64 / 1e3,
+            force_shrink: m.force_shrink,
+        }),
+    }
+    .words()
 }
 
 pub fn plan_name(p: Plan) -> &'static str {

@@ -135,6 +135,55 @@ pub const DEFAULT_CLEANUP_BEFORE_API: &str = "60s";
 /// one so far).
 pub const GATEWAY_HANDOVER_NONE: &str = "none";
 
+/// What a run ran with, in the one line the report's header (the flow's
+/// `settings` event), `cpmlab run`'s summary and result.json's readers see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RanWith {
+    pub exposure: crate::topology::ApiExposure,
+    pub dns_ttl_s: u32,
+    pub migration: Option<MigrationRanWith>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigrationRanWith {
+    /// The order in force (a plan may override the one asked for).
+    pub order: Order,
+    pub plan: crate::migrate::membership::Plan,
+    pub leader_handover: crate::migrate::membership::LeaderHandover,
+    pub cleanup_before_api_s: f64,
+    pub force_shrink: bool,
+}
+
+impl RanWith {
+    /// `exposure termination · DNS TTL 120 s · order gep (…) · plan …`.
+    pub fn words(&self) -> String {
+        let mut w = format!(
+            "exposure {} · DNS TTL {} s",
+            self.exposure.as_str(),
+            self.dns_ttl_s
+        );
+        if let Some(m) = &self.migration {
+            w.push_str(&format!(
+                " · order {} ({}) · plan {} · leader handover {} · gateway handover {GATEWAY_HANDOVER_NONE}",
+                m.order.name(),
+                m.order.source(),
+                m.plan.name(),
+                m.leader_handover.as_str(),
+            ));
+            if m.order.source_api_serves_until_cleanup(m.force_shrink) {
+                w.push_str(&format!(
+                    " · {:.0} s of SourceSeedCleanup before the source API servers go",
+                    m.cleanup_before_api_s
+                ));
+            }
+            if m.force_shrink {
+                w.push_str(" · force-shrink");
+            }
+        }
+        w
+    }
+}
+
 /// A state written before the order was recorded ran the early drain.
 pub fn order_before_the_setting() -> Order {
     Order::EarlyDrain
