@@ -45,8 +45,7 @@ use super::http_proxy::{self, socket_cluster_config, socket_listener, TlsSource,
 use super::{
     ApiDestination, ApiExposure, ApiRoute, Destination, Exposure, Resolution,
     AUTHENTICATED_HOST_KEY, CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S,
-    REQUEST_HEADER_GROUP, REQUEST_HEADER_USER, TCP_KEEPALIVE_INTERVAL_S, TCP_KEEPALIVE_TIME_S,
-    UPSTREAM_SNI,
+    TCP_KEEPALIVE_INTERVAL_S, TCP_KEEPALIVE_TIME_S, UPSTREAM_SNI,
 };
 
 /// Where Envoy reads its dynamic configuration (LDS, CDS, RDS, EDS files).
@@ -414,54 +413,6 @@ fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
     listener(api.port, vec![chain])
 }
 
-/// Sets who the client is from its certificate, as Gardener's istio-ingress
-/// chart's EnvoyFilter does for TLS termination: headers a client sends
-/// itself are dropped; with a client certificate, its common name becomes
-/// the user and its organisations the groups, and the request is marked
-/// for the mutual-TLS route; every request gets a day as its upstream
-/// timeout (long-running watches and exec sessions).
-pub fn lua_source() -> String {
-    lua_source_for(AUTHENTICATED_HOST_KEY, "info:requestedServerName()")
-}
-
-/// The same filter with its own metadata: a request with a client
-/// certificate gets `key` set to the Lua expression `value` (the API's
-/// listener: the server name it asked for; the apiserver-proxy's internal
-/// listener: the shoot's namespace, as sni.go's EnvoyFilter sets it).
-pub fn lua_source_for(key: &str, value: &str) -> String {
-    format!(
-        r#"function envoy_on_request(handle)
-  local headers = handle:headers()
-  headers:remove("{user}")
-  headers:remove("{group}")
-  local info = handle:streamInfo()
-  local conn = info:downstreamSslConnection()
-  if conn ~= nil and conn:peerCertificatePresented() then
-    local subject = conn:parsedSubjectPeerCertificate()
-    if subject ~= nil then
-      local cn = subject:commonName()
-      if cn == nil or cn == "" then
-        handle:respond({{[":status"] = "400"}}, "client certificate without a common name")
-        return
-      end
-      info:dynamicMetadata():set("envoy.filters.http.lua", "{key}", {value})
-      headers:add("{user}", cn)
-      for _, org in ipairs(subject:organizationName()) do
-        if org ~= "" then
-          headers:add("{group}", org)
-        end
-      end
-    end
-  end
-  headers:add("x-envoy-upstream-rq-timeout-ms", "86400000")
-  headers:add("x-envoy-upstream-rq-per-try-timeout-ms", "86400000")
-end
-"#,
-        user = REQUEST_HEADER_USER,
-        group = REQUEST_HEADER_GROUP,
-    )
-}
-
 fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
     json!({
         "name": "envoy.filters.network.http_connection_manager",
@@ -489,7 +440,7 @@ fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
                     "name": "envoy.filters.http.lua",
                     "typed_config": {
                         "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
-                        "default_source_code": {"inline_string": lua_source()},
+                        "default_source_code": {"inline_string": super::lua::lua_source()},
                     },
                 },
                 {
@@ -1019,7 +970,7 @@ pub(crate) mod tests {
                 ["alpn_protocols"],
             json!(["http/1.1"])
         );
-        let lua = lua_source();
+        let lua = crate::lua::lua_source();
         assert!(lua.contains("headers:remove(\"X-Remote-User\")"));
         assert!(lua.contains("authenticated-kube-apiserver-host"));
     }

@@ -220,7 +220,7 @@ pub fn socket_listener(x: &Exposure, api: &ApiRoute, tls: &TlsSource) -> Value {
                             "name": "envoy.filters.http.lua",
                             "typed_config": {
                                 "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
-                                "default_source_code": {"inline_string": super::envoy::lua_source_for(
+                                "default_source_code": {"inline_string": super::lua::lua_source_for(
                                     AUTHENTICATED_SHOOT_KEY,
                                     &format!("{ns:?}"),
                                 )},

@@ -462,7 +462,7 @@ fn lua_envoy_filter(p: &Placement) -> Value {
                         "name": "envoy.filters.http.lua",
                         "typed_config": {
                             "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
-                            "defaultSourceCode": {"inlineString": super::envoy::lua_source()},
+                            "defaultSourceCode": {"inlineString": super::lua::lua_source()},
                         },
                     },
                 },

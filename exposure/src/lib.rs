@@ -25,6 +25,7 @@ pub mod envoy;
 pub mod http_proxy;
 pub mod ingress_limits;
 pub mod istio;
+pub mod lua;
 
 pub mod agree;
 
