@@ -28,6 +28,10 @@ pub struct ProbeSettings {
     /// kube-rs watcher, as controllers list and watch).
     #[arg(long, default_value = "readyz,get,list,write,watch,informer")]
     pub probes: String,
+    /// How the probes reach the API: new (a connection per request),
+    /// reused (one kept HTTP/2 connection), keepalive (urllib3's pool),
+    /// node (a kept connection through a shoot node's apiserver-proxy,
+    /// as in-cluster clients reach it).
     #[arg(long, default_value = "new,reused")]
     pub modes: String,
     /// A write load beside the probes: this many new ConfigMaps per second
