@@ -243,14 +243,55 @@ pub struct Transport {
     pub tls: Arc<rustls::ClientConfig>,
     /// Gateway address -> seed, for servers that do not say (real kube-apiserver).
     pub seeds_by_addr: Vec<(Ipv4Addr, String)>,
-    h2: Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>,
+    h2: H2Slot,
     /// The shoot node's apiserver-proxy (`node` lane), and its connection.
     pub node: Option<SocketAddr>,
-    h2_node: Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>,
+    h2_node: H2Slot,
     /// The keep-alive lane's idle connections.
     h1_pool: Mutex<Vec<(http1::SendRequest<Full<Bytes>>, SocketAddr)>>,
     next_ip: std::sync::atomic::AtomicUsize,
 }
+
+/// The two lanes that keep one HTTP/2 connection: where each connects and
+/// when a failed request ends its connection.
+#[derive(Debug, Clone, Copy)]
+enum KeptH2 {
+    /// The API's name, through DNS; any failure ends the connection.
+    Reused,
+    /// The shoot node's apiserver-proxy, as client-go keeps a connection:
+    /// its pings decide, a timed-out request does not; a closed connection
+    /// or a GOAWAY ends it.
+    Node(SocketAddr),
+}
+
+impl KeptH2 {
+    fn slot(self, t: &Transport) -> &H2Slot {
+        match self {
+            KeptH2::Reused => &t.h2,
+            KeptH2::Node(_) => &t.h2_node,
+        }
+    }
+
+    fn to(self) -> Option<SocketAddr> {
+        match self {
+            KeptH2::Reused => None,
+            KeptH2::Node(a) => Some(a),
+        }
+    }
+
+    fn client_go_pings(self) -> bool {
+        matches!(self, KeptH2::Node(_))
+    }
+
+    fn gives_up(self, closed: bool, timed_out: bool, unprocessed: bool) -> bool {
+        match self {
+            KeptH2::Reused => true,
+            KeptH2::Node(_) => !timed_out && (closed || unprocessed),
+        }
+    }
+}
+
+type H2Slot = Mutex<Option<(http2::SendRequest<Full<Bytes>>, SocketAddr)>>;
 
 /// client-go's HTTP/2 health check (k8s.io/apimachinery
 /// pkg/util/net/http.go: `readIdleTimeout` 30 s, `pingTimeout` 15 s).
@@ -449,45 +490,86 @@ impl Transport {
         body: Option<Vec<u8>>,
         deadline: Instant,
     ) -> (Result<Reply, Failure>, Option<Refused>) {
+        self.send_kept(KeptH2::Reused, method, path, body, deadline)
+            .await
+    }
+
+    /// A request on the `node` lane: the kept connection to the shoot
+    /// node's apiserver-proxy, as client-go keeps its own. A request that
+    /// timed out leaves the connection in place (Go's transport does not
+    /// give a connection up for a request's deadline; its pings decide);
+    /// one refused unprocessed (GOAWAY, REFUSED_STREAM) is sent again at
+    /// once on a new connection.
+    pub async fn send_node(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
+        let Some(node) = self.node else {
+            return (
+                Err(Failure::new(
+                    Outcome::Error,
+                    "the node lane has no apiserver-proxy (--node)",
+                    None,
+                )),
+                None,
+            );
+        };
+        self.send_kept(KeptH2::Node(node), method, path, body, deadline)
+            .await
+    }
+
+    /// A request on a kept HTTP/2 connection of `lane`; a request refused
+    /// unprocessed is sent again once on a new connection, the refused
+    /// attempt returned beside the outcome.
+    async fn send_kept(
+        &self,
+        lane: KeptH2,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> (Result<Reply, Failure>, Option<Refused>) {
         let mut refused = None;
         loop {
             let started = Instant::now();
-            let (mut sender, addr) = match self.h2_sender(deadline).await {
+            let (mut sender, addr) = match self.h2_sender(lane, deadline).await {
                 Ok(x) => x,
                 Err(f) => return (Err(f), refused),
             };
             let req = request(self, method, path, body.clone());
             let left = deadline.saturating_duration_since(Instant::now());
-            let r = match tokio::time::timeout(left, sender.send_request(req)).await {
-                Err(_) => Err((
-                    Failure::new(Outcome::Timeout, "request timed out", Some(addr)),
-                    false,
-                )),
-                Ok(Err(e)) => {
-                    let unprocessed = refused_unprocessed(&e);
-                    Err((classify_hyper(&e, Some(addr)), unprocessed))
-                }
-                Ok(Ok(resp)) => Ok(self.reply(resp, addr)),
-            };
-            match r {
-                Ok(rep) => return (Ok(rep), refused),
-                Err((f, unprocessed)) => {
-                    // A failed stream may mean a dead connection: start afresh.
-                    let mut g = self.h2.lock().await;
-                    if g.as_ref().is_some_and(|(_, a)| *a == addr) {
-                        *g = None;
-                    }
-                    drop(g);
-                    if !unprocessed || refused.is_some() {
-                        return (Err(f), refused);
-                    }
-                    refused = Some(Refused {
-                        started,
-                        ended: Instant::now(),
-                        failure: f,
-                    });
-                }
+            let (f, unprocessed, timed_out) =
+                match tokio::time::timeout(left, sender.send_request(req)).await {
+                    Ok(Ok(resp)) => return (Ok(self.reply(resp, addr)), refused),
+                    Err(_) => (
+                        Failure::new(Outcome::Timeout, "request timed out", Some(addr)),
+                        false,
+                        true,
+                    ),
+                    Ok(Err(e)) => (
+                        classify_hyper(&e, Some(addr)),
+                        refused_unprocessed(&e),
+                        false,
+                    ),
+                };
+            let mut g = lane.slot(self).lock().await;
+            if g.as_ref().is_some_and(|(s, a)| {
+                *a == addr && lane.gives_up(s.is_closed(), timed_out, unprocessed)
+            }) {
+                *g = None;
             }
+            drop(g);
+            if !unprocessed || refused.is_some() {
+                return (Err(f), refused);
+            }
+            refused = Some(Refused {
+                started,
+                ended: Instant::now(),
+                failure: f,
+            });
         }
     }
 
@@ -601,115 +683,26 @@ impl Transport {
         }
     }
 
-    /// The `node` lane's connection to the apiserver-proxy: HTTP/2 with
-    /// client-go's health check (a ping after 30 s without a frame, the
-    /// connection dead when it goes unanswered 15 s).
-    async fn h2_node_sender(
-        &self,
-        node: SocketAddr,
-        deadline: Instant,
-    ) -> Result<(http2::SendRequest<Full<Bytes>>, SocketAddr), Failure> {
-        let mut g = self.h2_node.lock().await;
-        let usable = g
-            .as_ref()
-            .is_some_and(|(s, _)| !s.is_closed() && s.is_ready());
-        if !usable {
-            let (tls, addr) = connect_tls(self, deadline, true, Some(node)).await?;
-            let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-                .timer(hyper_util::rt::TokioTimer::new())
-                .keep_alive_interval(CLIENT_GO_READ_IDLE_TIMEOUT)
-                .keep_alive_timeout(CLIENT_GO_PING_TIMEOUT)
-                .handshake(TokioIo::new(tls))
-                .await
-                .map_err(|e| classify_hyper(&e, Some(addr)))?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            *g = Some((sender, addr));
-        }
-        let (s, a) = g.as_ref().expect("connected");
-        Ok((s.clone(), *a))
-    }
-
-    /// A request on the `node` lane: the kept connection to the shoot
-    /// node's apiserver-proxy, as client-go keeps its own. A request that
-    /// timed out leaves the connection in place (Go's transport does not
-    /// give a connection up for a request's deadline; its pings decide);
-    /// one refused unprocessed (GOAWAY, REFUSED_STREAM) is sent again at
-    /// once on a new connection.
-    pub async fn send_node(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Vec<u8>>,
-        deadline: Instant,
-    ) -> (Result<Reply, Failure>, Option<Refused>) {
-        let Some(node) = self.node else {
-            return (
-                Err(Failure::new(
-                    Outcome::Error,
-                    "the node lane has no apiserver-proxy (--node)",
-                    None,
-                )),
-                None,
-            );
-        };
-        let mut refused = None;
-        loop {
-            let started = Instant::now();
-            let (mut sender, addr) = match self.h2_node_sender(node, deadline).await {
-                Ok(x) => x,
-                Err(f) => return (Err(f), refused),
-            };
-            let req = request(self, method, path, body.clone());
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (f, unprocessed) = match tokio::time::timeout(left, sender.send_request(req)).await
-            {
-                Ok(Ok(resp)) => return (Ok(self.reply(resp, addr)), refused),
-                // The stream is abandoned, the connection kept.
-                Err(_) => {
-                    return (
-                        Err(Failure::new(
-                            Outcome::Timeout,
-                            "request timed out",
-                            Some(addr),
-                        )),
-                        refused,
-                    )
-                }
-                Ok(Err(e)) => (classify_hyper(&e, Some(addr)), refused_unprocessed(&e)),
-            };
-            // A failed stream on a connection that is closing or closed: a
-            // new one for the next request.
-            let mut g = self.h2_node.lock().await;
-            if g.as_ref()
-                .is_some_and(|(s, _)| s.is_closed() || unprocessed)
-            {
-                *g = None;
-            }
-            drop(g);
-            if !unprocessed || refused.is_some() {
-                return (Err(f), refused);
-            }
-            refused = Some(Refused {
-                started,
-                ended: Instant::now(),
-                failure: f,
-            });
-        }
-    }
-
+    /// `lane`'s connection, a new one when it has none that is usable.
     async fn h2_sender(
         &self,
+        lane: KeptH2,
         deadline: Instant,
     ) -> Result<(http2::SendRequest<Full<Bytes>>, SocketAddr), Failure> {
-        let mut g = self.h2.lock().await;
+        let mut g = lane.slot(self).lock().await;
         let usable = g
             .as_ref()
             .is_some_and(|(s, _)| !s.is_closed() && s.is_ready());
         if !usable {
-            let (tls, addr) = connect_tls(self, deadline, true, None).await?;
-            let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            let (tls, addr) = connect_tls(self, deadline, true, lane.to()).await?;
+            let mut b = http2::Builder::new(TokioExecutor::new());
+            if lane.client_go_pings() {
+                b.timer(hyper_util::rt::TokioTimer::new())
+                    .keep_alive_interval(CLIENT_GO_READ_IDLE_TIMEOUT)
+                    .keep_alive_timeout(CLIENT_GO_PING_TIMEOUT);
+            }
+            let (sender, conn) = b
+                .handshake(TokioIo::new(tls))
                 .await
                 .map_err(|e| classify_hyper(&e, Some(addr)))?;
             tokio::spawn(async move {
