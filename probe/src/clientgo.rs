@@ -131,10 +131,16 @@ pub fn classify(http_status: Option<u16>, error: &str) -> Outcome {
     }
 }
 
-/// One `cpmlab-clientgo` line as a record of `probe`, or none when the line
+/// One `cpmlab-clientgo` line as a record of `probe` on `mode`, or none when the line
 /// is not one the verdict reads (the process's own start and stop of a
 /// candidate: the agent records those itself).
-pub fn to_record(base: Record, probe: ProbeKind, line: &Value, wall0_ms: f64) -> Option<Record> {
+pub fn to_record(
+    base: Record,
+    probe: ProbeKind,
+    mode: ConnMode,
+    line: &Value,
+    wall0_ms: f64,
+) -> Option<Record> {
     let kind = line["kind"].as_str()?;
     let event = match (probe, kind) {
         (ProbeKind::Lease, "op") => line["op"].as_str()?.to_string(),
@@ -143,7 +149,7 @@ pub fn to_record(base: Record, probe: ProbeKind, line: &Value, wall0_ms: f64) ->
     };
     let mut r = base;
     r.probe = probe;
-    r.mode = ConnMode::Reused;
+    r.mode = mode;
     if let Some(t) = line["t_unix_ms"].as_f64() {
         r.start_unix_ms = t;
         r.start_mono_ms = t - wall0_ms;
@@ -192,10 +198,9 @@ async fn pump(
             continue;
         };
         let base = ctx.record(probe, mode, Instant::now());
-        let Some(mut r) = to_record(base, probe, &v, ctx.wall0_ms()) else {
+        let Some(mut r) = to_record(base, probe, mode, &v, ctx.wall0_ms()) else {
             continue;
         };
-        r.mode = mode;
         if let Some((seed, id)) = &who {
             r.seed = Some(seed.clone());
             r.candidate = Some(id.clone());
@@ -577,7 +582,7 @@ mod tests {
     #[test]
     fn clientgo_lines_become_records() {
         let op = json!({"kind":"op","op":"update","ok":false,"addr":"10.0.0.1:443","error":"Put \"https://10.0.0.1/\": dial tcp: connect: connection refused","http_status":0,"holder":"cpmlab-seed-a","renew_time_unix_ms":1000.5,"t_unix_ms":2000.0,"duration_ms":3.5});
-        let r = to_record(base(), ProbeKind::Lease, &op, 1500.0).unwrap();
+        let r = to_record(base(), ProbeKind::Lease, ConnMode::Reused, &op, 1500.0).unwrap();
         assert_eq!(r.event.as_deref(), Some("update"));
         assert_eq!(r.outcome, Outcome::Refused);
         assert_eq!(r.http_status, None);
@@ -590,27 +595,48 @@ mod tests {
         );
         assert_eq!(r.seq, 7);
         let conflict = json!({"kind":"op","op":"update","ok":false,"error":"Operation cannot be fulfilled","http_status":409,"t_unix_ms":1.0});
-        let r = to_record(base(), ProbeKind::Lease, &conflict, 0.0).unwrap();
+        let r = to_record(base(), ProbeKind::Lease, ConnMode::Reused, &conflict, 0.0).unwrap();
         assert_eq!((r.outcome, r.http_status), (Outcome::Http, Some(409)));
         // The process's own start/stop of a candidate: the agent records those.
-        assert!(to_record(base(), ProbeKind::Lease, &json!({"kind":"start"}), 0.0).is_none());
+        assert!(to_record(
+            base(),
+            ProbeKind::Lease,
+            ConnMode::Reused,
+            &json!({"kind":"start"}),
+            0.0
+        )
+        .is_none());
         let list =
             json!({"kind":"list","ok":true,"rv":"123","items":2,"t_unix_ms":5.0,"duration_ms":1.0});
-        let r = to_record(base(), ProbeKind::InformerGo, &list, 0.0).unwrap();
+        let r = to_record(base(), ProbeKind::InformerGo, ConnMode::Reused, &list, 0.0).unwrap();
         assert_eq!(
             (r.event.as_deref(), r.rv, r.outcome),
             (Some("list"), Some(123), Outcome::Ok)
         );
         let apply = json!({"kind":"apply","rv":124,"value":9,"t_unix_ms":6.0});
-        let r = to_record(base(), ProbeKind::InformerGo, &apply, 0.0).unwrap();
+        let r = to_record(base(), ProbeKind::InformerGo, ConnMode::Reused, &apply, 0.0).unwrap();
         assert_eq!(
             (r.value, r.rv, r.mode),
             (Some(9), Some(124), ConnMode::Reused)
         );
         let expired = json!({"kind":"expired","http_status":410,"error":"too old","t_unix_ms":7.0});
-        let r = to_record(base(), ProbeKind::InformerGo, &expired, 0.0).unwrap();
+        let r = to_record(
+            base(),
+            ProbeKind::InformerGo,
+            ConnMode::Reused,
+            &expired,
+            0.0,
+        )
+        .unwrap();
         assert_eq!((r.outcome, r.http_status), (Outcome::Http, Some(410)));
-        assert!(to_record(base(), ProbeKind::InformerGo, &json!({"no":"kind"}), 0.0).is_none());
+        assert!(to_record(
+            base(),
+            ProbeKind::InformerGo,
+            ConnMode::Reused,
+            &json!({"no":"kind"}),
+            0.0
+        )
+        .is_none());
     }
 
     #[test]
