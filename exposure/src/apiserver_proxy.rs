@@ -124,10 +124,7 @@ pub fn config(p: &NodeProxy) -> Value {
                                     ],
                                 }],
                             },
-                            "http_filters": [{
-                                "name": "envoy.filters.http.router",
-                                "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-                            }],
+                            "http_filters": [super::filters::router()],
                         },
                     }]}],
                 },

@@ -179,10 +179,7 @@ pub fn bootstrap(node: &str) -> Value {
                             "routes": [{"match": {"prefix": "/stats/prometheus"},
                                         "route": {"cluster": "prometheus_stats"}}],
                         }]},
-                        "http_filters": [{
-                            "name": "envoy.filters.http.router",
-                            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-                        }],
+                        "http_filters": [super::filters::router()],
                     },
                 }]}],
             }],
@@ -292,12 +289,9 @@ fn http_proxy_listener() -> Value {
         "use_remote_address": true,
         "stream_idle_timeout": "0s",
         "http2_protocol_options": super::ingress_limits::http2_protocol_options(),
-        "access_log": access_log(true),
+        "access_log": super::filters::access_log(true),
         "route_config": http_proxy::route_config(),
-        "http_filters": [{
-            "name": "envoy.filters.http.router",
-            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-        }],
+        "http_filters": [super::filters::router()],
     });
     if let (Some(o), Value::Object(more)) = (
         hcm.as_object_mut(),
@@ -340,25 +334,6 @@ fn listener(port: u16, filter_chains: Vec<Value>) -> Value {
     })
 }
 
-/// An access log of what went wrong only (a response flag, or a 5xx), on
-/// Envoy's stdout: the gateway's container log, kept in the run.
-fn access_log(http: bool) -> Value {
-    let flags = json!({"response_flag_filter": {}});
-    let filter = if http {
-        json!({"or_filter": {"filters": [
-            flags,
-            {"status_code_filter": {"comparison": {"op": "GE", "value": {"default_value": 500, "runtime_key": "cpmlab.access_log.min_status"}}}},
-        ]}})
-    } else {
-        flags
-    };
-    json!([{
-        "name": "envoy.access_loggers.stdout",
-        "filter": filter,
-        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"},
-    }])
-}
-
 fn passthrough_chain(host: &str, d: &Destination, stat: &str) -> Value {
     json!({
         "filter_chain_match": {"server_names": [host]},
@@ -369,7 +344,7 @@ fn passthrough_chain(host: &str, d: &Destination, stat: &str) -> Value {
                 "stat_prefix": stat,
                 "cluster": d.cluster(),
                 "max_downstream_connection_duration": format!("{MAX_CONNECTION_DURATION_S}s"),
-                "access_log": access_log(false),
+                "access_log": super::filters::access_log(false),
             },
         }],
     })
@@ -430,7 +405,7 @@ fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
             "upgrade_configs": [{"upgrade_type": "websocket"}],
             // Gardener's, on every connection manager of the gateway.
             "http2_protocol_options": super::ingress_limits::http2_protocol_options(),
-            "access_log": access_log(true),
+            "access_log": super::filters::access_log(true),
             "rds": {
                 "route_config_name": route_config_name(x, api),
                 "config_source": path_source(RDS_FILE),
@@ -443,10 +418,7 @@ fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
                         "default_source_code": {"inline_string": super::lua::lua_source()},
                     },
                 },
-                {
-                    "name": "envoy.filters.http.router",
-                    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-                },
+                super::filters::router(),
             ],
         },
     })

@@ -173,14 +173,7 @@ pub fn socket_listener(x: &Exposure, api: &ApiRoute, tls: &TlsSource) -> Value {
                     "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                     "stat_prefix": name,
                     "http2_protocol_options": super::ingress_limits::http2_protocol_options(),
-                    "access_log": [{
-                        "name": "envoy.access_loggers.stdout",
-                        "filter": {"or_filter": {"filters": [
-                            {"response_flag_filter": {}},
-                            {"status_code_filter": {"comparison": {"op": "GE", "value": {"default_value": 500, "runtime_key": "cpmlab.access_log.min_status"}}}},
-                        ]}},
-                        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"},
-                    }],
+                    "access_log": super::filters::access_log(true),
                     "route_config": {
                         "name": name,
                         "virtual_hosts": [{
@@ -226,10 +219,7 @@ pub fn socket_listener(x: &Exposure, api: &ApiRoute, tls: &TlsSource) -> Value {
                                 )},
                             },
                         },
-                        {
-                            "name": "envoy.filters.http.router",
-                            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-                        },
+                        super::filters::router(),
                     ],
                 },
             }],

@@ -335,6 +335,11 @@ fn limits_envoy_filter(x: &Exposure, p: &Placement) -> Value {
         },
     });
     let patches: Vec<Value> = std::iter::once(hcm_patch).chain(listener_patches).collect();
+    envoy_filter(metadata, p, Value::Array(patches))
+}
+
+/// An EnvoyFilter on the ingress gateway's pods with these patches.
+fn envoy_filter(metadata: Value, p: &Placement, patches: Value) -> Value {
     json!({
         "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
         "metadata": metadata,
@@ -384,27 +389,24 @@ fn http_proxy_envoy_filter(p: &Placement) -> Value {
     ) {
         o.extend(more);
     }
-    json!({
-        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
-        "metadata": ingress_meta(http_proxy::GATEWAY_NAME, p),
-        "spec": {
-            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
-            "configPatches": [{
-                "applyTo": "NETWORK_FILTER",
-                "match": {
-                    "context": "GATEWAY",
-                    "listener": {
-                        "portNumber": HTTP_PROXY_PORT,
-                        "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}},
-                    },
+    envoy_filter(
+        ingress_meta(http_proxy::GATEWAY_NAME, p),
+        p,
+        json!([{
+            "applyTo": "NETWORK_FILTER",
+            "match": {
+                "context": "GATEWAY",
+                "listener": {
+                    "portNumber": HTTP_PROXY_PORT,
+                    "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}},
                 },
-                "patch": {"operation": "MERGE", "value": {
-                    "name": "envoy.filters.network.http_connection_manager",
-                    "typed_config": value,
-                }},
-            }],
-        },
-    })
+            },
+            "patch": {"operation": "MERGE", "value": {
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": value,
+            }},
+        }]),
+    )
 }
 
 /// sni.go's per-shoot apiserver-proxy EnvoyFilter (in the ingress
@@ -415,108 +417,107 @@ fn apiserver_proxy_envoy_filter(x: &Exposure, api: &ApiRoute, p: &Placement) -> 
     let tls = http_proxy::TlsSource::Sds {
         credential: &credential,
     };
-    json!({
-        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
-        "metadata": meta(&format!("{}-apiserver-proxy", x.namespace), &p.ingress_namespace, p),
-        "spec": {
-            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
-            "configPatches": [
-                {
-                    "applyTo": "LISTENER",
-                    "match": {"context": "GATEWAY"},
-                    "patch": {"operation": "ADD", "value": http_proxy::socket_listener(x, api, &tls)},
-                },
-                {
-                    "applyTo": "CLUSTER",
-                    "match": {"context": "GATEWAY"},
-                    "patch": {"operation": "ADD", "value": http_proxy::socket_cluster_config(x)},
-                },
-            ],
-        },
-    })
+    envoy_filter(
+        meta(
+            &format!("{}-apiserver-proxy", x.namespace),
+            &p.ingress_namespace,
+            p,
+        ),
+        p,
+        json!([
+            {
+                "applyTo": "LISTENER",
+                "match": {"context": "GATEWAY"},
+                "patch": {"operation": "ADD", "value": http_proxy::socket_listener(x, api, &tls)},
+            },
+            {
+                "applyTo": "CLUSTER",
+                "match": {"context": "GATEWAY"},
+                "patch": {"operation": "ADD", "value": http_proxy::socket_cluster_config(x)},
+            },
+        ]),
+    )
 }
 
 /// The istio-ingress chart's Lua filter, on the API's listener: the same
 /// script the docker form's Envoy runs.
 fn lua_envoy_filter(p: &Placement) -> Value {
-    json!({
-        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
-        "metadata": meta("apiserver-tls-termination", &p.ingress_namespace, p),
-        "spec": {
-            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
-            "configPatches": [{
-                "applyTo": "HTTP_FILTER",
-                "match": {
-                    "context": "GATEWAY",
-                    "listener": {
-                        "portNumber": p.api_listener_port,
-                        "filterChain": {"filter": {
-                            "name": "envoy.filters.network.http_connection_manager",
-                            "subFilter": {"name": "envoy.filters.http.router"},
-                        }},
+    envoy_filter(
+        meta("apiserver-tls-termination", &p.ingress_namespace, p),
+        p,
+        json!([{
+            "applyTo": "HTTP_FILTER",
+            "match": {
+                "context": "GATEWAY",
+                "listener": {
+                    "portNumber": p.api_listener_port,
+                    "filterChain": {"filter": {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "subFilter": {"name": "envoy.filters.http.router"},
+                    }},
+                },
+            },
+            "patch": {
+                "operation": "INSERT_BEFORE",
+                "value": {
+                    "name": "envoy.filters.http.lua",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
+                        "defaultSourceCode": {"inlineString": super::lua::lua_source()},
                     },
                 },
-                "patch": {
-                    "operation": "INSERT_BEFORE",
-                    "value": {
-                        "name": "envoy.filters.http.lua",
-                        "typed_config": {
-                            "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
-                            "defaultSourceCode": {"inlineString": super::lua::lua_source()},
-                        },
-                    },
-                },
-            }],
-        },
-    })
+            },
+        }]),
+    )
 }
 
 /// sni.go's per-shoot EnvoyFilter: the mutual-TLS route first, HTTP/1.1
 /// to kube-apiserver for upgrades, and the upgrade types on that route.
 fn routes_envoy_filter(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
     let rc = super::envoy::route_config_name(x, api);
-    json!({
-        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
-        "metadata": meta(&format!("{}-istio-tls-termination", x.namespace), &p.ingress_namespace, p),
-        "spec": {
-            "workloadSelector": {"labels": {p.selector.0.clone(): p.selector.1}},
-            "configPatches": [
-                {
-                    "applyTo": "HTTP_ROUTE",
-                    "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc}},
-                    "patch": {"operation": "INSERT_BEFORE", "value": {
-                        "match": {
-                            "prefix": "/",
-                            "dynamic_metadata": [{
-                                "filter": "envoy.filters.http.lua",
-                                "path": [{"key": AUTHENTICATED_HOST_KEY}],
-                                "value": {"string_match": {"exact": api.host}},
-                            }],
-                        },
-                        "route": {"cluster": api.destination(&x.namespace, ApiDestination::MutualTls).cluster()},
-                    }},
-                },
-                {
-                    "applyTo": "CLUSTER",
-                    "match": {"context": "GATEWAY", "cluster": {"name": api.destination(&x.namespace, ApiDestination::ConnectionUpgrade).cluster()}},
-                    "patch": {"operation": "MERGE", "value": {"transportSocket": {
-                        "name": "envoy.transport_sockets.tls",
-                        "typedConfig": {
-                            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                            "commonTlsContext": {"alpnProtocols": ["http/1.1"]},
-                        },
-                    }}},
-                },
-                {
-                    "applyTo": "HTTP_ROUTE",
-                    "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc, "vhost": {"route": {"name": CONNECTION_UPGRADE_ROUTE}}}},
-                    "patch": {"operation": "MERGE", "value": {"route": {"upgrade_configs": [
-                        {"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"},
-                    ]}}},
-                },
-            ],
-        },
-    })
+    envoy_filter(
+        meta(
+            &format!("{}-istio-tls-termination", x.namespace),
+            &p.ingress_namespace,
+            p,
+        ),
+        p,
+        json!([
+            {
+                "applyTo": "HTTP_ROUTE",
+                "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc}},
+                "patch": {"operation": "INSERT_BEFORE", "value": {
+                    "match": {
+                        "prefix": "/",
+                        "dynamic_metadata": [{
+                            "filter": "envoy.filters.http.lua",
+                            "path": [{"key": AUTHENTICATED_HOST_KEY}],
+                            "value": {"string_match": {"exact": api.host}},
+                        }],
+                    },
+                    "route": {"cluster": api.destination(&x.namespace, ApiDestination::MutualTls).cluster()},
+                }},
+            },
+            {
+                "applyTo": "CLUSTER",
+                "match": {"context": "GATEWAY", "cluster": {"name": api.destination(&x.namespace, ApiDestination::ConnectionUpgrade).cluster()}},
+                "patch": {"operation": "MERGE", "value": {"transportSocket": {
+                    "name": "envoy.transport_sockets.tls",
+                    "typedConfig": {
+                        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                        "commonTlsContext": {"alpnProtocols": ["http/1.1"]},
+                    },
+                }}},
+            },
+            {
+                "applyTo": "HTTP_ROUTE",
+                "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc, "vhost": {"route": {"name": CONNECTION_UPGRADE_ROUTE}}}},
+                "patch": {"operation": "MERGE", "value": {"route": {"upgrade_configs": [
+                    {"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"},
+                ]}}},
+            },
+        ]),
+    )
 }
 
 /// A placement for checks and tests (`agree`): the kind form's gateway

@@ -22,6 +22,7 @@ use cpmlab_model::{ports, state, topology};
 
 pub mod apiserver_proxy;
 pub mod envoy;
+pub mod filters;
 pub mod http_proxy;
 pub mod ingress_limits;
 pub mod istio;
