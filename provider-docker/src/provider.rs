@@ -14,8 +14,8 @@ use crate::pki::Ca;
 use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
 use cpmlab_provider::{
-    node_client, probe_client, ClientSpec, DownReport, FileSpec, NodeSpec, Output, Provider,
-    Signal, Up, UpRequest, Workload, WorkloadState, AGENT_BIN, CLIENT_OUT, NODE_HOST,
+    node_address, node_client, probe_client, ClientSpec, DownReport, FileSpec, NodeSpec, Output,
+    Provider, Signal, Up, UpRequest, Workload, WorkloadState, AGENT_BIN, CLIENT_OUT, NODE_HOST,
 };
 
 pub struct DockerProvider {
@@ -219,9 +219,6 @@ impl Provider for DockerProvider {
 
     async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
         let name = probe_client(state);
-        let clients = state
-            .network(crate::topology::CLIENTS)
-            .context("the lab has no clients network")?;
         if let Some(node) = &client.node {
             if let Err(e) = self.start_node(state, node).await {
                 // Nothing half-created: the node goes with the failure.
@@ -231,37 +228,58 @@ impl Provider for DockerProvider {
         }
         let mut argv = vec![AGENT_BIN.to_string()];
         argv.extend(client.args.iter().cloned());
+        let volumes = vec![
+            (
+                cpmlab_provider::agent_exe()?.display().to_string(),
+                format!("{AGENT_BIN}:ro"),
+            ),
+            (client.out.display().to_string(), CLIENT_OUT.into()),
+        ]
+        .into_iter()
+        .chain(
+            client
+                .mounts
+                .iter()
+                .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
+        )
+        .collect();
+        let spec = client_workload(state, &name, "probe", PROBE_HOST, argv, volumes)?;
         let spec = ContainerSpec {
-            name: name.clone(),
-            lab: state.name.clone(),
-            role: "probe".into(),
-            seed: None,
-            image: state.image.clone(),
-            cmd: up::behind_barrier(state, argv),
-            networks: vec![(clients.docker_name.clone(), clients.subnet.host(PROBE_HOST))],
-            cap_add: vec![],
-            sysctls: up::lab_sysctls(state),
-            volumes: vec![
-                (
-                    cpmlab_provider::agent_exe()?.display().to_string(),
-                    format!("{AGENT_BIN}:ro"),
-                ),
-                (client.out.display().to_string(), CLIENT_OUT.into()),
-            ]
-            .into_iter()
-            .chain(
-                client
-                    .mounts
-                    .iter()
-                    .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
-            )
-            .collect(),
-            devices: vec![],
             files: client.files.clone(),
+            ..spec
         };
         self.engine.create_container(&spec).await?;
         up::start_released(&self.engine, state, &name).await
     }
+}
+
+/// A workload on the clients network at host number `host`, in the lab
+/// image behind the barrier (routed through the router once released).
+fn client_workload(
+    state: &LabState,
+    name: &str,
+    role: &str,
+    host: u8,
+    cmd: Vec<String>,
+    volumes: Vec<(String, String)>,
+) -> Result<ContainerSpec> {
+    let clients = state
+        .network(crate::topology::CLIENTS)
+        .context("the lab has no clients network")?;
+    Ok(ContainerSpec {
+        name: name.to_string(),
+        lab: state.name.clone(),
+        role: role.into(),
+        seed: None,
+        image: state.image.clone(),
+        cmd: up::behind_barrier(state, cmd),
+        networks: vec![(clients.docker_name.clone(), clients.subnet.host(host))],
+        cap_add: vec![],
+        sysctls: up::lab_sysctls(state),
+        volumes,
+        devices: vec![],
+        files: vec![],
+    })
 }
 
 impl DockerProvider {
@@ -269,25 +287,12 @@ impl DockerProvider {
     /// as the probe agent is; started, then waited for until it serves.
     async fn start_node(&self, state: &LabState, node: &NodeSpec) -> Result<()> {
         let name = node_client(state);
-        let clients = state
-            .network(crate::topology::CLIENTS)
-            .context("the lab has no clients network")?;
-        let ip = clients.subnet.host(NODE_HOST);
+        let ip = node_address(state).context("the lab has no clients network")?;
         // One left by a run that crashed is in the way: it goes.
         self.engine.remove_container(&name).await?;
         let spec = ContainerSpec {
-            name: name.clone(),
-            lab: state.name.clone(),
-            role: "node".into(),
-            seed: None,
-            image: state.image.clone(),
-            cmd: up::behind_barrier(state, node.cmd.clone()),
-            networks: vec![(clients.docker_name.clone(), ip)],
-            cap_add: vec![],
-            sysctls: up::lab_sysctls(state),
-            volumes: vec![],
-            devices: vec![],
             files: node.files.clone(),
+            ..client_workload(state, &name, "node", NODE_HOST, node.cmd.clone(), vec![])?
         };
         self.engine.create_container(&spec).await?;
         up::start_released(&self.engine, state, &name).await?;
