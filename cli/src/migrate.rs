@@ -45,6 +45,15 @@ pub struct MigrateArgs {
     /// voter first).
     #[arg(long, value_enum, default_value = "remove")]
     pub leader_handover: cpmlab_lab::migrate::membership::LeaderHandover,
+    /// What the source gateway does for the connections clients keep once
+    /// the record answers the destination (the gep and dns-first orders):
+    /// none (Gardener's objects as they are), drain-gateway (the source's
+    /// Gateway for the shoot deleted after the DNS-cache wait: Envoy
+    /// drains 45 s while the source serves) or max-connection-age (the
+    /// gateways' api.gateway_max_connection_duration, set at `up`; the
+    /// source serves that long after the wait).
+    #[arg(long, value_enum, default_value = "none")]
+    pub gateway_handover: cpmlab_lab::migrate::gateway_handover::GatewayHandover,
     /// Source seed (default: the seed holding the shoot's etcd).
     #[arg(long)]
     pub from: Option<String>,
@@ -52,7 +61,7 @@ pub struct MigrateArgs {
     #[arg(long)]
     pub to: Option<String>,
     /// Go on with the migration in the state file (after a kill or a failure).
-    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to", "leader_handover", "order"])]
+    #[arg(long, conflicts_with_all = ["abort", "plan", "from", "to", "leader_handover", "gateway_handover", "order"])]
     pub resume: bool,
     /// Abort: allowed only while DestinationEtcdPeersJoined is False.
     #[arg(long, conflicts_with_all = ["force_shrink_etcd", "stop_after"])]
@@ -217,16 +226,18 @@ pub async fn run(state_root: &Path, a: MigrateArgs) -> Result<u8> {
                 max_rtt_ms: max_rtt.as_secs_f64() * 1e3,
                 allow_distant_regions: a.allow_distant_regions,
                 leader_handover: a.leader_handover,
+                gateway_handover: a.gateway_handover,
                 order: a.order,
                 cleanup_before_api,
             })
             .await?;
         progress.note(&format!(
-            "migrating lab `{}` from `{from}` to `{to}` ({}, order {}, leader handover {}{}); RTT between the seeds {rtt:.1} ms",
+            "migrating lab `{}` from `{from}` to `{to}` ({}, order {}, leader handover {}, gateway handover {}{}); RTT between the seeds {rtt:.1} ms",
             a.lab.name,
             flow::plan_name(a.plan),
             f.state().migration.as_ref().map(|m| m.order.name()).unwrap_or("-"),
             a.leader_handover.as_str(),
+            a.gateway_handover.as_str(),
             if a.force_shrink_etcd {
                 ", force-shrink"
             } else {

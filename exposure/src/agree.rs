@@ -51,6 +51,14 @@ struct Facts {
     /// The internal listener: (its socket, its routes' clusters, the
     /// socket its cluster connects to).
     socket: Option<(String, Vec<String>, String)>,
+    /// The bound on a downstream connection's life on the API's connection
+    /// manager and on the internal listener's ("" for none).
+    connection_age: (String, String),
+}
+
+/// A connection manager's `max_connection_duration` ("" for none).
+fn connection_age(hcm: &Value) -> String {
+    s(&hcm["common_http_protocol_options"]["max_connection_duration"])
 }
 
 /// The CONNECT route of a connection manager's route configuration.
@@ -136,11 +144,30 @@ fn from_istio(objects: &[Value]) -> Facts {
             }
             if p["patch"]["operation"] == "ADD" {
                 match p["applyTo"].as_str() {
-                    Some("LISTENER") => socket_routes = Some(socket_listener(value)),
+                    Some("LISTENER") => {
+                        socket_routes = Some(socket_listener(value));
+                        f.connection_age.1 = connection_age(
+                            &value["filter_chains"][0]["filters"][0]["typed_config"],
+                        );
+                    }
                     Some("CLUSTER") => socket_cluster_pipe = pipe_of_cluster(value),
                     _ => {}
                 }
                 continue;
+            }
+            if p["applyTo"] == "NETWORK_FILTER"
+                && p["patch"]["operation"] == "MERGE"
+                && p["match"]["listener"]["portNumber"].is_u64()
+                && p["match"]["listener"]["portNumber"]
+                    .as_u64()
+                    .map(|n| n as u16)
+                    != http_proxy_port
+            {
+                // What it merges into: the API's connection manager, none
+                // once the API's Gateway is deleted.
+                if of_kind("Gateway").any(|g| g["metadata"]["name"] == istio::API_GATEWAY) {
+                    f.connection_age.0 = connection_age(&value["typed_config"]);
+                }
             }
             if p["applyTo"] == "HTTP_ROUTE" && p["patch"]["operation"] == "INSERT_BEFORE" {
                 inserted.push((String::new(), s(&p["patch"]["value"]["route"]["cluster"])));
@@ -163,11 +190,11 @@ fn from_istio(objects: &[Value]) -> Facts {
             let host = s(&m["sniHosts"][0]);
             let c = cluster_name(&r["route"][0]["destination"]);
             hosts_of_cluster.insert(c.clone(), s(&r["route"][0]["destination"]["host"]));
-            assert_eq!(
-                modes.get(&(port, host.clone())).map(String::as_str),
-                Some("PASSTHROUGH"),
-                "{host}:{port}"
-            );
+            // A route whose Gateway is deleted makes no chain.
+            let Some(mode) = modes.get(&(port, host.clone())) else {
+                continue;
+            };
+            assert_eq!(mode, "PASSTHROUGH", "{host}:{port}");
             f.chains
                 .insert((port, host), Chain::Passthrough { cluster: c });
         }
@@ -179,7 +206,10 @@ fn from_istio(objects: &[Value]) -> Facts {
                 .iter()
                 .map(s)
                 .collect();
-            f.authorities.insert(host.clone(), hosts);
+            // A VirtualService without its Gateway routes nothing.
+            if modes.keys().any(|(_, h)| *h == host) {
+                f.authorities.insert(host.clone(), hosts);
+            }
             let mut routes = inserted.clone();
             for r in http {
                 let c = cluster_name(&r["route"][0]["destination"]);
@@ -264,6 +294,8 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
     for l in &x.listeners {
         if l["address"]["pipe"].is_object() {
             socket_routes = Some(socket_listener(l));
+            f.connection_age.1 =
+                connection_age(&l["filter_chains"][0]["filters"][0]["typed_config"]);
             continue;
         }
         let port = l["address"]["socket_address"]["port_value"]
@@ -285,6 +317,7 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
                 }
             } else {
                 let tls = &chain["transport_socket"]["typed_config"];
+                f.connection_age.0 = connection_age(filter);
                 let rc = routes[&s(&filter["rds"]["route_config_name"])];
                 let domains: Vec<String> = rc["virtual_hosts"][0]["domains"]
                     .as_array()
@@ -406,6 +439,11 @@ pub fn check(x: &Exposure) {
         x.seed,
         x.api
     );
+    assert_eq!(
+        istio_facts.connection_age, envoy_facts.connection_age,
+        "the downstream connections' maximum duration differs for {} ({:?})",
+        x.seed, x.api
+    );
 }
 
 #[cfg(test)]
@@ -429,6 +467,38 @@ mod tests {
                     "the API where its servers are"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_deleted_api_gateway_drops_the_chain_and_socket_and_keeps_the_clusters_in_both_forms() {
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            let mut x = envoy::tests::sample(mode);
+            x.max_connection_duration_ms = Some(60_000);
+            let before = from_envoy(&envoy::render(&x));
+            x.api_gateway_deleted = true;
+            check(&x);
+            let after = from_envoy(&envoy::render(&x));
+            assert!(
+                !after.chains.keys().any(|(port, _)| *port == 443),
+                "{mode:?}: {:?}",
+                after.chains
+            );
+            assert!(after.socket.is_none() && after.connect.is_some());
+            let api_clusters = |f: &Facts| {
+                f.clusters
+                    .keys()
+                    .filter(|c| c.contains("kube-apiserver"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
+            assert!(!api_clusters(&after).is_empty());
+            assert_eq!(api_clusters(&after), api_clusters(&before), "{mode:?}");
+            // The members' routes stay.
+            assert_eq!(
+                after.chains.len(),
+                before.chains.keys().filter(|(p, _)| *p != 443).count()
+            );
         }
     }
 
@@ -460,5 +530,34 @@ mod tests {
             ["routes"][2]["route"]["cluster"] = "outbound|443||elsewhere".into();
         assert_ne!(from_istio(&objects).socket, from_envoy(&xds).socket);
         assert!(from_envoy(&xds).socket.is_some() && from_envoy(&xds).connect.is_some());
+    }
+
+    #[test]
+    fn the_connections_maximum_age_agrees_and_a_missing_one_is_caught() {
+        let mut x = envoy::tests::sample(ApiExposure::Termination);
+        x.max_connection_duration_ms = Some(60_000);
+        check(&x);
+        let facts = from_envoy(&envoy::render(&x));
+        assert_eq!(facts.connection_age, ("60s".into(), "60s".into()));
+        // Without the EnvoyFilter's patch the kind form would not age the
+        // API's connections.
+        let mut objects = istio::objects(&x, &istio::tests_placement());
+        for o in objects.iter_mut().filter(|o| o["kind"] == "EnvoyFilter") {
+            if let Some(patches) = o["spec"]["configPatches"].as_array_mut() {
+                patches.retain(|p| {
+                    p["patch"]["value"]["typed_config"]["common_http_protocol_options"].is_null()
+                        || p["patch"]["operation"] == "ADD"
+                });
+            }
+        }
+        assert_ne!(from_istio(&objects).connection_age, facts.connection_age);
+        // Passthrough has no connection manager to age.
+        let mut p = envoy::tests::sample(ApiExposure::Passthrough);
+        p.max_connection_duration_ms = Some(60_000);
+        check(&p);
+        assert_eq!(
+            from_envoy(&envoy::render(&p)).connection_age,
+            (String::new(), String::new())
+        );
     }
 }

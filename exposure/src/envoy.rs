@@ -222,7 +222,7 @@ impl Xds {
 /// Renders the listeners, clusters and routes of `x`.
 pub fn render(x: &Exposure) -> Xds {
     let mut listeners = vec![];
-    if let Some(api) = &x.api {
+    if let Some(api) = x.api.as_ref().filter(|_| !x.api_gateway_deleted) {
         listeners.push(api_listener(x, api));
     }
     for port in x.tls_ports() {
@@ -241,7 +241,7 @@ pub fn render(x: &Exposure) -> Xds {
         for (d, dest) in x.api_destinations() {
             clusters.push(api_cluster(api.mode, d, &dest));
         }
-        if api.mode == ApiExposure::Termination {
+        if api.mode == ApiExposure::Termination && !x.api_gateway_deleted {
             let files = TlsSource::Files {
                 cert: &tls_file(tls::SERVER_CERT),
                 key: &tls_file(tls::SERVER_KEY),
@@ -258,6 +258,9 @@ pub fn render(x: &Exposure) -> Xds {
         }
     }
     let routes = match &x.api {
+        Some(api) if api.mode == ApiExposure::Termination && x.api_gateway_deleted => {
+            vec![deleted_gateway_routes(x, api)]
+        }
         Some(api) if api.mode == ApiExposure::Termination => vec![api_routes(x, api)],
         _ => vec![],
     };
@@ -389,7 +392,7 @@ fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
 }
 
 fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
-    json!({
+    let mut hcm = json!({
         "name": "envoy.filters.network.http_connection_manager",
         "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
@@ -421,7 +424,9 @@ fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
                 super::filters::router(),
             ],
         },
-    })
+    });
+    x.merge_downstream_connection_options(&mut hcm["typed_config"]);
+    hcm
 }
 
 /// Istio's default retry policy for a VirtualService route
@@ -444,6 +449,42 @@ pub fn default_retry_policy() -> Value {
 /// Gardener's EnvoyFilter leave them: the mutual-TLS route (inserted first
 /// by the EnvoyFilter; no retries, no timeout of its own), then the
 /// VirtualService's connection upgrade route and its default route.
+/// The route Gardener's `<namespace>-istio-tls-termination` EnvoyFilter
+/// inserts first (HTTP_ROUTE INSERT_BEFORE): requests the Lua filter
+/// authenticated by a client certificate go to the `-mtls` destination.
+fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
+    json!({
+        "match": {
+            "prefix": "/",
+            "dynamic_metadata": [{
+                "filter": "envoy.filters.http.lua",
+                "path": [{"key": AUTHENTICATED_HOST_KEY}],
+                "value": {"string_match": {"exact": api.host}},
+            }],
+        },
+        "route": {"cluster": api.destination(&x.namespace, ApiDestination::MutualTls).cluster()},
+    })
+}
+
+/// The API's route configuration once its Gateway is deleted, as istiod
+/// serves a route name no Gateway has (pilot/pkg/networking/core/gateway.go:
+/// "Gateway missing for route ... This is normal if gateway was recently
+/// deleted", then the default 404 vhost `blackhole:<port>`): the
+/// connections the removed chain still drains get 404 NR for every new
+/// request, except what the EnvoyFilter's route (inserted without a vhost
+/// match, so into every vhost) still takes.
+fn deleted_gateway_routes(x: &Exposure, api: &ApiRoute) -> Value {
+    json!({
+        "@type": ty::ROUTE,
+        "name": route_config_name(x, api),
+        "virtual_hosts": [{
+            "name": format!("blackhole:{}", api.port),
+            "domains": ["*"],
+            "routes": [mtls_route(x, api)],
+        }],
+    })
+}
+
 fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
     let cluster = |d| api.destination(&x.namespace, d).cluster();
     json!({
@@ -456,17 +497,7 @@ fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
                 .flat_map(|h| [h.clone(), format!("{h}:*")])
                 .collect::<Vec<_>>(),
             "routes": [
-                {
-                    "match": {
-                        "prefix": "/",
-                        "dynamic_metadata": [{
-                            "filter": "envoy.filters.http.lua",
-                            "path": [{"key": AUTHENTICATED_HOST_KEY}],
-                            "value": {"string_match": {"exact": api.host}},
-                        }],
-                    },
-                    "route": {"cluster": cluster(ApiDestination::MutualTls)},
-                },
+                mtls_route(x, api),
                 {
                     "name": CONNECTION_UPGRADE_ROUTE,
                     "match": {
@@ -819,6 +850,8 @@ pub(crate) mod tests {
                 authorities: vec!["10.0.0.3".into()],
             }),
             tls,
+            max_connection_duration_ms: None,
+            api_gateway_deleted: false,
         }
     }
 

@@ -162,7 +162,7 @@ pub fn socket_listener(x: &Exposure, api: &ApiRoute, tls: &TlsSource) -> Value {
     let ns = &x.namespace;
     let name = socket_cluster(ns);
     let cluster = |d| api.destination(ns, d).cluster();
-    json!({
+    let mut l = json!({
         "name": name,
         "per_connection_buffer_limit_bytes": super::ingress_limits::PER_CONNECTION_BUFFER_LIMIT_BYTES,
         "address": {"pipe": {"path": socket_pipe(ns)}},
@@ -225,7 +225,9 @@ pub fn socket_listener(x: &Exposure, api: &ApiRoute, tls: &TlsSource) -> Value {
             }],
             "transport_socket": downstream_tls(tls),
         }],
-    })
+    });
+    x.merge_downstream_connection_options(&mut l["filter_chains"][0]["filters"][0]["typed_config"]);
+    l
 }
 
 /// The cluster to the internal listener (envoyfilter-apiserver-proxy.yaml's

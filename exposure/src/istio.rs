@@ -64,7 +64,9 @@ fn meta(name: &str, ns: &str, p: &Placement) -> Value {
 pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
     let mut out = vec![];
     if let Some(api) = &x.api {
-        out.push(api_gateway(x, api, p));
+        if !x.api_gateway_deleted {
+            out.push(api_gateway(x, api, p));
+        }
         out.push(api_virtual_service(x, api, p));
         for (d, dest) in x.api_destinations() {
             out.push(destination_rule(
@@ -78,7 +80,9 @@ pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
         if api.mode == ApiExposure::Termination {
             out.push(lua_envoy_filter(p));
             out.push(routes_envoy_filter(x, api, p));
-            out.push(apiserver_proxy_envoy_filter(x, api, p));
+            if !x.api_gateway_deleted {
+                out.push(apiserver_proxy_envoy_filter(x, api, p));
+            }
         }
     }
     if x.api.is_some() || !x.tls.is_empty() {
@@ -334,7 +338,32 @@ fn limits_envoy_filter(x: &Exposure, p: &Placement) -> Value {
             },
         },
     });
-    let patches: Vec<Value> = std::iter::once(hcm_patch).chain(listener_patches).collect();
+    // The gateways' bound on a connection's life, on the API's connection
+    // manager (the internal listener carries its own).
+    let age_patch = x
+        .downstream_connection_options()
+        .filter(|_| x.api.as_ref().is_some_and(|a| a.mode == ApiExposure::Termination))
+        .map(|mut options| {
+            options["@type"] = json!("type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager");
+            json!({
+                "applyTo": "NETWORK_FILTER",
+                "match": {
+                    "context": "GATEWAY",
+                    "listener": {
+                        "portNumber": p.api_listener_port,
+                        "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}},
+                    },
+                },
+                "patch": {"operation": "MERGE", "value": {
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": options,
+                }},
+            })
+        });
+    let patches: Vec<Value> = std::iter::once(hcm_patch)
+        .chain(age_patch)
+        .chain(listener_patches)
+        .collect();
     envoy_filter(metadata, p, Value::Array(patches))
 }
 

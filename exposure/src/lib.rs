@@ -155,6 +155,19 @@ pub struct Exposure {
     pub api: Option<ApiRoute>,
     /// etcd's endpoints, each by SNI, TLS passed through.
     pub tls: Vec<TlsRoute>,
+    /// The gateway's bound on a downstream HTTP connection's life, on the
+    /// API's connection manager and the apiserver-proxy's internal
+    /// listener (`topology.api.gateway_max_connection_duration`),
+    /// milliseconds; none by default, as Gardener's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connection_duration_ms: Option<u64>,
+    /// The shoot API's Gateway and its apiserver-proxy EnvoyFilter are
+    /// deleted (the `drain-gateway` handover in the source seed): no
+    /// listener or filter chain serves the API, the internal listener and
+    /// its cluster are gone, while the API's Services, and so their
+    /// clusters and endpoints, stay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub api_gateway_deleted: bool,
 }
 
 /// `<service>.<namespace>.svc.cluster.local`.
@@ -194,6 +207,28 @@ impl Exposure {
             .collect()
     }
 
+    /// The connection manager options that bound a downstream connection's
+    /// life (`common_http_protocol_options`), when the exposure has a
+    /// maximum: merged into the API's and the internal listener's.
+    pub fn downstream_connection_options(&self) -> Option<serde_json::Value> {
+        self.max_connection_duration_ms.map(|ms| {
+            serde_json::json!({"common_http_protocol_options": {
+                "max_connection_duration": envoy_duration(ms),
+            }})
+        })
+    }
+
+    /// `downstream_connection_options`, merged into a connection manager's
+    /// typed config.
+    pub fn merge_downstream_connection_options(&self, typed_config: &mut serde_json::Value) {
+        if let (Some(serde_json::Value::Object(more)), Some(o)) = (
+            self.downstream_connection_options(),
+            typed_config.as_object_mut(),
+        ) {
+            o.extend(more);
+        }
+    }
+
     /// The gateway ports with passthrough routes, sorted, each once.
     pub fn tls_ports(&self) -> Vec<u16> {
         let mut p: Vec<u16> = self.tls.iter().map(|r| r.port).collect();
@@ -212,6 +247,14 @@ impl Exposure {
         Exposure {
             seed: seed.to_string(),
             namespace: control_plane_namespace(&state.topology.shoot.name),
+            max_connection_duration_ms: max_connection_duration_ms(&state.topology),
+            // The `drain-gateway` handover deleted the source's Gateway for
+            // the shoot: its API servers still serve, its gateway no longer
+            // routes to them.
+            api_gateway_deleted: state
+                .migration
+                .as_ref()
+                .is_some_and(|m| m.from == seed && m.source_gateway_released_unix_ms.is_some()),
             api: (state.apiservers_of(seed).count() > 0).then(|| {
                 let mut api = api_route(&state.topology);
                 if let Some(s) = state.seed(seed) {
@@ -232,6 +275,25 @@ impl Exposure {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The topology's `api.gateway_max_connection_duration` in milliseconds
+/// (checked when the topology was read; a bad value reads as none).
+pub fn max_connection_duration_ms(t: &crate::topology::Topology) -> Option<u64> {
+    t.api
+        .gateway_max_connection_duration()
+        .ok()
+        .flatten()
+        .map(|d| d.as_millis() as u64)
+}
+
+/// A duration as Envoy's JSON takes it (`60s`, `0.250s`).
+pub fn envoy_duration(ms: u64) -> String {
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{}.{:03}s", ms / 1000, ms % 1000)
     }
 }
 

@@ -41,7 +41,8 @@ pub struct MigrationStatus {
     /// How the source leader leaves etcd (`remove`, `move-leader`).
     pub leader_handover: &'static str,
     /// What the source gateway does for the clients kept on it: `none`
-    /// (Gardener's objects as they are; the only one so far).
+    /// (Gardener's objects as they are), `drain-gateway` or
+    /// `max-connection-age`.
     pub gateway_handover: &'static str,
     /// SourceSeedCleanup's steps before the source API servers' deletion,
     /// seconds (the `gep` and `dns-first` orders).
@@ -66,7 +67,7 @@ impl MigrationStatus {
             plan: crate::migrate::flow::plan_name(m.plan).into(),
             order: m.order.name(),
             leader_handover: m.leader_handover.as_str(),
-            gateway_handover: crate::migrate::order::GATEWAY_HANDOVER_NONE,
+            gateway_handover: m.gateway_handover.as_str(),
             cleanup_before_api_s: m.cleanup_before_api_ms as f64 / 1e3,
             from: m.from.clone(),
             to: m.to.clone(),

@@ -25,8 +25,10 @@ pub mod link {
 pub mod migrate {
     //! The migration's data: its plans and the next-removal decision
     //! (`membership`), the order of the steps around the DNS switch
-    //! (`order`), and the GEP's conditions (`conditions`).
+    //! (`order`), what the source gateway does for kept connections
+    //! (`gateway_handover`), and the GEP's conditions (`conditions`).
     pub mod conditions;
+    pub mod gateway_handover;
     pub mod membership;
     pub mod order;
 }

@@ -46,6 +46,8 @@ pub fn migration(
         force_shrink: false,
         leader_handover: Default::default(),
         order: Default::default(),
+        gateway_handover: Default::default(),
+        source_gateway_released_unix_ms: None,
         cleanup_before_api_ms: 0,
         conditions: crate::migrate::conditions::Conditions::new(now_rfc3339),
         started_unix_ms: now_unix_ms,

@@ -509,6 +509,15 @@ pub struct MigrationState {
     /// the setting read as `early-drain`, what it did then).
     #[serde(default = "crate::migrate::order::order_before_the_setting")]
     pub order: crate::migrate::order::Order,
+    /// What the source gateway does for kept connections (a state from
+    /// before the setting: `none`, what it did then).
+    #[serde(default)]
+    pub gateway_handover: crate::migrate::gateway_handover::GatewayHandover,
+    /// When the source seed's Gateway for the shoot was deleted
+    /// (`drain-gateway`): from then its gateway exposes the shoot's etcd
+    /// members only, and the hold runs from this time across a resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_gateway_released_unix_ms: Option<f64>,
     /// How long SourceSeedCleanup's steps before the source API servers'
     /// deletion take (the `gep` and `dns-first` orders), milliseconds.
     #[serde(default)]

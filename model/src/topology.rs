@@ -72,6 +72,15 @@ pub struct ApiSpec {
     /// threshold 3, initial delay 10 s; pkg/component/kubernetes/apiserver/deployment.go).
     #[serde(default)]
     pub readiness_probe: ProbeSpec,
+    /// The seed gateways' bound on each downstream HTTP connection's life
+    /// (the connection manager's
+    /// `common_http_protocol_options.max_connection_duration`: GOAWAY, then
+    /// Envoy's 5 s `drain_timeout`). Absent: none, Gardener's default (it
+    /// sets a 24 h duration only towards kube-apiserver,
+    /// pkg/utils/istio/destinationrule.go); on Istio 1.29 an EnvoyFilter
+    /// sets it. The `max-connection-age` gateway handover needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_max_connection_duration: Option<String>,
 }
 
 /// How the shoot API is exposed on a seed's ingress gateway (Gardener's
@@ -250,6 +259,24 @@ impl ApiSpec {
             parse("api.termination_grace", &self.termination_grace)?,
         ))
     }
+
+    /// `gateway_max_connection_duration`, parsed (up to a day).
+    pub fn gateway_max_connection_duration(
+        &self,
+    ) -> Result<Option<std::time::Duration>, (&'static str, String)> {
+        const FIELD: &str = "api.gateway_max_connection_duration";
+        self.gateway_max_connection_duration
+            .as_deref()
+            .map(|v| {
+                crate::link::profile::parse_duration_max(
+                    FIELD,
+                    v,
+                    std::time::Duration::from_secs(86_400),
+                )
+                .map_err(|b| (FIELD, b.0))
+            })
+            .transpose()
+    }
 }
 
 impl Default for ApiSpec {
@@ -263,6 +290,7 @@ impl Default for ApiSpec {
             server: ApiServerChoice::default(),
             exposure: ApiExposure::default(),
             readiness_probe: ProbeSpec::default(),
+            gateway_max_connection_duration: None,
         }
     }
 }
@@ -712,6 +740,16 @@ impl Topology {
                     self.api.shutdown_delay, self.api.watch_termination_grace, self.api.termination_grace
                 ),
             );
+        }
+        match self.api.gateway_max_connection_duration() {
+            Err((field, msg)) => return e(field.into(), msg),
+            Ok(Some(d)) if d < std::time::Duration::from_secs(1) => {
+                return e(
+                    "api.gateway_max_connection_duration".into(),
+                    format!("at least 1s, got {d:?}"),
+                )
+            }
+            Ok(_) => {}
         }
         if let Err((field, msg)) = self.api.readiness_probe.timing("api.readiness_probe") {
             return e(field, msg);

@@ -157,6 +157,8 @@ pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::
         namespace: ns,
         api: Some(crate::exposure::api_route(t)),
         tls,
+        max_connection_duration_ms: crate::exposure::max_connection_duration_ms(t),
+        api_gateway_deleted: false,
     }
 }
 

@@ -385,6 +385,52 @@ pub fn left_behind(state: &LabState, seed: &str) -> bool {
         && state.members_of(seed).next().is_none()
 }
 
+/// Whether the `drain-gateway` handover released `seed`'s gateway: the
+/// migration's source, its Gateway for the shoot deleted.
+pub fn released(state: &LabState, seed: &str) -> bool {
+    state
+        .migration
+        .as_ref()
+        .is_some_and(|m| m.from == seed && m.source_gateway_released_unix_ms.is_some())
+}
+
+/// Deletes the shoot API's Gateway in a seed (Envoy drops its filter chain
+/// and drains its connections) and sni.go's `<namespace>-apiserver-proxy`
+/// EnvoyFilter (the internal listener: drained likewise); the VirtualService,
+/// the DestinationRules and the members' objects stay.
+pub fn api_gateway_removal(state: &LabState, seed: &str) -> Vec<Vec<String>> {
+    let ns = super::namespace(&state.topology.shoot.name);
+    let context = super::lab_state::context(&state.name, seed);
+    let delete = |kind: &str, name: &str, namespace: &str| {
+        [
+            "kubectl",
+            "--context",
+            &context,
+            "delete",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "--ignore-not-found",
+            "--wait=false",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    vec![
+        delete(
+            "gateways.networking.istio.io",
+            crate::exposure::istio::API_GATEWAY,
+            &ns,
+        ),
+        delete(
+            "envoyfilters.networking.istio.io",
+            &format!("{ns}-apiserver-proxy"),
+            super::INGRESS_NAMESPACE,
+        ),
+    ]
+}
+
 /// Deletes a seed's Istio objects for the shoot (every namespace: the
 /// EnvoyFilters live in the ingress namespace).
 pub fn gateway_objects_removal(lab: &str, seed: &str) -> Vec<String> {
@@ -703,12 +749,19 @@ impl Provider for KindProvider {
         // filter chains and drains their connections, so clients that kept
         // one to this seed's ingress reconnect (through DNS, to the other
         // seed) instead of getting 503 from it for good.
-        if !left_behind(state, seed) {
-            return Ok(());
+        if left_behind(state, seed) {
+            return kubectl_ok(gateway_objects_removal(&state.name, seed))
+                .await
+                .map(|_| ());
         }
-        kubectl_ok(gateway_objects_removal(&state.name, seed))
-            .await
-            .map(|_| ())
+        // The `drain-gateway` handover: the source's Gateway for the shoot
+        // and its apiserver-proxy listener go while its API still serves.
+        if released(state, seed) {
+            for argv in api_gateway_removal(state, seed) {
+                kubectl_ok(argv).await?;
+            }
+        }
+        Ok(())
     }
 
     async fn set_dns(&self, state: &LabState, records: &[(&str, &[Ipv4Addr])]) -> Result<()> {

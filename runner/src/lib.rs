@@ -674,6 +674,7 @@ fn migrate_args(m: &crate::scenario::MigrationSpec, resume: bool) -> Vec<String>
         }
         a.extend(args(&["--leader-handover", m.leader_handover.as_str()]));
         a.extend(args(&["--order", m.order.name()]));
+        a.extend(args(&["--gateway-handover", m.gateway_handover.as_str()]));
         if let Some(v) = &m.cleanup_before_api {
             a.extend(args(&["--cleanup-before-api", v]));
         }

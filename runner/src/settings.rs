@@ -41,6 +41,7 @@ impl RunSettings {
                 order: m.order.for_plan(m.plan),
                 plan: m.plan,
                 leader_handover: m.leader_handover,
+                gateway_handover: m.gateway_handover,
                 // Checked before the run: a value that does not parse
                 // never gets here.
                 cleanup_before_api_s: crate::link::profile::parse_duration(
@@ -64,7 +65,7 @@ impl RunSettings {
                     order: order.name().into(),
                     plan: m.plan.name().into(),
                     leader_handover: m.leader_handover.as_str().into(),
-                    gateway_handover: crate::migrate::order::GATEWAY_HANDOVER_NONE.into(),
+                    gateway_handover: m.gateway_handover.as_str().into(),
                     cleanup_before_api: m.cleanup_before_api.clone().unwrap_or_else(|| {
                         crate::migrate::order::DEFAULT_CLEANUP_BEFORE_API.into()
                     }),

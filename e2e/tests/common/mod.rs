@@ -477,7 +477,8 @@ pub fn assert_envoy_rejected_nothing(run: &Path, what: &str) {
                 assert_eq!(
                     n.as_f64(),
                     Some(0.0),
-                    "{what}: Envoy at {seed} rejected an update: {k}"
+                    "{what}: Envoy at {seed} rejected an update: {k}; what its log says:\n{}",
+                    gateway_rejections(run, &seed)
                 );
             }
             if k.ends_with(".update_success") {
@@ -491,6 +492,34 @@ pub fn assert_envoy_rejected_nothing(run: &Path, what: &str) {
             "{what}: no update taken at {seed}'s gateway: {took:?}"
         );
     }
+}
+
+/// The lines of `seed`'s gateway log (`run/logs/*-<seed>-gateway.log`) in
+/// which Envoy says why it rejected a configuration.
+fn gateway_rejections(run: &Path, seed: &str) -> String {
+    let suffix = format!("-{seed}-gateway.log");
+    let mut out = String::new();
+    for entry in std::fs::read_dir(run.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !name.ends_with(&suffix) {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for l in text
+            .lines()
+            .filter(|l| l.contains("rejected") || l.contains("gRPC config"))
+        {
+            out.push_str(&format!("  {name}: {l}\n"));
+        }
+    }
+    if out.is_empty() {
+        out = format!("  (no rejection in {}/logs/*{suffix})\n", run.display());
+    }
+    out
 }
 
 /// A run that did not pass explains itself in the test's output (CI keeps

@@ -99,6 +99,11 @@ pub fn write_atomically(dir: &Path, name: &str, value: &Value) -> std::io::Resul
 struct Written(BTreeMap<String, Value>);
 
 impl Written {
+    /// Whether writing `files` would change any of them.
+    fn changes(&self, files: &[(String, Value)]) -> bool {
+        files.iter().any(|(name, v)| self.0.get(name) != Some(v))
+    }
+
     fn write(&mut self, dir: &Path, files: &[(String, Value)]) -> Result<usize> {
         let mut n = 0;
         for (name, v) in files {
@@ -125,12 +130,18 @@ fn ready_map(input: &GatewayInput, served: &[SocketAddrV4]) -> BTreeMap<String, 
 }
 
 /// Writes the whole configuration for `served`: routes, endpoints and
-/// clusters before the listeners that use them.
-fn push(
+/// clusters before the listeners that use them. With Envoy running
+/// (`envoy_up`), new clusters are waited for until Envoy has taken them
+/// before the listeners are written, as an ADS server orders CDS before
+/// LDS: Envoy re-reads every file of a watched directory on each move, in
+/// no set order, and a listener whose inline routes name a cluster it does
+/// not know yet is rejected (the apiserver-proxy's internal listener).
+async fn push(
     paths: &Paths,
     written: &mut Written,
     input: &GatewayInput,
     served: &[SocketAddrV4],
+    envoy_up: bool,
 ) -> Result<usize> {
     let xds = render::render(&input.exposure);
     let files = xds.files();
@@ -138,9 +149,42 @@ fn push(
     let eds = render::eds_files(&input.exposure, &ready_map(input, served));
     let mut n = written.write(&paths.xds_dir, &rest[..1])?; // routes
     n += written.write(&paths.xds_dir, &eds)?;
-    n += written.write(&paths.xds_dir, &rest[1..])?; // clusters
+    let clusters = written.write(&paths.xds_dir, &rest[1..])?;
+    n += clusters;
+    if clusters > 0 && envoy_up && written.changes(&lds) {
+        let version = rest[1].1["version_info"].as_str().unwrap_or_default();
+        if let Err(e) = wait_cds_version(version, CDS_TAKEN_DEADLINE).await {
+            eprintln!("cpmlab-gateway: writing the listeners anyway: {e:#}");
+        }
+    }
     n += written.write(&paths.xds_dir, &lds)?;
     Ok(n)
+}
+
+/// How long the agent waits for Envoy to take a new CDS file before it
+/// writes the listeners anyway (Envoy reads a moved file within
+/// milliseconds; a loaded machine, a second or two).
+const CDS_TAKEN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Waits until Envoy's `cluster_manager.cds.version_text` is `version`.
+async fn wait_cds_version(version: &str, deadline: Duration) -> Result<()> {
+    let t0 = Instant::now();
+    let want = format!("cluster_manager.cds.version_text: \"{version}\"");
+    let mut last = String::new();
+    while t0.elapsed() < deadline {
+        match admin(
+            "GET",
+            "/stats?filter=%5Ecluster_manager%5C.cds%5C.version_text%24",
+        )
+        .await
+        {
+            Ok(body) if body.contains(&want) => return Ok(()),
+            Ok(body) => last = body.trim().to_string(),
+            Err(e) => last = format!("{e:#}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    anyhow::bail!("Envoy did not take CDS version {version} within {deadline:?} (last: {last})")
 }
 
 fn read_input(path: &Path) -> Result<GatewayInput> {
@@ -250,7 +294,7 @@ pub async fn run(paths: Paths) -> Result<u8> {
     let mut rec = Recorder::open(&paths.records);
     let seed = input.seed.clone();
     let mut written = Written::default();
-    push(&paths, &mut written, &input, &[])?;
+    push(&paths, &mut written, &input, &[], false).await?;
     let mut envoy = tokio::process::Command::new(&paths.envoy)
         .args([
             "-c",
@@ -337,7 +381,7 @@ pub async fn run(paths: Paths) -> Result<u8> {
                         .map(|(n, f)| (n.clone(), f.readiness.ready))
                         .collect();
                     let served = lifecycle::served(&input.replicas, &ready);
-                    match push(&paths, &mut written, &input, &served) {
+                    match push(&paths, &mut written, &input, &served, true).await {
                         Ok(0) => {}
                         Ok(files) => {
                             let mut r = Record::new(&seed, "push");
@@ -441,15 +485,27 @@ fn follow(
 
 /// pilot-agent's drain: Envoy's listeners drain gracefully.
 async fn drain_listeners() -> Result<()> {
+    admin("POST", "/drain_listeners?graceful").await.map(|_| ())
+}
+
+/// One request to Envoy's admin interface on loopback; the response's body.
+async fn admin(method: &str, path: &str) -> Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", render::ADMIN_PORT)).await?;
     s.write_all(
-        b"POST /drain_listeners?graceful HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
     )
     .await?;
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await;
-    Ok(())
+    let text = String::from_utf8_lossy(&buf);
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -71,6 +71,8 @@ pub async fn run(
         force_shrink: false,
         leader_handover: Default::default(),
         order: Default::default(),
+        gateway_handover: Default::default(),
+        source_gateway_released_unix_ms: None,
         cleanup_before_api_ms: 0,
         conditions,
         started_unix_ms: started,

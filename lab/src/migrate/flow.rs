@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 
 use super::conditions::{Status, STEPS};
 use super::etcd_ops;
+use super::gateway_handover::GatewayHandover;
 use super::membership::{self, Action, Plan};
 use super::order::{DnsStep, Order};
 use super::record::{Driver, MigrationState};
@@ -31,6 +32,7 @@ mod api_ready;
 mod classic;
 mod cleanup;
 mod dns;
+mod gateway_handover;
 mod join;
 mod mirror;
 mod prepare;
@@ -56,6 +58,8 @@ pub struct StartOptions {
     pub allow_distant_regions: bool,
     pub leader_handover: membership::LeaderHandover,
     pub order: Order,
+    /// What the source gateway does for kept connections.
+    pub gateway_handover: GatewayHandover,
     /// SourceSeedCleanup's steps before the source API servers' deletion
     /// (the `gep` and `dns-first` orders).
     pub cleanup_before_api: Duration,
@@ -244,6 +248,7 @@ impl<'a> Flow<'a> {
     /// created. Refuses distant regions unless allowed.
     pub async fn begin(&mut self, o: &StartOptions) -> Result<f64> {
         check_seeds(&self.state, &o.from, &o.to)?;
+        check_gateway_handover(&self.state, o)?;
         if o.plan.separate_cluster() && !self.provider.restores_members() {
             return Err(BadInput(format!(
                 "the {} plan {}, which the {} form of the lab cannot do (use the docker form)",
@@ -307,6 +312,7 @@ impl<'a> Flow<'a> {
         mig.plan = o.plan;
         mig.force_shrink = o.force_shrink;
         mig.leader_handover = o.leader_handover;
+        mig.gateway_handover = o.gateway_handover;
         mig.order = o.order.for_plan(o.plan);
         if mig.order != o.order {
             self.progress.note(&format!(
@@ -597,6 +603,25 @@ pub fn rtt_gate_words(
     )
 }
 
+/// The gateway handover asked for, checked against the order in force,
+/// the exposure and the gateways' maximum connection duration.
+fn check_gateway_handover(state: &LabState, o: &StartOptions) -> Result<(), BadInput> {
+    let age = state
+        .topology
+        .api
+        .gateway_max_connection_duration()
+        .map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
+    o.order
+        .for_plan(o.plan)
+        .check_gateway_handover(
+            o.gateway_handover,
+            o.force_shrink,
+            state.topology.api.exposure,
+            age,
+        )
+        .map_err(|(f, m)| BadInput(format!("{f}: {m}")))
+}
+
 /// What ran, in the words of the report's header (the model's one line).
 pub fn settings_words(state: &LabState, m: &MigrationState) -> String {
     crate::migrate::order::RanWith {
@@ -606,6 +631,7 @@ pub fn settings_words(state: &LabState, m: &MigrationState) -> String {
             order: m.order,
             plan: m.plan,
             leader_handover: m.leader_handover,
+            gateway_handover: m.gateway_handover,
             cleanup_before_api_s: m.cleanup_before_api_ms as f64 / 1e3,
             force_shrink: m.force_shrink,
         }),

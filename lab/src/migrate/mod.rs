@@ -8,6 +8,7 @@ pub use cpmlab_model::migrate::conditions;
 pub mod etcd_ops;
 pub mod external;
 pub mod flow;
+pub use cpmlab_model::migrate::gateway_handover;
 pub use cpmlab_model::migrate::membership;
 pub use cpmlab_model::migrate::order;
 pub mod mirror;

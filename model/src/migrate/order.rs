@@ -26,6 +26,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::migrate::gateway_handover::GatewayHandover;
+
 #[derive(
     Debug,
     Clone,
@@ -123,17 +125,41 @@ impl Order {
     }
 }
 
+impl Order {
+    /// What is wrong with gateway handover `h` for a migration in this
+    /// order (the one in force for its plan) on a lab whose gateways have
+    /// `max_connection_duration` and expose the API `exposure`: the field
+    /// and why. A handover acts between the DNS-cache wait and the source
+    /// members' removal, which only the GEP's orders separate.
+    pub fn check_gateway_handover(
+        self,
+        h: GatewayHandover,
+        force_shrink: bool,
+        exposure: crate::topology::ApiExposure,
+        max_connection_duration: Option<std::time::Duration>,
+    ) -> Result<(), (&'static str, String)> {
+        if h != GatewayHandover::None && !self.restores_dns_in_etcd_migration_complete(force_shrink)
+        {
+            return Err((
+                "migration.gateway_handover",
+                format!(
+                    "{}: the source gateway hands over between the DNS-cache wait and the source members' removal, which the {} order{} does not separate (use order gep or dns-first, without force-shrink)",
+                    h.as_str(),
+                    self.name(),
+                    if force_shrink { " with force-shrink" } else { "" }
+                ),
+            ));
+        }
+        h.check(exposure, max_connection_duration)
+    }
+}
+
 /// How long the source cleanup's steps before "Delete KAPI & remaining
 /// components" take by default (the Etcd CR's deletion, the BackupEntry's
 /// migration, the VPN's temporary DNS record and seed server, the
 /// ManagedResources with keepObjects, machine-controller-manager, the
 /// extensions' migration): 60 s. See docs/migration.md for why.
 pub const DEFAULT_CLEANUP_BEFORE_API: &str = "60s";
-
-/// The gateway handover in force: what the source gateway does for the
-/// clients kept on it. `none`: Gardener's objects as they are (the only
-/// one so far).
-pub const GATEWAY_HANDOVER_NONE: &str = "none";
 
 /// What a run ran with, in the one line the report's header (the flow's
 /// `settings` event), `cpmlab run`'s summary and result.json's readers see.
@@ -150,6 +176,7 @@ pub struct MigrationRanWith {
     pub order: Order,
     pub plan: crate::migrate::membership::Plan,
     pub leader_handover: crate::migrate::membership::LeaderHandover,
+    pub gateway_handover: GatewayHandover,
     pub cleanup_before_api_s: f64,
     pub force_shrink: bool,
 }
@@ -164,11 +191,12 @@ impl RanWith {
         );
         if let Some(m) = &self.migration {
             w.push_str(&format!(
-                " · order {} ({}) · plan {} · leader handover {} · gateway handover {GATEWAY_HANDOVER_NONE}",
+                " · order {} ({}) · plan {} · leader handover {} · gateway handover {}",
                 m.order.name(),
                 m.order.source(),
                 m.plan.name(),
                 m.leader_handover.as_str(),
+                m.gateway_handover.as_str(),
             ));
             if m.order.source_api_serves_until_cleanup(m.force_shrink) {
                 w.push_str(&format!(
@@ -237,6 +265,34 @@ mod tests {
         for p in [Plan::FiveMember, Plan::SixMember, Plan::Rolling] {
             assert_eq!(Order::DnsFirst.for_plan(p), Order::DnsFirst, "{p:?}");
         }
+    }
+
+    #[test]
+    fn a_gateway_handover_needs_an_order_that_waits_for_dns_before_the_source_leaves() {
+        use crate::topology::ApiExposure;
+        let d = GatewayHandover::DrainGateway;
+        for (order, force) in [(Order::EarlyDrain, false), (Order::Gep, true)] {
+            let (field, why) = order
+                .check_gateway_handover(d, force, ApiExposure::Termination, None)
+                .unwrap_err();
+            assert_eq!(field, "migration.gateway_handover");
+            assert!(why.contains(order.name()), "{why}");
+        }
+        assert!(Order::DnsFirst
+            .check_gateway_handover(d, false, ApiExposure::Termination, None)
+            .is_ok());
+        assert!(Order::EarlyDrain
+            .check_gateway_handover(GatewayHandover::None, true, ApiExposure::Passthrough, None)
+            .is_ok());
+        // The handover's own check comes after the order's.
+        assert!(Order::Gep
+            .check_gateway_handover(
+                GatewayHandover::MaxConnectionAge,
+                false,
+                ApiExposure::Termination,
+                None
+            )
+            .is_err());
     }
 
     #[test]

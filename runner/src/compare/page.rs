@@ -84,6 +84,93 @@ fn plot(measure: &str, unit: &str, what: &str, summary: &Summary, runs: &[RunMea
     format!("<h3>{}</h3>{svg}", esc(what))
 }
 
+/// Where a variant differs from the reference with p < 0.05: `higher` or
+/// `lower` (for the pass rate, `more passed` or `fewer passed`).
+fn marked(summary: &Summary, variant: &str, measure: &str) -> Option<&'static str> {
+    let d = summary.difference(variant, measure)?;
+    if d.p_value >= 0.05 {
+        return None;
+    }
+    let reference = summary.variants.first()?;
+    let mine = summary.variants.iter().find(|v| v.name == variant)?;
+    if measure == "pass rate" {
+        let rate = |v: &super::summary::VariantSummary| v.passed as f64 / v.runs.max(1) as f64;
+        return Some(if rate(mine) > rate(reference) {
+            "more passed"
+        } else {
+            "fewer passed"
+        });
+    }
+    let m = |v: &super::summary::VariantSummary| v.measures.get(measure).map(|s| s.median);
+    Some(if m(mine) > m(reference) {
+        "higher"
+    } else {
+        "lower"
+    })
+}
+
+/// One cell: the median and its interval (`12 [8–30]`).
+fn cell(v: &super::summary::VariantSummary, measure: &str, unit: &str) -> Option<String> {
+    let s = v.measures.get(measure)?;
+    let (lo, hi, _) = v.median_intervals.get(measure)?;
+    Some(if lo == hi {
+        fmt_v(s.median, unit)
+    } else {
+        format!(
+            "{} [{}–{}]",
+            fmt_v(s.median, unit),
+            fmt_v(*lo, ""),
+            fmt_v(*hi, "")
+        )
+    })
+}
+
+/// The measures any run has a figure for.
+fn measured(summary: &Summary) -> Vec<&'static (&'static str, &'static str, &'static str)> {
+    MEASURES
+        .iter()
+        .filter(|(m, _, _)| summary.variants.iter().any(|v| v.measures.contains_key(*m)))
+        .collect()
+}
+
+/// The page's lead: variants × measures, each cell the median and its
+/// interval, marked where it differs from the reference (p < 0.05).
+fn glance(summary: &Summary) -> String {
+    let cols = measured(summary);
+    let mut t = String::from("<table class=\"glance\"><tr><th>variant</th><th>passed</th>");
+    for (_, _, what) in &cols {
+        let _ = write!(t, "<th>{}</th>", esc(what));
+    }
+    t.push_str("</tr>");
+    for (i, v) in summary.variants.iter().enumerate() {
+        let mark = |measure: &str| {
+            marked(summary, &v.name, measure)
+                .map(|w| format!(" class=\"diff\" title=\"{w} than the reference (p &lt; 0.05)\""))
+                .unwrap_or_default()
+        };
+        let _ = write!(
+            t,
+            "<tr><td><b>{}</b>{}</td><td{}>{} of {}</td>",
+            esc(&v.name),
+            if i == 0 { " (reference)" } else { "" },
+            mark("pass rate"),
+            v.passed,
+            v.runs
+        );
+        for (m, unit, _) in &cols {
+            let _ = write!(
+                t,
+                "<td{}>{}</td>",
+                mark(m),
+                esc(&cell(v, m, unit).unwrap_or_else(|| "-".into()))
+            );
+        }
+        t.push_str("</tr>");
+    }
+    t.push_str("</table>");
+    t
+}
+
 pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str) -> String {
     let mut rows = String::new();
     for v in &summary.variants {
@@ -136,14 +223,16 @@ pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str)
     }
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
-<style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}code{{background:#f4f4f4}}</style>\
+<style>body{{font-family:sans-serif;margin:2em;max-width:80em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}code{{background:#f4f4f4}}table.glance td{{white-space:nowrap}}td.diff{{background:#fde9c8;font-weight:bold}}</style>\
 </head><body><h1>{t}</h1><p><code>{cmd}</code></p>\
-<h2>Pass rate</h2><table><tr><th>variant</th><th>passed</th><th>95 % interval (Wilson)</th><th>verdicts</th></tr>{rows}</table>\
-<h2>Against the reference ({reference})</h2><p>Differences with p &lt; 0.05 in bold. A p-value says how surprising the difference would be if the variants behaved alike; with few runs, no difference found is not a difference ruled out.</p><ul>{diffs}</ul>\
+<h2>At a glance</h2><p>Each cell the median of the variant's runs and, in brackets, the interval that holds the true median with at least 95 % confidence (order statistics; with 5 runs or fewer none reaches 95 % and the bracket is the whole range: 93.8 % at 5). Highlighted: different from the reference ({reference}) with p &lt; 0.05 (Fisher's exact test for the pass rate, Mann-Whitney for a measure; the test's words are below).</p>{glance}\
 <h2>Measures</h2><p>Each dot a run (green: every expectation held, red: not), the box its variant's quartiles, the dark line the median.</p>{plots}\
+<h2>Pass rate</h2><table><tr><th>variant</th><th>passed</th><th>95 % interval (Wilson)</th><th>verdicts</th></tr>{rows}</table>\
+<h2>Against the reference ({reference}), in words</h2><p>Differences with p &lt; 0.05 in bold. A p-value says how surprising the difference would be if the variants behaved alike; with few runs, no difference found is not a difference ruled out.</p><ul>{diffs}</ul>\
 <h2>Runs</h2><table><tr><th>variant</th><th>rep</th><th>seed</th><th>verdict</th><th></th></tr>{run_rows}</table></body></html>\n",
         t = esc(title),
         cmd = esc(command),
+        glance = glance(summary),
         reference = summary
             .variants
             .first()
@@ -153,15 +242,16 @@ pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str)
 }
 
 pub fn markdown(title: &str, summary: &Summary, command: &str) -> String {
-    let mut o = format!("### {title}\n\n`{command}`\n\n| variant | passed | 95 % interval |");
+    let cols = measured(summary);
+    let mut o = format!("### {title}\n\n`{command}`\n\nMedian [interval holding it with ≥ 95 % confidence, or the range with 5 runs or fewer]; **bold**: differs from the first variant with p < 0.05.\n\n| variant | passed | 95 % interval |");
     o.push_str(
-        &MEASURES
+        &cols
             .iter()
-            .map(|(m, _, _)| format!(" {m} (median) |"))
+            .map(|(m, _, _)| format!(" {m} |"))
             .collect::<String>(),
     );
     o.push_str("\n| --- | --- | --- |");
-    o.push_str(&" --- |".repeat(MEASURES.len()));
+    o.push_str(&" --- |".repeat(cols.len()));
     o.push('\n');
     for v in &summary.variants {
         let _ = write!(
@@ -173,13 +263,13 @@ pub fn markdown(title: &str, summary: &Summary, command: &str) -> String {
             v.pass_interval.0 * 100.0,
             v.pass_interval.1 * 100.0
         );
-        for (m, unit, _) in MEASURES {
-            let cell = v
-                .measures
-                .get(*m)
-                .map(|s| fmt_v(s.median, unit))
-                .unwrap_or_else(|| "-".into());
-            let _ = write!(o, " {cell} |");
+        for (m, unit, _) in &cols {
+            let c = cell(v, m, unit).unwrap_or_else(|| "-".into());
+            if marked(summary, &v.name, m).is_some() {
+                let _ = write!(o, " **{c}** |");
+            } else {
+                let _ = write!(o, " {c} |");
+            }
         }
         o.push('\n');
     }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::measures::{RunMeasures, MEASURES};
-use super::stats::{fisher_exact, mann_whitney, spread, wilson, Spread};
+use super::stats::{fisher_exact, mann_whitney, median_interval, spread, wilson, Spread};
 
 /// One variant over its repetitions.
 #[derive(Debug, Clone, Serialize)]
@@ -21,6 +21,9 @@ pub struct VariantSummary {
     /// How many runs ended in each verdict status.
     pub statuses: BTreeMap<String, u32>,
     pub measures: BTreeMap<String, Spread>,
+    /// Per measure the median's distribution-free interval (low, high,
+    /// coverage): `stats::median_interval`.
+    pub median_intervals: BTreeMap<String, (f64, f64, f64)>,
 }
 
 /// One difference against the reference variant.
@@ -53,15 +56,18 @@ pub fn summarise(order: &[String], runs: &[RunMeasures]) -> Summary {
             for r in &mine {
                 *statuses.entry(r.status.clone()).or_insert(0) += 1;
             }
+            let of = |m: &str| -> Vec<f64> {
+                mine.iter()
+                    .filter_map(|r| r.values.get(m).copied())
+                    .collect()
+            };
             let measures = MEASURES
                 .iter()
-                .filter_map(|(m, _, _)| {
-                    let v: Vec<f64> = mine
-                        .iter()
-                        .filter_map(|r| r.values.get(*m).copied())
-                        .collect();
-                    spread(&v).map(|s| (m.to_string(), s))
-                })
+                .filter_map(|(m, _, _)| spread(&of(m)).map(|s| (m.to_string(), s)))
+                .collect();
+            let median_intervals = MEASURES
+                .iter()
+                .filter_map(|(m, _, _)| median_interval(&of(m)).map(|i| (m.to_string(), i)))
                 .collect();
             VariantSummary {
                 name: name.clone(),
@@ -70,6 +76,7 @@ pub fn summarise(order: &[String], runs: &[RunMeasures]) -> Summary {
                 pass_interval: wilson(k, n),
                 statuses,
                 measures,
+                median_intervals,
             }
         })
         .collect();
@@ -129,6 +136,16 @@ pub fn summarise(order: &[String], runs: &[RunMeasures]) -> Summary {
     Summary {
         variants,
         differences,
+    }
+}
+
+impl Summary {
+    /// The difference of `variant` from the reference in `measure` (`pass
+    /// rate` or a measure's name), if it was tested.
+    pub fn difference(&self, variant: &str, measure: &str) -> Option<&Difference> {
+        self.differences
+            .iter()
+            .find(|d| d.variant == variant && d.measure == measure)
     }
 }
 

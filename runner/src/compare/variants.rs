@@ -26,6 +26,16 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
         "the steps' order around the DNS switch: gep, early-drain, dns-first",
     ),
     (
+        "gateway",
+        "migration.gateway_handover",
+        "what the source gateway does for kept connections: none, drain-gateway, max-connection-age",
+    ),
+    (
+        "max_age",
+        "topology.api.gateway_max_connection_duration",
+        "the gateways' maximum downstream connection duration (max-connection-age)",
+    ),
+    (
         "cc",
         "topology.network.tcp_congestion_control",
         "TCP congestion control on the lab's links (cubic, bbr)",

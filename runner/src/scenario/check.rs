@@ -279,6 +279,21 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
             known_step(&f, st)?;
             time(&f, d)?;
         }
+        let age = s
+            .topology
+            .api
+            .gateway_max_connection_duration()
+            .ok()
+            .flatten();
+        m.order
+            .for_plan(m.plan)
+            .check_gateway_handover(
+                m.gateway_handover,
+                m.force_shrink,
+                s.topology.api.exposure,
+                age,
+            )
+            .map_err(|(f, msg)| p(f, msg))?;
         match (m.driver, &m.command) {
             (Driver::External, None) => {
                 return Err(p(

@@ -329,6 +329,13 @@ pub struct MigrationSpec {
     /// `dns-first` (the GEP's undecided alternative).
     #[serde(default)]
     pub order: crate::migrate::order::Order,
+    /// What the source gateway does for the connections clients keep, once
+    /// the record answers the destination: `none` (Gardener's objects as
+    /// they are, the default), `drain-gateway` (its Gateway for the shoot
+    /// deleted, Envoy drains 45 s) or `max-connection-age` (the gateways'
+    /// `topology.api.gateway_max_connection_duration`). The GEP's orders.
+    #[serde(default)]
+    pub gateway_handover: crate::migrate::gateway_handover::GatewayHandover,
     /// How long SourceSeedCleanup's steps before the source API servers'
     /// deletion take (`gep`, `dns-first`); 60s when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,4 +1,4 @@
-//! EtcdMigrationComplete (destination): in the GEP's orders the DNS record restored and the caches waited out first (`dns-first`: the destination API started before that); then the membership plan's next actions (the sixth member, the source members' removal, one at a time, the leader last), each gated on the cluster's health.
+//! EtcdMigrationComplete (destination): in the GEP's orders the DNS record restored and the caches waited out first (`dns-first`: the destination API started before that), then the gateway handover (`gateway_handover`); then the membership plan's next actions (the sixth member, the source members' removal, one at a time, the leader last), each gated on the cluster's health.
 
 use super::*;
 
@@ -22,6 +22,9 @@ impl Flow<'_> {
             .restores_dns_in_etcd_migration_complete(mig.force_shrink)
         {
             said.push(self.restore_dns(line).await?);
+            if let Some(m) = self.gateway_handover(line).await? {
+                said.push(m);
+            }
         }
         let (reason, m) = self.shrink(line, false).await?;
         said.push(m);

@@ -1,0 +1,70 @@
+//! The gateway handover, in EtcdMigrationComplete right after the DNS-cache wait (the GEP's orders): what the source seed's gateway does for the clients that kept their connections to it (`drain-gateway`: its Gateway for the shoot deleted, Envoy drains; `max-connection-age`: the gateway's connections age out), and the hold that keeps the source API serving until they have gone, before any source member leaves.
+
+use super::*;
+
+impl Flow<'_> {
+    /// Runs the migration's gateway handover; what it did, or None for
+    /// `none`. A resumed run holds from the first release's time.
+    pub(super) async fn gateway_handover(&mut self, line: &Step) -> Result<Option<String>> {
+        let mig = self.mig().clone();
+        let h = mig.gateway_handover;
+        let age = self
+            .state
+            .topology
+            .api
+            .gateway_max_connection_duration()
+            .map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
+        let Some(hold) = h.source_hold(age) else {
+            return Ok(None);
+        };
+        let from = mig.from.clone();
+        let since = if h.deletes_source_gateway() {
+            let at = match mig.source_gateway_released_unix_ms {
+                Some(at) => at,
+                None => {
+                    let at = now_unix_ms();
+                    self.mig_mut().source_gateway_released_unix_ms = Some(at);
+                    self.save()?;
+                    self.note(
+                        line,
+                        &format!("the `{from}` seed's Gateway for the shoot deleted (drain-gateway): its gateway drains the shoot API's connections"),
+                    );
+                    at
+                }
+            };
+            // Again on a resume: the deletion is idempotent.
+            self.provider.sync_gateway(&self.state, &from).await?;
+            at
+        } else {
+            now_unix_ms()
+        };
+        let left_ms = (since + hold.as_secs_f64() * 1e3 - now_unix_ms()).max(0.0);
+        let deadline = Instant::now() + Duration::from_millis(left_ms.ceil() as u64);
+        let what = match h {
+            GatewayHandover::DrainGateway => format!(
+                "the `{from}` gateway drains the shoot API's connections (Istio's {} s drain and {} s)",
+                super::super::gateway_handover::ISTIO_DRAIN.as_secs(),
+                super::super::gateway_handover::HCM_DRAIN_TIMEOUT.as_secs()
+            ),
+            _ => format!(
+                "connections kept to the `{from}` gateway age out ({} and the {} s drain timeout)",
+                self.state
+                    .topology
+                    .api
+                    .gateway_max_connection_duration
+                    .as_deref()
+                    .unwrap_or("-"),
+                super::super::gateway_handover::HCM_DRAIN_TIMEOUT.as_secs()
+            ),
+        };
+        self.wait_until(line, deadline, |left| {
+            format!("{what}: the source API serves {left:.0} s more")
+        })
+        .await?;
+        Ok(Some(format!(
+            "gateway handover {}: {what}; the source API served {:.0} s more before any source member left",
+            h.as_str(),
+            hold.as_secs_f64()
+        )))
+    }
+}

@@ -1,0 +1,180 @@
+//! What the source seed's ingress gateway does for the clients that keep
+//! their connections to it once the shoot API's record answers the
+//! destination (GEP-0039 says nothing; Gardener's objects as they are keep
+//! those clients on the source until its API servers go, and then answer
+//! them 503 until the shoot namespace is deleted). Each variant is named
+//! after the upstream object or flag it stands for:
+//!
+//! - `none`: Gardener's objects as they are (the GEP as drawn).
+//! - `drain-gateway`: right after the DNS-cache wait, while the source API
+//!   still serves, the source seed's Gateway for the shoot is deleted (its
+//!   filter chain on the API port, and the apiserver-proxy's internal
+//!   listener, sni.go's `<namespace>-apiserver-proxy` EnvoyFilter). Envoy
+//!   drains the connections of a removed chain or listener for
+//!   pilot-agent's `--drain-time-s` (45 s, istio `pkg/envoy/proxy.go`,
+//!   `--drain-strategy immediate`): the next response carries a GOAWAY
+//!   (HTTP/2) or `Connection: close` (HTTP/1.1), and what is still open
+//!   when the drain ends is closed. The source API keeps serving for the
+//!   drain and 5 s more before any source member leaves.
+//! - `max-connection-age`: the gateway's HTTP connection managers bound
+//!   every downstream connection's life
+//!   (`common_http_protocol_options.max_connection_duration`, the
+//!   topology's `api.gateway_max_connection_duration`; Istio 1.29 needs an
+//!   EnvoyFilter), and the source API keeps serving that long, and the
+//!   connection manager's `drain_timeout` (5 s) more, after the DNS-cache
+//!   wait: a connection a client opened from a cache that still named the
+//!   source has been told to go by then.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GatewayHandover {
+    /// Gardener's objects as they are: the source gateway keeps the
+    /// clients it has until its API servers and objects go.
+    #[default]
+    None,
+    /// The source seed's Gateway for the shoot deleted after the DNS-cache
+    /// wait: Envoy drains its connections (45 s) while the source serves.
+    DrainGateway,
+    /// Every downstream connection of the gateway ends after the
+    /// topology's `api.gateway_max_connection_duration`; the source serves
+    /// that long after the DNS-cache wait.
+    MaxConnectionAge,
+}
+
+/// pilot-agent's `--drain-time-s` (ProxyConfig.drainDuration, 45 s:
+/// istio pkg/config/mesh/mesh.go; `pkg/envoy/proxy.go` passes it).
+pub const ISTIO_DRAIN: Duration = Duration::from_secs(45);
+/// The HTTP connection manager's `drain_timeout` (Envoy's default, 5 s):
+/// how long a connection told to go (GOAWAY) has before it is closed.
+pub const HCM_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl GatewayHandover {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GatewayHandover::None => "none",
+            GatewayHandover::DrainGateway => "drain-gateway",
+            GatewayHandover::MaxConnectionAge => "max-connection-age",
+        }
+    }
+
+    /// How long the source API must keep serving after the DNS-cache wait
+    /// (and, for `drain-gateway`, after the source's Gateway went) before
+    /// any source member leaves; `max_connection_duration` is the
+    /// gateway's. None: the variant holds nothing.
+    pub fn source_hold(self, max_connection_duration: Option<Duration>) -> Option<Duration> {
+        match self {
+            GatewayHandover::None => None,
+            GatewayHandover::DrainGateway => Some(ISTIO_DRAIN + HCM_DRAIN_TIMEOUT),
+            GatewayHandover::MaxConnectionAge => {
+                max_connection_duration.map(|d| d + HCM_DRAIN_TIMEOUT)
+            }
+        }
+    }
+
+    /// Whether the source seed's Gateway for the shoot is deleted after the
+    /// DNS-cache wait.
+    pub fn deletes_source_gateway(self) -> bool {
+        self == GatewayHandover::DrainGateway
+    }
+
+    /// What is wrong with this handover on a lab whose gateways have
+    /// `max_connection_duration` and expose the API `exposure`: the field
+    /// and why (the order's part: `Order::check_gateway_handover`).
+    pub fn check(
+        self,
+        exposure: crate::topology::ApiExposure,
+        max_connection_duration: Option<Duration>,
+    ) -> Result<(), (&'static str, String)> {
+        if self != GatewayHandover::MaxConnectionAge {
+            return Ok(());
+        }
+        if exposure == crate::topology::ApiExposure::Passthrough {
+            return Err((
+                "migration.gateway_handover",
+                "max-connection-age needs the API's TLS to end at the gateway (exposure termination): with passthrough the gateway has no HTTP connection manager whose connections it could age".into(),
+            ));
+        }
+        if max_connection_duration.is_none_or(|d| d.is_zero()) {
+            return Err((
+                "migration.gateway_handover",
+                "max-connection-age needs the gateways' maximum connection duration, set when the lab comes up (topology.api.gateway_max_connection_duration, e.g. 60s)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::ApiExposure;
+
+    #[test]
+    fn the_default_is_gardeners_objects_as_they_are() {
+        let h = GatewayHandover::default();
+        assert_eq!(h, GatewayHandover::None);
+        assert_eq!(h.source_hold(Some(Duration::from_secs(60))), None);
+        assert!(!h.deletes_source_gateway());
+    }
+
+    #[test]
+    fn drain_gateway_holds_istios_drain_and_the_drain_timeout() {
+        let h = GatewayHandover::DrainGateway;
+        assert!(h.deletes_source_gateway());
+        assert_eq!(h.source_hold(None), Some(Duration::from_secs(50)));
+    }
+
+    #[test]
+    fn max_connection_age_holds_the_age_and_needs_it_and_termination() {
+        let h = GatewayHandover::MaxConnectionAge;
+        assert!(!h.deletes_source_gateway());
+        assert_eq!(
+            h.source_hold(Some(Duration::from_secs(60))),
+            Some(Duration::from_secs(65))
+        );
+        assert!(h
+            .check(ApiExposure::Termination, Some(Duration::from_secs(60)))
+            .is_ok());
+        let (field, why) = h.check(ApiExposure::Termination, None).unwrap_err();
+        assert_eq!(field, "migration.gateway_handover");
+        assert!(
+            why.contains("topology.api.gateway_max_connection_duration"),
+            "{why}"
+        );
+        assert_eq!(
+            h.check(ApiExposure::Passthrough, Some(Duration::from_secs(60)))
+                .unwrap_err()
+                .0,
+            "migration.gateway_handover"
+        );
+        assert!(GatewayHandover::DrainGateway
+            .check(ApiExposure::Passthrough, None)
+            .is_ok());
+    }
+
+    #[test]
+    fn handovers_are_spelled_as_the_cli_and_scenarios_take_them() {
+        for h in [
+            GatewayHandover::None,
+            GatewayHandover::DrainGateway,
+            GatewayHandover::MaxConnectionAge,
+        ] {
+            assert_eq!(serde_json::to_value(h).unwrap().as_str(), Some(h.as_str()));
+        }
+    }
+}
