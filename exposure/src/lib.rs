@@ -290,7 +290,7 @@ pub fn max_connection_duration_ms(t: &crate::topology::Topology) -> Option<u64> 
 
 /// A duration as Envoy's JSON takes it (`60s`, `0.250s`).
 pub fn envoy_duration(ms: u64) -> String {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{}.{:03}s", ms / 1000, ms % 1000)
