@@ -257,7 +257,7 @@ mod tests {
         let v: Vec<f64> = (1..=10).map(f64::from).collect();
         let (lo, hi, c) = super::median_interval(&v).unwrap();
         assert_eq!((lo, hi), (2.0, 9.0));
-        assert!(c >= 0.95 && c < 0.99, "{c}");
+        assert!((0.95..0.99).contains(&c), "{c}");
         assert_eq!(super::median_interval(&[7.0]), Some((7.0, 7.0, 0.0)));
         assert!(super::median_interval(&[]).is_none());
     }
