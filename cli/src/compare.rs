@@ -15,8 +15,9 @@ use cpmlab_runner::compare::{self, Plan};
 pub struct CompareArgs {
     /// The scenario file every variant starts from.
     pub scenario: PathBuf,
-    /// KNOB=V1,V2,...: a knob (plan, handover, cc, pre_vote, etcd, dns_ttl,
-    /// shutdown_delay, exposure, delay, loss, jitter, rate) or a scenario
+    /// KNOB=V1,V2,...: a knob (plan, handover, order, gateway, max_age, cc,
+    /// pre_vote, etcd, dns_ttl, shutdown_delay, exposure, delay, loss,
+    /// jitter, rate; docs/cli.md says what each sets) or a scenario
     /// field's dotted path, and the values to try; the first value is the
     /// reference. Several flags: their cross product.
     #[arg(long, required = true, value_name = "KNOB=V1,V2")]

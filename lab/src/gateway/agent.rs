@@ -129,12 +129,14 @@ fn ready_map(input: &GatewayInput, served: &[SocketAddrV4]) -> BTreeMap<String, 
         .collect()
 }
 
-/// Writes the whole configuration for `served`: routes, endpoints and
-/// clusters before the listeners that use them. With Envoy running
-/// (`envoy_up`), new clusters are waited for until Envoy has taken them
-/// before the listeners are written, as an ADS server orders CDS before
-/// LDS: Envoy re-reads every file of a watched directory on each move, in
-/// no set order, and a listener whose inline routes name a cluster it does
+/// Writes the whole configuration for `served` in the order istiod pushes
+/// it over ADS: endpoints and clusters, then listeners, then routes (a new
+/// listener warms until its routes come; a removed one starts draining
+/// before its route name is served empty, as istiod serves a deleted
+/// Gateway's). With Envoy running (`envoy_up`), new clusters are waited
+/// for until Envoy has taken them before the listeners are written:
+/// Envoy re-reads every file of a watched directory on each move, in no
+/// set order, and a listener whose inline routes name a cluster it does
 /// not know yet is rejected (the apiserver-proxy's internal listener).
 async fn push(
     paths: &Paths,
@@ -147,8 +149,7 @@ async fn push(
     let files = xds.files();
     let (lds, rest): (Vec<_>, Vec<_>) = files.into_iter().partition(|(n, _)| n == render::LDS_FILE);
     let eds = render::eds_files(&input.exposure, &ready_map(input, served));
-    let mut n = written.write(&paths.xds_dir, &rest[..1])?; // routes
-    n += written.write(&paths.xds_dir, &eds)?;
+    let mut n = written.write(&paths.xds_dir, &eds)?;
     let clusters = written.write(&paths.xds_dir, &rest[1..])?;
     n += clusters;
     if clusters > 0 && envoy_up && written.changes(&lds) {
@@ -158,6 +159,7 @@ async fn push(
         }
     }
     n += written.write(&paths.xds_dir, &lds)?;
+    n += written.write(&paths.xds_dir, &rest[..1])?; // routes
     Ok(n)
 }
 

@@ -56,6 +56,11 @@ pub enum GatewayHandover {
     MaxConnectionAge,
 }
 
+/// The gateways' maximum connection duration a comparison's
+/// `max-connection-age` variant is brought up with when nothing names one
+/// (the shortest the design review asked about).
+pub const DEFAULT_MAX_CONNECTION_AGE: &str = "60s";
+
 /// pilot-agent's `--drain-time-s` (ProxyConfig.drainDuration, 45 s:
 /// istio pkg/config/mesh/mesh.go; `pkg/envoy/proxy.go` passes it).
 pub const ISTIO_DRAIN: Duration = Duration::from_secs(45);

@@ -28,7 +28,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     (
         "gateway",
         "migration.gateway_handover",
-        "what the source gateway does for kept connections: none, drain-gateway, max-connection-age",
+        "what the source gateway does for kept connections: none, drain-gateway, max-connection-age (with the gateways' maximum at 60s unless max_age or the scenario names one)",
     ),
     (
         "max_age",
@@ -260,6 +260,19 @@ pub fn render(
             .map_err(|e| BadInput(format!("--variants {knob}: {e}")))?;
     }
     set(&mut doc, "seed", Value::from(seed)).map_err(BadInput)?;
+    // A `max-connection-age` variant needs the gateways' maximum: the
+    // default one when no axis and not the scenario names it (the written
+    // variant file shows it).
+    if doc["migration"]["gateway_handover"] == "max-connection-age"
+        && doc["topology"]["api"]["gateway_max_connection_duration"].is_null()
+    {
+        set(
+            &mut doc,
+            "topology.api.gateway_max_connection_duration",
+            Value::from(crate::migrate::gateway_handover::DEFAULT_MAX_CONNECTION_AGE),
+        )
+        .map_err(BadInput)?;
+    }
     // Links set by a knob need a pair: the first seed pair, as the
     // scenario's own links name it.
     if let Some(first) = doc.get_mut("links").and_then(|l| l.get_mut(0)) {
@@ -292,6 +305,32 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_max_connection_age_variant_brings_its_gateways_up_with_a_maximum() {
+        let base: Scenario =
+            serde_saphyr::from_str("description: x\nmigration: {plan: five-member}\n").unwrap();
+        let axes = vec![parse_axis("gateway=none,max-connection-age").unwrap()];
+        let vs = cross(&axes);
+        let none = render(&base, &vs[0], &axes, 1).unwrap();
+        assert!(!none.contains("gateway_max_connection_duration"), "{none}");
+        let aged = render(&base, &vs[1], &axes, 1).unwrap();
+        assert!(
+            aged.contains("gateway_max_connection_duration: 60s"),
+            "{aged}"
+        );
+        assert!(
+            aged.contains("gateway_handover: max-connection-age"),
+            "{aged}"
+        );
+        // An axis's own maximum wins.
+        let axes = vec![
+            parse_axis("gateway=max-connection-age").unwrap(),
+            parse_axis("max_age=300s").unwrap(),
+        ];
+        let v = render(&base, &cross(&axes)[0], &axes, 1).unwrap();
+        assert!(v.contains("gateway_max_connection_duration: 300s"), "{v}");
+    }
 
     #[test]
     fn axes_parse_knobs_and_paths_and_refuse_the_rest() {
