@@ -887,6 +887,44 @@ mod tests {
         assert!(left_behind(&s, "seed-a"));
     }
 
+    /// The `drain-gateway` handover releases only the source it marked, and
+    /// deletes the API's Gateway in the shoot namespace and the
+    /// apiserver-proxy EnvoyFilter in the ingress namespace, nothing else.
+    #[test]
+    fn drain_gateway_deletes_the_sources_api_gateway_and_its_internal_listener() {
+        let topo = crate::topology::Topology::default();
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+        s.migration =
+            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        assert!(!released(&s, "seed-a"));
+        s.migration.as_mut().unwrap().source_gateway_released_unix_ms = Some(1.0);
+        assert!(released(&s, "seed-a") && !released(&s, "seed-b"));
+        let ns = super::super::namespace(&s.topology.shoot.name);
+        let argv = api_gateway_removal(&s, "seed-a");
+        assert_eq!(argv.len(), 2);
+        let joined: Vec<String> = argv.iter().map(|a| a.join(" ")).collect();
+        assert!(
+            joined[0].contains(&format!("delete gateways.networking.istio.io kube-apiserver -n {ns}")),
+            "{}",
+            joined[0]
+        );
+        assert!(
+            joined[1].contains(&format!(
+                "delete envoyfilters.networking.istio.io {ns}-apiserver-proxy -n {}",
+                super::super::INGRESS_NAMESPACE
+            )),
+            "{}",
+            joined[1]
+        );
+        for a in &joined {
+            assert!(a.contains(&super::super::lab_state::context("t", "seed-a")), "{a}");
+            assert!(a.contains("--ignore-not-found"), "{a}");
+        }
+    }
+
     use super::*;
 
     #[test]

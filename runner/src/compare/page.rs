@@ -298,3 +298,53 @@ pub fn markdown(title: &str, summary: &Summary, command: &str) -> String {
     }
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::summary::summarise;
+
+    fn run(variant: &str, passed: bool, downtime: f64) -> RunMeasures {
+        RunMeasures {
+            variant: variant.into(),
+            passed,
+            status: if passed { "PASSED" } else { "FAILED" }.into(),
+            values: [("downtime_ms".to_string(), downtime)]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_page_leads_with_variants_by_measures_marking_differences() {
+        let mut runs = Vec::new();
+        for i in 0..10 {
+            runs.push(run("gateway=none", false, 90_000.0 + i as f64));
+            runs.push(run("gateway=drain-gateway", true, 1_000.0 + i as f64));
+            runs.push(run("gateway=other", false, 90_000.0 + i as f64));
+        }
+        let order = [
+            "gateway=none".to_string(),
+            "gateway=drain-gateway".to_string(),
+            "gateway=other".to_string(),
+        ];
+        let s = summarise(&order, &runs);
+        let html = html("t", &s, &runs, "cmd");
+        let glance = html.find("At a glance").unwrap();
+        assert!(glance < html.find("<h2>Measures").unwrap());
+        assert!(glance < html.find("in words</h2>").unwrap());
+        // The downtime column: the median and its interval, marked where
+        // the variant differs from the reference, not where it does not.
+        let row = |name: &str| {
+            let at = html[glance..].find(&format!("<b>{name}</b>")).unwrap() + glance;
+            html[at..at + html[at..].find("</tr>").unwrap()].to_string()
+        };
+        let drained = row("gateway=drain-gateway");
+        assert!(drained.contains("1004 ms [1001–1008]"), "{drained}");
+        assert!(drained.contains("class=\"diff\""), "{drained}");
+        assert!(!row("gateway=other").contains("class=\"diff\""));
+        let md = markdown("t", &s, "cmd");
+        assert!(md.contains("**1004 ms [1001–1008]**"), "{md}");
+    }
+}
