@@ -900,14 +900,19 @@ mod tests {
         s.migration =
             Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
         assert!(!released(&s, "seed-a"));
-        s.migration.as_mut().unwrap().source_gateway_released_unix_ms = Some(1.0);
+        s.migration
+            .as_mut()
+            .unwrap()
+            .source_gateway_released_unix_ms = Some(1.0);
         assert!(released(&s, "seed-a") && !released(&s, "seed-b"));
         let ns = super::super::namespace(&s.topology.shoot.name);
         let argv = api_gateway_removal(&s, "seed-a");
         assert_eq!(argv.len(), 2);
         let joined: Vec<String> = argv.iter().map(|a| a.join(" ")).collect();
         assert!(
-            joined[0].contains(&format!("delete gateways.networking.istio.io kube-apiserver -n {ns}")),
+            joined[0].contains(&format!(
+                "delete gateways.networking.istio.io kube-apiserver -n {ns}"
+            )),
             "{}",
             joined[0]
         );
@@ -920,7 +925,10 @@ mod tests {
             joined[1]
         );
         for a in &joined {
-            assert!(a.contains(&super::super::lab_state::context("t", "seed-a")), "{a}");
+            assert!(
+                a.contains(&super::super::lab_state::context("t", "seed-a")),
+                "{a}"
+            );
             assert!(a.contains("--ignore-not-found"), "{a}");
         }
     }
