@@ -591,6 +591,17 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
         vec!["migrate", "--max-rtt", "fast"],
         vec!["migrate", "--resume"],
         vec!["migrate", "--abort"],
+        // A gateway handover the order does not separate from the source
+        // members' removal, and an age the gateways were not brought up
+        // with (nor could use: this lab passes TLS through).
+        vec![
+            "migrate",
+            "--order",
+            "early-drain",
+            "--gateway-handover",
+            "drain-gateway",
+        ],
+        vec!["migrate", "--gateway-handover", "max-connection-age"],
     ] {
         lab.cpmlab(&args).code(2);
         assert!(
