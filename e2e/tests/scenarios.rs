@@ -552,6 +552,15 @@ fn termination_at_25ms(tag: &str, file: &str, peak: &str) {
 /// the source members' removal to the end of the cleanup; every watch
 /// silence lies there too. The figures are printed: what the GEP's order
 /// costs clients, per mechanism.
+/// When the run's notes that `pred` picks were made (unix ms).
+fn notes_at(events: &[Value], pred: &dyn Fn(&str) -> bool) -> Vec<f64> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "note" && e["name"].as_str().is_some_and(pred))
+        .map(|e| e["at_unix_ms"].as_f64().unwrap())
+        .collect()
+}
+
 fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
     let Some((dir, _keep)) = plan_at_25ms(tag, file, peak) else {
         return;
@@ -559,13 +568,7 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
     let run = dir.join("run");
     let events = ndjson(&run.join("events.ndjson"));
     let phase = |name: &str| phase_of(&events, name, file);
-    let note_at = |pred: &dyn Fn(&str) -> bool| -> Vec<f64> {
-        events
-            .iter()
-            .filter(|e| e["kind"] == "note" && e["name"].as_str().is_some_and(pred))
-            .map(|e| e["at_unix_ms"].as_f64().unwrap())
-            .collect()
-    };
+    let note_at = |pred: &dyn Fn(&str) -> bool| notes_at(&events, pred);
     let settings = events
         .iter()
         .find(|e| e["kind"] == "settings")
@@ -755,13 +758,7 @@ fn scenario_five_member_25ms_drain_gateway() {
     };
     let run = dir.join("run");
     let events = ndjson(&run.join("events.ndjson"));
-    let note_at = |pred: &dyn Fn(&str) -> bool| -> Vec<f64> {
-        events
-            .iter()
-            .filter(|e| e["kind"] == "note" && e["name"].as_str().is_some_and(pred))
-            .map(|e| e["at_unix_ms"].as_f64().unwrap())
-            .collect()
-    };
+    let note_at = |pred: &dyn Fn(&str) -> bool| notes_at(&events, pred);
     let settings = events.iter().find(|e| e["kind"] == "settings").unwrap();
     assert!(
         settings["detail"]
@@ -1315,13 +1312,7 @@ fn scenario_leader_killed_during_etcd_migration_complete() {
         .expect("the kill is an event")["at_unix_ms"]
         .as_f64()
         .unwrap();
-    let note_at = |prefix: &str| -> Vec<f64> {
-        events
-            .iter()
-            .filter(|e| e["kind"] == "note" && e["name"].as_str().unwrap_or("").starts_with(prefix))
-            .map(|e| e["at_unix_ms"].as_f64().unwrap())
-            .collect()
-    };
+    let note_at = |prefix: &str| notes_at(&events, &|n: &str| n.starts_with(prefix));
     let moves: Vec<(f64, f64)> = note_at("moving leadership")
         .into_iter()
         .zip(note_at("leadership moved"))

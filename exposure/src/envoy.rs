@@ -63,8 +63,9 @@ pub const ADMIN_PORT: u16 = 15000;
 /// answers there.
 pub const PROMETHEUS_PORT: u16 = 15090;
 /// How long Envoy drains listeners (pilot-agent's `--drain-time-s`, from
-/// ProxyConfig.drainDuration, 45 s: istio pkg/config/mesh/mesh.go).
-pub const DRAIN_TIME_S: u32 = 45;
+/// ProxyConfig.drainDuration, 45 s: istio pkg/config/mesh/mesh.go); the
+/// model's, which the `drain-gateway` handover waits out.
+pub const DRAIN_TIME_S: u32 = cpmlab_model::migrate::gateway_handover::ISTIO_DRAIN.as_secs() as u32;
 /// The mesh's connect timeout (pkg/config/mesh/mesh.go: 10 s).
 pub const CONNECT_TIMEOUT: &str = "10s";
 /// DNS refresh after a failed resolution (mesh dnsRefreshRate: 60 s; a
@@ -445,14 +446,10 @@ pub fn default_retry_policy() -> Value {
     })
 }
 
-/// The API's routes when TLS ends at the gateway, in the order istiod and
-/// Gardener's EnvoyFilter leave them: the mutual-TLS route (inserted first
-/// by the EnvoyFilter; no retries, no timeout of its own), then the
-/// VirtualService's connection upgrade route and its default route.
 /// The route Gardener's `<namespace>-istio-tls-termination` EnvoyFilter
 /// inserts first (HTTP_ROUTE INSERT_BEFORE): requests the Lua filter
 /// authenticated by a client certificate go to the `-mtls` destination.
-fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
+pub fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
     json!({
         "match": {
             "prefix": "/",
@@ -485,6 +482,10 @@ fn deleted_gateway_routes(x: &Exposure, api: &ApiRoute) -> Value {
     })
 }
 
+/// The API's routes when TLS ends at the gateway, in the order istiod and
+/// Gardener's EnvoyFilter leave them: the mutual-TLS route (inserted first
+/// by the EnvoyFilter; no retries, no timeout of its own), then the
+/// VirtualService's connection upgrade route and its default route.
 fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
     let cluster = |d| api.destination(&x.namespace, d).cluster();
     json!({

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use super::http_proxy::{self, HTTP_PROXY_PORT};
 use super::{
     ApiDestination, ApiExposure, ApiRoute, Destination, Exposure, Resolution,
-    AUTHENTICATED_HOST_KEY, CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S,
-    TCP_KEEPALIVE_INTERVAL_S, TCP_KEEPALIVE_TIME_S, UPSTREAM_SNI,
+    CONNECTION_UPGRADE_ROUTE, MAX_CONNECTION_DURATION_S, TCP_KEEPALIVE_INTERVAL_S,
+    TCP_KEEPALIVE_TIME_S, UPSTREAM_SNI,
 };
 
 /// Where the objects go and what they carry.
@@ -515,17 +515,7 @@ fn routes_envoy_filter(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
             {
                 "applyTo": "HTTP_ROUTE",
                 "match": {"context": "GATEWAY", "routeConfiguration": {"name": rc}},
-                "patch": {"operation": "INSERT_BEFORE", "value": {
-                    "match": {
-                        "prefix": "/",
-                        "dynamic_metadata": [{
-                            "filter": "envoy.filters.http.lua",
-                            "path": [{"key": AUTHENTICATED_HOST_KEY}],
-                            "value": {"string_match": {"exact": api.host}},
-                        }],
-                    },
-                    "route": {"cluster": api.destination(&x.namespace, ApiDestination::MutualTls).cluster()},
-                }},
+                "patch": {"operation": "INSERT_BEFORE", "value": super::envoy::mtls_route(x, api)},
             },
             {
                 "applyTo": "CLUSTER",

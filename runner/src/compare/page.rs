@@ -303,18 +303,7 @@ pub fn markdown(title: &str, summary: &Summary, command: &str) -> String {
 mod tests {
     use super::*;
     use crate::compare::summary::summarise;
-
-    fn run(variant: &str, passed: bool, downtime: f64) -> RunMeasures {
-        RunMeasures {
-            variant: variant.into(),
-            passed,
-            status: if passed { "PASSED" } else { "FAILED" }.into(),
-            values: [("downtime_ms".to_string(), downtime)]
-                .into_iter()
-                .collect(),
-            ..Default::default()
-        }
-    }
+    use crate::compare::summary::tests::run;
 
     #[test]
     fn the_page_leads_with_variants_by_measures_marking_differences() {

@@ -171,10 +171,11 @@ pub fn fmt_v(v: f64, unit: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn run(variant: &str, passed: bool, downtime: f64) -> RunMeasures {
+    /// A run of `variant` with its downtime, for the comparison's tests.
+    pub(crate) fn run(variant: &str, passed: bool, downtime: f64) -> RunMeasures {
         RunMeasures {
             variant: variant.into(),
             passed,

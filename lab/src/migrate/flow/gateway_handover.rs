@@ -1,6 +1,7 @@
 //! The gateway handover, in EtcdMigrationComplete right after the DNS-cache wait (the GEP's orders): what the source seed's gateway does for the clients that kept their connections to it (`drain-gateway`: its Gateway for the shoot deleted, Envoy drains; `max-connection-age`: the gateway's connections age out), and the hold that keeps the source API serving until they have gone, before any source member leaves.
 
 use super::*;
+use crate::migrate::gateway_handover::{HCM_DRAIN_TIMEOUT, ISTIO_DRAIN};
 
 impl Flow<'_> {
     /// Runs the migration's gateway handover; what it did, or None for
@@ -43,8 +44,8 @@ impl Flow<'_> {
         let what = match h {
             GatewayHandover::DrainGateway => format!(
                 "the `{from}` gateway drains the shoot API's connections (Istio's {} s drain and {} s)",
-                super::super::gateway_handover::ISTIO_DRAIN.as_secs(),
-                super::super::gateway_handover::HCM_DRAIN_TIMEOUT.as_secs()
+                ISTIO_DRAIN.as_secs(),
+                HCM_DRAIN_TIMEOUT.as_secs()
             ),
             _ => format!(
                 "connections kept to the `{from}` gateway age out ({} and the {} s drain timeout)",
@@ -54,7 +55,7 @@ impl Flow<'_> {
                     .gateway_max_connection_duration
                     .as_deref()
                     .unwrap_or("-"),
-                super::super::gateway_handover::HCM_DRAIN_TIMEOUT.as_secs()
+                HCM_DRAIN_TIMEOUT.as_secs()
             ),
         };
         self.wait_until(line, deadline, |left| {
