@@ -14,6 +14,9 @@
 //!   above it and that ended before this one did): *superseded*. The API
 //!   served it correctly; it is counted apart, neither a success nor a
 //!   failure.
+//! - a readyz a draining API server answered with its etcd checks stopped
+//!   (see [`crate::drained_readyz`]): the server's going-away answer,
+//!   counted apart like a refused attempt.
 //!
 //! A request *failed* when its outcome is not `ok`, or when it succeeded
 //! but took longer than the stall bound (`Criteria::stall_ms`, default
@@ -41,6 +44,8 @@ pub struct Classify {
     pub stall_ms: f64,
     /// Seqs of superseded writes (see the module doc).
     pub superseded: BTreeSet<u64>,
+    /// Seqs of readyz a draining server answered (see the module doc).
+    pub drained_readyz: BTreeSet<u64>,
 }
 
 impl Classify {
@@ -48,7 +53,21 @@ impl Classify {
         Classify {
             stall_ms,
             superseded: superseded_writes(all),
+            drained_readyz: BTreeSet::new(),
         }
+    }
+
+    /// With the readyz [`crate::drained_readyz::find`] matched to a
+    /// draining server.
+    pub fn with_drained_readyz(mut self, seqs: impl IntoIterator<Item = u64>) -> Classify {
+        self.drained_readyz.extend(seqs);
+        self
+    }
+
+    /// Whether a record is set aside (a superseded write, a drained
+    /// server's readyz), neither a success nor a failure.
+    pub fn set_aside(&self, r: &Record) -> bool {
+        self.superseded.contains(&r.seq) || self.drained_readyz.contains(&r.seq)
     }
 
     /// A stall: it succeeded, slower than the bound.
@@ -206,6 +225,7 @@ struct SetAside {
     retried: u64,
     retried_after_wait: u64,
     superseded: u64,
+    drained_readyz: u64,
 }
 
 fn stats_of(
@@ -249,6 +269,7 @@ fn stats_of(
         retried: aside.retried,
         retried_after_wait: aside.retried_after_wait,
         superseded: aside.superseded,
+        drained_readyz: aside.drained_readyz,
         stalled,
         excused: 0,
         availability_pct: if n == 0 {
@@ -270,9 +291,7 @@ pub fn availability<'a>(all: &[&'a Record], c: &Classify) -> Availability<'a> {
     let requests: Vec<&Record> = all
         .iter()
         .copied()
-        .filter(|r| {
-            super::is_request(r) && !retried.contains(&r.seq) && !c.superseded.contains(&r.seq)
-        })
+        .filter(|r| super::is_request(r) && !retried.contains(&r.seq) && !c.set_aside(r))
         .collect();
     let mut lanes: BTreeMap<(ProbeKind, ConnMode), Vec<&Record>> = BTreeMap::new();
     for r in &requests {
@@ -294,6 +313,10 @@ pub fn availability<'a>(all: &[&'a Record], c: &Classify) -> Availability<'a> {
     for r in all.iter().filter(|r| c.superseded.contains(&r.seq)) {
         aside.entry((r.probe, r.mode)).or_default().superseded += 1;
         total.superseded += 1;
+    }
+    for r in all.iter().filter(|r| c.drained_readyz.contains(&r.seq)) {
+        aside.entry((r.probe, r.mode)).or_default().drained_readyz += 1;
+        total.drained_readyz += 1;
     }
     let mut probes = BTreeMap::new();
     let mut all_intervals = Vec::new();
@@ -341,6 +364,12 @@ fn set_aside_text(o: &ProbeStats) -> String {
         v.push(format!(
             "{} write(s) superseded by another of the writer's writes (409 Conflict)",
             o.superseded
+        ));
+    }
+    if o.drained_readyz > 0 {
+        v.push(format!(
+            "{} readyz answered by a draining API server whose etcd checks had stopped, as kube-apiserver's do once its requests drained",
+            o.drained_readyz
         ));
     }
     if v.is_empty() {

@@ -360,6 +360,7 @@ mod judged {
                 final_read: &read_back(&recs, Some(100)),
                 elections: &[],
                 plan: Some(&plan),
+                listeners_closed: &[],
             },
             &c,
         );

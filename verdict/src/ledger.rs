@@ -395,6 +395,7 @@ mod judged {
                 final_read: &fin,
                 elections: &[],
                 plan: None,
+                listeners_closed: &[],
             },
             &c,
         );

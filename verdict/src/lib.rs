@@ -53,6 +53,7 @@ pub mod availability;
 pub mod context;
 pub mod coverage;
 pub mod criteria;
+pub mod drained_readyz;
 pub mod election;
 pub mod error;
 pub mod etcd_said;
@@ -187,6 +188,10 @@ pub struct ProbeStats {
     /// counted in `requests`).
     #[serde(default)]
     pub superseded: u64,
+    /// Readyz a draining API server answered with its etcd checks stopped
+    /// (see [`drained_readyz`]; not counted in `requests`).
+    #[serde(default)]
+    pub drained_readyz: u64,
     /// Of the failed: successful requests slower than the stall bound.
     #[serde(default)]
     pub stalled: u64,
@@ -371,6 +376,10 @@ pub struct Verdict {
     /// What the accepted hazards excused, with evidence; their budgets;
     /// every hazard window of the run.
     pub excuses: Excuses,
+    /// Readyz a draining API server answered, set aside with the evidence
+    /// that matched each (see [`drained_readyz`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drained_readyz: Vec<drained_readyz::DrainedReadyz>,
     pub coverage: coverage::CoverageCheck,
     pub ledger: Ledger,
     pub watch: WatchCheck,
@@ -570,6 +579,8 @@ pub struct Inputs<'a> {
     pub elections: &'a [election::Election],
     /// What the probes were told to do (`probes.json`), when kept.
     pub plan: Option<&'a ProbePlan>,
+    /// The API servers' listeners closing, from their logs.
+    pub listeners_closed: &'a [drained_readyz::ListenerClosed],
 }
 
 /// Compute the verdict from the records and lab events of one run and what
@@ -588,6 +599,7 @@ pub fn compute(
             final_read,
             elections: &[],
             plan: None,
+            listeners_closed: &[],
         },
         &Criteria {
             thresholds: thresholds.clone(),
@@ -640,7 +652,9 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
         end_unix_ms: probes().next_back().map_or(0.0, |r| r.start_unix_ms),
     };
-    let classify = availability::Classify::new(&all, criteria.stall_ms);
+    let drained = drained_readyz::find(&all, inputs.listeners_closed);
+    let classify = availability::Classify::new(&all, criteria.stall_ms)
+        .with_drained_readyz(drained.iter().map(|d| d.seq));
     let mut avail = availability::availability(&all, &classify);
     let excuses = excuse::excuse(
         &avail.failed,
@@ -753,6 +767,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         overall: avail.overall,
         probes: avail.probes,
         excuses,
+        drained_readyz: drained,
         coverage,
         ledger,
         watch,
@@ -915,6 +930,7 @@ pub(crate) mod testutil {
                 final_read,
                 elections: &[],
                 plan,
+                listeners_closed: &[],
             },
             &Criteria::default(),
         )
@@ -984,6 +1000,7 @@ pub(crate) mod testutil {
                 final_read: &read_back(recs, Some(100)),
                 elections: &[],
                 plan: None,
+                listeners_closed: &[],
             },
             c,
         )

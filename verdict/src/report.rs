@@ -336,11 +336,13 @@ pub fn html(
     // As the verdict judges them: a refused attempt that was retried is not
     // a request of its own, nor is a superseded write; a stall failed.
     let retried = retried(&sorted);
-    let classify = Classify::new(&sorted, v.criteria.stall_ms);
+    let classify = Classify::new(&sorted, v.criteria.stall_ms)
+        .with_drained_readyz(v.drained_readyz.iter().map(|d| d.seq));
     let excused = super::excuse::excused_seqs(&v.excuses);
-    for r in sorted.iter().filter(|r| {
-        super::is_request(r) && !retried.contains(&r.seq) && !classify.superseded.contains(&r.seq)
-    }) {
+    for r in sorted
+        .iter()
+        .filter(|r| super::is_request(r) && !retried.contains(&r.seq) && !classify.set_aside(r))
+    {
         per_lane.entry((r.probe, r.mode)).or_default().push(r);
     }
 
@@ -1085,7 +1087,11 @@ fn probes_table(h: &mut String, v: &Verdict) {
             st.ok,
             esc(&{
                 let mut f = fails.join(", ");
-                for (n, what) in [(st.retried, "retried"), (st.superseded, "superseded")] {
+                for (n, what) in [
+                    (st.retried, "retried"),
+                    (st.superseded, "superseded"),
+                    (st.drained_readyz, "drained server's readyz"),
+                ] {
                     if n > 0 {
                         f.push_str(&format!(
                             "{}{what} {n}",
@@ -1146,6 +1152,7 @@ fn rules_table(h: &mut String, v: &Verdict, t0: f64) {
     h.push_str(&informers_section(v));
     h.push_str(&lease_section(v, t0));
     h.push_str(&excused_section(v, t0));
+    h.push_str(&drained_readyz_section(v, t0));
     h.push_str(&coverage_section(v, t0));
 }
 
@@ -1864,6 +1871,29 @@ fn excused_section(v: &Verdict, t0: f64) -> String {
     h
 }
 
+/// The readyz a draining API server answered, set aside, with the log
+/// line that shows the drain.
+fn drained_readyz_section(v: &Verdict, t0: f64) -> String {
+    if v.drained_readyz.is_empty() {
+        return String::new();
+    }
+    let mut h = format!(
+        "<h2>Readyz answered by a draining API server ({})</h2>\n<p class=\"meta\">Set aside, neither a success nor a failure: kube-apiserver stops its etcd checks once its in-flight requests drain and still answers /readyz, so a readyz in its last milliseconds says <code>[-]etcd failed</code> although etcd is fine.</p>\n<table><tr><th class=\"l\">lane</th><th>start</th><th class=\"l\">evidence</th></tr>\n",
+        v.drained_readyz.len()
+    );
+    for d in &v.drained_readyz {
+        let _ = writeln!(
+            h,
+            r#"<tr><td class="l">{}</td><td>{}</td><td class="msg">{}</td></tr>"#,
+            esc(&d.lane),
+            rel(d.start_unix_ms, t0),
+            esc(&d.evidence)
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
 /// Samples per lane in each phase long enough to be judged, and what was
 /// not covered.
 fn coverage_section(v: &Verdict, t0: f64) -> String {
@@ -2210,6 +2240,7 @@ mod tests {
                 final_read: &fin,
                 elections: &[],
                 plan: None,
+                listeners_closed: &[],
             },
             &Criteria::default(),
         );

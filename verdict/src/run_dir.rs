@@ -29,6 +29,7 @@ pub struct Loaded {
     pub final_read: FinalRead,
     pub elections: Vec<election::Election>,
     pub plan: Option<ProbePlan>,
+    pub listeners_closed: Vec<crate::drained_readyz::ListenerClosed>,
 }
 
 impl Loaded {
@@ -39,6 +40,7 @@ impl Loaded {
             final_read: &self.final_read,
             elections: &self.elections,
             plan: self.plan.as_ref(),
+            listeners_closed: &self.listeners_closed,
         }
     }
 }
@@ -87,6 +89,7 @@ pub fn load(run: &Path) -> Result<Loaded> {
         final_read: crate::load::read_final(&run.join(FINAL_FILE))?,
         elections: election::read(run),
         plan: read_json(&run.join(PROBES_FILE))?,
+        listeners_closed: crate::drained_readyz::read(run),
     })
 }
 
