@@ -17,6 +17,9 @@
 //! - a readyz a draining API server answered with its etcd checks stopped
 //!   (see [`crate::drained_readyz`]): the server's going-away answer,
 //!   counted apart like a refused attempt.
+//! - a watch stream the peer closed under it in one of the EOFs client-go
+//!   ends a watch on quietly (see [`crate::watch_end`]): the watch's end,
+//!   counted apart; its reconnect is judged as a request.
 //!
 //! A request *failed* when its outcome is not `ok`, or when it succeeded
 //! but took longer than the stall bound (`Criteria::stall_ms`, default
@@ -46,6 +49,9 @@ pub struct Classify {
     pub superseded: BTreeSet<u64>,
     /// Seqs of readyz a draining server answered (see the module doc).
     pub drained_readyz: BTreeSet<u64>,
+    /// Seqs of watch streams that ended as client-go ends a watch (see the
+    /// module doc).
+    pub watch_ends: BTreeSet<u64>,
 }
 
 impl Classify {
@@ -54,6 +60,7 @@ impl Classify {
             stall_ms,
             superseded: superseded_writes(all),
             drained_readyz: BTreeSet::new(),
+            watch_ends: crate::watch_end::find(all),
         }
     }
 
@@ -67,7 +74,9 @@ impl Classify {
     /// Whether a record is set aside (a superseded write, a drained
     /// server's readyz), neither a success nor a failure.
     pub fn set_aside(&self, r: &Record) -> bool {
-        self.superseded.contains(&r.seq) || self.drained_readyz.contains(&r.seq)
+        self.superseded.contains(&r.seq)
+            || self.drained_readyz.contains(&r.seq)
+            || self.watch_ends.contains(&r.seq)
     }
 
     /// A stall: it succeeded, slower than the bound.
@@ -226,6 +235,7 @@ struct SetAside {
     retried_after_wait: u64,
     superseded: u64,
     drained_readyz: u64,
+    watch_ends: u64,
 }
 
 fn stats_of(
@@ -270,6 +280,7 @@ fn stats_of(
         retried_after_wait: aside.retried_after_wait,
         superseded: aside.superseded,
         drained_readyz: aside.drained_readyz,
+        watch_ends: aside.watch_ends,
         stalled,
         excused: 0,
         availability_pct: if n == 0 {
@@ -317,6 +328,10 @@ pub fn availability<'a>(all: &[&'a Record], c: &Classify) -> Availability<'a> {
     for r in all.iter().filter(|r| c.drained_readyz.contains(&r.seq)) {
         aside.entry((r.probe, r.mode)).or_default().drained_readyz += 1;
         total.drained_readyz += 1;
+    }
+    for r in all.iter().filter(|r| c.watch_ends.contains(&r.seq)) {
+        aside.entry((r.probe, r.mode)).or_default().watch_ends += 1;
+        total.watch_ends += 1;
     }
     let mut probes = BTreeMap::new();
     let mut all_intervals = Vec::new();
@@ -370,6 +385,12 @@ fn set_aside_text(o: &ProbeStats) -> String {
         v.push(format!(
             "{} readyz answered by a draining API server whose etcd checks had stopped, as kube-apiserver's do once its requests drained",
             o.drained_readyz
+        ));
+    }
+    if o.watch_ends > 0 {
+        v.push(format!(
+            "{} watch stream(s) the peer closed, ended as client-go ends a watch and judged by the reconnect",
+            o.watch_ends
         ));
     }
     if v.is_empty() {

@@ -72,6 +72,7 @@ pub mod size;
 pub mod slo;
 pub mod validator;
 pub mod watch;
+pub mod watch_end;
 
 pub use criteria::{Budget, Criteria, Hazard};
 pub use error::{Error, Result};
@@ -192,6 +193,10 @@ pub struct ProbeStats {
     /// (see [`drained_readyz`]; not counted in `requests`).
     #[serde(default)]
     pub drained_readyz: u64,
+    /// Watch streams the peer closed that ended as client-go ends a watch
+    /// (see [`watch_end`]; not counted in `requests`).
+    #[serde(default)]
+    pub watch_ends: u64,
     /// Of the failed: successful requests slower than the stall bound.
     #[serde(default)]
     pub stalled: u64,

@@ -1091,6 +1091,7 @@ fn probes_table(h: &mut String, v: &Verdict) {
                     (st.retried, "retried"),
                     (st.superseded, "superseded"),
                     (st.drained_readyz, "drained server's readyz"),
+                    (st.watch_ends, "watch ends"),
                 ] {
                     if n > 0 {
                         f.push_str(&format!(

@@ -433,6 +433,39 @@ mod judged {
             assert_eq!(v.watch.errors, 1, "{event}");
             assert!(!v.zero_downtime && !v.passed, "{event}");
         }
+        // A stream the gateway closed at its drain's end (an EOF client-go
+        // ends a watch on quietly) is the watch's end: its reconnect is
+        // what is judged.
+        for reconnect in [Outcome::Ok, Outcome::Refused] {
+            let mut recs = clean_run();
+            let mut r = rec(
+                ProbeKind::Watch,
+                ConnMode::Reused,
+                5_000.0,
+                0.0,
+                Outcome::Error,
+            );
+            r.event = Some("broken".into());
+            r.error = Some(
+                "error reading a body from connection: unexpected EOF during chunk size line"
+                    .into(),
+            );
+            recs.push(r);
+            let mut c = connect(ConnMode::Reused, 5_001.0);
+            c.outcome = reconnect;
+            recs.push(c);
+            recs.push(connect(ConnMode::Reused, 5_300.0));
+            // Set aside by seq: the records need their own.
+            for (i, r) in recs.iter_mut().enumerate() {
+                r.seq = i as u64 + 1;
+            }
+            let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+            let s = &v.probes["watch/reused"];
+            assert_eq!(s.watch_ends, 1, "{s:?}");
+            let failed = u64::from(reconnect != Outcome::Ok);
+            assert_eq!(s.failed(), failed, "{reconnect:?}: {s:?}");
+            assert_eq!(v.zero_downtime, failed == 0, "{reconnect:?}");
+        }
         // A server-closed stream (timeoutSeconds) is not a failure.
         let mut recs = clean_run();
         let mut r = rec(
