@@ -8,7 +8,8 @@
 //! expectation: the watch reads the counter again and resumes from there,
 //! and the writes in between are superseded, not missed. Errors and broken
 //! streams are requests of the watch (see `is_request`): they count
-//! against its availability in `zero-downtime`.
+//! against its availability in `zero-downtime`, but for a stream the peer
+//! closed in an EOF client-go ends a watch on (see `watch_end`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
