@@ -49,7 +49,9 @@ pub struct MigrateArgs {
     /// the record answers the destination (the gep and dns-first orders):
     /// none (Gardener's objects as they are), drain-gateway (the source's
     /// Gateway for the shoot deleted after the DNS-cache wait: Envoy
-    /// drains 45 s while the source serves) or max-connection-age (the
+    /// drains 45 s while the source serves), drain-gateway-in-place (the
+    /// Gateway first changed so that Envoy drains 45 s with the routes
+    /// intact, then deleted) or max-connection-age (the
     /// gateways' api.gateway_max_connection_duration, set at `up`; the
     /// source serves that long after the wait).
     #[arg(long, value_enum, default_value = "none")]

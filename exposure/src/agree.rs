@@ -503,6 +503,46 @@ mod tests {
     }
 
     #[test]
+    fn a_gateway_draining_in_place_changes_its_chain_and_keeps_its_routes_in_both_forms() {
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            let mut x = envoy::tests::sample(mode);
+            let before_xds = envoy::render(&x);
+            x.api_gateway_draining = true;
+            check(&x);
+            let xds = envoy::render(&x);
+            let after = from_envoy(&xds);
+            let host = x.api.as_ref().unwrap().host.clone();
+            let drain = cpmlab_model::migrate::gateway_handover::drain_host(&host);
+            // The API's chain now also names the drain host: a changed
+            // chain, which Envoy drains.
+            let api_chain = |xds: &envoy::Xds| {
+                xds.listeners
+                    .iter()
+                    .find(|l| l["name"] == "0.0.0.0_443")
+                    .map(|l| l["filter_chains"][0]["filter_chain_match"]["server_names"].clone())
+                    .unwrap()
+            };
+            assert_eq!(
+                api_chain(&before_xds),
+                serde_json::json!([host]),
+                "{mode:?}"
+            );
+            assert_eq!(
+                api_chain(&xds),
+                serde_json::json!([host, drain]),
+                "{mode:?}"
+            );
+            // Its routes as they were: the drained connections keep them.
+            assert_eq!(xds.routes, before_xds.routes, "{mode:?}");
+            // The apiserver-proxy's socket is gone, its CONNECT port stays.
+            assert!(
+                after.socket.is_none() && after.connect.is_some(),
+                "{mode:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_difference_is_caught() {
         // The check is not blind: a renderer that sent the API elsewhere, or
         // dropped a member's route, fails it.

@@ -242,7 +242,7 @@ pub fn render(x: &Exposure) -> Xds {
         for (d, dest) in x.api_destinations() {
             clusters.push(api_cluster(api.mode, d, &dest));
         }
-        if api.mode == ApiExposure::Termination && !x.api_gateway_deleted {
+        if api.mode == ApiExposure::Termination && !x.apiserver_proxy_released() {
             let files = TlsSource::Files {
                 cert: &tls_file(tls::SERVER_CERT),
                 key: &tls_file(tls::SERVER_KEY),
@@ -362,13 +362,17 @@ pub fn route_config_name(x: &Exposure, api: &ApiRoute) -> String {
 
 fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
     let chain = match api.mode {
-        ApiExposure::Passthrough => passthrough_chain(
-            &api.host,
-            &api.destination(&x.namespace, ApiDestination::Plain),
-            "kube-apiserver",
-        ),
+        ApiExposure::Passthrough => {
+            let mut c = passthrough_chain(
+                &api.host,
+                &api.destination(&x.namespace, ApiDestination::Plain),
+                "kube-apiserver",
+            );
+            c["filter_chain_match"]["server_names"] = json!(x.api_gateway_hosts(api));
+            c
+        }
         ApiExposure::Termination => json!({
-            "filter_chain_match": {"server_names": [api.host]},
+            "filter_chain_match": {"server_names": x.api_gateway_hosts(api)},
             "transport_socket": {
                 "name": "envoy.transport_sockets.tls",
                 "typed_config": {
@@ -464,21 +468,17 @@ pub fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
 }
 
 /// The API's route configuration once its Gateway is deleted, as istiod
-/// serves a route name no Gateway has (pilot/pkg/networking/core/gateway.go:
-/// "Gateway missing for route ... This is normal if gateway was recently
-/// deleted", then the default 404 vhost `blackhole:<port>`): the
-/// connections the removed chain still drains get 404 NR for every new
-/// request, except what the EnvoyFilter's route (inserted without a vhost
-/// match, so into every vhost) still takes.
+/// serves a route name no Gateway has (pilot/pkg/networking/core/gateway.go,
+/// `buildGatewayHTTPRouteConfig`: "Gateway missing for route ... This is
+/// normal if gateway was recently deleted", and a route configuration
+/// without a virtual host, which EnvoyFilters' HTTP_ROUTE patches have no
+/// virtual host to go into): the connections the removed chain still
+/// drains get 404 NR for every request they send before they go.
 fn deleted_gateway_routes(x: &Exposure, api: &ApiRoute) -> Value {
     json!({
         "@type": ty::ROUTE,
         "name": route_config_name(x, api),
-        "virtual_hosts": [{
-            "name": format!("blackhole:{}", api.port),
-            "domains": ["*"],
-            "routes": [mtls_route(x, api)],
-        }],
+        "virtual_hosts": [],
     })
 }
 
@@ -853,6 +853,7 @@ pub(crate) mod tests {
             tls,
             max_connection_duration_ms: None,
             api_gateway_deleted: false,
+            api_gateway_draining: false,
         }
     }
 

@@ -80,7 +80,7 @@ pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
         if api.mode == ApiExposure::Termination {
             out.push(lua_envoy_filter(p));
             out.push(routes_envoy_filter(x, api, p));
-            if !x.api_gateway_deleted {
+            if !x.apiserver_proxy_released() {
                 out.push(apiserver_proxy_envoy_filter(x, api, p));
             }
         }
@@ -159,27 +159,35 @@ fn server(name: &str, port: u16, protocol: &str, tls: Value, hosts: &[&str]) -> 
 }
 
 fn api_gateway(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+        "metadata": meta(API_GATEWAY, &x.namespace, p),
+        "spec": {"selector": {p.selector.0.clone(): p.selector.1}, "servers": api_gateway_servers(x, api)},
+    })
+}
+
+/// The API's Gateway's servers (one, on the API's port): what a merge patch
+/// of the Gateway sets to change its hosts in place.
+pub fn api_gateway_servers(x: &Exposure, api: &ApiRoute) -> Value {
+    let hosts = x.api_gateway_hosts(api);
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
     let s = match api.mode {
         ApiExposure::Passthrough => server(
             "tls",
             api.port,
             "TLS",
             json!({"mode": "PASSTHROUGH"}),
-            &[&api.host],
+            &hosts,
         ),
         ApiExposure::Termination => server(
             "tls",
             api.port,
             "HTTPS",
             json!({"mode": "OPTIONAL_MUTUAL", "credentialName": tls_credential(x)}),
-            &[&api.host],
+            &hosts,
         ),
     };
-    json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
-        "metadata": meta(API_GATEWAY, &x.namespace, p),
-        "spec": {"selector": {p.selector.0.clone(): p.selector.1}, "servers": [s]},
-    })
+    json!([s])
 }
 
 fn etcd_gateway(x: &Exposure, p: &Placement) -> Value {

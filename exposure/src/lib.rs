@@ -168,6 +168,15 @@ pub struct Exposure {
     /// clusters and endpoints, stay.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub api_gateway_deleted: bool,
+    /// The shoot API's Gateway is changed to drain its connections in place
+    /// (`drain-gateway-in-place` in the source seed, before the deletion):
+    /// its server also names the drain host (`model::migrate::
+    /// gateway_handover::drain_host`), so the API's filter chain changes
+    /// and Envoy drains it, with its route configuration as it was; the
+    /// apiserver-proxy EnvoyFilter, its internal listener and cluster, are
+    /// gone as when deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub api_gateway_draining: bool,
 }
 
 /// `<service>.<namespace>.svc.cluster.local`.
@@ -229,6 +238,24 @@ impl Exposure {
         }
     }
 
+    /// Whether the apiserver-proxy's EnvoyFilter (the internal listener and
+    /// its cluster) is gone: the API's Gateway deleted or draining.
+    pub fn apiserver_proxy_released(&self) -> bool {
+        self.api_gateway_deleted || self.api_gateway_draining
+    }
+
+    /// The hosts the API's Gateway server names: the API's, and while it
+    /// drains in place the drain host.
+    pub fn api_gateway_hosts(&self, api: &ApiRoute) -> Vec<String> {
+        let mut hosts = vec![api.host.clone()];
+        if self.api_gateway_draining {
+            hosts.push(cpmlab_model::migrate::gateway_handover::drain_host(
+                &api.host,
+            ));
+        }
+        hosts
+    }
+
     /// The gateway ports with passthrough routes, sorted, each once.
     pub fn tls_ports(&self) -> Vec<u16> {
         let mut p: Vec<u16> = self.tls.iter().map(|r| r.port).collect();
@@ -255,6 +282,11 @@ impl Exposure {
                 .migration
                 .as_ref()
                 .is_some_and(|m| m.from == seed && m.source_gateway_released_unix_ms.is_some()),
+            api_gateway_draining: state.migration.as_ref().is_some_and(|m| {
+                m.from == seed
+                    && m.source_gateway_drained_unix_ms.is_some()
+                    && m.source_gateway_released_unix_ms.is_none()
+            }),
             api: (state.apiservers_of(seed).count() > 0).then(|| {
                 let mut api = api_route(&state.topology);
                 if let Some(s) = state.seed(seed) {

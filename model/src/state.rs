@@ -518,6 +518,12 @@ pub struct MigrationState {
     /// members only, and the hold runs from this time across a resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_gateway_released_unix_ms: Option<f64>,
+    /// When the source seed's Gateway for the shoot was changed to drain
+    /// its connections in place (`drain-gateway-in-place`): from then its
+    /// server has the drain host and the apiserver-proxy's listener is
+    /// gone; the hold before the deletion runs from this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_gateway_drained_unix_ms: Option<f64>,
     /// How long SourceSeedCleanup's steps before the source API servers'
     /// deletion take (the `gep` and `dns-first` orders), milliseconds.
     #[serde(default)]

@@ -159,6 +159,7 @@ pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::
         tls,
         max_connection_duration_ms: crate::exposure::max_connection_duration_ms(t),
         api_gateway_deleted: false,
+        api_gateway_draining: false,
     }
 }
 

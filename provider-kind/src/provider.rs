@@ -394,6 +394,58 @@ pub fn released(state: &LabState, seed: &str) -> bool {
         .is_some_and(|m| m.from == seed && m.source_gateway_released_unix_ms.is_some())
 }
 
+/// Whether the `drain-gateway-in-place` handover drains `seed`'s Gateway
+/// for the shoot in place: the migration's source, changed and not yet
+/// deleted.
+pub fn draining(state: &LabState, seed: &str) -> bool {
+    state.migration.as_ref().is_some_and(|m| {
+        m.from == seed
+            && m.source_gateway_drained_unix_ms.is_some()
+            && m.source_gateway_released_unix_ms.is_none()
+    })
+}
+
+/// Changes the shoot API's Gateway in a seed so that Envoy drains its
+/// filter chain's connections with their routes intact (a merge patch that
+/// sets its servers with the drain host beside the API's: idempotent), and
+/// deletes sni.go's `<namespace>-apiserver-proxy` EnvoyFilter.
+pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<String>> {
+    let ns = super::namespace(&state.topology.shoot.name);
+    let context = super::lab_state::context(&state.name, seed);
+    let api = crate::exposure::api_route(&state.topology);
+    let x = crate::exposure::Exposure {
+        seed: seed.to_string(),
+        namespace: ns.clone(),
+        api: Some(api.clone()),
+        tls: vec![],
+        max_connection_duration_ms: None,
+        api_gateway_deleted: false,
+        api_gateway_draining: true,
+    };
+    let patch = serde_json::json!({"spec": {"servers": crate::exposure::istio::api_gateway_servers(&x, &api)}});
+    let mut out = vec![[
+        "kubectl",
+        "--context",
+        &context,
+        "patch",
+        "gateways.networking.istio.io",
+        crate::exposure::istio::API_GATEWAY,
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        &patch.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()];
+    out.extend(
+        api_gateway_removal(state, seed)
+            .into_iter()
+            .filter(|argv| argv.iter().any(|a| a.ends_with("-apiserver-proxy"))),
+    );
+    out
+}
+
 /// Deletes the shoot API's Gateway in a seed (Envoy drops its filter chain
 /// and drains its connections) and sni.go's `<namespace>-apiserver-proxy`
 /// EnvoyFilter (the internal listener: drained likewise); the VirtualService,
@@ -761,6 +813,13 @@ impl Provider for KindProvider {
                 kubectl_ok(argv).await?;
             }
         }
+        // The `drain-gateway-in-place` handover: the Gateway changed so
+        // that Envoy drains with the routes intact, before its deletion.
+        if draining(state, seed) {
+            for argv in api_gateway_drain_in_place(state, seed) {
+                kubectl_ok(argv).await?;
+            }
+        }
         Ok(())
     }
 
@@ -885,6 +944,55 @@ mod tests {
         assert!(!left_behind(&s, "seed-a"), "members still there");
         s.members.retain(|m| m.seed != "seed-a");
         assert!(left_behind(&s, "seed-a"));
+    }
+
+    /// The `drain-gateway-in-place` handover patches the source's API
+    /// Gateway with the drain host beside the API's and deletes the
+    /// apiserver-proxy EnvoyFilter, until the deletion takes over.
+    #[test]
+    fn drain_gateway_in_place_patches_the_sources_api_gateway_then_yields_to_the_deletion() {
+        let topo = crate::topology::Topology::default();
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
+        s.migration =
+            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        assert!(!draining(&s, "seed-a"));
+        s.migration.as_mut().unwrap().source_gateway_drained_unix_ms = Some(1.0);
+        assert!(draining(&s, "seed-a") && !draining(&s, "seed-b") && !released(&s, "seed-a"));
+        let ns = super::super::namespace(&s.topology.shoot.name);
+        let argv = api_gateway_drain_in_place(&s, "seed-a");
+        assert_eq!(argv.len(), 2);
+        let joined: Vec<String> = argv.iter().map(|a| a.join(" ")).collect();
+        assert!(
+            joined[0].contains(&format!(
+                "patch gateways.networking.istio.io kube-apiserver -n {ns} --type=merge"
+            )),
+            "{}",
+            joined[0]
+        );
+        let host = crate::exposure::api_route(&s.topology).host;
+        let patch: serde_json::Value = serde_json::from_str(argv[0].last().unwrap()).unwrap();
+        assert_eq!(
+            patch["spec"]["servers"][0]["hosts"],
+            serde_json::json!([
+                host.clone(),
+                cpmlab_model::migrate::gateway_handover::drain_host(&host)
+            ])
+        );
+        assert!(
+            joined[1].contains(&format!(
+                "delete envoyfilters.networking.istio.io {ns}-apiserver-proxy"
+            )),
+            "{}",
+            joined[1]
+        );
+        s.migration
+            .as_mut()
+            .unwrap()
+            .source_gateway_released_unix_ms = Some(2.0);
+        assert!(!draining(&s, "seed-a") && released(&s, "seed-a"));
     }
 
     /// The `drain-gateway` handover releases only the source it marked, and

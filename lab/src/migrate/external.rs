@@ -73,6 +73,7 @@ pub async fn run(
         order: Default::default(),
         gateway_handover: Default::default(),
         source_gateway_released_unix_ms: None,
+        source_gateway_drained_unix_ms: None,
         cleanup_before_api_ms: 0,
         conditions,
         started_unix_ms: started,

@@ -16,6 +16,24 @@
 //!   (HTTP/2) or `Connection: close` (HTTP/1.1), and what is still open
 //!   when the drain ends is closed. The source API keeps serving for the
 //!   drain and 5 s more before any source member leaves.
+//! - `drain-gateway-in-place`: `drain-gateway` without the 404s it gives
+//!   requests that race its GOAWAY. Deleting the Gateway also empties the
+//!   route configuration the drained connections still use: istiod answers
+//!   a route name no Gateway has with no virtual host ("Gateway missing for
+//!   route ... This is normal if gateway was recently deleted",
+//!   pilot/pkg/networking/core/gateway.go), so a request sent on a drained
+//!   connection before its client took the GOAWAY gets Envoy's 404 NR (a
+//!   NotFound to client-go). Here the Gateway is first changed, not
+//!   deleted: a host no client asks for ([`DRAIN_HOST_PREFIX`]) joins its
+//!   server, so its filter chain's `server_names` change and Envoy drains
+//!   the chain's connections for the same 45 s, while the route, named
+//!   after the Gateway's server (`https.<port>.<port name>.<gateway>.<ns>`,
+//!   pilot/pkg/model/gateway.go `gatewayRDSRouteName`), keeps its virtual
+//!   hosts; the apiserver-proxy's EnvoyFilter is deleted then, as in
+//!   `drain-gateway` (its listener's routes are inline, so nothing
+//!   empties). After the drain and the drain timeout the Gateway is
+//!   deleted; only connections opened to the source since (from DNS caches
+//!   older than the wait, none by then) could race that deletion.
 //! - `max-connection-age`: the gateway's HTTP connection managers bound
 //!   every downstream connection's life
 //!   (`common_http_protocol_options.max_connection_duration`, the
@@ -50,6 +68,10 @@ pub enum GatewayHandover {
     /// The source seed's Gateway for the shoot deleted after the DNS-cache
     /// wait: Envoy drains its connections (45 s) while the source serves.
     DrainGateway,
+    /// The source seed's Gateway for the shoot changed after the DNS-cache
+    /// wait so that Envoy drains its connections with their routes intact
+    /// (45 s), then deleted.
+    DrainGatewayInPlace,
     /// Every downstream connection of the gateway ends after the
     /// topology's `api.gateway_max_connection_duration`; the source serves
     /// that long after the DNS-cache wait.
@@ -68,11 +90,23 @@ pub const ISTIO_DRAIN: Duration = Duration::from_secs(45);
 /// how long a connection told to go (GOAWAY) has before it is closed.
 pub const HCM_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What `drain-gateway-in-place` puts before the API's host to make the
+/// host it adds to the source's Gateway: a name under the API's own, which
+/// no client asks for and no VirtualService routes.
+pub const DRAIN_HOST_PREFIX: &str = "cpmlab-drain.";
+
+/// The host `drain-gateway-in-place` adds to the source's Gateway for the
+/// API at `api_host`.
+pub fn drain_host(api_host: &str) -> String {
+    format!("{DRAIN_HOST_PREFIX}{api_host}")
+}
+
 impl GatewayHandover {
     pub fn as_str(self) -> &'static str {
         match self {
             GatewayHandover::None => "none",
             GatewayHandover::DrainGateway => "drain-gateway",
+            GatewayHandover::DrainGatewayInPlace => "drain-gateway-in-place",
             GatewayHandover::MaxConnectionAge => "max-connection-age",
         }
     }
@@ -84,7 +118,9 @@ impl GatewayHandover {
     pub fn source_hold(self, max_connection_duration: Option<Duration>) -> Option<Duration> {
         match self {
             GatewayHandover::None => None,
-            GatewayHandover::DrainGateway => Some(ISTIO_DRAIN + HCM_DRAIN_TIMEOUT),
+            GatewayHandover::DrainGateway | GatewayHandover::DrainGatewayInPlace => {
+                Some(ISTIO_DRAIN + HCM_DRAIN_TIMEOUT)
+            }
             GatewayHandover::MaxConnectionAge => {
                 max_connection_duration.map(|d| d + HCM_DRAIN_TIMEOUT)
             }
@@ -94,7 +130,17 @@ impl GatewayHandover {
     /// Whether the source seed's Gateway for the shoot is deleted after the
     /// DNS-cache wait.
     pub fn deletes_source_gateway(self) -> bool {
-        self == GatewayHandover::DrainGateway
+        matches!(
+            self,
+            GatewayHandover::DrainGateway | GatewayHandover::DrainGatewayInPlace
+        )
+    }
+
+    /// Whether the source seed's Gateway for the shoot is changed to drain
+    /// its connections in place before it is deleted (the hold runs
+    /// between the two).
+    pub fn drains_in_place(self) -> bool {
+        self == GatewayHandover::DrainGatewayInPlace
     }
 
     /// What is wrong with this handover on a lab whose gateways have
@@ -140,8 +186,12 @@ mod tests {
     #[test]
     fn drain_gateway_holds_istios_drain_and_the_drain_timeout() {
         let h = GatewayHandover::DrainGateway;
-        assert!(h.deletes_source_gateway());
+        assert!(h.deletes_source_gateway() && !h.drains_in_place());
         assert_eq!(h.source_hold(None), Some(Duration::from_secs(50)));
+        let p = GatewayHandover::DrainGatewayInPlace;
+        assert!(p.deletes_source_gateway() && p.drains_in_place());
+        assert_eq!(p.source_hold(None), Some(Duration::from_secs(50)));
+        assert_eq!(drain_host("api.x.test"), "cpmlab-drain.api.x.test");
     }
 
     #[test]
@@ -177,6 +227,7 @@ mod tests {
         for h in [
             GatewayHandover::None,
             GatewayHandover::DrainGateway,
+            GatewayHandover::DrainGatewayInPlace,
             GatewayHandover::MaxConnectionAge,
         ] {
             assert_eq!(serde_json::to_value(h).unwrap().as_str(), Some(h.as_str()));

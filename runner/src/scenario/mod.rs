@@ -332,7 +332,9 @@ pub struct MigrationSpec {
     /// What the source gateway does for the connections clients keep, once
     /// the record answers the destination: `none` (Gardener's objects as
     /// they are, the default), `drain-gateway` (its Gateway for the shoot
-    /// deleted, Envoy drains 45 s) or `max-connection-age` (the gateways'
+    /// deleted, Envoy drains 45 s), `drain-gateway-in-place` (the Gateway
+    /// first changed so that Envoy drains with the routes intact, then
+    /// deleted) or `max-connection-age` (the gateways'
     /// `topology.api.gateway_max_connection_duration`). The GEP's orders.
     #[serde(default)]
     pub gateway_handover: crate::migrate::gateway_handover::GatewayHandover,

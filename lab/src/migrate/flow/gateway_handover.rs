@@ -1,4 +1,4 @@
-//! The gateway handover, in EtcdMigrationComplete right after the DNS-cache wait (the GEP's orders): what the source seed's gateway does for the clients that kept their connections to it (`drain-gateway`: its Gateway for the shoot deleted, Envoy drains; `max-connection-age`: the gateway's connections age out), and the hold that keeps the source API serving until they have gone, before any source member leaves.
+//! The gateway handover, in EtcdMigrationComplete right after the DNS-cache wait (the GEP's orders): what the source seed's gateway does for the clients that kept their connections to it (`drain-gateway`: its Gateway for the shoot deleted, Envoy drains; `drain-gateway-in-place`: the Gateway changed so that Envoy drains with the routes intact, then deleted; `max-connection-age`: the gateway's connections age out), and the hold that keeps the source API serving until they have gone, before any source member leaves.
 
 use super::*;
 use crate::migrate::gateway_handover::{HCM_DRAIN_TIMEOUT, ISTIO_DRAIN};
@@ -19,7 +19,30 @@ impl Flow<'_> {
             return Ok(None);
         };
         let from = mig.from.clone();
-        let since = if h.deletes_source_gateway() {
+        let since = if h.drains_in_place() {
+            let at = match mig.source_gateway_drained_unix_ms {
+                Some(at) => at,
+                None => {
+                    let at = now_unix_ms();
+                    self.mig_mut().source_gateway_drained_unix_ms = Some(at);
+                    self.save()?;
+                    let host = crate::migrate::gateway_handover::drain_host(
+                        &crate::exposure::api_route(&self.state.topology).host,
+                    );
+                    self.note(
+                        line,
+                        &format!("the `{from}` seed's Gateway for the shoot changed in place (drain-gateway-in-place): its server also names {host}, so its gateway drains the shoot API's connections with their routes as they were; the apiserver-proxy EnvoyFilter deleted"),
+                    );
+                    at
+                }
+            };
+            // Again on a resume (a merge patch, idempotent), unless the
+            // deletion that follows the drain was done already.
+            if mig.source_gateway_released_unix_ms.is_none() {
+                self.provider.sync_gateway(&self.state, &from).await?;
+            }
+            at
+        } else if h.deletes_source_gateway() {
             let at = match mig.source_gateway_released_unix_ms {
                 Some(at) => at,
                 None => {
@@ -42,6 +65,11 @@ impl Flow<'_> {
         let left_ms = (since + hold.as_secs_f64() * 1e3 - now_unix_ms()).max(0.0);
         let deadline = Instant::now() + Duration::from_millis(left_ms.ceil() as u64);
         let what = match h {
+            GatewayHandover::DrainGatewayInPlace => format!(
+                "the `{from}` gateway drains the shoot API's connections in place, their routes intact (Istio's {} s drain and {} s), then its Gateway goes",
+                ISTIO_DRAIN.as_secs(),
+                HCM_DRAIN_TIMEOUT.as_secs()
+            ),
             GatewayHandover::DrainGateway => format!(
                 "the `{from}` gateway drains the shoot API's connections (Istio's {} s drain and {} s)",
                 ISTIO_DRAIN.as_secs(),
@@ -62,6 +90,17 @@ impl Flow<'_> {
             format!("{what}: the source API serves {left:.0} s more")
         })
         .await?;
+        if h.drains_in_place() {
+            if self.mig().source_gateway_released_unix_ms.is_none() {
+                self.mig_mut().source_gateway_released_unix_ms = Some(now_unix_ms());
+                self.save()?;
+                self.note(
+                    line,
+                    &format!("the `{from}` seed's Gateway for the shoot deleted after its drain (drain-gateway-in-place)"),
+                );
+            }
+            self.provider.sync_gateway(&self.state, &from).await?;
+        }
         Ok(Some(format!(
             "gateway handover {}: {what}; the source API served {:.0} s more before any source member left",
             h.as_str(),
