@@ -74,7 +74,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "provider-kind",
-        &["model", "core", "exposure", "provider", "provider-docker"],
+        &[
+            "model",
+            "core",
+            "exposure",
+            "provider",
+            "probe",
+            "provider-docker",
+        ],
     ),
     (
         "runner",

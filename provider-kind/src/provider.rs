@@ -779,6 +779,11 @@ impl Provider for KindProvider {
         match Target::parse(workload)? {
             Target::Container(c) => self.docker.remove(state, &c, data).await,
             Target::Pod(p) => {
+                // Its log first, as the docker form keeps a removed
+                // container's: the run must say what a removed member did.
+                if let Some(run) = &state.probe_run {
+                    cpmlab_probe::container_logs::keep(self, run, &[workload.to_string()]).await;
+                }
                 self.stop(workload, Duration::from_secs(30)).await?;
                 // A StatefulSet keeps its claims when scaled down (its
                 // retention policy's default, which stopping a member

@@ -95,22 +95,11 @@ pub fn from_logs(logs: &[(String, String)]) -> Vec<ListenerClosed> {
     out
 }
 
-/// The API servers' logs of a run directory (`logs/*-apiserver-*.log`);
-/// none when the run kept no logs.
+/// The API servers' logs of a run directory (`logs/**/*-apiserver-*.log`;
+/// the kind form's pod logs name no seed, so only the docker form's
+/// match one); none when the run kept no logs.
 pub fn read(run: &Path) -> Vec<ListenerClosed> {
-    let Ok(dir) = std::fs::read_dir(run.join("logs")) else {
-        return Vec::new();
-    };
-    let mut logs: Vec<(String, String)> = dir
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("-apiserver-"))
-        .filter_map(|e| {
-            let stem = e.path().file_stem()?.to_string_lossy().into_owned();
-            Some((stem, std::fs::read_to_string(e.path()).ok()?))
-        })
-        .collect();
-    logs.sort();
-    from_logs(&logs)
+    from_logs(&crate::etcd_said::read_logs_named(run, "-apiserver-"))
 }
 
 /// Whether every check a failed readyz's answer names is an etcd check

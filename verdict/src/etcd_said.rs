@@ -164,19 +164,44 @@ pub fn read(run: &Path) -> Vec<Finding> {
 /// The etcd members' logs of a run directory: (file stem, text), in name
 /// order; none when the run kept no logs.
 pub fn read_logs(run: &Path) -> Vec<(String, String)> {
-    let Ok(dir) = std::fs::read_dir(run.join("logs")) else {
-        return Vec::new();
-    };
-    let mut logs: Vec<(String, String)> = dir
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("-etcd-"))
-        .filter_map(|e| {
-            let stem = e.path().file_stem()?.to_string_lossy().into_owned();
-            Some((stem, std::fs::read_to_string(e.path()).ok()?))
+    read_logs_named(run, "-etcd-")
+}
+
+/// The logs of a run directory whose file name holds `needle`: (file
+/// stem, text), in name order.
+pub(crate) fn read_logs_named(run: &Path, needle: &str) -> Vec<(String, String)> {
+    let mut logs: Vec<(String, String)> = log_files(&run.join("logs"))
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|f| f.to_string_lossy().contains(needle))
+        })
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_string_lossy().into_owned();
+            Some((stem, std::fs::read_to_string(&p).ok()?))
         })
         .collect();
     logs.sort();
     logs
+}
+
+/// Every `.log` file under `dir`: the docker form keeps each container's
+/// log at the top (`<container>.log`), the kind form each pod's under its
+/// cluster and namespace (`kind-<lab>-<seed>/<namespace>/<pod>.log`).
+pub(crate) fn log_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(log_files(&p));
+        } else if p.extension().is_some_and(|x| x == "log") {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// Member IDs to names, and each log's member name: from its "starting an
@@ -329,6 +354,18 @@ mod tests {
             around(&f, first.first_unix_ms, first.first_unix_ms).count(),
             1
         );
+    }
+
+    #[test]
+    fn the_kind_form_s_pod_logs_are_read_from_their_cluster_and_namespace() {
+        let run = tempfile::tempdir().unwrap();
+        let ns = run.path().join("logs/kind-lab-seed-b/shoot--local--local");
+        std::fs::create_dir_all(&ns).unwrap();
+        std::fs::write(ns.join("seed-b-etcd-0-0.log"), "x\n").unwrap();
+        std::fs::write(ns.join("kube-apiserver-7fd6-q.log"), "x\n").unwrap();
+        std::fs::write(run.path().join("logs/lab-seed-a-etcd-0.log"), "y\n").unwrap();
+        let stems: Vec<String> = read_logs(run.path()).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(stems, vec!["lab-seed-a-etcd-0", "seed-b-etcd-0-0"]);
     }
 
     #[test]
