@@ -423,27 +423,24 @@ pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<Strin
         api_gateway_draining: true,
     };
     let patch = serde_json::json!({"spec": {"servers": crate::exposure::istio::api_gateway_servers(&x, &api)}});
-    let mut out = vec![[
-        "kubectl",
-        "--context",
-        &context,
-        "patch",
-        "gateways.networking.istio.io",
-        crate::exposure::istio::API_GATEWAY,
-        "-n",
-        &ns,
-        "--type=merge",
-        "-p",
-        &patch.to_string(),
+    vec![
+        [
+            "kubectl",
+            "--context",
+            &context,
+            "patch",
+            "gateways.networking.istio.io",
+            crate::exposure::istio::API_GATEWAY,
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ]
+        .map(String::from)
+        .to_vec(),
+        apiserver_proxy_removal(state, seed),
     ]
-    .map(String::from)
-    .to_vec()];
-    out.extend(
-        api_gateway_removal(state, seed)
-            .into_iter()
-            .filter(|argv| argv.iter().any(|a| a.ends_with("-apiserver-proxy"))),
-    );
-    out
 }
 
 /// Deletes the shoot API's Gateway in a seed (Envoy drops its filter chain
@@ -452,35 +449,54 @@ pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<Strin
 /// the DestinationRules and the members' objects stay.
 pub fn api_gateway_removal(state: &LabState, seed: &str) -> Vec<Vec<String>> {
     let ns = super::namespace(&state.topology.shoot.name);
-    let context = super::lab_state::context(&state.name, seed);
-    let delete = |kind: &str, name: &str, namespace: &str| {
-        [
-            "kubectl",
-            "--context",
-            &context,
-            "delete",
-            kind,
-            name,
-            "-n",
-            namespace,
-            "--ignore-not-found",
-            "--wait=false",
-        ]
-        .map(String::from)
-        .to_vec()
-    };
     vec![
-        delete(
+        istio_delete(
+            state,
+            seed,
             "gateways.networking.istio.io",
             crate::exposure::istio::API_GATEWAY,
             &ns,
         ),
-        delete(
-            "envoyfilters.networking.istio.io",
-            &format!("{ns}-apiserver-proxy"),
-            super::INGRESS_NAMESPACE,
-        ),
+        apiserver_proxy_removal(state, seed),
     ]
+}
+
+/// Deletes sni.go's `<namespace>-apiserver-proxy` EnvoyFilter in a seed
+/// (the shoot nodes' internal listener: Envoy drains it).
+fn apiserver_proxy_removal(state: &LabState, seed: &str) -> Vec<String> {
+    let ns = super::namespace(&state.topology.shoot.name);
+    istio_delete(
+        state,
+        seed,
+        "envoyfilters.networking.istio.io",
+        &format!("{ns}-apiserver-proxy"),
+        super::INGRESS_NAMESPACE,
+    )
+}
+
+/// `kubectl delete` of one Istio object in a seed, not waiting, gone or not.
+fn istio_delete(
+    state: &LabState,
+    seed: &str,
+    kind: &str,
+    name: &str,
+    namespace: &str,
+) -> Vec<String> {
+    let context = super::lab_state::context(&state.name, seed);
+    [
+        "kubectl",
+        "--context",
+        &context,
+        "delete",
+        kind,
+        name,
+        "-n",
+        namespace,
+        "--ignore-not-found",
+        "--wait=false",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// Deletes a seed's Istio objects for the shoot (every namespace: the
@@ -951,18 +967,24 @@ mod tests {
         assert!(left_behind(&s, "seed-a"));
     }
 
+    /// Lab `lab`'s state with a migration from seed-a to seed-b planned.
+    fn migrating(lab: &str) -> LabState {
+        let topo = crate::topology::Topology::default();
+        let nets: Vec<crate::addressing::Net24> = (0..3)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let mut s = crate::plan::LabPlan::new(lab, &topo, &nets, "img:1").initial_state("x".into());
+        s.migration =
+            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        s
+    }
+
     /// The `drain-gateway-in-place` handover patches the source's API
     /// Gateway with the drain host beside the API's and deletes the
     /// apiserver-proxy EnvoyFilter, until the deletion takes over.
     #[test]
     fn drain_gateway_in_place_patches_the_sources_api_gateway_then_yields_to_the_deletion() {
-        let topo = crate::topology::Topology::default();
-        let nets: Vec<crate::addressing::Net24> = (0..3)
-            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
-            .collect();
-        let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
-        s.migration =
-            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        let mut s = migrating("t");
         assert!(!draining(&s, "seed-a"));
         s.migration.as_mut().unwrap().source_gateway_drained_unix_ms = Some(1.0);
         assert!(draining(&s, "seed-a") && !draining(&s, "seed-b") && !released(&s, "seed-a"));
@@ -1005,13 +1027,7 @@ mod tests {
     /// apiserver-proxy EnvoyFilter in the ingress namespace, nothing else.
     #[test]
     fn drain_gateway_deletes_the_sources_api_gateway_and_its_internal_listener() {
-        let topo = crate::topology::Topology::default();
-        let nets: Vec<crate::addressing::Net24> = (0..3)
-            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
-            .collect();
-        let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
-        s.migration =
-            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        let mut s = migrating("t");
         assert!(!released(&s, "seed-a"));
         s.migration
             .as_mut()

@@ -20,22 +20,14 @@ impl Flow<'_> {
         };
         let from = mig.from.clone();
         let since = if h.drains_in_place() {
-            let at = match mig.source_gateway_drained_unix_ms {
-                Some(at) => at,
-                None => {
-                    let at = now_unix_ms();
-                    self.mig_mut().source_gateway_drained_unix_ms = Some(at);
-                    self.save()?;
-                    let host = crate::migrate::gateway_handover::drain_host(
-                        &crate::exposure::api_route(&self.state.topology).host,
-                    );
-                    self.note(
-                        line,
-                        &format!("the `{from}` seed's Gateway for the shoot changed in place (drain-gateway-in-place): its server also names {host}, so its gateway drains the shoot API's connections with their routes as they were; the apiserver-proxy EnvoyFilter deleted"),
-                    );
-                    at
-                }
-            };
+            let host = crate::migrate::gateway_handover::drain_host(
+                &crate::exposure::api_route(&self.state.topology).host,
+            );
+            let at = self.mark_once(
+                line,
+                |m| &mut m.source_gateway_drained_unix_ms,
+                &format!("the `{from}` seed's Gateway for the shoot changed in place (drain-gateway-in-place): its server also names {host}, so its gateway drains the shoot API's connections with their routes as they were; the apiserver-proxy EnvoyFilter deleted"),
+            )?;
             // Again on a resume (a merge patch, idempotent), unless the
             // deletion that follows the drain was done already.
             if mig.source_gateway_released_unix_ms.is_none() {
@@ -43,19 +35,11 @@ impl Flow<'_> {
             }
             at
         } else if h.deletes_source_gateway() {
-            let at = match mig.source_gateway_released_unix_ms {
-                Some(at) => at,
-                None => {
-                    let at = now_unix_ms();
-                    self.mig_mut().source_gateway_released_unix_ms = Some(at);
-                    self.save()?;
-                    self.note(
-                        line,
-                        &format!("the `{from}` seed's Gateway for the shoot deleted (drain-gateway): its gateway drains the shoot API's connections"),
-                    );
-                    at
-                }
-            };
+            let at = self.mark_once(
+                line,
+                |m| &mut m.source_gateway_released_unix_ms,
+                &format!("the `{from}` seed's Gateway for the shoot deleted (drain-gateway): its gateway drains the shoot API's connections"),
+            )?;
             // Again on a resume: the deletion is idempotent.
             self.provider.sync_gateway(&self.state, &from).await?;
             at
@@ -91,14 +75,11 @@ impl Flow<'_> {
         })
         .await?;
         if h.drains_in_place() {
-            if self.mig().source_gateway_released_unix_ms.is_none() {
-                self.mig_mut().source_gateway_released_unix_ms = Some(now_unix_ms());
-                self.save()?;
-                self.note(
-                    line,
-                    &format!("the `{from}` seed's Gateway for the shoot deleted after its drain (drain-gateway-in-place)"),
-                );
-            }
+            self.mark_once(
+                line,
+                |m| &mut m.source_gateway_released_unix_ms,
+                &format!("the `{from}` seed's Gateway for the shoot deleted after its drain (drain-gateway-in-place)"),
+            )?;
             self.provider.sync_gateway(&self.state, &from).await?;
         }
         Ok(Some(format!(
@@ -106,5 +87,24 @@ impl Flow<'_> {
             h.as_str(),
             hold.as_secs_f64()
         )))
+    }
+
+    /// The time a handover step happened, kept in the migration's state
+    /// (`field`): set now, saved and noted the first time; read back on a
+    /// resume, so the hold runs from the first time across it.
+    fn mark_once(
+        &mut self,
+        line: &Step,
+        field: fn(&mut MigrationState) -> &mut Option<f64>,
+        note: &str,
+    ) -> Result<f64> {
+        if let Some(at) = *field(self.mig_mut()) {
+            return Ok(at);
+        }
+        let at = now_unix_ms();
+        *field(self.mig_mut()) = Some(at);
+        self.save()?;
+        self.note(line, note);
+        Ok(at)
     }
 }
