@@ -1,6 +1,6 @@
 //! `cpmlab compare` end to end against real Docker, CI's short comparison:
 //! two variants, two repetitions each. It runs the baseline scenario (the
-//! lab at rest, 35 s a run) under `exposure=termination,passthrough`: four
+//! lab at rest, its probing cut to 5 s) under `exposure=termination,passthrough`: four
 //! real labs, what the machinery must get right (every run kept and
 //! judged, repetition `i` of each variant on the same seed, compare.json,
 //! compare.html and compare.md, pass rates with Wilson's interval), in
@@ -33,9 +33,23 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let name = format!("cmp{}", std::process::id() % 10000);
+    // The baseline with 5 s of probing instead of 20 s: what is checked
+    // here is the comparison's machinery, four labs' worth of it.
+    let fixture = out.path().join("baseline.yaml");
+    let text = std::fs::read_to_string(root().join("fixtures/scenarios/baseline.yaml")).unwrap();
+    assert!(
+        text.contains("\nduration: 20s\n"),
+        "baseline.yaml changed:\n{text}"
+    );
+    std::fs::write(
+        &fixture,
+        text.replace("\nduration: 20s\n", "\nduration: 5s\n"),
+    )
+    .unwrap();
+    let report = out.path().join("report");
     let o = Command::new(bin())
         .args(["compare"])
-        .arg(root().join("fixtures/scenarios/baseline.yaml"))
+        .arg(&fixture)
         .args([
             "--variants",
             "exposure=termination,passthrough",
@@ -47,7 +61,7 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
             &name,
             "--report-dir",
         ])
-        .arg(out.path())
+        .arg(&report)
         .env("CPMLAB_STATE_DIR", state.path())
         .timeout(Duration::from_secs(900))
         .assert();
@@ -68,7 +82,7 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
     );
 
     let c: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("compare.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(report.join("compare.json")).unwrap())
             .unwrap();
     assert_eq!(c["repeat"], 2);
     assert_eq!(c["base_seed"], 4242);
@@ -80,7 +94,7 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
     assert_eq!(runs.len(), 4, "{runs:#?}");
     for r in runs {
         // Each run is kept, judged and replayable from its scenario file.
-        let dir = out.path().join(r["dir"].as_str().unwrap());
+        let dir = report.join(r["dir"].as_str().unwrap());
         assert!(dir.join("result.json").is_file(), "{}", dir.display());
         assert!(
             dir.join("scenario.yaml").is_file(),
@@ -88,7 +102,7 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
             dir.display()
         );
         assert!(r["status"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
-        assert!(r["wall_s"].as_f64().unwrap() > 20.0, "{r}");
+        assert!(r["wall_s"].as_f64().unwrap() > 5.0, "{r}");
         // The lab's own up and down are measured apart from the scenario.
         let lab = r["values"]["lab_s"].as_f64().expect("lab_s measured");
         assert!(lab > 1.0 && lab < r["wall_s"].as_f64().unwrap(), "{r}");
@@ -113,12 +127,12 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
         let hi = v["pass_interval"][1].as_f64().unwrap();
         assert!((lo - 0.342).abs() < 0.01 && (hi - 1.0).abs() < 1e-9, "{v}");
     }
-    let md = std::fs::read_to_string(out.path().join("compare.md")).unwrap();
+    let md = std::fs::read_to_string(report.join("compare.md")).unwrap();
     assert!(
         md.contains("exposure=termination") && md.contains("exposure=passthrough"),
         "{md}"
     );
-    let html = std::fs::read_to_string(out.path().join("compare.html")).unwrap();
+    let html = std::fs::read_to_string(report.join("compare.html")).unwrap();
     assert!(html.contains("<svg"), "the page draws its plots");
 }
 

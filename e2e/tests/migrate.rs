@@ -69,8 +69,12 @@ fn probe_start(lab: &Lab, extra: &[&str]) -> PathBuf {
     PathBuf::from(lab.ok(&a).trim())
 }
 
-/// Stops the probes; the verdict (exit 0 passed, 1 failed) and its JSON.
+/// Stops the probes, once they show a write acknowledged after this call
+/// (the verdict's coverage asks for one after the last step: a write in
+/// flight when the migration ended may take up to the probe timeout);
+/// the verdict (exit 0 passed, 1 failed) and its JSON.
 fn probe_stop(lab: &Lab, run: &Path) -> (Option<i32>, Value) {
+    until_a_write_after(run, unix_ms_now());
     let o = lab.cpmlab(&["probe", "stop"]);
     let v: Value = serde_json::from_str(
         &std::fs::read_to_string(run.join("verdict.json"))
@@ -78,6 +82,41 @@ fn probe_stop(lab: &Lab, run: &Path) -> (Option<i32>, Value) {
     )
     .unwrap();
     (o.get_output().status.code(), v)
+}
+
+fn unix_ms_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1e3
+}
+
+/// Waits until `records.ndjson` holds a write that started at or after
+/// `since` and was acknowledged; fails after the probe timeout and 20 s
+/// more: the API took no write at the end.
+fn until_a_write_after(run: &Path, since: f64) {
+    let limit = Duration::from_millis(PROBE_TIMEOUT_MS as u64 + 20_000);
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(run.join("records.ndjson")).unwrap_or_default();
+        let acknowledged = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|r| {
+                r["probe"] == "write"
+                    && r["outcome"] == "ok"
+                    && r["start_unix_ms"].as_f64().is_some_and(|t| t >= since)
+            });
+        if acknowledged {
+            return;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "no write acknowledged within {limit:?} after the migration: the API took no writes at the end"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The migration's conditions straight from the state file (cheap to poll).
@@ -417,7 +456,6 @@ fn migrate_with_zero_downtime(tag: &str, plan: &str, one_way_ms: u32, api: Api) 
     ])
     .success()
     .stderr(predicate::str::contains("MigrationCompleted"));
-    std::thread::sleep(Duration::from_secs(2));
     let (code, v) = probe_stop(&lab, &run);
     assert_zero_downtime(&lab, &run, code, &test);
     assert_migrated_run(&run, &v, &lab.name, &test);
@@ -544,7 +582,6 @@ for step in {steps}; do "$CPMLAB_BIN" migrate --resume --stop-after "$step"; don
     lab.cpmlab(&["migrate", "--driver", "external"]).code(2);
     // The failed driver's run is the last band: writes after it show the
     // API took writes at the end (the verdict's coverage).
-    std::thread::sleep(Duration::from_secs(3));
     let (code, v) = probe_stop(&lab, &run);
     assert_zero_downtime(&lab, &run, code, "external driver");
     // The driver's run is a band, and so is each step the flow took in it.

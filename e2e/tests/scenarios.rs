@@ -983,10 +983,7 @@ fn scenario_six_member_25ms_passthrough() {
 /// so the destination API started on two destination members), the third
 /// inside EtcdMigrationComplete with the source leader last.
 #[test]
-#[cfg_attr(
-    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
-)]
+#[ignore = "nightly: scripts/nightly runs it; the GEP rejected this plan, and its exchanges (membership::next_exchange, unit-tested) use the join, quorum gate and leave that CI's in-place scenario runs"]
 fn scenario_rolling_25ms() {
     let file = "rolling-25ms.yaml";
     let Some((dir, _keep)) = plan_at_25ms("r3", file, "3 voters") else {
