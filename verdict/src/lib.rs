@@ -62,6 +62,7 @@ pub mod informer;
 pub mod junit;
 pub mod lease;
 pub mod ledger;
+pub mod linearizable;
 pub mod load;
 pub mod mechanisms;
 pub mod reads;
@@ -399,6 +400,10 @@ pub struct Verdict {
     pub lease: lease::LeaseCheck,
     #[serde(default)]
     pub stale_reads: StaleReads,
+    /// The counter's reads and writes against etcd's history, as one
+    /// register (see [`linearizable`]).
+    #[serde(default)]
+    pub linearizable: linearizable::Linearizability,
     pub rv_regressions: Vec<RvRegression>,
     pub rv_regression_count: u64,
     /// In band order, `outside` last.
@@ -697,6 +702,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         criteria,
     );
     let stale_reads = reads::check(&all);
+    let linearizable = linearizable::check(&all, inputs.final_read);
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
     let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
     let validator = validator::validator_sim(&avail.requests, &window);
@@ -734,6 +740,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         lease::handover_rule(&lease, candidates),
         ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
         reads::rule(&stale_reads, writes && reads),
+        linearizable::rule(&linearizable, writes),
     ];
     for ph in &phases {
         rules.extend(slo::rules(ph, thresholds));
@@ -780,6 +787,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         informer_go,
         lease,
         stale_reads,
+        linearizable,
         rv_regressions,
         rv_regression_count,
         phases,

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::availability::{merge_intervals, retried, unavailable_intervals, Classify};
-use super::{escape_xml as esc, lane_key, outcome_name, Interval, Latency, RuleStatus, Verdict};
+use super::{
+    escape_xml as esc, lane_key, outcome_name, Hazard, Interval, Latency, RuleStatus, Verdict,
+};
 use crate::record::{ConnMode, LabEvent, Outcome, ProbeKind, Record};
 
 /// SVG width and the plot area in it (one bucket per pixel).
@@ -294,7 +296,8 @@ fn tick_label(off_ms: f64, step: f64) -> String {
     }
 }
 
-/// Render the report page.
+/// Render the report page: the header, the legend, the timeline, then the
+/// tables behind the verdict, in this order.
 pub fn html(
     v: &Verdict,
     records: &[Record],
@@ -304,55 +307,194 @@ pub fn html(
     cpu: &[super::context::CpuSample],
     title: &str,
 ) -> String {
-    let mut sorted: Vec<&Record> = records.iter().collect();
-    sorted.sort_by(|a, b| {
-        a.start_unix_ms
-            .total_cmp(&b.start_unix_ms)
-            .then(a.seq.cmp(&b.seq))
-    });
-    // The time axis: the window, stretched to the end of the last request.
-    let t0 = sorted
-        .first()
-        .map_or(v.window.start_unix_ms, |r| r.start_unix_ms);
-    let mut t1 = sorted
-        .iter()
-        .map(|r| r.start_unix_ms + r.duration_ms.max(0.0))
-        .fold(v.window.end_unix_ms, f64::max);
-    if sorted.is_empty() {
-        t1 = t0;
-    }
-    if t1 - t0 < 1.0 {
-        t1 = t0 + 1.0;
-    }
-    let sc = Scale { t0, t1 };
+    let tl = Timeline::new(v, records, events);
+    let t0 = tl.sc.t0;
+    let x = |t| tl.sc.x(t);
+    [
+        head_section(v, title),
+        summary_section(v, events),
+        legend_section(v, &tl),
+        timeline_section(v, &tl),
+        probes_section(v),
+        rules_section(v),
+        informers_section(v),
+        lease_section(v, t0),
+        excused_section(v, t0),
+        drained_readyz_section(v, t0),
+        coverage_section(v, t0),
+        phases_section(v, t0),
+        ledger_watch_section(v),
+        validator_section(v),
+        super::context::section(v, events, etcd, said, t0, &x, SVG_W),
+        super::context::said_section(said, cpu, t0),
+        super::size::section(events, etcd, t0, &x, SVG_W),
+        lab_events_section(events, &tl.shown_events, t0),
+        "</body></html>\n".to_string(),
+    ]
+    .concat()
+}
 
-    // Seeds, in name order, each its color.
-    let seeds: BTreeSet<&str> = sorted.iter().filter_map(|r| r.seed.as_deref()).collect();
-    let seed_ids: BTreeMap<&str, usize> = seeds.iter().enumerate().map(|(i, s)| (*s, i)).collect();
-    let seed_color = |id: usize| SEED_COLORS[id % SEED_COLORS.len()];
+/// A probe lane: the probe and its connection mode.
+type LaneKey = (ProbeKind, ConnMode);
 
-    // Requests per lane, in start order.
-    let mut per_lane: BTreeMap<(ProbeKind, ConnMode), Vec<&Record>> = BTreeMap::new();
-    // As the verdict judges them: a refused attempt that was retried is not
-    // a request of its own, nor is a superseded write; a stall failed.
-    let retried = retried(&sorted);
-    let classify = Classify::new(&sorted, v.criteria.stall_ms)
-        .with_drained_readyz(v.drained_readyz.iter().map(|d| d.seq));
-    let excused = super::excuse::excused_seqs(&v.excuses);
-    for r in sorted
-        .iter()
-        .filter(|r| super::is_request(r) && !retried.contains(&r.seq) && !classify.set_aside(r))
-    {
-        per_lane.entry((r.probe, r.mode)).or_default().push(r);
+/// A seed's colour, by its place in the seeds' name order.
+fn seed_color(id: usize) -> &'static str {
+    SEED_COLORS[id % SEED_COLORS.len()]
+}
+
+/// What the timeline draws, bucketed once: the records in start order,
+/// the time axis, each seed's colour, each lane's pixels, the overall
+/// unavailability and the lab's events.
+struct Timeline<'a> {
+    sorted: Vec<&'a Record>,
+    sc: Scale,
+    /// Seeds, in name order, each its color.
+    seed_ids: BTreeMap<&'a str, usize>,
+    lanes: BTreeMap<LaneKey, Lane>,
+    /// The latency axis' top decade (log10 ms).
+    lat_hi_dec: f64,
+    /// The union of the lanes' unavailable intervals.
+    overall: Vec<Interval>,
+    /// Failed requests no known hazard excused: (start, end).
+    unexcused: Vec<(f64, f64)>,
+    /// The known hazards' windows, drawn as bands.
+    hazard_bands: Vec<LabEvent>,
+    /// The lab's events but the settings, in time order.
+    shown_events: Vec<&'a LabEvent>,
+}
+
+impl<'a> Timeline<'a> {
+    fn new(v: &Verdict, records: &'a [Record], events: &'a [LabEvent]) -> Self {
+        let mut sorted: Vec<&Record> = records.iter().collect();
+        sorted.sort_by(|a, b| {
+            a.start_unix_ms
+                .total_cmp(&b.start_unix_ms)
+                .then(a.seq.cmp(&b.seq))
+        });
+        // The time axis: the window, stretched to the end of the last request.
+        let t0 = sorted
+            .first()
+            .map_or(v.window.start_unix_ms, |r| r.start_unix_ms);
+        let mut t1 = sorted
+            .iter()
+            .map(|r| r.start_unix_ms + r.duration_ms.max(0.0))
+            .fold(v.window.end_unix_ms, f64::max);
+        if sorted.is_empty() {
+            t1 = t0;
+        }
+        if t1 - t0 < 1.0 {
+            t1 = t0 + 1.0;
+        }
+        let sc = Scale { t0, t1 };
+
+        // Seeds, in name order, each its color.
+        let seeds: BTreeSet<&str> = sorted.iter().filter_map(|r| r.seed.as_deref()).collect();
+        let seed_ids: BTreeMap<&str, usize> =
+            seeds.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+
+        // Requests per lane, in start order.
+        let mut per_lane: BTreeMap<LaneKey, Vec<&Record>> = BTreeMap::new();
+        // As the verdict judges them: a refused attempt that was retried is not
+        // a request of its own, nor is a superseded write; a stall failed.
+        let retried = retried(&sorted);
+        let classify = Classify::new(&sorted, v.criteria.stall_ms)
+            .with_drained_readyz(v.drained_readyz.iter().map(|d| d.seq));
+        let excused = super::excuse::excused_seqs(&v.excuses);
+        for r in sorted
+            .iter()
+            .filter(|r| super::is_request(r) && !retried.contains(&r.seq) && !classify.set_aside(r))
+        {
+            per_lane.entry((r.probe, r.mode)).or_default().push(r);
+        }
+
+        let (mut lanes, max_lat) =
+            bucket_requests(v, &per_lane, &sc, &classify, &excused, &seed_ids);
+        bucket_watch_events(&mut lanes, &sorted, &retried, &sc);
+        // Latency axis: log10 from 1 ms to the decade above the slowest request
+        // (at least 1 s, so that the SLO line is on it).
+        let lat_hi_dec = max_lat.log10().ceil().max(3.0);
+
+        // Overall unavailability: the union of the lanes' intervals.
+        let overall: Vec<Interval> = merge_intervals(
+            per_lane
+                .values()
+                .flat_map(|rs| unavailable_intervals(rs, &classify))
+                .collect(),
+        );
+        // An interval whose every failed request was excused is drawn in the
+        // excused colour; one with any other failure in the failure colour.
+        let unexcused: Vec<(f64, f64)> = per_lane
+            .values()
+            .flatten()
+            .filter(|r| classify.failed(r) && !excused.contains_key(&r.seq))
+            .map(|r| (r.start_unix_ms, r.start_unix_ms + r.duration_ms.max(0.0)))
+            .collect();
+
+        // Label rows above the lanes for bands and instant events; the known
+        // hazards' windows are bands of their own.
+        let hazard_bands: Vec<LabEvent> = v
+            .excuses
+            .windows
+            .iter()
+            .map(|w| LabEvent {
+                at_unix_ms: w.start_unix_ms,
+                end_unix_ms: Some(w.end_unix_ms.max(w.start_unix_ms + 1.0)),
+                kind: "hazard".into(),
+                name: w.hazard.name().into(),
+                detail: w.what.clone(),
+            })
+            .collect();
+        // What ran is said in the header, not drawn.
+        let mut shown_events: Vec<&LabEvent> = events
+            .iter()
+            .filter(|e| e.kind != crate::record::SETTINGS_EVENT)
+            .collect();
+        shown_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
+
+        Timeline {
+            sorted,
+            sc,
+            seed_ids,
+            lanes,
+            lat_hi_dec,
+            overall,
+            unexcused,
+            hazard_bands,
+            shown_events,
+        }
     }
 
-    // Bucket every record into its lane. A request stands for its lane until
-    // the next request starts (as in the unavailable intervals), for at most
-    // three typical gaps, so a steady probe draws a continuous strip and a
-    // stalled one leaves a hole.
-    let mut lanes: BTreeMap<(ProbeKind, ConnMode), Lane> = BTreeMap::new();
+    /// The bands and instant events drawn: the lab's and the hazards', in
+    /// time order.
+    fn timeline_events(&self) -> Vec<&LabEvent> {
+        let mut timeline_events: Vec<&LabEvent> = self
+            .shown_events
+            .iter()
+            .copied()
+            .chain(self.hazard_bands.iter())
+            .collect();
+        timeline_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
+        timeline_events
+    }
+}
+
+/// Buckets every request into its lane. A request stands for its lane until
+/// the next request starts (as in the unavailable intervals), for at most
+/// three typical gaps, so a steady probe draws a continuous strip and a
+/// stalled one leaves a hole. Returns the lanes and the slowest successful
+/// request's latency (at least 1 ms).
+fn bucket_requests(
+    v: &Verdict,
+    per_lane: &BTreeMap<LaneKey, Vec<&Record>>,
+    sc: &Scale,
+    classify: &Classify,
+    excused: &BTreeMap<u64, Hazard>,
+    seed_ids: &BTreeMap<&str, usize>,
+) -> (BTreeMap<LaneKey, Lane>, f64) {
+    let (t0, t1) = (sc.t0, sc.t1);
+    let mut lanes: BTreeMap<LaneKey, Lane> = BTreeMap::new();
     let mut max_lat: f64 = 1.0;
-    for (key, rs) in &per_lane {
+    for (key, rs) in per_lane {
         let lane = lanes.entry(*key).or_insert_with(|| Lane::new(key.0));
         let mut gaps: Vec<f64> = rs
             .windows(2)
@@ -419,9 +561,18 @@ pub fn html(
             }
         }
     }
-    // Watch events: their own strip in the watch and informer lanes; an
-    // error, and an informer's re-list, in the error color. The lease
-    // candidates have lanes of their own (below).
+    (lanes, max_lat)
+}
+
+/// Watch events: their own strip in the watch and informer lanes; an
+/// error, and an informer's re-list, in the error color. The lease
+/// candidates have lanes of their own (see [`lease_lanes`]).
+fn bucket_watch_events(
+    lanes: &mut BTreeMap<LaneKey, Lane>,
+    sorted: &[&Record],
+    retried: &BTreeSet<u64>,
+    sc: &Scale,
+) {
     let mut informer_inits: BTreeMap<ProbeKind, u64> = BTreeMap::new();
     for r in sorted.iter().filter(|r| {
         r.probe != ProbeKind::Lease && !super::is_request(r) && !retried.contains(&r.seq)
@@ -445,440 +596,10 @@ pub fn html(
         let b0 = sc.bucket(r.start_unix_ms);
         lane.events[b0] = lane.events[b0].max(e);
     }
-    // Latency axis: log10 from 1 ms to the decade above the slowest request
-    // (at least 1 s, so that the SLO line is on it).
-    let lat_hi_dec = max_lat.log10().ceil().max(3.0);
-    let lat_lo_dec = 0.0;
+}
 
-    // Overall unavailability: the union of the lanes' intervals.
-    let overall: Vec<Interval> = merge_intervals(
-        per_lane
-            .values()
-            .flat_map(|rs| unavailable_intervals(rs, &classify))
-            .collect(),
-    );
-
-    // Label rows above the lanes for bands and instant events; the known
-    // hazards' windows are bands of their own.
-    let hazard_bands: Vec<LabEvent> = v
-        .excuses
-        .windows
-        .iter()
-        .map(|w| LabEvent {
-            at_unix_ms: w.start_unix_ms,
-            end_unix_ms: Some(w.end_unix_ms.max(w.start_unix_ms + 1.0)),
-            kind: "hazard".into(),
-            name: w.hazard.name().into(),
-            detail: w.what.clone(),
-        })
-        .collect();
-    // What ran is said in the header, not drawn.
-    let mut shown_events: Vec<&LabEvent> = events
-        .iter()
-        .filter(|e| e.kind != crate::record::SETTINGS_EVENT)
-        .collect();
-    shown_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
-    let mut timeline_events: Vec<&LabEvent> = shown_events
-        .iter()
-        .copied()
-        .chain(hazard_bands.iter())
-        .collect();
-    timeline_events.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
-    let (placed, label_rows) = place_labels(&timeline_events, &sc, t0, t1);
-
-    // Vertical layout.
-    let top_overall = label_rows * LABEL_ROW_H + 4;
-    let lanes_top = top_overall + OUTCOME_H + LANE_GAP;
-    let mut y = lanes_top;
-    let mut lane_y = Vec::new();
-    for lane in lanes.values() {
-        lane_y.push(y);
-        y += lane.height() + LANE_GAP;
-    }
-    let mut lease_y = Vec::new();
-    for _ in &v.lease.candidates {
-        lease_y.push(y);
-        y += LEASE_H + LANE_GAP;
-    }
-    let plot_bottom = y - LANE_GAP;
-    let svg_h = plot_bottom + AXIS_H;
-
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_W}" height="{svg_h}" viewBox="0 0 {SVG_W} {svg_h}" font-family="sans-serif" font-size="11">"#
-    );
-    s.push('\n');
-    let _ = writeln!(
-        s,
-        r##"<rect x="{LEFT}" y="{top_overall}" width="{PLOT_W}" height="{}" fill="#fafafa" stroke="#ddd"/>"##,
-        plot_bottom - top_overall
-    );
-
-    // Axis grid and labels.
-    let step = tick_step(t1 - t0);
-    let mut k = 0.0;
-    while t0 + k * step <= t1 + 1e-9 {
-        let x = sc.x(t0 + k * step);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x:.1}" y1="{top_overall}" x2="{x:.1}" y2="{}" stroke="#e4e4e4"/><text x="{x:.1}" y="{}" text-anchor="middle" fill="#555">{}</text>"##,
-            plot_bottom + 4,
-            plot_bottom + 16,
-            esc(&tick_label(k * step, step))
-        );
-        k += 1.0;
-    }
-
-    // Bands and instant events, behind the lanes; labels on top rows.
-    let mut phase_i = 0;
-    for (row, e, labelled) in &placed {
-        let ly = row * LABEL_ROW_H;
-        let label = if *labelled {
-            esc(&e.name)
-        } else {
-            String::new()
-        };
-        let (color, opacity) = band_color(&e.kind, phase_i);
-        if e.kind == "phase" && e.end_unix_ms.is_some() {
-            phase_i += 1;
-        }
-        let tip = esc(&format!(
-            "{} {}: {} – {}{}{}",
-            e.kind,
-            e.name,
-            rel(e.at_unix_ms, t0),
-            e.end_unix_ms.map(|x| rel(x, t0)).unwrap_or_default(),
-            if e.detail.is_empty() { "" } else { "\n" },
-            e.detail
-        ));
-        let x0 = sc.x(e.at_unix_ms);
-        if let Some(end) = e.end_unix_ms {
-            let w = (sc.x(end) - x0).max(1.0);
-            let _ = writeln!(
-                s,
-                r##"<g><title>{tip}</title><rect x="{x0:.1}" y="{ly}" width="{w:.1}" height="{}" fill="{color}" fill-opacity="{:.2}"/><rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{}" fill="{color}" fill-opacity="{opacity}"/><text x="{:.1}" y="{}" fill="#222">{}</text></g>"##,
-                LABEL_ROW_H - 2,
-                (opacity * 2.0).min(0.5),
-                plot_bottom - top_overall,
-                x0 + 3.0,
-                ly + LABEL_ROW_H - 3,
-                label
-            );
-        } else {
-            let _ = writeln!(
-                s,
-                r##"<g><title>{tip}</title><line x1="{x0:.1}" y1="{ly}" x2="{x0:.1}" y2="{plot_bottom}" stroke="#444" stroke-width="1" stroke-dasharray="3,2"/><text x="{:.1}" y="{}" fill="#222">{}</text></g>"##,
-                x0 + 3.0,
-                ly + LABEL_ROW_H - 3,
-                label
-            );
-        }
-    }
-
-    // The overall lane: green where any request ran, red where the union of
-    // unavailable intervals is.
-    let _ = writeln!(
-        s,
-        r##"<text x="4" y="{}" font-weight="bold">overall</text><rect x="{LEFT}" y="{top_overall}" width="{:.1}" height="{OUTCOME_H}" fill="{}" fill-opacity="0.35"/>"##,
-        top_overall + OUTCOME_H - 3,
-        (sc.x(v.window.end_unix_ms.max(t0)) - LEFT as f64).max(1.0),
-        outcome_color(Outcome::Ok)
-    );
-    // An interval whose every failed request was excused is drawn in the
-    // excused colour; one with any other failure in the failure colour.
-    let unexcused: Vec<(f64, f64)> = per_lane
-        .values()
-        .flatten()
-        .filter(|r| classify.failed(r) && !excused.contains_key(&r.seq))
-        .map(|r| (r.start_unix_ms, r.start_unix_ms + r.duration_ms.max(0.0)))
-        .collect();
-    for iv in &overall {
-        let x0 = sc.x(iv.start_unix_ms);
-        let w = (sc.x(iv.end_unix_ms) - x0).max(1.0);
-        let all_excused = !unexcused
-            .iter()
-            .any(|(a, b)| *a <= iv.end_unix_ms && *b >= iv.start_unix_ms);
-        let _ = writeln!(
-            s,
-            r#"<rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{OUTCOME_H}" fill="{}"><title>unavailable{} {} – {} ({} ms)</title></rect>"#,
-            if all_excused {
-                EXCUSED_COLOR
-            } else {
-                outcome_color(Outcome::Timeout)
-            },
-            if all_excused {
-                " (every failure in it excused as a known hazard)"
-            } else {
-                ""
-            },
-            rel(iv.start_unix_ms, t0),
-            rel(iv.end_unix_ms, t0),
-            ms(iv.duration_ms())
-        );
-    }
-
-    for ((key, lane), y0) in lanes.iter().zip(&lane_y) {
-        let name = lane_key(key.0, key.1);
-        let stats = v.probes.get(&name);
-        let y0 = *y0;
-        // Label and availability.
-        let _ = writeln!(
-            s,
-            r#"<text x="4" y="{}" font-weight="bold"{}>{}</text>"#,
-            y0 + OUTCOME_H - 3,
-            // informer-go/reused and the like: narrower, to stay left of
-            // the plot.
-            if name.chars().count() > 16 {
-                r#" font-size="9.5""#
-            } else {
-                ""
-            },
-            esc(&name)
-        );
-        let sub = match stats {
-            Some(st) if st.requests > 0 => {
-                format!("{:.2}% · {} req", st.availability_pct, st.requests)
-            }
-            _ if lane.watch_events > 0 => String::new(),
-            _ => "no requests".into(),
-        };
-        let sub2 = match stats {
-            Some(st) if st.downtime_ms > 0.0 => format!("down {} ms", ms(st.downtime_ms)),
-            _ if lane.probe == ProbeKind::Watch => format!("{} events", lane.watch_events),
-            _ if lane.probe == ProbeKind::Informer => {
-                format!(
-                    "{} events, {} relists",
-                    v.informer.events, v.informer.relists
-                )
-            }
-            _ if lane.probe == ProbeKind::InformerGo => {
-                format!(
-                    "{} events, {} relists",
-                    v.informer_go.events, v.informer_go.relists
-                )
-            }
-            _ => String::new(),
-        };
-        let _ = writeln!(
-            s,
-            r##"<text x="4" y="{}" font-size="9.5" fill="#555">{}</text><text x="4" y="{}" font-size="9.5" fill="#555">{}</text>"##,
-            y0 + OUTCOME_H + SEED_H + 11,
-            esc(&sub),
-            y0 + OUTCOME_H + SEED_H + 22,
-            esc(&sub2)
-        );
-
-        // Outcome strip: runs of equal worst outcome.
-        let runs = runs(&lane.worst);
-        let failure_runs = runs.iter().filter(|r| r.2.is_some_and(|x| x > 0)).count();
-        for (a, b, w) in &runs {
-            let Some(w) = w else { continue };
-            let (color, what) = sev_look(*w);
-            let _ = write!(
-                s,
-                r#"<rect x="{}" y="{y0}" width="{}" height="{OUTCOME_H}" fill="{}""#,
-                LEFT + a,
-                b - a,
-                color
-            );
-            if *w > 0 && failure_runs <= MAX_TITLED_RUNS {
-                let ta = t0 + *a as f64 / PLOT_W as f64 * (t1 - t0);
-                let tb = t0 + *b as f64 / PLOT_W as f64 * (t1 - t0);
-                let _ = writeln!(
-                    s,
-                    "><title>{}: {} (worst) {} – {}</title></rect>",
-                    esc(&name),
-                    what,
-                    rel(ta, t0),
-                    rel(tb, t0)
-                );
-            } else {
-                s.push_str("/>\n");
-            }
-        }
-        // Seed strip.
-        let sy = y0 + OUTCOME_H;
-        for (a, b, px) in runs_of(&lane.seed) {
-            let color = match px {
-                SeedPx::None => continue,
-                SeedPx::One(id) => seed_color(id),
-                SeedPx::Mixed => MIXED_SEED,
-            };
-            let _ = writeln!(
-                s,
-                r#"<rect x="{}" y="{sy}" width="{}" height="{}" fill="{color}"/>"#,
-                LEFT + a,
-                b - a,
-                SEED_H - 1
-            );
-        }
-        // Watch events strip.
-        let mut ly = sy + SEED_H;
-        if has_events(lane.probe) {
-            for (a, b, e) in runs_of(&lane.events) {
-                let color = match e {
-                    0 => continue,
-                    1 => WATCH_EVENT_COLOR,
-                    _ => WATCH_ERROR_COLOR,
-                };
-                let _ = writeln!(
-                    s,
-                    r#"<rect x="{}" y="{ly}" width="{}" height="{}" fill="{color}" fill-opacity="0.7"/>"#,
-                    LEFT + a,
-                    b - a,
-                    EVENTS_H - 1
-                );
-            }
-            ly += EVENTS_H;
-        }
-        // Latency strip, log scale.
-        let lat_y = |l: f64| -> f64 {
-            let d = l.max(1.0).log10().clamp(lat_lo_dec, lat_hi_dec);
-            (ly + LAT_H) as f64
-                - 2.0
-                - (d - lat_lo_dec) / (lat_hi_dec - lat_lo_dec) * (LAT_H - 4) as f64
-        };
-        let _ = writeln!(
-            s,
-            r##"<rect x="{LEFT}" y="{ly}" width="{PLOT_W}" height="{LAT_H}" fill="#fff" fill-opacity="0.6" stroke="#eee"/>"##
-        );
-        let mut dec = lat_lo_dec;
-        while dec <= lat_hi_dec {
-            let gy = lat_y(10f64.powf(dec));
-            let _ = write!(
-                s,
-                r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{}" y2="{gy:.1}" stroke="#eee"/>"##,
-                LEFT + PLOT_W
-            );
-            if (dec as i64) % 2 == 1 {
-                let label = match dec as i64 {
-                    0 => "1ms".to_string(),
-                    1 => "10ms".into(),
-                    2 => "100ms".into(),
-                    d => format!("{}s", 10u64.pow((d - 3) as u32)),
-                };
-                let _ = write!(
-                    s,
-                    r##"<text x="{}" y="{:.1}" font-size="8.5" text-anchor="end" fill="#888">{label}</text>"##,
-                    LEFT - 3,
-                    gy + 3.0
-                );
-            }
-            s.push('\n');
-            dec += 1.0;
-        }
-        let slo = match lane.probe {
-            ProbeKind::Get => Some(v.thresholds.read_p99_ms),
-            ProbeKind::Write | ProbeKind::Load => Some(v.thresholds.mutation_p99_ms),
-            _ => None,
-        };
-        if let Some(slo) = slo {
-            let gy = lat_y(slo);
-            let _ = writeln!(
-                s,
-                r#"<line x1="{LEFT}" y1="{gy:.1}" x2="{}" y2="{gy:.1}" stroke="{SLO_COLOR}" stroke-dasharray="4,3" stroke-width="0.8"><title>p99 SLO {} ms</title></line>"#,
-                LEFT + PLOT_W,
-                ms(slo)
-            );
-        }
-        let mut path = String::new();
-        let points: Vec<(usize, f64)> = lane
-            .lat_max
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| !l.is_nan())
-            .map(|(i, l)| (i, lat_y(*l)))
-            .collect();
-        let mut seg_len = 0;
-        for (k, (i, y)) in points.iter().enumerate() {
-            let joined = k > 0 && i - points[k - 1].0 <= lane.hold_px.max(1);
-            if !joined {
-                if seg_len == 1 {
-                    // A lone point still shows as a dot.
-                    path.push_str(" h1");
-                }
-                seg_len = 0;
-            }
-            let _ = write!(
-                path,
-                " {}{}.5 {y:.1}",
-                if joined { "L" } else { "M" },
-                LEFT + i
-            );
-            seg_len += 1;
-        }
-        if seg_len == 1 {
-            path.push_str(" h1");
-        }
-        if !path.is_empty() {
-            let _ = writeln!(
-                s,
-                r#"<path d="{}" fill="none" stroke="{LATENCY_COLOR}" stroke-width="1" stroke-linejoin="round"/>"#,
-                path.trim_start()
-            );
-        }
-    }
-    // Anomalies the verdict found, marked where they happened: missed,
-    // duplicated and out-of-order watch events, rv regressions.
-    let mode_of = |m: &str| match m {
-        "new" => ConnMode::New,
-        "keepalive" => ConnMode::Keepalive,
-        "node" => ConnMode::Node,
-        _ => ConnMode::Reused,
-    };
-    let mut marks: Vec<((ProbeKind, ConnMode), f64, String)> = Vec::new();
-    for m in &v.watch.watch_missed {
-        marks.push((
-            (ProbeKind::Watch, mode_of(&m.mode)),
-            m.acked_unix_ms,
-            format!(
-                "value {} acknowledged but never seen by this watch",
-                m.value
-            ),
-        ));
-    }
-    for (list, what) in [
-        (&v.watch.watch_duplicated, "duplicated"),
-        (&v.watch.watch_out_of_order, "out-of-order"),
-    ] {
-        for a in list {
-            marks.push((
-                (ProbeKind::Watch, mode_of(&a.mode)),
-                a.at_unix_ms,
-                format!("{what} event: rv {} (previous {})", a.rv, a.previous_rv),
-            ));
-        }
-    }
-    for r in &v.rv_regressions {
-        marks.push((
-            (ProbeKind::Write, mode_of(&r.mode)),
-            r.at_unix_ms,
-            format!("rv regression: rv {} after {}", r.rv, r.previous_rv),
-        ));
-    }
-    for (key, at, what) in &marks {
-        let Some(i) = lanes.keys().position(|k| k == key) else {
-            continue;
-        };
-        let lane = &lanes[key];
-        let x = sc.x(*at);
-        let _ = writeln!(
-            s,
-            r##"<rect x="{:.1}" y="{}" width="3" height="{}" fill="{ANOMALY_COLOR}" stroke="#fff" stroke-width="0.5"><title>{} at {}</title></rect>"##,
-            x - 1.5,
-            lane_y[i] - 2,
-            lane.height() - LAT_H + 4,
-            esc(what),
-            rel(*at, t0)
-        );
-    }
-    s.push_str(&lease_lanes(v, &sorted, &sc, &lease_y, &|seed: &str| {
-        seed_ids.get(seed).map(|id| seed_color(*id))
-    }));
-    s.push_str("</svg>\n");
-
-    // The page.
+/// The doctype, the style sheet and the title with the verdict's badge.
+fn head_section(v: &Verdict, title: &str) -> String {
     let mut h = String::new();
     let status = v.status.headline();
     let _ = write!(
@@ -908,6 +629,13 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
             super::Status::Failed => "failed",
         }
     );
+    h
+}
+
+/// Under the title: the window and the totals, what ran, why the verdict
+/// failed and why requests failed.
+fn summary_section(v: &Verdict, events: &[LabEvent]) -> String {
+    let mut h = String::new();
     let _ = writeln!(
         h,
         r#"<div class="meta">window {} → {} ({:.1} s) · {} requests, {} failed{} · downtime {} ms (longest {} ms), raw · watch: {}</div>"#,
@@ -965,8 +693,12 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         }
         h.push_str("</ul>\n");
     }
+    h
+}
 
-    // Legend.
+/// The timeline's legend: what each colour, line and band means.
+fn legend_section(v: &Verdict, tl: &Timeline) -> String {
+    let mut h = String::new();
     h.push_str("<div class=\"legend\">");
     let sw = |color: &str, label: &str| {
         format!(
@@ -978,14 +710,14 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         h.push_str(&sw(outcome_color(o), outcome_name(o)));
     }
     h.push_str(&sw(EXCUSED_COLOR, "failed, excused as a known hazard"));
-    for (seed, id) in &seed_ids {
+    for (seed, id) in &tl.seed_ids {
         h.push_str(&sw(seed_color(*id), &format!("seed {seed}")));
     }
-    if !seed_ids.is_empty() {
+    if !tl.seed_ids.is_empty() {
         h.push_str(&sw(MIXED_SEED, "mixed seeds"));
     }
-    if lanes.contains_key(&(ProbeKind::Watch, ConnMode::New))
-        || lanes.contains_key(&(ProbeKind::Watch, ConnMode::Reused))
+    if tl.lanes.contains_key(&(ProbeKind::Watch, ConnMode::New))
+        || tl.lanes.contains_key(&(ProbeKind::Watch, ConnMode::Reused))
     {
         h.push_str(&sw(WATCH_EVENT_COLOR, "watch event"));
         h.push_str(&sw(WATCH_ERROR_COLOR, "watch ERROR event"));
@@ -1018,6 +750,7 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         h,
         r#"<span><svg width="22" height="10"><line x1="0" y1="5" x2="22" y2="5" stroke="{SLO_COLOR}" stroke-dasharray="4,3"/></svg> p99 SLO</span>"#
     );
+    let timeline_events = tl.timeline_events();
     let kinds: BTreeSet<&str> = timeline_events
         .iter()
         .filter(|e| e.end_unix_ms.is_some())
@@ -1036,19 +769,458 @@ tr.bad td{{background:#fff0f0}} tr.amber td{{background:#fff6e0}}
         h.push_str(" Last lanes: one per leader-election candidate, a bar while it believes it leads, failed lock requests as dots below.");
     }
     h.push_str("</div>\n");
-    h.push_str(&s);
-
-    probes_table(&mut h, v);
-    rules_table(&mut h, v, t0);
-    phases_table(&mut h, v, t0);
-    ledger_watch_validator(&mut h, v, events, etcd, said, cpu, &sc);
-    lab_events_table(&mut h, events, &shown_events, t0);
-    h.push_str("</body></html>\n");
     h
 }
 
+/// The SVG timeline: the time axis, the lab's bands and events, the overall
+/// lane, a lane per probe and mode, the anomalies, a lane per
+/// leader-election candidate.
+fn timeline_section(v: &Verdict, tl: &Timeline) -> String {
+    let sc = &tl.sc;
+    let (t0, t1) = (sc.t0, sc.t1);
+    let timeline_events = tl.timeline_events();
+    let (placed, label_rows) = place_labels(&timeline_events, sc, t0, t1);
+
+    // Vertical layout.
+    let top_overall = label_rows * LABEL_ROW_H + 4;
+    let lanes_top = top_overall + OUTCOME_H + LANE_GAP;
+    let mut y = lanes_top;
+    let mut lane_y = Vec::new();
+    for lane in tl.lanes.values() {
+        lane_y.push(y);
+        y += lane.height() + LANE_GAP;
+    }
+    let mut lease_y = Vec::new();
+    for _ in &v.lease.candidates {
+        lease_y.push(y);
+        y += LEASE_H + LANE_GAP;
+    }
+    let plot_bottom = y - LANE_GAP;
+    let svg_h = plot_bottom + AXIS_H;
+
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_W}" height="{svg_h}" viewBox="0 0 {SVG_W} {svg_h}" font-family="sans-serif" font-size="11">"#
+    );
+    s.push('\n');
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LEFT}" y="{top_overall}" width="{PLOT_W}" height="{}" fill="#fafafa" stroke="#ddd"/>"##,
+        plot_bottom - top_overall
+    );
+
+    // Axis grid and labels.
+    let step = tick_step(t1 - t0);
+    let mut k = 0.0;
+    while t0 + k * step <= t1 + 1e-9 {
+        let x = sc.x(t0 + k * step);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" y1="{top_overall}" x2="{x:.1}" y2="{}" stroke="#e4e4e4"/><text x="{x:.1}" y="{}" text-anchor="middle" fill="#555">{}</text>"##,
+            plot_bottom + 4,
+            plot_bottom + 16,
+            esc(&tick_label(k * step, step))
+        );
+        k += 1.0;
+    }
+
+    s.push_str(&bands_svg(&placed, sc, top_overall, plot_bottom));
+    s.push_str(&overall_lane_svg(v, tl, top_overall));
+    for ((key, lane), y0) in tl.lanes.iter().zip(&lane_y) {
+        s.push_str(&lane_svg(v, *key, lane, *y0, sc, tl.lat_hi_dec));
+    }
+    s.push_str(&anomaly_marks_svg(v, tl, &lane_y));
+    s.push_str(&lease_lanes(v, &tl.sorted, sc, &lease_y, &|seed: &str| {
+        tl.seed_ids.get(seed).map(|id| seed_color(*id))
+    }));
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Bands and instant events, behind the lanes; labels on top rows.
+fn bands_svg(
+    placed: &[(usize, &LabEvent, bool)],
+    sc: &Scale,
+    top_overall: usize,
+    plot_bottom: usize,
+) -> String {
+    let t0 = sc.t0;
+    let mut s = String::new();
+    let mut phase_i = 0;
+    for (row, e, labelled) in placed {
+        let ly = row * LABEL_ROW_H;
+        let label = if *labelled {
+            esc(&e.name)
+        } else {
+            String::new()
+        };
+        let (color, opacity) = band_color(&e.kind, phase_i);
+        if e.kind == "phase" && e.end_unix_ms.is_some() {
+            phase_i += 1;
+        }
+        let tip = esc(&format!(
+            "{} {}: {} – {}{}{}",
+            e.kind,
+            e.name,
+            rel(e.at_unix_ms, t0),
+            e.end_unix_ms.map(|x| rel(x, t0)).unwrap_or_default(),
+            if e.detail.is_empty() { "" } else { "\n" },
+            e.detail
+        ));
+        let x0 = sc.x(e.at_unix_ms);
+        if let Some(end) = e.end_unix_ms {
+            let w = (sc.x(end) - x0).max(1.0);
+            let _ = writeln!(
+                s,
+                r##"<g><title>{tip}</title><rect x="{x0:.1}" y="{ly}" width="{w:.1}" height="{}" fill="{color}" fill-opacity="{:.2}"/><rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{}" fill="{color}" fill-opacity="{opacity}"/><text x="{:.1}" y="{}" fill="#222">{}</text></g>"##,
+                LABEL_ROW_H - 2,
+                (opacity * 2.0).min(0.5),
+                plot_bottom - top_overall,
+                x0 + 3.0,
+                ly + LABEL_ROW_H - 3,
+                label
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                r##"<g><title>{tip}</title><line x1="{x0:.1}" y1="{ly}" x2="{x0:.1}" y2="{plot_bottom}" stroke="#444" stroke-width="1" stroke-dasharray="3,2"/><text x="{:.1}" y="{}" fill="#222">{}</text></g>"##,
+                x0 + 3.0,
+                ly + LABEL_ROW_H - 3,
+                label
+            );
+        }
+    }
+    s
+}
+
+/// The overall lane: green where any request ran, red where the union of
+/// unavailable intervals is.
+fn overall_lane_svg(v: &Verdict, tl: &Timeline, top_overall: usize) -> String {
+    let sc = &tl.sc;
+    let t0 = sc.t0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r##"<text x="4" y="{}" font-weight="bold">overall</text><rect x="{LEFT}" y="{top_overall}" width="{:.1}" height="{OUTCOME_H}" fill="{}" fill-opacity="0.35"/>"##,
+        top_overall + OUTCOME_H - 3,
+        (sc.x(v.window.end_unix_ms.max(t0)) - LEFT as f64).max(1.0),
+        outcome_color(Outcome::Ok)
+    );
+    // An interval whose every failed request was excused is drawn in the
+    // excused colour; one with any other failure in the failure colour.
+    for iv in &tl.overall {
+        let x0 = sc.x(iv.start_unix_ms);
+        let w = (sc.x(iv.end_unix_ms) - x0).max(1.0);
+        let all_excused = !tl
+            .unexcused
+            .iter()
+            .any(|(a, b)| *a <= iv.end_unix_ms && *b >= iv.start_unix_ms);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0:.1}" y="{top_overall}" width="{w:.1}" height="{OUTCOME_H}" fill="{}"><title>unavailable{} {} – {} ({} ms)</title></rect>"#,
+            if all_excused {
+                EXCUSED_COLOR
+            } else {
+                outcome_color(Outcome::Timeout)
+            },
+            if all_excused {
+                " (every failure in it excused as a known hazard)"
+            } else {
+                ""
+            },
+            rel(iv.start_unix_ms, t0),
+            rel(iv.end_unix_ms, t0),
+            ms(iv.duration_ms())
+        );
+    }
+    s
+}
+
+/// One probe lane at `y0`: its label and availability, then its outcome,
+/// seed, events (watch lanes) and latency strips.
+fn lane_svg(
+    v: &Verdict,
+    key: LaneKey,
+    lane: &Lane,
+    y0: usize,
+    sc: &Scale,
+    lat_hi_dec: f64,
+) -> String {
+    let (t0, t1) = (sc.t0, sc.t1);
+    let mut s = String::new();
+    let name = lane_key(key.0, key.1);
+    let stats = v.probes.get(&name);
+    // Label and availability.
+    let _ = writeln!(
+        s,
+        r#"<text x="4" y="{}" font-weight="bold"{}>{}</text>"#,
+        y0 + OUTCOME_H - 3,
+        // informer-go/reused and the like: narrower, to stay left of
+        // the plot.
+        if name.chars().count() > 16 {
+            r#" font-size="9.5""#
+        } else {
+            ""
+        },
+        esc(&name)
+    );
+    let sub = match stats {
+        Some(st) if st.requests > 0 => {
+            format!("{:.2}% · {} req", st.availability_pct, st.requests)
+        }
+        _ if lane.watch_events > 0 => String::new(),
+        _ => "no requests".into(),
+    };
+    let sub2 = match stats {
+        Some(st) if st.downtime_ms > 0.0 => format!("down {} ms", ms(st.downtime_ms)),
+        _ if lane.probe == ProbeKind::Watch => format!("{} events", lane.watch_events),
+        _ if lane.probe == ProbeKind::Informer => {
+            format!(
+                "{} events, {} relists",
+                v.informer.events, v.informer.relists
+            )
+        }
+        _ if lane.probe == ProbeKind::InformerGo => {
+            format!(
+                "{} events, {} relists",
+                v.informer_go.events, v.informer_go.relists
+            )
+        }
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        r##"<text x="4" y="{}" font-size="9.5" fill="#555">{}</text><text x="4" y="{}" font-size="9.5" fill="#555">{}</text>"##,
+        y0 + OUTCOME_H + SEED_H + 11,
+        esc(&sub),
+        y0 + OUTCOME_H + SEED_H + 22,
+        esc(&sub2)
+    );
+
+    // Outcome strip: runs of equal worst outcome.
+    let runs = runs(&lane.worst);
+    let failure_runs = runs.iter().filter(|r| r.2.is_some_and(|x| x > 0)).count();
+    for (a, b, w) in &runs {
+        let Some(w) = w else { continue };
+        let (color, what) = sev_look(*w);
+        let _ = write!(
+            s,
+            r#"<rect x="{}" y="{y0}" width="{}" height="{OUTCOME_H}" fill="{}""#,
+            LEFT + a,
+            b - a,
+            color
+        );
+        if *w > 0 && failure_runs <= MAX_TITLED_RUNS {
+            let ta = t0 + *a as f64 / PLOT_W as f64 * (t1 - t0);
+            let tb = t0 + *b as f64 / PLOT_W as f64 * (t1 - t0);
+            let _ = writeln!(
+                s,
+                "><title>{}: {} (worst) {} – {}</title></rect>",
+                esc(&name),
+                what,
+                rel(ta, t0),
+                rel(tb, t0)
+            );
+        } else {
+            s.push_str("/>\n");
+        }
+    }
+    // Seed strip.
+    let sy = y0 + OUTCOME_H;
+    for (a, b, px) in runs_of(&lane.seed) {
+        let color = match px {
+            SeedPx::None => continue,
+            SeedPx::One(id) => seed_color(id),
+            SeedPx::Mixed => MIXED_SEED,
+        };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{}" y="{sy}" width="{}" height="{}" fill="{color}"/>"#,
+            LEFT + a,
+            b - a,
+            SEED_H - 1
+        );
+    }
+    // Watch events strip.
+    let mut ly = sy + SEED_H;
+    if has_events(lane.probe) {
+        for (a, b, e) in runs_of(&lane.events) {
+            let color = match e {
+                0 => continue,
+                1 => WATCH_EVENT_COLOR,
+                _ => WATCH_ERROR_COLOR,
+            };
+            let _ = writeln!(
+                s,
+                r#"<rect x="{}" y="{ly}" width="{}" height="{}" fill="{color}" fill-opacity="0.7"/>"#,
+                LEFT + a,
+                b - a,
+                EVENTS_H - 1
+            );
+        }
+        ly += EVENTS_H;
+    }
+    s.push_str(&latency_strip_svg(v, lane, ly, lat_hi_dec));
+    s
+}
+
+/// A lane's latency strip at `ly`, log scale from 1 ms to `lat_hi_dec`:
+/// the decades, the lane's p99 SLO, the slowest successful request per
+/// pixel.
+fn latency_strip_svg(v: &Verdict, lane: &Lane, ly: usize, lat_hi_dec: f64) -> String {
+    let lat_lo_dec = 0.0;
+    let mut s = String::new();
+    let lat_y = |l: f64| -> f64 {
+        let d = l.max(1.0).log10().clamp(lat_lo_dec, lat_hi_dec);
+        (ly + LAT_H) as f64
+            - 2.0
+            - (d - lat_lo_dec) / (lat_hi_dec - lat_lo_dec) * (LAT_H - 4) as f64
+    };
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LEFT}" y="{ly}" width="{PLOT_W}" height="{LAT_H}" fill="#fff" fill-opacity="0.6" stroke="#eee"/>"##
+    );
+    let mut dec = lat_lo_dec;
+    while dec <= lat_hi_dec {
+        let gy = lat_y(10f64.powf(dec));
+        let _ = write!(
+            s,
+            r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{}" y2="{gy:.1}" stroke="#eee"/>"##,
+            LEFT + PLOT_W
+        );
+        if (dec as i64) % 2 == 1 {
+            let label = match dec as i64 {
+                0 => "1ms".to_string(),
+                1 => "10ms".into(),
+                2 => "100ms".into(),
+                d => format!("{}s", 10u64.pow((d - 3) as u32)),
+            };
+            let _ = write!(
+                s,
+                r##"<text x="{}" y="{:.1}" font-size="8.5" text-anchor="end" fill="#888">{label}</text>"##,
+                LEFT - 3,
+                gy + 3.0
+            );
+        }
+        s.push('\n');
+        dec += 1.0;
+    }
+    let slo = match lane.probe {
+        ProbeKind::Get => Some(v.thresholds.read_p99_ms),
+        ProbeKind::Write | ProbeKind::Load => Some(v.thresholds.mutation_p99_ms),
+        _ => None,
+    };
+    if let Some(slo) = slo {
+        let gy = lat_y(slo);
+        let _ = writeln!(
+            s,
+            r#"<line x1="{LEFT}" y1="{gy:.1}" x2="{}" y2="{gy:.1}" stroke="{SLO_COLOR}" stroke-dasharray="4,3" stroke-width="0.8"><title>p99 SLO {} ms</title></line>"#,
+            LEFT + PLOT_W,
+            ms(slo)
+        );
+    }
+    let mut path = String::new();
+    let points: Vec<(usize, f64)> = lane
+        .lat_max
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.is_nan())
+        .map(|(i, l)| (i, lat_y(*l)))
+        .collect();
+    let mut seg_len = 0;
+    for (k, (i, y)) in points.iter().enumerate() {
+        let joined = k > 0 && i - points[k - 1].0 <= lane.hold_px.max(1);
+        if !joined {
+            if seg_len == 1 {
+                // A lone point still shows as a dot.
+                path.push_str(" h1");
+            }
+            seg_len = 0;
+        }
+        let _ = write!(
+            path,
+            " {}{}.5 {y:.1}",
+            if joined { "L" } else { "M" },
+            LEFT + i
+        );
+        seg_len += 1;
+    }
+    if seg_len == 1 {
+        path.push_str(" h1");
+    }
+    if !path.is_empty() {
+        let _ = writeln!(
+            s,
+            r#"<path d="{}" fill="none" stroke="{LATENCY_COLOR}" stroke-width="1" stroke-linejoin="round"/>"#,
+            path.trim_start()
+        );
+    }
+    s
+}
+
+/// Anomalies the verdict found, marked where they happened: missed,
+/// duplicated and out-of-order watch events, rv regressions.
+fn anomaly_marks_svg(v: &Verdict, tl: &Timeline, lane_y: &[usize]) -> String {
+    let mut s = String::new();
+    let mode_of = |m: &str| match m {
+        "new" => ConnMode::New,
+        "keepalive" => ConnMode::Keepalive,
+        "node" => ConnMode::Node,
+        _ => ConnMode::Reused,
+    };
+    let mut marks: Vec<(LaneKey, f64, String)> = Vec::new();
+    for m in &v.watch.watch_missed {
+        marks.push((
+            (ProbeKind::Watch, mode_of(&m.mode)),
+            m.acked_unix_ms,
+            format!(
+                "value {} acknowledged but never seen by this watch",
+                m.value
+            ),
+        ));
+    }
+    for (list, what) in [
+        (&v.watch.watch_duplicated, "duplicated"),
+        (&v.watch.watch_out_of_order, "out-of-order"),
+    ] {
+        for a in list {
+            marks.push((
+                (ProbeKind::Watch, mode_of(&a.mode)),
+                a.at_unix_ms,
+                format!("{what} event: rv {} (previous {})", a.rv, a.previous_rv),
+            ));
+        }
+    }
+    for r in &v.rv_regressions {
+        marks.push((
+            (ProbeKind::Write, mode_of(&r.mode)),
+            r.at_unix_ms,
+            format!("rv regression: rv {} after {}", r.rv, r.previous_rv),
+        ));
+    }
+    for (key, at, what) in &marks {
+        let Some(i) = tl.lanes.keys().position(|k| k == key) else {
+            continue;
+        };
+        let lane = &tl.lanes[key];
+        let x = tl.sc.x(*at);
+        let _ = writeln!(
+            s,
+            r##"<rect x="{:.1}" y="{}" width="3" height="{}" fill="{ANOMALY_COLOR}" stroke="#fff" stroke-width="0.5"><title>{} at {}</title></rect>"##,
+            x - 1.5,
+            lane_y[i] - 2,
+            lane.height() - LAT_H + 4,
+            esc(what),
+            rel(*at, tl.sc.t0)
+        );
+    }
+    s
+}
+
 /// The availability, failures and latency of each probe lane.
-fn probes_table(h: &mut String, v: &Verdict) {
+fn probes_section(v: &Verdict) -> String {
+    let mut h = String::new();
     h.push_str("<h2>Availability per probe</h2>\n<table><tr><th class=\"l\">probe/mode</th><th>requests</th><th>ok</th><th class=\"l\">failures</th><th>excused</th><th>availability %</th><th>downtime ms</th><th>longest ms</th><th>intervals</th><th>ok n</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th></tr>\n");
     let mut rows: Vec<(&String, &super::ProbeStats)> = v.probes.iter().collect();
     rows.sort_by_key(|(k, _)| {
@@ -1115,10 +1287,12 @@ fn probes_table(h: &mut String, v: &Verdict) {
         );
     }
     h.push_str("</table>\n");
+    h
 }
 
 /// Each rule of the verdict with its status and message.
-fn rules_table(h: &mut String, v: &Verdict, t0: f64) {
+fn rules_section(v: &Verdict) -> String {
+    let mut h = String::new();
     h.push_str("<h2>Rules</h2>\n<table><tr><th class=\"l\">rule</th><th class=\"l\">result</th><th class=\"l\">detail</th></tr>\n");
     for r in &v.rules {
         let accepted = v.accepted.get(&r.name);
@@ -1150,15 +1324,12 @@ fn rules_table(h: &mut String, v: &Verdict, t0: f64) {
         );
     }
     h.push_str("</table>\n");
-    h.push_str(&informers_section(v));
-    h.push_str(&lease_section(v, t0));
-    h.push_str(&excused_section(v, t0));
-    h.push_str(&drained_readyz_section(v, t0));
-    h.push_str(&coverage_section(v, t0));
+    h
 }
 
 /// The migration's phases: requests, failures and latency in each.
-fn phases_table(h: &mut String, v: &Verdict, t0: f64) {
+fn phases_section(v: &Verdict, t0: f64) -> String {
+    let mut h = String::new();
     h.push_str("<h2>Latency per phase (successful requests, ms)</h2>\n<table><tr><th class=\"l\">phase</th><th class=\"l\">band</th><th>requests</th><th>failed</th><th>get n</th><th>p50</th><th>p99</th><th>max</th><th>list n</th><th>p50</th><th>p99</th><th>max</th><th>write n</th><th>p50</th><th>p99</th><th>max</th><th class=\"l\">SLO</th></tr>\n");
     for p in &v.phases {
         let band = match (p.start_unix_ms, p.end_unix_ms) {
@@ -1187,22 +1358,14 @@ fn phases_table(h: &mut String, v: &Verdict, t0: f64) {
         );
     }
     h.push_str("</table>\n");
+    h
 }
 
-/// The write ledger, the watch check and what Gardener's validator would have said.
-fn ledger_watch_validator(
-    h: &mut String,
-    v: &Verdict,
-    events: &[LabEvent],
-    etcd: &[super::context::EtcdSample],
-    said: &[super::etcd_said::Finding],
-    cpu: &[super::context::CpuSample],
-    sc: &Scale,
-) {
-    let t0 = sc.t0;
+/// The write ledger and the watch check.
+fn ledger_watch_section(v: &Verdict) -> String {
+    let mut h = String::new();
     let l = &v.ledger;
     let w = &v.watch;
-    let vs = &v.validator;
     let _ = writeln!(
         h,
         r#"<h2>Write ledger and watch</h2>
@@ -1215,9 +1378,7 @@ fn ledger_watch_validator(
 <tr{}><td class="l">rv regressions</td><td>{}</td></tr>
 <tr><td class="l">watch</td><td>{}</td></tr>
 <tr{}><td class="l">watch: missed / duplicated / out of order</td><td>{} / {} / {}</td></tr>
-</table>
-<h2>Gardener's zero-downtime validator (simulated)</h2>
-<p>Curling /healthz every {:.0} s and failing after 3 consecutive failures, it would have <b>{}</b>: {} ticks, {} failed, at most {} in a row.{}</p>"#,
+</table>"#,
         l.acknowledged,
         l.max_acknowledged.map_or("–".into(), |x| x.to_string()),
         l.final_counter.map_or("not read".into(), |x| x.to_string()),
@@ -1258,6 +1419,18 @@ fn ledger_watch_validator(
         w.missed_count,
         w.duplicated_count,
         w.out_of_order_count,
+    );
+    h
+}
+
+/// What Gardener's zero-downtime validator would have said.
+fn validator_section(v: &Verdict) -> String {
+    let mut h = String::new();
+    let vs = &v.validator;
+    let _ = writeln!(
+        h,
+        r#"<h2>Gardener's zero-downtime validator (simulated)</h2>
+<p>Curling /healthz every {:.0} s and failing after 3 consecutive failures, it would have <b>{}</b>: {} ticks, {} failed, at most {} in a row.{}</p>"#,
         vs.interval_ms / 1000.0,
         if vs.would_fail { "failed" } else { "passed" },
         vs.ticks,
@@ -1269,22 +1442,12 @@ fn ledger_watch_validator(
             ""
         }
     );
-
-    h.push_str(&super::context::section(
-        v,
-        events,
-        etcd,
-        said,
-        t0,
-        &|t| sc.x(t),
-        SVG_W,
-    ));
-    h.push_str(&super::context::said_section(said, cpu, t0));
-    h.push_str(&super::size::section(events, etcd, t0, &|t| sc.x(t), SVG_W));
+    h
 }
 
 /// What the lab did, in order.
-fn lab_events_table(h: &mut String, events: &[LabEvent], shown_events: &[&LabEvent], t0: f64) {
+fn lab_events_section(events: &[LabEvent], shown_events: &[&LabEvent], t0: f64) -> String {
+    let mut h = String::new();
     if !events.is_empty() {
         h.push_str("<h2>Lab events</h2>\n<table><tr><th>at</th><th>end</th><th class=\"l\">kind</th><th class=\"l\">name</th><th class=\"l\">detail</th></tr>\n");
         for e in shown_events.iter().take(MAX_EVENT_ROWS) {
@@ -1307,6 +1470,7 @@ fn lab_events_table(h: &mut String, events: &[LabEvent], shown_events: &[&LabEve
         }
         h.push_str("</table>\n");
     }
+    h
 }
 
 /// One lane per leader-election candidate: a bar while it believes it
