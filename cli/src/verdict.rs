@@ -90,8 +90,23 @@ fn criteria(a: &VerdictArgs) -> Result<Criteria> {
 
 pub fn run(a: &VerdictArgs) -> Result<u8> {
     cpmlab_verdict::run_dir::check(&a.run)?;
-    let c = criteria(a)?;
-    let v = cpmlab_verdict::run_dir::judge(&a.run, &c)?;
+    // A run directory this cannot judge keeps no earlier judgement: its
+    // verdict.json and report would go on saying what they said.
+    let judged = criteria(a).and_then(|c| Ok(cpmlab_verdict::run_dir::judge(&a.run, &c)?));
+    let v = match judged {
+        Ok(v) => v,
+        Err(e) => {
+            let gone = cpmlab_verdict::run_dir::forget(&a.run);
+            if gone.is_empty() {
+                return Err(e);
+            }
+            return Err(e.context(format!(
+                "not judged; the earlier judgement's {} removed from {}",
+                gone.join(", "),
+                a.run.display()
+            )));
+        }
+    };
     Ok(print(a.output, "verdict", &a.run, &v))
 }
 

@@ -121,8 +121,14 @@ fn verdict_refuses_bad_input_with_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("not a run directory"))
         .stderr(predicate::str::contains("records.ndjson is missing"));
-    // A malformed record names its file and line.
+    // A malformed record names its file and line, and an earlier
+    // judgement of the run does not stay to say what it said.
     write_run(dir.path(), 3.0);
+    Command::new(bin())
+        .args(["verdict", dir.path().to_str().unwrap()])
+        .assert()
+        .code(0);
+    assert!(dir.path().join("verdict.json").is_file());
     let p = dir.path().join("records.ndjson");
     let mut text = std::fs::read_to_string(&p).unwrap();
     text.insert_str(0, "{\"probe\": \"get\", oops}\n");
@@ -131,7 +137,13 @@ fn verdict_refuses_bad_input_with_exit_2() {
         .args(["verdict", dir.path().to_str().unwrap()])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("records.ndjson:1: malformed line"));
+        .stderr(predicate::str::contains("records.ndjson:1: malformed line"))
+        .stderr(predicate::str::contains(
+            "the earlier judgement's verdict.json, junit.xml, report.html removed",
+        ));
+    for f in ["verdict.json", "junit.xml", "report.html"] {
+        assert!(!dir.path().join(f).exists(), "{f} stayed");
+    }
     // A limit that is not a duration.
     write_run(dir.path(), 3.0);
     Command::new(bin())

@@ -152,6 +152,12 @@ pub struct Criteria {
     /// `handover`: after a leader is stopped or killed, another candidate
     /// must believe it leads within this long, ms.
     pub handover_ms: f64,
+    /// `informer`, `informer-go`: the re-lists an informer may make in the
+    /// run beyond its initial list and one after each 410 Gone (or
+    /// `Expired`) it met; a retry of a list that failed is the same list.
+    /// None: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub informer_relists: Option<u64>,
 }
 
 /// Two candidates both believing they lead for up to 50 ms is record
@@ -174,6 +180,7 @@ impl Default for Criteria {
             lease_tolerance_ms: LEASE_TOLERANCE_MS,
             renew_deadline_ms: RENEW_DEADLINE_MS,
             handover_ms: HANDOVER_MS,
+            informer_relists: None,
         }
     }
 }
@@ -372,6 +379,17 @@ mod tests {
             .0,
             "lease_tolerance_ms"
         );
+    }
+
+    #[test]
+    fn the_informer_relist_budget_is_none_unless_given() {
+        assert_eq!(Criteria::default().informer_relists, None);
+        let text = serde_json::to_string(&Criteria::default()).unwrap();
+        assert!(!text.contains("informer_relists"), "{text}");
+        let c: Criteria = serde_json::from_str(r#"{"informer_relists":2}"#).unwrap();
+        assert_eq!(c.informer_relists, Some(2));
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Criteria>(&text).unwrap(), c);
     }
 
     #[test]

@@ -23,6 +23,12 @@
 //!   stops): an acknowledged value above the last value seen is missed.
 //! - The notification delay of a write is the time from its
 //!   acknowledgement (the write's end) to the watch event that carried it.
+//! - Re-lists are not free: a client may list once at its start and once
+//!   after each 410 Gone (or `Expired`: too old a resource version) it
+//!   met. An `init` while the (re)list before it has not completed
+//!   (`synced`) retries that list after it failed: the same (re)list, not
+//!   another. Any other re-list is counted against the criteria's
+//!   `informer_relists` budget (none by default), per migration step.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +54,10 @@ pub struct InformerAnomaly {
 pub struct InformerPhase {
     pub name: String,
     pub relists: u64,
+    /// Of those, re-lists neither after a 410 Gone nor retrying a failed
+    /// list: counted against the re-list budget.
+    #[serde(default)]
+    pub relists_counted: u64,
     /// Failed list/watch requests and broken watches.
     pub errors: u64,
     /// Acknowledgement to watch event, over the writes acknowledged in the phase.
@@ -62,6 +72,21 @@ pub struct InformerCheck {
     pub watch_requests: u64,
     /// (Re)lists after the initial one.
     pub relists: u64,
+    /// 410 Gone (or `Expired`: too old a resource version) the lane met: in
+    /// a watch (`expired`), or answering a list or watch request.
+    #[serde(default)]
+    pub gone: u64,
+    /// Of the re-lists, those that retried a (re)list that had not
+    /// completed (its list failed): the same (re)list again.
+    #[serde(default)]
+    pub list_retries: u64,
+    /// Of the re-lists, those after a 410 Gone: allowed, one per 410.
+    #[serde(default)]
+    pub relists_after_gone: u64,
+    /// The other re-lists, neither after a 410 Gone nor a retry: counted
+    /// against the budget (`Criteria::informer_relists`).
+    #[serde(default)]
+    pub relists_counted: u64,
     /// Failed list/watch requests and broken watches.
     pub errors: u64,
     /// Watch events that carried the counter.
@@ -129,6 +154,20 @@ pub(crate) fn phase_of<'a>(bands: &[&'a LabEvent], t: f64) -> &'a str {
         .unwrap_or("outside")
 }
 
+/// A 410 Gone (or `Expired`: too old a resource version) the lane met: a
+/// watch's ERROR event (`expired`), or a list or watch request answered so.
+/// A `request-failed` record is not counted: its request's record is.
+pub fn is_gone(r: &Record) -> bool {
+    let ev = r.event.as_deref();
+    let said = r.error.as_deref().is_some_and(|e| {
+        let e = e.to_ascii_lowercase();
+        e.contains("too old resource version") || e.contains("is too old")
+    });
+    ev == Some(event::EXPIRED)
+        || (matches!(ev, Some(event::LIST | event::WATCH | event::WATCH_ERROR))
+            && (r.http_status == Some(410) || said))
+}
+
 /// Judge the records of one informer lane, `kind` ([`ProbeKind::Informer`]
 /// or [`ProbeKind::InformerGo`]), against the write ledger in `all`.
 pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerCheck {
@@ -156,15 +195,28 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
         *e = e.min(at);
     }
     let bands = phase_bands(events);
-    let mut per_phase: BTreeMap<&str, (u64, u64, Vec<f64>)> = BTreeMap::new();
+    // Per phase: re-lists, errors, delays, re-lists counted against the
+    // budget.
+    let mut per_phase: BTreeMap<&str, (u64, u64, Vec<f64>, u64)> = BTreeMap::new();
 
     let mut inits = 0u64;
+    // A (re)list began (`init`) and has not completed (`synced`): an
+    // `init` now retries it.
+    let mut listing = false;
+    // A (re)list has completed: init-apply records after are re-lists'.
+    let mut synced_once = false;
+    // A 410 Gone met since the last (re)list began: the next may follow.
+    let mut gone = false;
     let mut last: Option<u64> = None;
     // Values jumped over by a list (superseded) vs. by a watch (missed).
     let mut superseded: Vec<(u64, u64)> = Vec::new();
     let mut delivered: BTreeMap<u64, f64> = BTreeMap::new();
     for r in &recs {
         let ev = r.event.as_deref().unwrap_or("");
+        if is_gone(r) {
+            c.gone += 1;
+            gone = true;
+        }
         if event::is_request(Some(ev)) {
             match ev {
                 event::LIST => c.list_requests += 1,
@@ -185,16 +237,30 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
                 inits += 1;
                 if inits > 1 {
                     c.relists += 1;
-                    per_phase
+                    let p = per_phase
                         .entry(phase_of(&bands, r.start_unix_ms))
-                        .or_default()
-                        .0 += 1;
+                        .or_default();
+                    p.0 += 1;
+                    if listing {
+                        c.list_retries += 1;
+                    } else if gone {
+                        c.relists_after_gone += 1;
+                    } else {
+                        c.relists_counted += 1;
+                        p.3 += 1;
+                    }
                 }
+                listing = true;
+                gone = false;
+            }
+            event::SYNCED => {
+                listing = false;
+                synced_once = true;
             }
             event::INIT_APPLY | event::APPLY => {
                 let Some(v) = r.value else { continue };
                 let listed = ev == event::INIT_APPLY;
-                if listed && c.initial_value.is_none() && inits <= 1 {
+                if listed && c.initial_value.is_none() && !synced_once {
                     c.initial_value = Some(v);
                 }
                 if !listed {
@@ -266,10 +332,11 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
     }
     order.push("outside");
     for name in order {
-        if let Some((relists, errors, d)) = per_phase.remove(name) {
+        if let Some((relists, errors, d, relists_counted)) = per_phase.remove(name) {
             c.phases.push(InformerPhase {
                 name: name.to_string(),
                 relists,
+                relists_counted,
                 errors,
                 delay: latency_of(d),
             });
@@ -282,9 +349,23 @@ fn ms(v: f64) -> String {
     super::fmt_ms(v)
 }
 
+/// The re-lists counted against the budget, per phase: `3 in
+/// MigrateDNSRecords, 1 outside`.
+fn counted_by_phase(c: &InformerCheck) -> String {
+    let v: Vec<String> = c
+        .phases
+        .iter()
+        .filter(|p| p.relists_counted > 0)
+        .map(|p| format!("{} in {}", p.relists_counted, p.name))
+        .collect();
+    v.join(", ")
+}
+
 /// The rule of the informer lane `kind` (see [`rule_name`]), from its
-/// check. `ran`: that informer was told to run.
-pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool) -> Rule {
+/// check. `ran`: that informer was told to run. `relist_budget`: the
+/// re-lists it may make beyond its initial list and one after each 410
+/// Gone (`Criteria::informer_relists`).
+pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool, relist_budget: u64) -> Rule {
     let name = rule_name(kind).to_string();
     let who = lane_label(kind);
     if !c.run {
@@ -320,8 +401,16 @@ pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool) -> Rule {
             )
         })
         .collect();
+    let relists = if c.relists + c.gone == 0 {
+        String::new()
+    } else {
+        format!(
+            "; re-lists: {} after a 410 Gone ({} met), {} retrying a list that failed, {} beyond them (budget {relist_budget})",
+            c.relists_after_gone, c.gone, c.list_retries, c.relists_counted
+        )
+    };
     let summary = format!(
-        "{} acknowledged write(s) after the initial list: {} delivered as events, {} superseded by {} re-list(s); notification delay {}; {}",
+        "{} acknowledged write(s) after the initial list: {} delivered as events, {} superseded by {} re-list(s){relists}; notification delay {}; {}",
         c.expected,
         c.delivered,
         c.superseded_by_relist,
@@ -335,7 +424,8 @@ pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool) -> Rule {
             format!("by phase: {}", per_phase.join("; "))
         }
     );
-    if c.missed_count + c.duplicated_count + c.out_of_order_count == 0 {
+    let over_budget = c.relists_counted > relist_budget;
+    if c.missed_count + c.duplicated_count + c.out_of_order_count == 0 && !over_budget {
         return Rule {
             name,
             status: RuleStatus::Passed,
@@ -343,6 +433,13 @@ pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool) -> Rule {
         };
     }
     let mut parts = Vec::new();
+    if over_budget {
+        parts.push(format!(
+            "{} re-list(s) without a 410 Gone ({}), budget {relist_budget}",
+            c.relists_counted,
+            counted_by_phase(c)
+        ));
+    }
     if c.missed_count > 0 {
         let v: Vec<String> = c.missed.iter().take(10).map(u64::to_string).collect();
         parts.push(format!(
@@ -427,7 +524,7 @@ mod tests {
             "{:?}",
             c.delay
         );
-        let r = rule(&c, ProbeKind::Informer, true);
+        let r = rule(&c, ProbeKind::Informer, true, 0);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
         says(
             &r,
@@ -443,7 +540,7 @@ mod tests {
             .collect();
         let c = run(&recs, &[]);
         assert_eq!(c.missed, vec![4]);
-        let r = rule(&c, ProbeKind::Informer, true);
+        let r = rule(&c, ProbeKind::Informer, true, 0);
         assert_eq!(r.status, RuleStatus::Failed);
         says(&r, "1 counter value(s) never seen by the informer: 4");
     }
@@ -477,9 +574,169 @@ mod tests {
             .find(|p| p.name == "MigrateDNSRecords")
             .unwrap();
         assert_eq!((p.relists, p.errors), (1, 1));
-        let r = rule(&c, ProbeKind::Informer, true);
+        let r = rule(&c, ProbeKind::Informer, true, 0);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
         says(&r, "MigrateDNSRecords: 1 relist(s), 1 error(s)");
+    }
+
+    /// clean(10) whose watch broke at 450 (no event 4..=6): the records of
+    /// a re-list at 660 that lists value 6, after `before` (a 410, or
+    /// nothing).
+    fn relisted(before: Vec<Record>) -> Vec<Record> {
+        let mut recs: Vec<Record> = clean(10)
+            .into_iter()
+            .filter(|r| {
+                !(r.probe == ProbeKind::Informer && (4..=6).contains(&r.value.unwrap_or(0)))
+            })
+            .collect();
+        let mut broke = inf(450.0, event::WATCH_BROKE, None);
+        broke.outcome = Outcome::Reset;
+        recs.push(broke);
+        recs.extend(before);
+        recs.push(inf(661.0, event::INIT, None));
+        recs.push(inf(661.5, event::LIST, None));
+        recs.push(inf(662.0, event::INIT_APPLY, Some(6)));
+        recs.push(inf(663.0, event::SYNCED, None));
+        recs
+    }
+
+    #[test]
+    fn a_relist_without_a_410_is_counted_against_the_budget() {
+        let bands = [phase("MigrateDNSRecords", 400.0, 700.0)];
+        let c = run(&relisted(vec![]), &bands);
+        assert_eq!(
+            (c.relists, c.gone, c.relists_after_gone, c.relists_counted),
+            (1, 0, 0, 1),
+            "{c:?}"
+        );
+        assert_eq!((c.missed_count, c.superseded_by_relist), (0, 3));
+        let p = &c.phases[0];
+        assert_eq!(
+            (p.name.as_str(), p.relists, p.relists_counted),
+            ("MigrateDNSRecords", 1, 1)
+        );
+        let r = rule(&c, ProbeKind::Informer, true, 0);
+        assert_eq!(r.status, RuleStatus::Failed, "{}", r.message);
+        says(
+            &r,
+            "1 re-list(s) without a 410 Gone (1 in MigrateDNSRecords), budget 0",
+        );
+        let r = rule(&c, ProbeKind::Informer, true, 1);
+        assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
+        says(
+            &r,
+            "re-lists: 0 after a 410 Gone (0 met), 0 retrying a list that failed, 1 beyond them (budget 1)",
+        );
+    }
+
+    #[test]
+    fn a_relist_after_a_410_is_allowed_and_its_retries_are_the_same_relist() {
+        let bands = [phase("MigrateDNSRecords", 400.0, 700.0)];
+        // kube-rs and client-go: the watch's ERROR event, `expired`.
+        let c = run(&relisted(vec![inf(660.0, event::EXPIRED, None)]), &bands);
+        assert_eq!(
+            (c.relists, c.gone, c.relists_after_gone, c.relists_counted),
+            (1, 1, 1, 0),
+            "{c:?}"
+        );
+        let r = rule(&c, ProbeKind::Informer, true, 0);
+        assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
+        says(&r, "re-lists: 1 after a 410 Gone (1 met)");
+        // client-go: a watch request answered 410 (too old a resource
+        // version) ends ListAndWatch, which lists again.
+        let mut watch = inf(659.0, event::WATCH, None);
+        watch.outcome = Outcome::Http;
+        watch.http_status = Some(410);
+        watch.error = Some("too old resource version: 104 (110)".into());
+        let c = run(&relisted(vec![watch]), &bands);
+        assert_eq!((c.gone, c.relists_after_gone, c.relists_counted), (1, 1, 0));
+        // The re-list's list fails and is retried: the same re-list.
+        let mut failed = inf(660.5, event::LIST, None);
+        failed.outcome = Outcome::Reset;
+        let c = run(
+            &relisted(vec![
+                inf(659.0, event::EXPIRED, None),
+                inf(660.0, event::INIT, None),
+                failed,
+            ]),
+            &bands,
+        );
+        assert_eq!(
+            (
+                c.relists,
+                c.list_retries,
+                c.relists_after_gone,
+                c.relists_counted
+            ),
+            (2, 1, 1, 0),
+            "{c:?}"
+        );
+        assert_eq!(
+            rule(&c, ProbeKind::Informer, true, 0).status,
+            RuleStatus::Passed
+        );
+        // A 410 is spent on one re-list: a second without another 410 counts.
+        let mut recs = relisted(vec![inf(660.0, event::EXPIRED, None)]);
+        recs.push(inf(680.0, event::INIT, None));
+        recs.push(inf(681.0, event::INIT_APPLY, Some(10)));
+        recs.push(inf(682.0, event::SYNCED, None));
+        let c = run(&recs, &bands);
+        assert_eq!((c.relists_after_gone, c.relists_counted), (1, 1), "{c:?}");
+        assert_eq!(
+            rule(&c, ProbeKind::Informer, true, 0).status,
+            RuleStatus::Failed
+        );
+    }
+
+    #[test]
+    fn a_retried_initial_list_is_the_initial_list() {
+        let mut recs = clean(3);
+        let mut failed = inf(0.5, event::LIST, None);
+        failed.outcome = Outcome::Refused;
+        recs.push(inf(-1.0, event::INIT, None));
+        recs.push(failed);
+        let c = run(&recs, &[]);
+        assert_eq!(c.initial_value, Some(0));
+        assert_eq!((c.relists, c.list_retries, c.relists_counted), (1, 1, 0));
+        assert_eq!(
+            rule(&c, ProbeKind::Informer, true, 0).status,
+            RuleStatus::Passed
+        );
+    }
+
+    #[test]
+    fn the_budget_comes_from_the_criteria() {
+        use crate::testutil::{clean_run, judged};
+        use crate::Criteria;
+        // clean_run()'s writes, each delivered; a re-list at 5 s, no 410.
+        let mut recs = clean_run();
+        for (t, e, v) in [
+            (1.0, event::INIT, None),
+            (2.0, event::INIT_APPLY, Some(0)),
+            (3.0, event::SYNCED, None),
+            (5_000.0, event::INIT, None),
+            (5_001.0, event::INIT_APPLY, Some(50)),
+            (5_002.0, event::SYNCED, None),
+        ] {
+            recs.push(inf(t, e, v));
+        }
+        for i in 1..=100u64 {
+            recs.push(inf(19.0 + (i - 1) as f64 * 100.0, event::APPLY, Some(i)));
+        }
+        let rule_of = |c: &Criteria| judged(&recs, &[], c).rule(RULE).unwrap().clone();
+        let r = rule_of(&Criteria::default());
+        assert_eq!(r.status, RuleStatus::Failed, "{}", r.message);
+        says(
+            &r,
+            "1 re-list(s) without a 410 Gone (1 in outside), budget 0",
+        );
+        let one = Criteria {
+            informer_relists: Some(1),
+            ..Criteria::default()
+        };
+        let r = rule_of(&one);
+        assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
+        says(&r, "1 beyond them (budget 1)");
     }
 
     #[test]
@@ -490,7 +747,7 @@ mod tests {
         recs.push(inf(602.0, event::INIT_APPLY, Some(3)));
         let c = run(&recs, &[]);
         assert_eq!((c.duplicated_count, c.out_of_order_count), (1, 1), "{c:?}");
-        let r = rule(&c, ProbeKind::Informer, true);
+        let r = rule(&c, ProbeKind::Informer, true, 0);
         assert_eq!(r.status, RuleStatus::Failed);
         says(&r, "1 value(s) delivered twice: 5 after 5 (apply)");
         says(&r, "1 value(s) out of order: 3 after 5 (init-apply)");
@@ -503,7 +760,7 @@ mod tests {
         let c = run(&recs, &[]);
         assert_eq!(c.missed, vec![4]);
         assert_eq!(
-            rule(&c, ProbeKind::Informer, true).status,
+            rule(&c, ProbeKind::Informer, true, 0).status,
             RuleStatus::Failed
         );
     }
@@ -515,11 +772,11 @@ mod tests {
         let c = run(&[l], &[]);
         assert_eq!(c.errors, 1);
         assert_eq!(
-            rule(&c, ProbeKind::Informer, true).status,
+            rule(&c, ProbeKind::Informer, true, 0).status,
             RuleStatus::Failed
         );
         assert_eq!(
-            rule(&run(&[], &[]), ProbeKind::Informer, false).status,
+            rule(&run(&[], &[]), ProbeKind::Informer, false, 0).status,
             RuleStatus::Skipped
         );
     }
@@ -560,8 +817,8 @@ mod tests {
         assert_eq!(go, kube, "the same events give the same check");
         assert_eq!(go.missed, vec![9]);
         let (rk, rg) = (
-            rule(&kube, ProbeKind::Informer, true),
-            rule(&go, ProbeKind::InformerGo, true),
+            rule(&kube, ProbeKind::Informer, true, 0),
+            rule(&go, ProbeKind::InformerGo, true, 0),
         );
         assert_eq!((rk.name.as_str(), rg.name.as_str()), (RULE, RULE_GO));
         assert_eq!(rk.status, RuleStatus::Failed);
@@ -577,10 +834,10 @@ mod tests {
         assert!(!check(&kube_only, &bands, ProbeKind::InformerGo).run);
         // Not run: skipped, or not covered when it was told to run.
         let none = check(&[], &[], ProbeKind::InformerGo);
-        let r = rule(&none, ProbeKind::InformerGo, false);
+        let r = rule(&none, ProbeKind::InformerGo, false, 0);
         assert_eq!((r.name.as_str(), r.status), (RULE_GO, RuleStatus::Skipped));
         says(&r, "client-go's informer did not run");
-        let r = rule(&none, ProbeKind::InformerGo, true);
+        let r = rule(&none, ProbeKind::InformerGo, true, 0);
         assert_eq!(r.status, RuleStatus::NotCovered);
     }
 }

@@ -59,6 +59,7 @@ pub mod error;
 pub mod etcd_said;
 pub mod excuse;
 pub mod informer;
+pub mod integrity;
 pub mod junit;
 pub mod lease;
 pub mod ledger;
@@ -404,6 +405,9 @@ pub struct Verdict {
     /// register (see [`linearizable`]).
     #[serde(default)]
     pub linearizable: linearizable::Linearizability,
+    /// Whether the records are what the probes could have written.
+    #[serde(default)]
+    pub integrity: integrity::Integrity,
     pub rv_regressions: Vec<RvRegression>,
     pub rv_regression_count: u64,
     /// In band order, `outside` last.
@@ -703,6 +707,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     );
     let stale_reads = reads::check(&all);
     let linearizable = linearizable::check(&all, inputs.final_read);
+    let integrity = integrity::check(&all, inputs.events);
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
     let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
     let validator = validator::validator_sim(&avail.requests, &window);
@@ -720,6 +725,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
 
     // Rules, in a fixed order.
     let mut rules = vec![
+        integrity::rule(&integrity),
         availability::rule(&avail, &excuses),
         coverage::rule(&coverage),
         ledger::lost_writes_rule(&ledger, writes),
@@ -729,11 +735,13 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
             &informer,
             ProbeKind::Informer,
             ran(inputs, &all, ProbeKind::Informer),
+            criteria.informer_relists.unwrap_or(0),
         ),
         informer::rule(
             &informer_go,
             ProbeKind::InformerGo,
             ran(inputs, &all, ProbeKind::InformerGo),
+            criteria.informer_relists.unwrap_or(0),
         ),
         lease::exclusive_rule(&lease, candidates),
         lease::kept_rule(&lease, candidates),
@@ -788,6 +796,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         lease,
         stale_reads,
         linearizable,
+        integrity,
         rv_regressions,
         rv_regression_count,
         phases,
@@ -822,8 +831,18 @@ pub(crate) mod testutil {
 
     pub const T0: f64 = 1_700_000_000_000.0;
 
+    thread_local! {
+        /// Each synthetic record's seq, unique as an agent's (far above
+        /// the small seqs tests set by hand).
+        static SEQ: std::cell::Cell<u64> = const { std::cell::Cell::new(1_000_000) };
+    }
+
     pub fn rec(probe: ProbeKind, mode: ConnMode, t: f64, dur: f64, outcome: Outcome) -> Record {
-        let mut r = Record::new(0, probe, mode, (T0 + t, t), dur, outcome);
+        let seq = SEQ.with(|s| {
+            s.set(s.get() + 1);
+            s.get()
+        });
+        let mut r = Record::new(seq, probe, mode, (T0 + t, t), dur, outcome);
         r.http_status = (outcome == Outcome::Ok).then_some(200);
         r.seed = (outcome == Outcome::Ok).then(|| "seed-a".to_string());
         r

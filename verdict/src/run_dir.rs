@@ -141,6 +141,18 @@ pub fn title(run: &Path) -> String {
 
 /// Judges a run directory against `criteria`; writes verdict.json,
 /// junit.xml and report.html into it.
+/// The files a judgement writes into a run directory.
+pub const VERDICT_FILES: [&str; 3] = ["verdict.json", "junit.xml", "report.html"];
+
+/// Removes an earlier judgement's files (for a run that cannot be judged
+/// now: they must not go on saying what they said); the names removed.
+pub fn forget(run: &Path) -> Vec<&'static str> {
+    VERDICT_FILES
+        .into_iter()
+        .filter(|f| std::fs::remove_file(run.join(f)).is_ok())
+        .collect()
+}
+
 pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
     let l = load(run)?;
     let v = crate::judge(&l.inputs(), criteria);
@@ -168,6 +180,17 @@ pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forgetting_removes_only_a_judgement_s_files() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["verdict.json", "report.html", "records.ndjson"] {
+            std::fs::write(d.path().join(f), "x").unwrap();
+        }
+        assert_eq!(forget(d.path()), ["verdict.json", "report.html"]);
+        assert!(d.path().join("records.ndjson").is_file());
+        assert!(forget(d.path()).is_empty());
+    }
 
     #[test]
     fn a_report_is_titled_by_its_run_or_its_scenario() {

@@ -5,11 +5,15 @@
 //! reconnect, so after a reconnect an event at or below that revision is a
 //! server fault like any other: a duplicate (a revision seen before) or out
 //! of order (below the last one). Only an explicit 410 Gone resets the
-//! expectation: the watch reads the counter again and resumes from there,
-//! and the writes in between are superseded, not missed. Errors and broken
-//! streams are requests of the watch (see `is_request`): they count
-//! against its availability in `zero-downtime`, but for a stream the peer
-//! closed in an EOF client-go ends a watch on (see `watch_end`).
+//! expectation, and only through a fresh read: after a 410 the watch's lane
+//! must show a successful `read` of the counter before its next event; the
+//! writes after the last value before the 410, up to and including the
+//! value that read returned, are superseded, not missed. An event after a
+//! 410 with no fresh read in between resets nothing: the values it skips
+//! are missed as any others. Errors and broken streams are requests of the
+//! watch (see `is_request`): they count against its availability in
+//! `zero-downtime`, but for a stream the peer closed in an EOF client-go
+//! ends a watch on (see `watch_end`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -56,13 +60,21 @@ pub struct WatchCheck {
     /// ERROR events (410 aside) and broken streams, all modes.
     #[serde(default)]
     pub errors: u64,
-    /// 410 Gone: the watch read the counter again and resumed from there.
+    /// 410 Gone, all modes: each resets the watch only through a fresh read.
     #[serde(default)]
     pub relists: u64,
+    /// Of those, 410s no fresh read of their lane followed before its next
+    /// event (or its end): the values skipped across them are not superseded.
+    #[serde(default)]
+    pub gone_unread: u64,
+    /// Acknowledged writes not expected because a fresh read after a 410
+    /// covered them (superseded), summed over modes.
+    #[serde(default)]
+    pub superseded: u64,
     /// Acknowledged writes a watch was expected to deliver (per mode: sent
     /// after that watch first connected, acknowledged more than
-    /// `watch_grace_ms` before the window end, not skipped by a 410), summed
-    /// over modes.
+    /// `watch_grace_ms` before the window end, not superseded by the fresh
+    /// read after a 410), summed over modes.
     pub expected: u64,
     pub missed_count: u64,
     pub duplicated_count: u64,
@@ -79,9 +91,16 @@ pub fn is_data_event(r: &Record) -> bool {
         && matches!(r.event.as_deref(), Some(e) if e.eq_ignore_ascii_case("ADDED") || e.eq_ignore_ascii_case("MODIFIED"))
 }
 
-/// A 410 Gone in a watch: the expectation starts afresh.
+/// A 410 Gone in a watch: the expectation starts afresh from the fresh
+/// read that must follow it (see [`is_fresh_read`]).
 pub fn is_gone(r: &Record) -> bool {
     r.probe == ProbeKind::Watch && r.event.as_deref() == Some("ERROR") && r.http_status == Some(410)
+}
+
+/// A successful read of the counter by a watch's lane (before it first
+/// connects, and after each 410 Gone): the value it resumes from.
+pub fn is_fresh_read(r: &Record) -> bool {
+    r.probe == ProbeKind::Watch && r.event.as_deref() == Some("read") && r.outcome == Outcome::Ok
 }
 
 fn is_connect(r: &Record) -> bool {
@@ -102,6 +121,8 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         connects: 0,
         errors: 0,
         relists: 0,
+        gone_unread: 0,
+        superseded: 0,
         expected: 0,
         missed_count: 0,
         duplicated_count: 0,
@@ -116,25 +137,47 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         let mut seen_rv: BTreeSet<u64> = BTreeSet::new();
         let mut seen_values: BTreeSet<u64> = BTreeSet::new();
         let mut prev: Option<(u64, Option<u64>)> = None;
-        // Values skipped across a 410: (last value before it, first after).
+        // Values skipped across a 410 and covered by the fresh read after
+        // it: (first value after the last one before it, the read's value).
         let mut superseded: Vec<(u64, u64)> = Vec::new();
+        // A 410 no fresh read has followed yet: the last value known
+        // before it, and how many 410s wait on that read.
         let mut gone_after: Option<Option<u64>> = None;
+        let mut unread = 0u64;
+        // The value of the lane's last fresh read.
+        let mut read_value: Option<u64> = None;
         let mut established: Option<f64> = None;
         for r in rs {
             if is_gone(r) {
                 w.relists += 1;
-                // 410s in a row (the counter unchanged since the fresh
-                // read, so the watch resumes from a revision the server
-                // has already compacted away): the skip starts at the
-                // last value seen before the first of them.
-                let before = prev.and_then(|p| p.1).or(gone_after.flatten());
-                gone_after = Some(before);
+                unread += 1;
+                // 410s in a row before a fresh read: the skip starts at
+                // the last value known before the first of them. After a
+                // read it starts at that read's value (the counter
+                // unchanged since, the watch resumed from a revision the
+                // server had already compacted away, as the nightly
+                // matrix met it).
+                if gone_after.is_none() {
+                    gone_after = Some(prev.and_then(|p| p.1).or(read_value));
+                }
                 seen_rv.clear();
                 prev = None;
                 continue;
             }
             if super::is_request(r) && r.outcome != Outcome::Ok && !is_connect(r) {
                 w.errors += 1;
+            }
+            if is_fresh_read(r) {
+                if let Some(before) = gone_after.take() {
+                    unread = 0;
+                    if let (Some(before), Some(v)) = (before, r.value) {
+                        if v > before {
+                            superseded.push((before + 1, v));
+                        }
+                    }
+                }
+                read_value = r.value.or(read_value);
+                continue;
             }
             if is_connect(r) {
                 w.connects += 1;
@@ -151,13 +194,13 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
                 // Events without a connect record: the watch was up by then.
                 established = Some(r.start_unix_ms);
             }
+            if gone_after.take().is_some() {
+                // No fresh read since the 410: nothing is superseded.
+                w.gone_unread += unread;
+                unread = 0;
+            }
             if let Some(v) = r.value {
                 seen_values.insert(v);
-                if let Some(Some(before)) = gone_after.take() {
-                    if v > before + 1 {
-                        superseded.push((before + 1, v - 1));
-                    }
-                }
             }
             let Some(rv) = r.rv else { continue };
             if !seen_rv.insert(rv) {
@@ -191,22 +234,30 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
                 _ => (rv, r.value),
             });
         }
+        // A 410 at the lane's end, no fresh read after it.
+        w.gone_unread += unread;
         // Writes this watch must have delivered: sent after it was
         // established, acknowledged before the grace period at the end.
         let Some(established) = established else {
             continue;
         };
         let mut expected: BTreeMap<u64, f64> = BTreeMap::new();
+        let mut excused: BTreeSet<u64> = BTreeSet::new();
         for r in &acked {
             let acked_at = record_end(r);
             let v = r.value.unwrap();
-            if r.start_unix_ms >= established
-                && acked_at <= window.end_unix_ms - th.watch_grace_ms
-                && !superseded.iter().any(|(a, b)| (*a..=*b).contains(&v))
+            if r.start_unix_ms >= established && acked_at <= window.end_unix_ms - th.watch_grace_ms
             {
-                expected.entry(v).or_insert(acked_at);
+                if superseded.iter().any(|(a, b)| (*a..=*b).contains(&v)) {
+                    if !seen_values.contains(&v) {
+                        excused.insert(v);
+                    }
+                } else {
+                    expected.entry(v).or_insert(acked_at);
+                }
             }
         }
+        w.superseded += excused.len() as u64;
         w.expected += expected.len() as u64;
         for (v, at) in expected {
             if !seen_values.contains(&v) {
@@ -223,6 +274,24 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         }
     }
     w
+}
+
+/// What the 410s met and the fresh reads after them came to, for the
+/// rule's message: empty without a 410.
+fn gone_note(watch: &WatchCheck) -> String {
+    let n = watch.relists;
+    if n == 0 {
+        return String::new();
+    }
+    let read = n.saturating_sub(watch.gone_unread);
+    let superseded = format!("{} write(s) superseded", watch.superseded);
+    match (read, watch.gone_unread) {
+        (_, 0) => format!(" ({n} 410 Gone, each followed by a fresh read: {superseded})"),
+        (0, _) => format!(" ({n} 410 Gone, none followed by a fresh read: nothing superseded)"),
+        (_, unread) => format!(
+            " ({n} 410 Gone: {read} followed by a fresh read, {superseded}; {unread} not, their skipped writes not superseded)"
+        ),
+    }
 }
 
 /// `ran`: the watch probe was told to run.
@@ -245,14 +314,7 @@ pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
                 watch.events,
                 watch.connects,
                 watch.expected,
-                if watch.relists > 0 {
-                    format!(
-                        " ({} 410 Gone, each followed by a fresh read)",
-                        watch.relists
-                    )
-                } else {
-                    String::new()
-                }
+                gone_note(watch)
             ),
         };
     }
@@ -295,7 +357,7 @@ pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
     Rule {
         name,
         status: RuleStatus::Failed,
-        message: parts.join("; "),
+        message: format!("{}{}", parts.join("; "), gone_note(watch)),
     }
 }
 
@@ -374,42 +436,144 @@ mod judged {
         assert_eq!(v.watch.duplicated_count, 1);
         assert!(!v.passed);
 
-        // Only a 410 Gone resets the expectation: the watch reads afresh,
-        // and the writes it skipped are superseded, not missed.
-        let mut recs: Vec<Record> = clean_run()
-            .into_iter()
-            .filter(|r| !(r.probe == ProbeKind::Watch && (21..=24).contains(&r.value.unwrap_or(0))))
-            .collect();
-        let mut gone = rec(
-            ProbeKind::Watch,
-            ConnMode::Reused,
-            2_020.0,
-            0.0,
-            Outcome::Http,
-        );
-        gone.event = Some("ERROR".into());
-        gone.http_status = Some(410);
+        // Only a 410 Gone resets the expectation, through the fresh read
+        // after it: the writes between the last value before it and the
+        // read's are superseded, not missed.
+        let mut recs = skipping_21_to_24();
         let without_410 = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert_eq!(without_410.watch.missed_count, 4);
-        recs.push(gone.clone());
+        recs.push(gone(2_020.0));
+        recs.push(fresh_read(2_400.0, 24, 1023));
         let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert_eq!(v.watch.relists, 1);
         assert_eq!(v.watch.missed_count, 0, "{:?}", v.watch.watch_missed);
         // 410s in a row, as the nightly matrix met them (the fresh read
         // returned the counter's old revision, already compacted out of
-        // the watch cache): the skip still starts before the first.
-        for later in [1.0, 2.0, 3.0] {
-            let mut again = gone.clone();
-            again.start_unix_ms += later;
-            recs.push(again);
+        // the watch cache): each read again, nothing more to supersede.
+        for later in [1.0, 3.0] {
+            recs.push(gone(2_400.0 + later));
+            recs.push(fresh_read(2_401.0 + later, 24, 1023));
         }
         let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
-        assert_eq!(v.watch.relists, 4);
+        assert_eq!((v.watch.relists, v.watch.gone_unread), (3, 0));
+        assert_eq!(v.watch.superseded, 4);
         assert_eq!(v.watch.missed_count, 0, "{:?}", v.watch.watch_missed);
         assert_eq!(
             v.rule("zero-downtime").unwrap().status,
             RuleStatus::Passed,
             "a 410 is no failure"
+        );
+    }
+
+    /// clean_run() whose watch never delivered 21..=24.
+    fn skipping_21_to_24() -> Vec<Record> {
+        clean_run()
+            .into_iter()
+            .filter(|r| !(r.probe == ProbeKind::Watch && (21..=24).contains(&r.value.unwrap_or(0))))
+            .collect()
+    }
+
+    /// A 410 Gone in the reused watch at `t`.
+    fn gone(t: f64) -> Record {
+        let mut r = rec(ProbeKind::Watch, ConnMode::Reused, t, 0.0, Outcome::Http);
+        r.event = Some("ERROR".into());
+        r.http_status = Some(410);
+        r.error = Some("too old resource version: 1019 (1030)".into());
+        r
+    }
+
+    /// The reused watch's read of the counter at `t`: `value` at `rv`.
+    fn fresh_read(t: f64, value: u64, rv: u64) -> Record {
+        let mut r = rec(ProbeKind::Watch, ConnMode::Reused, t, 3.0, Outcome::Ok);
+        r.event = Some("read".into());
+        r.value = Some(value);
+        r.rv = Some(rv);
+        r
+    }
+
+    #[test]
+    fn verdict_a_410_with_a_fresh_read_supersedes_what_the_read_covered() {
+        // 410 after 20, the fresh read returns 24: 21..=24 superseded.
+        let mut recs = skipping_21_to_24();
+        recs.push(gone(2_020.0));
+        recs.push(fresh_read(2_400.0, 24, 1023));
+        recs.push(connect(ConnMode::Reused, 2_405.0));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!(
+            (v.watch.relists, v.watch.gone_unread, v.watch.superseded),
+            (1, 0, 4)
+        );
+        assert_eq!(v.watch.expected, 86, "90 less the 4 superseded");
+        let r = v.rule("watch-continuity").unwrap();
+        assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
+        assert!(
+            r.message
+                .contains("(1 410 Gone, each followed by a fresh read: 4 write(s) superseded)"),
+            "{}",
+            r.message
+        );
+        assert!(v.passed, "{:?}", v.reasons);
+
+        // A read that covered less: 21 and 22 superseded, 23 and 24 (written
+        // after the read, never delivered) missed.
+        let mut recs = skipping_21_to_24();
+        recs.push(gone(2_020.0));
+        recs.push(fresh_read(2_120.0, 22, 1021));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        let missed: Vec<u64> = v.watch.watch_missed.iter().map(|m| m.value).collect();
+        assert_eq!(missed, [23, 24]);
+        assert_eq!(v.watch.superseded, 2);
+        assert_eq!(
+            v.rule("watch-continuity").unwrap().status,
+            RuleStatus::Failed
+        );
+    }
+
+    #[test]
+    fn verdict_a_410_without_a_fresh_read_supersedes_nothing() {
+        // The watch resumed after the 410 with no read of the counter: the
+        // next event skips 21..=24, each missed.
+        let mut recs = skipping_21_to_24();
+        recs.push(gone(2_020.0));
+        recs.push(connect(ConnMode::Reused, 2_025.0));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!((v.watch.relists, v.watch.gone_unread), (1, 1));
+        assert_eq!((v.watch.missed_count, v.watch.superseded), (4, 0));
+        let r = v.rule("watch-continuity").unwrap();
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message
+                .contains("4 acknowledged write(s) never seen by the watch: 21 (reused)"),
+            "{}",
+            r.message
+        );
+        assert!(
+            r.message
+                .contains("(1 410 Gone, none followed by a fresh read: nothing superseded)"),
+            "{}",
+            r.message
+        );
+        // A read that failed is no fresh read.
+        let mut failed = fresh_read(2_030.0, 24, 1023);
+        failed.outcome = Outcome::Timeout;
+        recs.push(failed);
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!((v.watch.gone_unread, v.watch.missed_count), (1, 4));
+        // One 410 read after, one not: counted apart.
+        let mut recs = skipping_21_to_24();
+        recs.push(gone(2_020.0));
+        recs.push(fresh_read(2_400.0, 24, 1023));
+        recs.push(gone(5_000.0));
+        let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+        assert_eq!((v.watch.relists, v.watch.gone_unread), (2, 1));
+        let r = v.rule("watch-continuity").unwrap();
+        assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
+        assert!(
+            r.message.contains(
+                "(2 410 Gone: 1 followed by a fresh read, 4 write(s) superseded; 1 not, their skipped writes not superseded)"
+            ),
+            "{}",
+            r.message
         );
     }
 
