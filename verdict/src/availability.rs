@@ -178,9 +178,47 @@ pub struct Availability<'a> {
     pub probes: BTreeMap<String, ProbeStats>,
 }
 
-/// The seqs of attempts that were retried (named by a `retry_of`).
+/// The seqs of attempts that were retried as clients retry: named by a
+/// `retry_of` of a record of the same lane (probe and connection mode)
+/// that began with it or after it and ended after it, and failed in a
+/// class clients send again ([`retryable`]). Any other `retry_of` is not
+/// taken on trust: the attempt it names stays a request.
 pub fn retried(all: &[&Record]) -> BTreeSet<u64> {
-    all.iter().filter_map(|r| r.retry_of).collect()
+    let by_seq: std::collections::HashMap<u64, &Record> =
+        all.iter().map(|r| (r.seq, *r)).collect();
+    all.iter()
+        .filter_map(|r| {
+            let a = by_seq.get(&r.retry_of?)?;
+            let same_lane = a.probe == r.probe && a.mode == r.mode;
+            // The retry's record runs from the first attempt's start (the
+            // wait included): it starts with the attempt, never before.
+            let after = r.start_unix_ms >= a.start_unix_ms - RETRY_SLACK_MS
+                && record_end(r) >= record_end(a) - RETRY_SLACK_MS;
+            (same_lane && after && retryable(a)).then_some(a.seq)
+        })
+        .collect()
+}
+
+/// Clock slack between an attempt and its retry's record (ms).
+const RETRY_SLACK_MS: f64 = 1.0;
+
+/// Whether an attempt failed in a way clients send again without counting
+/// it: refused unprocessed (a GOAWAY'd or refused stream, a connection
+/// that closed before the request was written: the probes' `error` and
+/// `reset`), a connection refused or reset before any answer (what Go's
+/// `net/http` and urllib3 retry on a pooled connection), or a 429/5xx with
+/// Retry-After (client-go's `checkWait`). Never a timeout, a body that did
+/// not parse, a DNS or TLS failure, or an HTTP failure without Retry-After:
+/// the server may have processed those, or the client would not resend.
+pub fn retryable(a: &Record) -> bool {
+    match a.outcome {
+        Outcome::Error | Outcome::Reset | Outcome::Refused => true,
+        Outcome::Http => {
+            a.http_status.is_none_or(|s| s == 429 || (500..=504).contains(&s))
+                && a.error.as_deref().is_some_and(|e| e.contains("Retry-After"))
+        }
+        Outcome::Ok | Outcome::Timeout | Outcome::Decode | Outcome::Dns | Outcome::Tls => false,
+    }
 }
 
 /// The unavailable intervals of one lane's requests, sorted by start.
@@ -654,6 +692,54 @@ mod judged {
         recs.extend([refused, retry]);
         let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert_eq!(v.probes["get/reused"].failed(), 1);
+    }
+
+    #[test]
+    fn verdict_a_retry_is_taken_only_in_its_lane_after_its_attempt_for_a_retryable_failure() {
+        // A 9.5 s timeout "retried" by a 20 ms get of another lane stays a
+        // failed request; so does one whose retry came before it, and a
+        // timeout retried in its own lane.
+        let attempt = |outcome| {
+            let mut a = rec(ProbeKind::Get, ConnMode::Reused, 5_001.0, 9_500.0, outcome);
+            a.seq = 90_000;
+            a
+        };
+        let retry = |mode, t: f64, dur| {
+            let mut r = rec(ProbeKind::Get, mode, t, dur, Outcome::Ok);
+            r.seq = 90_001;
+            r.retry_of = Some(90_000);
+            r
+        };
+        for (what, a, r) in [
+            (
+                "another lane",
+                attempt(Outcome::Timeout),
+                retry(ConnMode::New, 14_600.0, 20.0),
+            ),
+            (
+                "before its attempt",
+                attempt(Outcome::Reset),
+                retry(ConnMode::Reused, 4_000.0, 20.0),
+            ),
+            (
+                "a timeout",
+                attempt(Outcome::Timeout),
+                retry(ConnMode::Reused, 5_001.0, 9_600.0),
+            ),
+        ] {
+            let mut recs = clean_run();
+            recs.extend([a, r]);
+            let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
+            assert_eq!(v.probes["get/reused"].retried, 0, "{what}");
+            assert!(!v.passed, "{what}: {:?}", v.reasons);
+        }
+        // An HTTP 500 is resent only with Retry-After.
+        let mut a = attempt(Outcome::Http);
+        a.duration_ms = 5.0;
+        a.http_status = Some(500);
+        assert!(!availability::retryable(&a));
+        a.error = Some("HTTP 500 with Retry-After: 1 s; sent again after it".into());
+        assert!(availability::retryable(&a));
     }
 
     #[test]
