@@ -184,8 +184,7 @@ pub struct Availability<'a> {
 /// class clients send again ([`retryable`]). Any other `retry_of` is not
 /// taken on trust: the attempt it names stays a request.
 pub fn retried(all: &[&Record]) -> BTreeSet<u64> {
-    let by_seq: std::collections::HashMap<u64, &Record> =
-        all.iter().map(|r| (r.seq, *r)).collect();
+    let by_seq: std::collections::HashMap<u64, &Record> = all.iter().map(|r| (r.seq, *r)).collect();
     all.iter()
         .filter_map(|r| {
             let a = by_seq.get(&r.retry_of?)?;
@@ -214,8 +213,11 @@ pub fn retryable(a: &Record) -> bool {
     match a.outcome {
         Outcome::Error | Outcome::Reset | Outcome::Refused => true,
         Outcome::Http => {
-            a.http_status.is_none_or(|s| s == 429 || (500..=504).contains(&s))
-                && a.error.as_deref().is_some_and(|e| e.contains("Retry-After"))
+            a.http_status
+                .is_none_or(|s| s == 429 || (500..=504).contains(&s))
+                && a.error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("Retry-After"))
         }
         Outcome::Ok | Outcome::Timeout | Outcome::Decode | Outcome::Dns | Outcome::Tls => false,
     }
