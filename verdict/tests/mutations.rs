@@ -1,0 +1,236 @@
+//! The verdict's own regression suite: a real run directory (`corpus/`,
+//! kept from a CI run of the lab: kube-apiserver, three etcd members,
+//! readyz, get and write lanes on new and reused connections, 13 s) judged
+//! clean, then with one failure a real landscape can produce injected at a
+//! time, each of which the rule written for it must fail. No Docker, no
+//! lab: seconds.
+//!
+//! `quiet/` passes as recorded. Each mutation edits a copy of its records
+//! or its final read (etcd's history of the counter) the way the fault
+//! would have shown, and names the rule that must fail; the others are not
+//! asserted (a fault may show in more than one).
+
+use std::path::{Path, PathBuf};
+
+use cpmlab_verdict::run_dir;
+use serde_json::Value;
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
+}
+
+struct Run {
+    records: Vec<Value>,
+    fin: Value,
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn of(name: &str) -> Run {
+        let src = corpus(name);
+        let dir = tempfile::tempdir().unwrap();
+        for f in std::fs::read_dir(&src).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
+        }
+        let records = std::fs::read_to_string(src.join("records.ndjson"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let fin = serde_json::from_str(&std::fs::read_to_string(src.join("final.json")).unwrap())
+            .unwrap();
+        Run { records, fin, dir }
+    }
+
+    /// The rules that did not pass (failed, not covered, degraded), by name.
+    fn judge(&self) -> Vec<(String, String)> {
+        let text: String = self.records.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(self.dir.path().join("records.ndjson"), text).unwrap();
+        std::fs::write(self.dir.path().join("final.json"), self.fin.to_string()).unwrap();
+        let c = run_dir::read_criteria(self.dir.path()).unwrap();
+        let v = run_dir::judge(self.dir.path(), &c).unwrap();
+        v.rules
+            .iter()
+            .filter(|r| {
+                !matches!(
+                    r.status,
+                    cpmlab_verdict::RuleStatus::Passed | cpmlab_verdict::RuleStatus::Skipped
+                )
+            })
+            .map(|r| (r.name.clone(), r.message.clone()))
+            .collect()
+    }
+
+    fn must_fail(&self, rule: &str, words: &str) {
+        let bad = self.judge();
+        let hit = bad.iter().find(|(n, _)| n == rule);
+        assert!(
+            hit.is_some_and(|(_, m)| m.contains(words)),
+            "{rule} must fail saying {words:?}; what did not pass: {bad:#?}"
+        );
+    }
+
+    /// Indexes of the successful records of `probe` (requests, not the
+    /// writer's reads), in file order.
+    fn ok(&self, probe: &str) -> Vec<usize> {
+        (0..self.records.len())
+            .filter(|&i| {
+                let r = &self.records[i];
+                r["probe"] == probe && r["outcome"] == "ok" && r.get("event").is_none()
+            })
+            .collect()
+    }
+
+    fn history(&mut self) -> &mut Vec<Value> {
+        self.fin["history"].as_array_mut().unwrap()
+    }
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap()
+}
+
+#[test]
+fn the_recorded_run_passes() {
+    let r = Run::of("quiet");
+    assert_eq!(r.judge(), Vec::<(String, String)>::new());
+}
+
+/// A get served by a lagging member: the value five writes back.
+#[test]
+fn a_stale_read_fails_linearizable_and_stale_reads() {
+    let mut r = Run::of("quiet");
+    let gets = r.ok("get");
+    let i = gets[gets.len() / 2];
+    let v = r.records[i]["value"].as_u64().unwrap();
+    r.records[i]["value"] = (v - 5).into();
+    r.must_fail("linearizable", "stale-read");
+    r.must_fail("stale-reads", "returned less than a write acknowledged");
+}
+
+/// A get that returns a value no one ever wrote.
+#[test]
+fn an_invented_value_fails_linearizable() {
+    let mut r = Run::of("quiet");
+    let i = r.ok("get")[10];
+    r.records[i]["value"] = 1_000_000.into();
+    r.must_fail("linearizable", "invented-value");
+}
+
+/// Two gets of one lane in a row, the later older than the earlier one,
+/// where neither is older than an acknowledged write: a watch cache or a
+/// lagging member serving the second (stale-reads cannot see it).
+#[test]
+fn a_non_monotonic_read_fails_linearizable() {
+    let mut r = Run::of("quiet");
+    // A write whose request overlaps a get that started after it: the get
+    // may return the new value or the old one; a second get that starts
+    // after the first ended, while the write is still in flight, may too,
+    // but not the old value once the first returned the new one.
+    let writes = r.ok("write");
+    let w = writes[writes.len() / 2];
+    let (ws, wd) = (
+        f(&r.records[w]["start_unix_ms"]),
+        f(&r.records[w]["duration_ms"]),
+    );
+    let value = r.records[w]["value"].as_u64().unwrap();
+    let seq = r
+        .records
+        .iter()
+        .map(|x| x["seq"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let get = |s: u64, t: f64, v: u64| {
+        serde_json::json!({"seq": s, "probe": "get", "mode": "new", "start_unix_ms": t,
+            "start_mono_ms": 0.0, "duration_ms": wd / 10.0, "outcome": "ok",
+            "http_status": 200, "seed": "seed-a", "value": v})
+    };
+    r.records.push(get(seq + 1, ws + wd * 0.1, value));
+    r.records.push(get(seq + 2, ws + wd * 0.5, value - 1));
+    r.must_fail("linearizable", "non-monotonic-read");
+}
+
+/// etcd's history of the counter goes back (a restored stale snapshot).
+#[test]
+fn a_history_that_goes_back_fails_linearizable() {
+    let mut r = Run::of("quiet");
+    let h = r.history();
+    let n = h.len();
+    let v = h[n / 2]["value"].as_u64().unwrap();
+    h[n / 2 + 1]["value"] = (v - 3).into();
+    r.must_fail("linearizable", "history-back");
+}
+
+/// An acknowledged write missing from etcd's history.
+#[test]
+fn a_write_missing_from_etcd_fails_lost_writes() {
+    let mut r = Run::of("quiet");
+    let h = r.history();
+    h.remove(h.len() / 2);
+    r.must_fail("lost-writes", "not in the counter's history");
+}
+
+/// A write acknowledged as replacing a version that is not the one before
+/// it in etcd.
+#[test]
+fn a_write_on_the_wrong_base_fails_linearizable() {
+    let mut r = Run::of("quiet");
+    let i = r.ok("write")[20];
+    let b = r.records[i]["base_rv"].as_u64().unwrap();
+    r.records[i]["base_rv"] = (b - 2).into();
+    r.must_fail("linearizable", "base-revision");
+}
+
+/// Records the probes cannot have written: a seq twice, a success with a
+/// 500, a success an hour after the probes stopped.
+#[test]
+fn records_that_contradict_themselves_fail_record_integrity() {
+    let mut r = Run::of("quiet");
+    let s = r.records[5]["seq"].clone();
+    r.records[9]["seq"] = s;
+    r.must_fail("record-integrity", "seq taken already");
+
+    let mut r = Run::of("quiet");
+    let i = r.ok("get")[3];
+    r.records[i]["http_status"] = 500.into();
+    r.must_fail("record-integrity", "outcome ok with HTTP 500");
+
+    let mut r = Run::of("quiet");
+    let i = r.ok("readyz")[3];
+    let t = f(&r.records[i]["start_unix_ms"]);
+    r.records[i]["start_unix_ms"] = (t + 3_600_000.0).into();
+    r.must_fail("record-integrity", "outside the probes' run");
+}
+
+/// A failed request "retried" by a record of another lane, or a timeout
+/// "retried" at all, is still a failed request.
+#[test]
+fn a_retry_taken_on_trust_does_not_hide_a_failure() {
+    let mut r = Run::of("quiet");
+    let i = r.ok("get")[30];
+    r.records[i]["outcome"] = "timeout".into();
+    r.records[i]["duration_ms"] = 1_900.0.into();
+    r.records[i].as_object_mut().unwrap().remove("http_status");
+    let seq = r.records[i]["seq"].clone();
+    // The next readyz names it as its retry.
+    let j = r.ok("readyz")[30];
+    r.records[j]["retry_of"] = seq;
+    r.must_fail("zero-downtime", "1 of");
+}
+
+/// A write acknowledged with two revisions (two writers won one update).
+#[test]
+fn one_value_acknowledged_twice_fails_ledger_conflicts() {
+    let mut r = Run::of("quiet");
+    let writes = r.ok("write");
+    let (a, b) = (writes[10], writes[11]);
+    let v = r.records[a]["value"].clone();
+    r.records[b]["value"] = v;
+    r.must_fail(
+        "ledger-conflicts",
+        "acknowledged twice with different resourceVersions",
+    );
+}
