@@ -542,6 +542,7 @@ mod judge {
             thresholds: thresholds(s)?,
             excuse: c.excuse.clone(),
             uncovered: s.expect.uncovered.clone(),
+            migration: s.expect.migration.map(|m| m.as_str().to_string()),
             ..Criteria::default()
         };
         if let Some(d) = c.stall {

@@ -158,6 +158,11 @@ pub struct Criteria {
     /// None: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub informer_relists: Option<u64>,
+    /// How the migration must end for the run to pass (`completed`): the
+    /// `migration-completed` rule asks the run's events. Other outcomes
+    /// (`failed`, `aborted`, ...) are the scenario's expectations to judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<String>,
 }
 
 /// Two candidates both believing they lead for up to 50 ms is record
@@ -181,6 +186,7 @@ impl Default for Criteria {
             renew_deadline_ms: RENEW_DEADLINE_MS,
             handover_ms: HANDOVER_MS,
             informer_relists: None,
+            migration: None,
         }
     }
 }

@@ -215,8 +215,9 @@ mod tests {
             v.rules.len()
         );
         assert!(!x.contains("<failure"));
-        // The run has no informer, no leader-election candidate and no
-        // list records: those rules are skipped, not passed.
+        // The run has no informer, no leader-election candidate, no
+        // migration expected and no list records: those rules are
+        // skipped, not passed.
         let skipped: Vec<&str> = v
             .rules
             .iter()
@@ -231,10 +232,11 @@ mod tests {
                 "lease-exclusive",
                 "leader-kept",
                 "handover",
+                "migration-completed",
                 "slo-outside-list"
             ]
         );
-        assert_eq!(tags.iter().filter(|t| *t == "skipped").count(), 6);
+        assert_eq!(tags.iter().filter(|t| *t == "skipped").count(), 7);
         assert!(x.contains("cpmlab &lt;migration&gt; &amp; &quot;co&quot;"));
     }
 

@@ -66,6 +66,7 @@ pub mod ledger;
 pub mod linearizable;
 pub mod load;
 pub mod mechanisms;
+pub mod migration;
 pub mod reads;
 pub mod record;
 pub mod report;
@@ -749,6 +750,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
         reads::rule(&stale_reads, writes && reads),
         linearizable::rule(&linearizable, writes),
+        migration::rule(inputs.events, criteria.migration.as_deref()),
     ];
     for ph in &phases {
         rules.extend(slo::rules(ph, thresholds));
