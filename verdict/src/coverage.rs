@@ -17,6 +17,14 @@
 //!   last hazard window that ended inside the records' window
 //!   (`writes-after-last-hazard`, see `excuse`).
 //!
+//! - Per lane judged, when the run keeps its probes' plan: no time without
+//!   a started request longer than the probes' timeout and two of the
+//!   lane's intervals ([`silence_bound`]), from the probes' start to the
+//!   lane's first request and between its requests (key
+//!   `<lane>@silence`): three samples in a step do not cover a lane that
+//!   then went quiet for 40 s, and steps under `min_phase_ms` are judged
+//!   this way too.
+//!
 //! Each gap is *not covered*; the rule fails unless every gap's key is in
 //! the scenario's `uncovered` (with why), and then it shows as accepted.
 
@@ -67,6 +75,21 @@ pub struct CoverageCheck {
     /// ... after the last hazard window (`None`: no hazard, or no writes).
     pub writes_after_last_hazard: Option<u64>,
     pub gaps: Vec<Gap>,
+    /// Per lane judged, the longest time without a started request (from
+    /// the probes' start to its first request, and between its requests),
+    /// ms; judged when the run keeps its probes' plan.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub longest_silence_ms: BTreeMap<String, f64>,
+}
+
+/// The longest a lane may go without starting a request: a request may
+/// take up to the probes' timeout, and the lane starts one every
+/// `1/rate` s; more than the timeout and two intervals, and the lane was
+/// not sending (a stuck or starved agent): blind, whatever the phases'
+/// sample counts say.
+pub fn silence_bound(timeout_ms: f64, rate: f64) -> f64 {
+    let interval = if rate > 0.0 { 1e3 / rate } else { 0.0 };
+    timeout_ms + 2.0 * interval
 }
 
 /// The request lanes a sample of which counts (see the module doc).
@@ -155,6 +178,46 @@ pub fn check(
             end_unix_ms: z,
             samples,
         });
+    }
+    // Time without a started request, per lane: from the probes' start to
+    // the lane's first request, and between its requests.
+    if let Some(p) = plan {
+        let mut starts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for r in all.iter() {
+            if let Some(l) = sample_lane(r) {
+                starts.entry(l).or_default().push(r.start_unix_ms);
+            }
+        }
+        for (l, v) in &mut starts {
+            v.sort_by(f64::total_cmp);
+            let rate = if l.starts_with("load/") {
+                p.write_rate
+            } else {
+                p.rate
+            };
+            let bound = silence_bound(p.timeout_ms, rate);
+            let mut from = window.start_unix_ms;
+            let (mut worst, mut at) = (0.0f64, from);
+            for t in v.iter().copied() {
+                if t - from > worst {
+                    (worst, at) = (t - from, from);
+                }
+                from = t;
+            }
+            c.longest_silence_ms.insert(l.clone(), worst);
+            if worst > bound {
+                gap(
+                    format!("{l}@silence"),
+                    format!(
+                        "{l} started no request for {:.1} s (+{:.1} s to +{:.1} s), longer than its timeout and two of its intervals ({:.1} s): the lane was blind",
+                        worst / 1e3,
+                        (at - window.start_unix_ms) / 1e3,
+                        (at + worst - window.start_unix_ms) / 1e3,
+                        bound / 1e3
+                    ),
+                );
+            }
+        }
     }
     let writes = lanes.iter().any(|l| l.starts_with("write/"));
     if writes {
@@ -300,6 +363,73 @@ mod tests {
             &Criteria::default(),
         );
         assert!(c.lanes.is_empty() && c.gaps.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn a_lane_silent_longer_than_its_timeout_is_blind_whatever_its_samples() {
+        // get/new every 100 ms, silent from 4 s to 47 s; each 3 s step
+        // before and after has its samples.
+        let mut recs = series(ProbeKind::Get, ConnMode::New, 0.0, 4_000.0, 100.0, None);
+        recs.extend(series(
+            ProbeKind::Get,
+            ConnMode::New,
+            47_000.0,
+            60_000.0,
+            100.0,
+            None,
+        ));
+        let all: Vec<&Record> = recs.iter().collect();
+        let events = [phase("a", 0.0, 3_500.0), phase("b", 47_000.0, 55_000.0)];
+        let plan = ProbePlan {
+            probes: vec![ProbeKind::Get],
+            modes: vec![ConnMode::New],
+            rate: 10.0,
+            timeout_ms: 10_000.0,
+            write_rate: 0.0,
+        };
+        let window = Window {
+            start_unix_ms: crate::testutil::T0,
+            end_unix_ms: crate::testutil::T0 + 60_000.0,
+        };
+        let c = check(
+            &all,
+            &events,
+            Some(&plan),
+            &[],
+            &window,
+            &Criteria::default(),
+        );
+        assert_eq!(c.gaps.len(), 1, "{:?}", c.gaps);
+        assert_eq!(c.gaps[0].key, "get/new@silence");
+        assert!(
+            c.gaps[0]
+                .what
+                .contains("started no request for 43.1 s (+3.9 s to +47.0 s)"),
+            "{}",
+            c.gaps[0].what
+        );
+        assert_eq!(rule(&c).status, RuleStatus::NotCovered);
+        // Within the timeout and two intervals (10.2 s here) it is covered.
+        let mut recs = series(ProbeKind::Get, ConnMode::New, 0.0, 4_000.0, 100.0, None);
+        recs.extend(series(
+            ProbeKind::Get,
+            ConnMode::New,
+            14_000.0,
+            60_000.0,
+            100.0,
+            None,
+        ));
+        let all: Vec<&Record> = recs.iter().collect();
+        let c = check(
+            &all,
+            &events,
+            Some(&plan),
+            &[],
+            &window,
+            &Criteria::default(),
+        );
+        assert!(c.gaps.is_empty(), "{:?}", c.gaps);
+        assert!((c.longest_silence_ms["get/new"] - 10_100.0).abs() < 1.0);
     }
 }
 

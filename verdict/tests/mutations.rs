@@ -234,3 +234,22 @@ fn one_value_acknowledged_twice_fails_ledger_conflicts() {
         "acknowledged twice with different resourceVersions",
     );
 }
+
+/// A lane that went quiet (a stuck agent) for longer than its timeout:
+/// blind, although every step has its samples.
+#[test]
+fn a_lane_that_went_quiet_fails_coverage() {
+    let mut r = Run::of("quiet");
+    let gets: Vec<f64> = r
+        .ok("get")
+        .iter()
+        .map(|&i| f(&r.records[i]["start_unix_ms"]))
+        .collect();
+    let (from, to) = (gets[40], gets[40] + 5_000.0);
+    r.records.retain(|x| {
+        !(x["probe"] == "get"
+            && x["mode"] == "new"
+            && (from..to).contains(&f(&x["start_unix_ms"])))
+    });
+    r.must_fail("coverage", "get/new started no request for");
+}
