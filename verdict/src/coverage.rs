@@ -303,6 +303,25 @@ mod tests {
     use crate::record::{ConnMode, Outcome};
     use crate::testutil::{phase, rec, series};
 
+    /// The probes' plan: `probes` on new connections, 10/s, 10 s timeout.
+    fn plan_of(probes: Vec<ProbeKind>) -> ProbePlan {
+        ProbePlan {
+            probes,
+            modes: vec![ConnMode::New],
+            rate: 10.0,
+            timeout_ms: 10_000.0,
+            write_rate: 0.0,
+        }
+    }
+
+    /// The probes' window: `secs` from T0.
+    fn window_of(secs: f64) -> Window {
+        Window {
+            start_unix_ms: crate::testutil::T0,
+            end_unix_ms: crate::testutil::T0 + secs * 1e3,
+        }
+    }
+
     #[test]
     fn lease_records_and_informer_lanes_make_no_coverage_gap() {
         // get/new every 100 ms through a 10 s step; the informers and the
@@ -320,22 +339,13 @@ mod tests {
             phase("step", 0.0, 10_000.0),
             phase("quiet", 10_000.0, 20_000.0),
         ];
-        let plan = ProbePlan {
-            probes: vec![
-                ProbeKind::Get,
-                ProbeKind::Informer,
-                ProbeKind::InformerGo,
-                ProbeKind::Lease,
-            ],
-            modes: vec![ConnMode::New],
-            rate: 10.0,
-            timeout_ms: 10_000.0,
-            write_rate: 0.0,
-        };
-        let window = Window {
-            start_unix_ms: crate::testutil::T0,
-            end_unix_ms: crate::testutil::T0 + 30_000.0,
-        };
+        let plan = plan_of(vec![
+            ProbeKind::Get,
+            ProbeKind::Informer,
+            ProbeKind::InformerGo,
+            ProbeKind::Lease,
+        ]);
+        let window = window_of(30.0);
         let c = check(
             &all,
             &events,
@@ -380,17 +390,8 @@ mod tests {
         ));
         let all: Vec<&Record> = recs.iter().collect();
         let events = [phase("a", 0.0, 3_500.0), phase("b", 47_000.0, 55_000.0)];
-        let plan = ProbePlan {
-            probes: vec![ProbeKind::Get],
-            modes: vec![ConnMode::New],
-            rate: 10.0,
-            timeout_ms: 10_000.0,
-            write_rate: 0.0,
-        };
-        let window = Window {
-            start_unix_ms: crate::testutil::T0,
-            end_unix_ms: crate::testutil::T0 + 60_000.0,
-        };
+        let plan = plan_of(vec![ProbeKind::Get]);
+        let window = window_of(60.0);
         let c = check(
             &all,
             &events,
