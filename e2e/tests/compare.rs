@@ -4,7 +4,7 @@
 //! real labs, what the machinery must get right (every run kept and
 //! judged, repetition `i` of each variant on the same seed, compare.json,
 //! compare.html and compare.md, pass rates with Wilson's interval), in
-//! about 2.5 minutes. The comparison of the plans on the default scenario
+//! about 2 minutes. The comparison of the plans on the default scenario
 //! is nightly (`scripts/nightly`): 15 runs of three minutes are not CI's.
 //! Needs Docker; fails when CI=true and Docker cannot be reached.
 
