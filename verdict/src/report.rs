@@ -2596,6 +2596,8 @@ mod judged {
         );
         dropped.seq = 90_000;
         dropped.value = Some(52);
+        dropped.http_status = Some(500);
+        dropped.error = Some("etcdserver: request timed out".into());
         recs.push(dropped);
         let mut c = Criteria::default();
         c.excuse.insert(

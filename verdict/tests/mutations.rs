@@ -247,9 +247,7 @@ fn a_lane_that_went_quiet_fails_coverage() {
         .collect();
     let (from, to) = (gets[40], gets[40] + 5_000.0);
     r.records.retain(|x| {
-        !(x["probe"] == "get"
-            && x["mode"] == "new"
-            && (from..to).contains(&f(&x["start_unix_ms"])))
+        !(x["probe"] == "get" && x["mode"] == "new" && (from..to).contains(&f(&x["start_unix_ms"])))
     });
     r.must_fail("coverage", "get/new started no request for");
 }
