@@ -440,6 +440,20 @@ fn losing_an_etcd_follower_fails_at_most_the_write_through_it() {
         v["reasons"],
         v["failed_requests"]
     );
+    // The kill is confirmed by what etcd said (the member's peers lost
+    // their streams with it), not taken on the event's word.
+    let kills: Vec<&Value> = v["excuses"]["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["hazard"] == "killed-member")
+        .collect();
+    assert_eq!(kills.len(), 1, "{:#}", v["excuses"]["windows"]);
+    assert!(
+        kills[0]["unconfirmed"].is_null(),
+        "the kill was not confirmed by etcd's logs: {}",
+        kills[0]
+    );
     let n = v["excuses"]["excused_count"].as_u64().unwrap();
     assert!(n <= 1, "{:#}", v["excuses"]);
     for e in v["excuses"]["excused"].as_array().unwrap() {
