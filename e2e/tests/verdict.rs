@@ -310,11 +310,23 @@ fn an_edited_run_passes_clean_with_known_hazards_or_fails_over_budget_or_blind()
         out.contains("get/new started 0 request(s) in MigrateDNSRecords"),
         "{out}"
     );
+    // The lane's 15 s without a request is blind as time too.
+    assert!(
+        out.contains("get/new started no request for 15.1 s"),
+        "{out}"
+    );
     assert_eq!(v["overall"]["failures"], serde_json::json!({}));
-    // ... unless the scenario says why: then amber, exit 0.
+    // ... unless the scenario says why, for each gap: then amber, exit 0.
     std::fs::write(
         d.join("criteria.json"),
         r#"{"uncovered": {"get/new@MigrateDNSRecords": "the edited lane"}}"#,
+    )
+    .unwrap();
+    let (code, out, _, _) = verdict(&d);
+    assert_eq!(code, Some(1), "one gap of two accepted: {out}");
+    std::fs::write(
+        d.join("criteria.json"),
+        r#"{"uncovered": {"get/new@MigrateDNSRecords": "the edited lane", "get/new@silence": "the edited lane"}}"#,
     )
     .unwrap();
     let (code, out, v, _) = verdict(&d);
@@ -322,7 +334,7 @@ fn an_edited_run_passes_clean_with_known_hazards_or_fails_over_budget_or_blind()
     assert_eq!(v["status"], "passed-with-known-hazards");
     assert_eq!(
         v["accepted"]["coverage"],
-        "get/new@MigrateDNSRecords: the edited lane"
+        "get/new@MigrateDNSRecords: the edited lane; get/new@silence: the edited lane"
     );
 
     // No write acknowledged after the last step: FAILED, not covered.

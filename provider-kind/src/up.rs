@@ -391,6 +391,54 @@ pub async fn run_step(step: &Step, log: &Path, timeout: Duration, tools: &Toolin
     }
 }
 
+/// After a failed kubectl step, what the cluster looked like: its pods,
+/// the step's namespace's pods described, and the events, into the steps'
+/// log, so that a wait that timed out says why (a pod pending, crashing,
+/// unready).
+async fn diagnose(step: &Step, f: &mut std::fs::File, tools: &Tooling) {
+    use std::io::Write;
+    let a = &step.argv;
+    if a.first().map(String::as_str) != Some("kubectl") {
+        return;
+    }
+    let Some(ctx) = a
+        .iter()
+        .position(|x| x == "--context")
+        .and_then(|i| a.get(i + 1))
+    else {
+        return;
+    };
+    let ns = a.iter().position(|x| x == "-n").and_then(|i| a.get(i + 1));
+    let mut looks: Vec<Vec<&str>> = vec![
+        vec!["get", "pods", "-A", "-o", "wide"],
+        vec!["get", "events", "-A", "--sort-by=.lastTimestamp"],
+    ];
+    if let Some(ns) = ns {
+        looks.insert(1, vec!["-n", ns, "describe", "pods"]);
+    }
+    for look in looks {
+        let mut cmd = tools.command("kubectl");
+        cmd.args(["--context", ctx]).args(&look).kill_on_drop(true);
+        let _ = writeln!(
+            f,
+            "=== diagnosis: kubectl --context {ctx} {}",
+            look.join(" ")
+        );
+        match tokio::time::timeout(Duration::from_secs(20), cmd.output()).await {
+            Ok(Ok(o)) => {
+                let _ = f.write_all(&o.stdout);
+                let _ = f.write_all(&o.stderr);
+            }
+            Ok(Err(e)) => {
+                let _ = writeln!(f, "(not run: {e})");
+            }
+            Err(_) => {
+                let _ = writeln!(f, "(no answer within 20 s)");
+            }
+        }
+    }
+}
+
 async fn run_step_once(step: &Step, log: &Path, timeout: Duration, tools: &Tooling) -> Result<()> {
     use std::io::Write;
     if let Some(action) = &step.action {
@@ -424,6 +472,9 @@ async fn run_step_once(step: &Step, log: &Path, timeout: Duration, tools: &Tooli
     writeln!(f, "=== {}: {}", step.what, step.line())?;
     f.write_all(&out.stdout)?;
     f.write_all(&out.stderr)?;
+    if !out.status.success() {
+        diagnose(step, &mut f, tools).await;
+    }
     anyhow::ensure!(
         out.status.success(),
         "{}: `{}` exited {}: {} (whole output in {})",

@@ -320,6 +320,16 @@ async fn drive(
                 cancel,
             )
             .await?;
+        if d.code != 0 {
+            // The kind form's steps' whole output (with the cluster's pods
+            // and events where a wait failed) stays with the scenario.
+            let failed = opts
+                .state_root
+                .join(format!("{}-kind-up-failed.log", opts.lab));
+            if failed.is_file() {
+                let _ = std::fs::copy(&failed, sdir.join("kind-up-failed.log"));
+            }
+        }
         ensure_ok(&d, "up")?;
     } else {
         cpm.run(&args(&["link", "clear"]), cancel).await?;

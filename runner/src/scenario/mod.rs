@@ -526,7 +526,8 @@ pub struct Expect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<String>,
     /// Checks this scenario accepts as not covered (or degraded), each with
-    /// why: a lane in a step (`write/new@MigrateDNSRecords`),
+    /// why: a lane in a step (`write/new@MigrateDNSRecords`), a lane's
+    /// time without a request (`write/new@silence`),
     /// `writes-after-last-step`, `writes-after-last-hazard`, or a rule
     /// (`lost-writes`, `stale-reads`, `watch-continuity`, `informer`).
     /// Without it, a blind lane fails `verdict: pass`.
