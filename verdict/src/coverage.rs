@@ -314,6 +314,16 @@ mod tests {
         }
     }
 
+    /// The check with the default criteria and no hazard.
+    fn checked(
+        all: &[&Record],
+        events: &[LabEvent],
+        plan: &ProbePlan,
+        w: &Window,
+    ) -> CoverageCheck {
+        check(all, events, Some(plan), &[], w, &Criteria::default())
+    }
+
     /// The probes' window: `secs` from T0.
     fn window_of(secs: f64) -> Window {
         Window {
@@ -346,14 +356,7 @@ mod tests {
             ProbeKind::Lease,
         ]);
         let window = window_of(30.0);
-        let c = check(
-            &all,
-            &events,
-            Some(&plan),
-            &[],
-            &window,
-            &Criteria::default(),
-        );
+        let c = checked(&all, &events, &plan, &window);
         assert_eq!(c.lanes, vec!["get/new"], "only request lanes are judged");
         assert!(c.gaps.is_empty(), "{:?}", c.gaps);
         assert_eq!(rule(&c).status, RuleStatus::Passed);
@@ -392,14 +395,7 @@ mod tests {
         let events = [phase("a", 0.0, 3_500.0), phase("b", 47_000.0, 55_000.0)];
         let plan = plan_of(vec![ProbeKind::Get]);
         let window = window_of(60.0);
-        let c = check(
-            &all,
-            &events,
-            Some(&plan),
-            &[],
-            &window,
-            &Criteria::default(),
-        );
+        let c = checked(&all, &events, &plan, &window);
         assert_eq!(c.gaps.len(), 1, "{:?}", c.gaps);
         assert_eq!(c.gaps[0].key, "get/new@silence");
         assert!(
@@ -421,14 +417,7 @@ mod tests {
             None,
         ));
         let all: Vec<&Record> = recs.iter().collect();
-        let c = check(
-            &all,
-            &events,
-            Some(&plan),
-            &[],
-            &window,
-            &Criteria::default(),
-        );
+        let c = checked(&all, &events, &plan, &window);
         assert!(c.gaps.is_empty(), "{:?}", c.gaps);
         assert!((c.longest_silence_ms["get/new"] - 10_100.0).abs() < 1.0);
     }

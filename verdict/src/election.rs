@@ -350,6 +350,17 @@ mod tests {
         format!("2026-11-22T16:39:{t}Z {json}\n")
     }
 
+    /// seed-a-etcd-0 (`aa`, a 1 s election timeout) starts and leads
+    /// from +1 s.
+    fn first_leader_log() -> String {
+        [
+            line("00.000000000", r#"{"msg":"starting an etcd server","name":"seed-a-etcd-0","election-timeout":"1s"}"#),
+            line("00.100000000", r#"{"msg":"x","local-member-id":"aa"}"#),
+            line("01.000000000", r#"{"msg":"aa became leader at term 2"}"#),
+        ]
+        .concat()
+    }
+
     fn only_elections(logs: &[(String, String)]) -> Vec<Election> {
         from_logs(logs)
             .into_iter()
@@ -359,12 +370,7 @@ mod tests {
 
     #[test]
     fn an_election_after_a_timeout_begins_two_timeouts_before_its_first_sign() {
-        let a = [
-            line("00.000000000", r#"{"msg":"starting an etcd server","name":"seed-a-etcd-0","election-timeout":"1s"}"#),
-            line("00.100000000", r#"{"msg":"x","local-member-id":"aa"}"#),
-            line("01.000000000", r#"{"msg":"aa became leader at term 2"}"#),
-        ]
-        .concat();
+        let a = first_leader_log();
         let b = [
             line("00.000000000", r#"{"msg":"starting an etcd server","name":"seed-a-etcd-1","election-timeout":"1s"}"#),
             line("00.100000000", r#"{"msg":"x","local-member-id":"bb"}"#),
@@ -419,12 +425,7 @@ mod tests {
 
     #[test]
     fn a_pre_vote_26_8_s_before_the_election_does_not_open_its_window() {
-        let a = [
-            line("00.000000000", r#"{"msg":"starting an etcd server","name":"seed-a-etcd-0","election-timeout":"1s"}"#),
-            line("00.100000000", r#"{"msg":"x","local-member-id":"aa"}"#),
-            line("01.000000000", r#"{"msg":"aa became leader at term 2"}"#),
-        ]
-        .concat();
+        let a = first_leader_log();
         // A lagging follower's pre-vote that changed nothing, then, 26.8 s
         // later, the election that did.
         let b = [
