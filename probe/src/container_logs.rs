@@ -40,7 +40,8 @@ fn append(p: &Path, container: &str, log: &[u8]) -> std::io::Result<()> {
         .open(p)?;
     writeln!(
         f,
-        "=== {container}: its log as kept at {:.0} (unix ms) ===",
+        "=== {container}{}{:.0} (unix ms) ===",
+        crate::verdict::election::KEPT_AT,
         super::clock::now_unix_ms()
     )?;
     f.write_all(log)

@@ -104,7 +104,7 @@ pub fn read(run: &Path) -> Vec<ListenerClosed> {
 
 /// Whether every check a failed readyz's answer names is an etcd check
 /// (the probe keeps the `[-]<check> failed` lines, joined by `; `).
-fn only_etcd_checks_failed(error: &str) -> bool {
+pub(crate) fn only_etcd_checks_failed(error: &str) -> bool {
     let failed: Vec<&str> = error
         .split("; ")
         .filter_map(|part| part.trim().strip_prefix("[-]"))

@@ -115,8 +115,10 @@ const SIGNS: [&str; 5] = [
 pub const START_LINE: &str = "starting an etcd server";
 /// rafthttp's line when a stream with a peer breaks (`remote-peer-id`).
 pub const STREAM_LOST: &str = "lost TCP streaming connection with remote peer";
-/// The header the lab writes above each kept log section.
-const KEPT_AT: &str = ": its log as kept at ";
+/// The header the lab writes above each kept log section
+/// (`=== <container>: its log as kept at <unix ms> (unix ms) ===`),
+/// written by the probe crate's `container_logs`, read here.
+pub const KEPT_AT: &str = ": its log as kept at ";
 
 /// One member's log as its life shows it.
 #[derive(Default)]

@@ -99,8 +99,6 @@ pub const ETCD_CLIENT_LOST: [&str; 4] = [
     "error reading from server",
     "transport is closing",
 ];
-/// readyz's etcd checks: a failed check reads `[-]<name> failed: ...`.
-pub const ETCD_CHECKS: [&str; 2] = ["etcd", "etcd-readiness"];
 /// What the gateway (Envoy) says when it, not etcd, failed the request: no
 /// endpoint in its cluster, no connection to one, no route (404), its own
 /// route timeout. A record saying one of these is in no class: no hazard
@@ -150,21 +148,6 @@ pub fn classes(h: Hazard) -> &'static [FailureClass] {
     }
 }
 
-/// Whether every check a failed readyz names is one of etcd's.
-fn etcd_checks_only(err: &str) -> bool {
-    let failed: Vec<&str> = err
-        .split("; ")
-        .filter_map(|p| p.trim().strip_prefix("[-]"))
-        .collect();
-    !failed.is_empty()
-        && err.split("; ").count() == failed.len()
-        && failed.iter().all(|f| {
-            f.split_whitespace()
-                .next()
-                .is_some_and(|name| ETCD_CHECKS.contains(&name))
-        })
-}
-
 /// The gateway's own failures, a 404 (no route) and DNS failures: no
 /// hazard's.
 fn not_etcd(r: &Record) -> bool {
@@ -190,7 +173,10 @@ pub fn class_of(r: &Record) -> Option<FailureClass> {
             Some(500 | 503 | 504) if ETCD_TEXTS.iter().any(|t| err.contains(t)) => {
                 Some(FailureClass::EtcdError)
             }
-            Some(500) if r.probe == ProbeKind::Readyz && etcd_checks_only(err) => {
+            Some(500)
+                if r.probe == ProbeKind::Readyz
+                    && crate::drained_readyz::only_etcd_checks_failed(err) =>
+            {
                 Some(FailureClass::EtcdReadiness)
             }
             Some(500 | 503) if ETCD_CLIENT_LOST.iter().any(|t| err.contains(t)) => {

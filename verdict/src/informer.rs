@@ -547,19 +547,7 @@ mod tests {
 
     #[test]
     fn a_relist_that_jumps_ahead_supersedes_and_is_counted_per_phase() {
-        let mut recs: Vec<Record> = clean(10)
-            .into_iter()
-            .filter(|r| {
-                !(r.probe == ProbeKind::Informer && (4..=6).contains(&r.value.unwrap_or(0)))
-            })
-            .collect();
-        let mut broke = inf(450.0, event::WATCH_BROKE, None);
-        broke.outcome = Outcome::Reset;
-        recs.push(broke);
-        recs.push(inf(660.0, event::EXPIRED, None));
-        recs.push(inf(661.0, event::INIT, None));
-        recs.push(inf(662.0, event::INIT_APPLY, Some(6)));
-        recs.push(inf(663.0, event::SYNCED, None));
+        let recs = relisted(vec![inf(660.0, event::EXPIRED, None)]);
         let bands = [phase("MigrateDNSRecords", 400.0, 700.0)];
         let c = run(&recs, &bands);
         assert_eq!(

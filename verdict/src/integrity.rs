@@ -39,12 +39,12 @@ pub struct Integrity {
     pub problems: Vec<String>,
 }
 
-fn noted(events: &[LabEvent], prefix: &str) -> Option<f64> {
+/// When the lab noted something starting with `prefix`: all of them.
+fn noted<'a>(events: &'a [LabEvent], prefix: &'a str) -> impl DoubleEndedIterator<Item = f64> + 'a {
     events
         .iter()
-        .filter(|e| e.kind == "note" && e.name.starts_with(prefix))
+        .filter(move |e| e.kind == "note" && e.name.starts_with(prefix))
         .map(|e| e.at_unix_ms)
-        .next()
 }
 
 pub fn check(all: &[&Record], events: &[LabEvent]) -> Integrity {
@@ -52,12 +52,8 @@ pub fn check(all: &[&Record], events: &[LabEvent]) -> Integrity {
         records: all.len() as u64,
         ..Integrity::default()
     };
-    let started = noted(events, "probes started");
-    let stopped = events
-        .iter()
-        .filter(|e| e.kind == "note" && e.name == "probes stopped")
-        .map(|e| e.at_unix_ms)
-        .next_back();
+    let started = noted(events, "probes started").next();
+    let stopped = noted(events, "probes stopped").next_back();
     if let (Some(a), Some(b)) = (started, stopped) {
         out.window = Some((a, b));
     }

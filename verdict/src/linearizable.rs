@@ -85,14 +85,11 @@ pub struct Violation {
     pub why: String,
 }
 
-/// The reads this rule judges, and the lane each is reported under.
+/// The reads this rule judges (the stale-reads rule's, lists aside: a
+/// list carries the collection's revision, not the counter's value), and
+/// the lane each is reported under.
 fn read_lane(r: &Record) -> Option<String> {
-    let lane = lane_key(r.probe, r.mode);
-    match (r.probe, r.event.as_deref()) {
-        (ProbeKind::Get, None) => Some(lane),
-        (ProbeKind::Write | ProbeKind::Watch, Some("read")) => Some(format!("{lane} read")),
-        _ => None,
-    }
+    super::reads::read_lane(r).filter(|_| r.probe != ProbeKind::List)
 }
 
 fn is_write(r: &Record) -> bool {

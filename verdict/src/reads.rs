@@ -42,7 +42,7 @@ pub struct StaleReads {
 }
 
 /// The reads this rule judges, and the lane each is reported under.
-fn read_lane(r: &Record) -> Option<String> {
+pub(crate) fn read_lane(r: &Record) -> Option<String> {
     let lane = lane_key(r.probe, r.mode);
     match (r.probe, r.event.as_deref()) {
         (ProbeKind::Get | ProbeKind::List, None) => Some(lane),
