@@ -1,6 +1,7 @@
 //! `cpmlab migrate` on the docker provider, with probes running: both
 //! membership plans at 0 and 25 ms one-way between the seeds, the abort
-//! path, force-shrink, the distant-region refusal, resume after SIGKILL, and
+//! path, force-shrink, the distant-region refusal (on the bad-input test's
+//! lab), resume after SIGKILL, and
 //! etcd members killed mid-migration.
 
 mod common;
@@ -646,6 +647,15 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
             "{args:?} persisted"
         );
     }
+    // Seeds too far apart: 100 ms one-way is a 200 ms RTT, above the GEP's
+    // 180 ms. Refused before anything changes, the RTT named (the nightly
+    // runs the same through a scenario, distant-regions-refused.yaml).
+    lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "100ms"]);
+    lab.cpmlab(&["migrate"])
+        .code(2)
+        .stderr(predicate::str::contains("the seeds are too far apart: RTT"));
+    assert!(state_file(&lab)["migration"].is_null(), "distant seeds persisted");
+    lab.ok(&["link", "clear"]);
     // Abort is refused unless the join failed.
     lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);
     // What runs is named: the GEP's order and plan by default, the leader

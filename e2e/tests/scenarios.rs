@@ -724,10 +724,10 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
 
 /// The default scenario: the GEP's order and plan on Gardener's defaults
 /// (TLS terminated at the gateway, a 120 s TTL). Nightly: CI runs the
-/// same with the recommended gateway handover (drain-gateway), whose test
-/// holds the same flow.
+/// same with the recommended gateway handover (drain-gateway-in-place),
+/// whose test holds the same flow.
 #[test]
-#[ignore = "nightly: scripts/nightly runs it; CI runs the default scenario with the recommended handover (scenario_five_member_25ms_drain_gateway)"]
+#[ignore = "nightly: scripts/nightly runs it; CI runs the default scenario with the recommended handover (scenario_five_member_25ms_drain_gateway_in_place)"]
 fn scenario_five_member_25ms_gep_termination() {
     gep_order_at_25ms("g5", "five-member-25ms.yaml", "5 voters");
 }
@@ -1413,10 +1413,7 @@ fn docker_log_timestamps_read_as_unix_ms() {
 }
 
 #[test]
-#[cfg_attr(
-    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
-)]
+#[ignore = "nightly: CI checks the refusal on migrate.rs's lab (bad_migrate_input_exits_2_and_changes_nothing)"]
 fn scenario_distant_regions_refused() {
     fixture_passes("dr", "distant-regions-refused.yaml");
 }
