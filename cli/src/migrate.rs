@@ -51,9 +51,11 @@ pub struct MigrateArgs {
     /// Gateway for the shoot deleted after the DNS-cache wait: Envoy
     /// drains 45 s while the source serves), drain-gateway-in-place (the
     /// Gateway first changed so that Envoy drains 45 s with the routes
-    /// intact, then deleted) or max-connection-age (the
+    /// intact, then deleted), max-connection-age (the
     /// gateways' api.gateway_max_connection_duration, set at `up`; the
-    /// source serves that long after the wait).
+    /// source serves that long after the wait) or forward (the source's
+    /// routes for the API go across the WAN to the destination's gateway
+    /// from the wait until the cleanup).
     #[arg(long, value_enum, default_value = "none")]
     pub gateway_handover: cpmlab_lab::migrate::gateway_handover::GatewayHandover,
     /// Source seed (default: the seed holding the shoot's etcd).

@@ -99,6 +99,14 @@ mod validate {
                     format!("{mode:?}-{peer:?}-seed-b-during"),
                     Exposure::of_docker_seed(&s, "seed-b"),
                 ));
+                // The source forwarding the API to the destination's
+                // gateway (the `forward` handover).
+                if let Some(m) = s.migration.as_mut() {
+                    m.source_gateway_forwarded_unix_ms = Some(1.0);
+                }
+                let x = Exposure::of_docker_seed(&s, "seed-a");
+                assert!(x.api_forward.is_some());
+                v.push((format!("{mode:?}-{peer:?}-seed-a-forwarding"), x));
             }
         }
         v

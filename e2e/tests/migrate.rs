@@ -654,7 +654,10 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
     lab.cpmlab(&["migrate"])
         .code(2)
         .stderr(predicate::str::contains("the seeds are too far apart: RTT"));
-    assert!(state_file(&lab)["migration"].is_null(), "distant seeds persisted");
+    assert!(
+        state_file(&lab)["migration"].is_null(),
+        "distant seeds persisted"
+    );
     lab.ok(&["link", "clear"]);
     // Abort is refused unless the join failed.
     lab.ok(&["migrate", "--stop-after", "SourceEtcdPreparedForPeerJoin"]);

@@ -109,8 +109,10 @@ fn cluster_name(dest: &Value) -> String {
     )
 }
 
-/// What istiod would make of the objects.
-fn from_istio(objects: &[Value]) -> Facts {
+/// What istiod would make of the objects of `x`, with the API's
+/// Kubernetes Services that `x` names (istiod builds a cluster for each,
+/// routed or not).
+fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
     let mut f = Facts::default();
     let of_kind = |k: &'static str| objects.iter().filter(move |o| o["kind"] == k);
     let mut modes: BTreeMap<(u16, String), String> = BTreeMap::new();
@@ -231,6 +233,9 @@ fn from_istio(objects: &[Value]) -> Facts {
                 }
             }
         }
+    }
+    for (_, d) in x.api_destinations() {
+        hosts_of_cluster.insert(d.cluster(), d.host);
     }
     let dns_hosts: Vec<String> = of_kind("ServiceEntry")
         .filter(|se| se["spec"]["resolution"] == "DNS")
@@ -415,7 +420,7 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
 
 /// Both renderings of `x`, reduced to facts, are equal.
 pub fn check(x: &Exposure) {
-    let istio_facts = from_istio(&istio::objects(x, &istio::tests_placement()));
+    let istio_facts = from_istio(&istio::objects(x, &istio::tests_placement()), x);
     let envoy_facts = from_envoy(&envoy::render(x));
     assert_eq!(
         istio_facts.chains, envoy_facts.chains,
@@ -543,6 +548,60 @@ mod tests {
     }
 
     #[test]
+    fn forwarding_sends_every_api_route_to_the_destinations_gateway_in_both_forms() {
+        let to = crate::forward_destination("seed-b", "local.cpmlab.test");
+        let forward = to.cluster();
+        assert_eq!(forward, "outbound|443||ingress.seed-b.local.cpmlab.test");
+        for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+            let mut x = envoy::tests::sample(mode);
+            let before = from_envoy(&envoy::render(&x));
+            x.api_forward = Some(to.clone());
+            check(&x);
+            let after = from_envoy(&envoy::render(&x));
+            let host = x.api.as_ref().unwrap().host.clone();
+            // The API's chain, every route of it, and the apiserver-proxy's
+            // socket go to the destination's gateway.
+            match &after.chains[&(443, host.clone())] {
+                Chain::Passthrough { cluster } => {
+                    assert_eq!(mode, ApiExposure::Passthrough);
+                    assert_eq!(cluster, &forward);
+                }
+                Chain::Terminate { routes, .. } => {
+                    assert_eq!(mode, ApiExposure::Termination);
+                    assert_eq!(routes.len(), 3);
+                    assert!(routes.iter().all(|(_, c)| *c == forward), "{routes:?}");
+                    let (_, socket, _) = after.socket.as_ref().unwrap();
+                    assert!(socket.iter().all(|c| *c == forward), "{socket:?}");
+                }
+            }
+            // By DNS; TLS originated with the API's name where it ends here.
+            let c = &after.clusters[&forward];
+            assert_eq!(c.discovery, "STRICT_DNS");
+            match mode {
+                ApiExposure::Termination => {
+                    assert_eq!(c.upstream_tls, Some((host.clone(), false, vec![])))
+                }
+                ApiExposure::Passthrough => {
+                    assert!(c.upstream_tls.is_none() && c.outlier_off_panic_zero)
+                }
+            }
+            // The API's own clusters stay (its Services do), unrouted; the
+            // etcd members' chains are untouched.
+            for (name, facts) in &before.clusters {
+                assert_eq!(after.clusters.get(name), Some(facts), "{mode:?} {name}");
+            }
+            let others = |f: &Facts| {
+                f.chains
+                    .iter()
+                    .filter(|((p, _), _)| *p != 443)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(others(&before), others(&after), "{mode:?}");
+        }
+    }
+
+    #[test]
     fn a_difference_is_caught() {
         // The check is not blind: a renderer that sent the API elsewhere, or
         // dropped a member's route, fails it.
@@ -551,14 +610,14 @@ mod tests {
         let mut xds = envoy::render(&x);
         xds.routes[0]["virtual_hosts"][0]["routes"][2]["route"]["cluster"] =
             "outbound|443||elsewhere".into();
-        assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
+        assert_ne!(from_istio(&objects, &x).chains, from_envoy(&xds).chains);
         let mut xds = envoy::render(&x);
         xds.listeners.remove(1);
-        assert_ne!(from_istio(&objects).chains, from_envoy(&xds).chains);
+        assert_ne!(from_istio(&objects, &x).chains, from_envoy(&xds).chains);
         let mut xds = envoy::render(&x);
         xds.clusters[0]["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"] =
             30.into();
-        assert_ne!(from_istio(&objects).clusters, from_envoy(&xds).clusters);
+        assert_ne!(from_istio(&objects, &x).clusters, from_envoy(&xds).clusters);
         // Or routed the apiserver-proxy's socket elsewhere.
         let mut xds = envoy::render(&x);
         let l = xds
@@ -568,7 +627,7 @@ mod tests {
             .unwrap();
         l["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]["virtual_hosts"][0]
             ["routes"][2]["route"]["cluster"] = "outbound|443||elsewhere".into();
-        assert_ne!(from_istio(&objects).socket, from_envoy(&xds).socket);
+        assert_ne!(from_istio(&objects, &x).socket, from_envoy(&xds).socket);
         assert!(from_envoy(&xds).socket.is_some() && from_envoy(&xds).connect.is_some());
     }
 
@@ -590,7 +649,10 @@ mod tests {
                 });
             }
         }
-        assert_ne!(from_istio(&objects).connection_age, facts.connection_age);
+        assert_ne!(
+            from_istio(&objects, &x).connection_age,
+            facts.connection_age
+        );
         // Passthrough has no connection manager to age.
         let mut p = envoy::tests::sample(ApiExposure::Passthrough);
         p.max_connection_duration_ms = Some(60_000);

@@ -242,6 +242,9 @@ pub fn render(x: &Exposure) -> Xds {
         for (d, dest) in x.api_destinations() {
             clusters.push(api_cluster(api.mode, d, &dest));
         }
+        if let Some(to) = &x.api_forward {
+            clusters.push(forward_cluster(api, to));
+        }
         if api.mode == ApiExposure::Termination && !x.apiserver_proxy_released() {
             let files = TlsSource::Files {
                 cert: &tls_file(tls::SERVER_CERT),
@@ -365,7 +368,7 @@ fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
         ApiExposure::Passthrough => {
             let mut c = passthrough_chain(
                 &api.host,
-                &api.destination(&x.namespace, ApiDestination::Plain),
+                &x.api_target(api, ApiDestination::Plain),
                 "kube-apiserver",
             );
             c["filter_chain_match"]["server_names"] = json!(x.api_gateway_hosts(api));
@@ -463,7 +466,7 @@ pub fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
                 "value": {"string_match": {"exact": api.host}},
             }],
         },
-        "route": {"cluster": api.destination(&x.namespace, ApiDestination::MutualTls).cluster()},
+        "route": {"cluster": x.api_target(api, ApiDestination::MutualTls).cluster()},
     })
 }
 
@@ -487,7 +490,7 @@ fn deleted_gateway_routes(x: &Exposure, api: &ApiRoute) -> Value {
 /// by the EnvoyFilter; no retries, no timeout of its own), then the
 /// VirtualService's connection upgrade route and its default route.
 fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
-    let cluster = |d| api.destination(&x.namespace, d).cluster();
+    let cluster = |d| x.api_target(api, d).cluster();
     json!({
         "@type": ty::ROUTE,
         "name": route_config_name(x, api),
@@ -657,13 +660,53 @@ fn api_cluster(mode: ApiExposure, d: ApiDestination, dest: &Destination) -> Valu
     );
     c.insert(
         "typed_extension_protocol_options".into(),
-        json!({"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-            "common_http_protocol_options": {"max_connection_duration": format!("{MAX_CONNECTION_DURATION_S}s")},
-            "use_downstream_protocol_config": {"http_protocol_options": {}, "http2_protocol_options": {}},
-        }}),
+        upstream_http_options(),
     );
     Value::Object(c)
+}
+
+/// The cluster of the `forward` handover: the destination seed's gateway
+/// by its ingress name (STRICT_DNS, as a ServiceEntry with `resolution:
+/// DNS`). Where TLS ends at this gateway it originates TLS as a
+/// DestinationRule's `tls: {mode: SIMPLE, sni: <the API's name>}` does:
+/// the destination's gateway routes by that name and presents the API's
+/// certificate (checked against the lab CA); no client certificate of the
+/// client's can go with it. Where TLS passes through, a passthrough
+/// cluster: the client's own TLS reaches the destination's API.
+fn forward_cluster(api: &ApiRoute, to: &Destination) -> Value {
+    if api.mode == ApiExposure::Passthrough {
+        return passthrough_cluster(to);
+    }
+    let mut c = base_cluster(to);
+    c.insert(
+        "transport_socket".into(),
+        json!({
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                "sni": api.host,
+                "common_tls_context": {"validation_context": {
+                    "trusted_ca": {"filename": tls_file(tls::UPSTREAM_CA)},
+                    "match_typed_subject_alt_names": [{"san_type": "DNS", "matcher": {"exact": api.host}}],
+                }},
+            },
+        }),
+    );
+    c.insert(
+        "typed_extension_protocol_options".into(),
+        upstream_http_options(),
+    );
+    Value::Object(c)
+}
+
+/// The upstream HTTP options of a cluster to which TLS ends here: at most
+/// 24 h per connection, the downstream's protocol (useClientProtocol).
+fn upstream_http_options() -> Value {
+    json!({"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "common_http_protocol_options": {"max_connection_duration": format!("{MAX_CONNECTION_DURATION_S}s")},
+        "use_downstream_protocol_config": {"http_protocol_options": {}, "http2_protocol_options": {}},
+    }})
 }
 
 /// A cluster's endpoints (what EDS pushes): the ready replicas.
@@ -854,6 +897,7 @@ pub(crate) mod tests {
             max_connection_duration_ms: None,
             api_gateway_deleted: false,
             api_gateway_draining: false,
+            api_forward: None,
         }
     }
 

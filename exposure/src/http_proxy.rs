@@ -161,7 +161,7 @@ fn downstream_tls(tls: &TlsSource) -> Value {
 pub fn socket_listener(x: &Exposure, api: &ApiRoute, tls: &TlsSource) -> Value {
     let ns = &x.namespace;
     let name = socket_cluster(ns);
-    let cluster = |d| api.destination(ns, d).cluster();
+    let cluster = |d| x.api_target(api, d).cluster();
     let mut l = json!({
         "name": name,
         "per_connection_buffer_limit_bytes": super::ingress_limits::PER_CONNECTION_BUFFER_LIMIT_BYTES,

@@ -77,6 +77,9 @@ pub fn objects(x: &Exposure, p: &Placement) -> Vec<Value> {
                 api_policy(api.mode, d, x),
             ));
         }
+        if let Some(to) = &x.api_forward {
+            out.extend(forward_objects(x, api, to, p));
+        }
         if api.mode == ApiExposure::Termination {
             out.push(lua_envoy_filter(p));
             out.push(routes_envoy_filter(x, api, p));
@@ -227,7 +230,7 @@ fn api_virtual_service(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
         ApiExposure::Passthrough => json!({
             "hosts": [api.host],
             "gateways": [API_GATEWAY],
-            "tls": [tls_route(api.port, &api.host, &api.destination(&x.namespace, ApiDestination::Plain))],
+            "tls": [tls_route(api.port, &api.host, &x.api_target(api, ApiDestination::Plain))],
         }),
         ApiExposure::Termination => json!({
             "hosts": std::iter::once(&api.host).chain(&api.authorities).collect::<Vec<_>>(),
@@ -236,9 +239,9 @@ fn api_virtual_service(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
                 {
                     "name": CONNECTION_UPGRADE_ROUTE,
                     "match": [{"headers": {"Connection": {"exact": "Upgrade"}, "Upgrade": {}}}],
-                    "route": [{"destination": destination(&api.destination(&x.namespace, ApiDestination::ConnectionUpgrade))}],
+                    "route": [{"destination": destination(&x.api_target(api, ApiDestination::ConnectionUpgrade))}],
                 },
-                {"route": [{"destination": destination(&api.destination(&x.namespace, ApiDestination::Plain))}]},
+                {"route": [{"destination": destination(&x.api_target(api, ApiDestination::Plain))}]},
             ],
         }),
     };
@@ -284,6 +287,44 @@ fn api_policy(mode: ApiExposure, d: ApiDestination, x: &Exposure) -> Value {
             "sni": UPSTREAM_SNI,
         },
     })
+}
+
+/// The name of the `forward` handover's ServiceEntry and DestinationRule.
+pub const FORWARD_NAME: &str = "kube-apiserver-forward";
+
+/// The `forward` handover's objects beside the VirtualService that routes
+/// to them: a ServiceEntry for the destination seed's gateway by its
+/// ingress name (outside the mesh, resolved by DNS) and its
+/// DestinationRule. Where TLS ends here the rule originates TLS as Istio's
+/// TLS origination does (`tls.mode: SIMPLE`), with the API's name as SNI
+/// and the lab CA to check the destination's certificate, the client's
+/// protocol kept; where it passes through, Gardener's passthrough policy
+/// (no TLS of the gateway's own).
+fn forward_objects(x: &Exposure, api: &ApiRoute, to: &Destination, p: &Placement) -> Vec<Value> {
+    let (protocol, policy) = match api.mode {
+        ApiExposure::Passthrough => ("TLS", passthrough_policy()),
+        ApiExposure::Termination => (
+            "HTTPS",
+            json!({
+                "connectionPool": {"tcp": tcp_pool(), "http": {"useClientProtocol": true}},
+                "loadBalancer": {"simple": "LEAST_REQUEST"},
+                "tls": {"mode": "SIMPLE", "credentialName": mtls_credential(x), "sni": api.host},
+            }),
+        ),
+    };
+    vec![
+        json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": meta(FORWARD_NAME, &x.namespace, p),
+            "spec": {
+                "hosts": [to.host],
+                "location": "MESH_EXTERNAL",
+                "resolution": "DNS",
+                "ports": [{"number": to.port, "name": "tls-forward", "protocol": protocol}],
+            },
+        }),
+        destination_rule(FORWARD_NAME, &x.namespace, p, to, policy),
+    ]
 }
 
 fn destination_rule(name: &str, ns: &str, p: &Placement, d: &Destination, policy: Value) -> Value {

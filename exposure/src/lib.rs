@@ -177,6 +177,16 @@ pub struct Exposure {
     /// gone as when deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub api_gateway_draining: bool,
+    /// Where the shoot API's routes go instead of this seed's API servers
+    /// (the `forward` handover in the source seed, from the DNS-cache wait
+    /// to the cleanup): the destination seed's gateway by its ingress name
+    /// (`model::migrate::gateway_handover::forward_host`), a ServiceEntry
+    /// resolved by DNS. Where TLS ends here the gateway originates TLS to
+    /// it with the API's name as SNI; where it passes through, the
+    /// client's TLS goes on untouched. The API's Services, and so their
+    /// clusters, stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_forward: Option<Destination>,
 }
 
 /// `<service>.<namespace>.svc.cluster.local`.
@@ -214,6 +224,14 @@ impl Exposure {
         used.iter()
             .map(|d| (*d, api.destination(&self.namespace, *d)))
             .collect()
+    }
+
+    /// Where the API's route `d` sends its traffic: the API's own Service,
+    /// or while the source forwards, the destination seed's gateway.
+    pub fn api_target(&self, api: &ApiRoute, d: ApiDestination) -> Destination {
+        self.api_forward
+            .clone()
+            .unwrap_or_else(|| api.destination(&self.namespace, d))
     }
 
     /// The connection manager options that bound a downstream connection's
@@ -287,6 +305,11 @@ impl Exposure {
                     && m.source_gateway_drained_unix_ms.is_some()
                     && m.source_gateway_released_unix_ms.is_none()
             }),
+            api_forward: state
+                .migration
+                .as_ref()
+                .filter(|m| m.from == seed && m.source_gateway_forwarded_unix_ms.is_some())
+                .map(|m| forward_destination(&m.to, &state.dns.zone)),
             api: (state.apiservers_of(seed).count() > 0).then(|| {
                 let mut api = api_route(&state.topology);
                 if let Some(s) = state.seed(seed) {
@@ -307,6 +330,17 @@ impl Exposure {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The destination seed `to`'s gateway as the `forward` handover reaches
+/// it: its ingress name under the lab's zone, the API's port, resolved by
+/// DNS (a ServiceEntry with `resolution: DNS`).
+pub fn forward_destination(to: &str, zone: &str) -> Destination {
+    Destination {
+        host: cpmlab_model::migrate::gateway_handover::forward_host(to, zone),
+        port: API_PORT,
+        resolution: Resolution::Dns,
     }
 }
 

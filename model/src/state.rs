@@ -524,6 +524,11 @@ pub struct MigrationState {
     /// gone; the hold before the deletion runs from this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_gateway_drained_unix_ms: Option<f64>,
+    /// When the source's routes for the shoot API were turned to the
+    /// destination's gateway (`forward`): from then until the cleanup its
+    /// gateway sends the API's traffic across the WAN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_gateway_forwarded_unix_ms: Option<f64>,
     /// How long SourceSeedCleanup's steps before the source API servers'
     /// deletion take (the `gep` and `dns-first` orders), milliseconds.
     #[serde(default)]

@@ -103,13 +103,7 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
     ] {
         out.push(Manifest::new(20, apiserver_service(lab, &ns, seed, svc)));
     }
-    let placement = crate::exposure::istio::Placement {
-        labels: labels(lab, seed, "gateway"),
-        ingress_namespace: INGRESS_NAMESPACE.into(),
-        selector: (INGRESS_SELECTOR.0.into(), INGRESS_SELECTOR.1.into()),
-        api_listener_port: ingress_target_port(API_PORT),
-    };
-    for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement) {
+    for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement(lab, seed)) {
         let order = match o["kind"].as_str() {
             Some("Gateway") => 30,
             Some("VirtualService") => 31,
@@ -120,6 +114,17 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
     }
     out.sort_by(|a, b| a.file.cmp(&b.file));
     out
+}
+
+/// Where the kind form's Istio objects of `seed` go: its ingress gateway's
+/// namespace and selector, the lab's labels.
+pub fn placement(lab: &str, seed: &str) -> crate::exposure::istio::Placement {
+    crate::exposure::istio::Placement {
+        labels: labels(lab, seed, "gateway"),
+        ingress_namespace: INGRESS_NAMESPACE.into(),
+        selector: (INGRESS_SELECTOR.0.into(), INGRESS_SELECTOR.1.into()),
+        api_listener_port: ingress_target_port(API_PORT),
+    }
 }
 
 /// What the seed's ingress gateway exposes in the kind form: the shoot API
@@ -160,6 +165,7 @@ pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::
         max_connection_duration_ms: crate::exposure::max_connection_duration_ms(t),
         api_gateway_deleted: false,
         api_gateway_draining: false,
+        api_forward: None,
     }
 }
 

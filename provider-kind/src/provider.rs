@@ -421,6 +421,7 @@ pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<Strin
         max_connection_duration_ms: None,
         api_gateway_deleted: false,
         api_gateway_draining: true,
+        api_forward: None,
     };
     let patch = serde_json::json!({"spec": {"servers": crate::exposure::istio::api_gateway_servers(&x, &api)}});
     vec![
@@ -441,6 +442,55 @@ pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<Strin
         .to_vec(),
         apiserver_proxy_removal(state, seed),
     ]
+}
+
+/// The `forward` handover's objects in `seed`, while it is the source and
+/// forwards (none otherwise): the API's VirtualService routed to the
+/// destination's gateway, the ServiceEntry and DestinationRule for that
+/// gateway, and where TLS ends at the gateway sni.go's EnvoyFilters whose
+/// routes name a cluster (the mutual-TLS route, the apiserver-proxy's
+/// internal listener), all rendered from the one exposure definition.
+pub fn api_forward_objects(state: &LabState, seed: &str) -> Option<Vec<serde_json::Value>> {
+    let m = state.migration.as_ref()?;
+    if m.from != seed || m.source_gateway_forwarded_unix_ms.is_none() {
+        return None;
+    }
+    let ns = super::namespace(&state.topology.shoot.name);
+    let x = crate::exposure::Exposure {
+        seed: seed.to_string(),
+        namespace: ns.clone(),
+        api: Some(crate::exposure::api_route(&state.topology)),
+        tls: vec![],
+        max_connection_duration_ms: crate::exposure::max_connection_duration_ms(&state.topology),
+        api_gateway_deleted: false,
+        api_gateway_draining: false,
+        api_forward: Some(crate::exposure::forward_destination(&m.to, &state.dns.zone)),
+    };
+    let keep = [
+        (
+            "VirtualService",
+            crate::exposure::istio::API_GATEWAY.to_string(),
+        ),
+        (
+            "ServiceEntry",
+            crate::exposure::istio::FORWARD_NAME.to_string(),
+        ),
+        (
+            "DestinationRule",
+            crate::exposure::istio::FORWARD_NAME.to_string(),
+        ),
+        ("EnvoyFilter", format!("{ns}-istio-tls-termination")),
+        ("EnvoyFilter", format!("{ns}-apiserver-proxy")),
+    ];
+    Some(
+        crate::exposure::istio::objects(&x, &super::manifests::placement(&state.name, seed))
+            .into_iter()
+            .filter(|o| {
+                keep.iter()
+                    .any(|(k, n)| o["kind"] == *k && o["metadata"]["name"] == n.as_str())
+            })
+            .collect(),
+    )
 }
 
 /// Deletes the shoot API's Gateway in a seed (Envoy drops its filter chain
@@ -841,6 +891,28 @@ impl Provider for KindProvider {
                 kubectl_ok(argv).await?;
             }
         }
+        // The `forward` handover: the API's routes to the destination's
+        // gateway (applied again on a resume: the same objects).
+        if let Some(objects) = api_forward_objects(state, seed) {
+            let argv: Vec<String> = [
+                "kubectl",
+                "--context",
+                &super::lab_state::context(&state.name, seed),
+                "apply",
+                "-f",
+                "-",
+            ]
+            .map(String::from)
+            .to_vec();
+            let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            kubectl_with_input(&argv, Some(&serde_json::to_vec(&list)?))
+                .await?
+                .stdout_if_ok("kubectl", &refs)
+                .with_context(|| {
+                    format!("route {seed}'s shoot API to the destination's gateway")
+                })?;
+        }
         Ok(())
     }
 
@@ -1020,6 +1092,69 @@ mod tests {
             .unwrap()
             .source_gateway_released_unix_ms = Some(2.0);
         assert!(!draining(&s, "seed-a") && released(&s, "seed-a"));
+    }
+
+    /// The `forward` handover applies, in the source only, the API's
+    /// VirtualService to the destination's gateway, its ServiceEntry and
+    /// DestinationRule, and with TLS ended at the gateway the EnvoyFilters
+    /// whose routes name clusters, every route to the forward.
+    #[test]
+    fn forward_routes_the_sources_api_to_the_destinations_gateway() {
+        for mode in [
+            crate::topology::ApiExposure::Termination,
+            crate::topology::ApiExposure::Passthrough,
+        ] {
+            let mut s = migrating("t");
+            s.topology.api.exposure = mode;
+            assert!(api_forward_objects(&s, "seed-a").is_none());
+            s.migration
+                .as_mut()
+                .unwrap()
+                .source_gateway_forwarded_unix_ms = Some(1.0);
+            assert!(api_forward_objects(&s, "seed-b").is_none());
+            let objects = api_forward_objects(&s, "seed-a").unwrap();
+            let kinds: Vec<String> = objects
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}/{}",
+                        o["kind"].as_str().unwrap(),
+                        o["metadata"]["name"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            let ns = super::super::namespace(&s.topology.shoot.name);
+            let mut want = vec![
+                "VirtualService/kube-apiserver".to_string(),
+                "ServiceEntry/kube-apiserver-forward".into(),
+                "DestinationRule/kube-apiserver-forward".into(),
+            ];
+            if mode == crate::topology::ApiExposure::Termination {
+                want.push(format!("EnvoyFilter/{ns}-istio-tls-termination"));
+                want.push(format!("EnvoyFilter/{ns}-apiserver-proxy"));
+            }
+            let mut got = kinds.clone();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{mode:?}");
+            let forward = format!("ingress.seed-b.{}", s.dns.zone);
+            let vs = objects
+                .iter()
+                .find(|o| o["kind"] == "VirtualService")
+                .unwrap();
+            assert!(
+                vs.to_string().contains(&forward) && !vs.to_string().contains("svc.cluster.local"),
+                "{mode:?}: {vs}"
+            );
+            // Each carries the lab's labels, so `down` finds it.
+            for o in &objects {
+                assert_eq!(
+                    o["metadata"]["labels"][crate::labels::LABEL_LAB],
+                    "t",
+                    "{o}"
+                );
+            }
+        }
     }
 
     /// The `drain-gateway` handover releases only the source it marked, and

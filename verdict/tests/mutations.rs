@@ -84,6 +84,14 @@ impl Run {
             .collect()
     }
 
+    /// Sets one field of the run's criteria (as the runner writes them).
+    fn criteria(&self, key: &str, value: Value) {
+        let path = self.dir.path().join("criteria.json");
+        let mut c: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        c[key] = value;
+        std::fs::write(path, c.to_string()).unwrap();
+    }
+
     fn history(&mut self) -> &mut Vec<Value> {
         self.fin["history"].as_array_mut().unwrap()
     }
@@ -250,4 +258,13 @@ fn a_lane_that_went_quiet_fails_coverage() {
         !(x["probe"] == "get" && x["mode"] == "new" && (from..to).contains(&f(&x["start_unix_ms"])))
     });
     r.must_fail("coverage", "get/new started no request for");
+}
+
+/// A migration the criteria expect to complete, of which the run shows no
+/// completed step (here: none at all), is not a pass.
+#[test]
+fn a_migration_that_did_not_finish_fails_migration_completed() {
+    let r = Run::of("quiet");
+    r.criteria("migration", "completed".into());
+    r.must_fail("migration-completed", "show no MigrationCompleted step");
 }

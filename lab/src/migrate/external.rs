@@ -74,6 +74,7 @@ pub async fn run(
         gateway_handover: Default::default(),
         source_gateway_released_unix_ms: None,
         source_gateway_drained_unix_ms: None,
+        source_gateway_forwarded_unix_ms: None,
         cleanup_before_api_ms: 0,
         conditions,
         started_unix_ms: started,

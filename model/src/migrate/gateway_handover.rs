@@ -42,6 +42,25 @@
 //!   connection manager's `drain_timeout` (5 s) more, after the DNS-cache
 //!   wait: a connection a client opened from a cache that still named the
 //!   source has been told to go by then.
+//! - `forward`: right after the DNS-cache wait, and until the cleanup
+//!   deletes the source's objects, the source VirtualService (and, where TLS
+//!   ends at the gateway, sni.go's mutual-TLS route and the
+//!   apiserver-proxy's internal listener) sends the shoot API's traffic
+//!   across the WAN to the destination seed's gateway, a ServiceEntry for
+//!   the destination's ingress name ([`forward_host`]) with a
+//!   DestinationRule: TLS originated with the API's own name as SNI where
+//!   TLS ends at the source, TCP where it passes through. Kept connections
+//!   stay where they are and their requests reach the destination's API;
+//!   what it costs is the WAN on every such request, and the identity of
+//!   client-certificate clients where TLS ends at the source (the
+//!   destination's Lua filter drops the `X-Remote-*` headers the source
+//!   set, and the source has no client certificate of theirs to present).
+//!   Where TLS passes through, the route is in the API's filter chain
+//!   (`tcp_proxy`), so changing it drains the chain's connections as
+//!   `drain-gateway-in-place` does; the source API serves Istio's drain
+//!   more before any source member leaves. Where TLS ends, the change is a
+//!   route configuration's only (no drain): the source serves the
+//!   connection manager's drain timeout more, for the gateway to take it.
 
 use std::time::Duration;
 
@@ -76,6 +95,10 @@ pub enum GatewayHandover {
     /// topology's `api.gateway_max_connection_duration`; the source serves
     /// that long after the DNS-cache wait.
     MaxConnectionAge,
+    /// The source VirtualService routes the shoot API across the WAN to
+    /// the destination seed's gateway from the DNS-cache wait until the
+    /// cleanup.
+    Forward,
 }
 
 /// The gateways' maximum connection duration a comparison's
@@ -101,6 +124,13 @@ pub fn drain_host(api_host: &str) -> String {
     format!("{DRAIN_HOST_PREFIX}{api_host}")
 }
 
+/// The name of `seed`'s ingress gateway under the lab's zone `zone`, as
+/// Gardener names a seed's ingress domain (`*.ingress.<seed domain>`):
+/// the host of the ServiceEntry `forward` routes the shoot API to.
+pub fn forward_host(seed: &str, zone: &str) -> String {
+    format!("ingress.{seed}.{zone}")
+}
+
 impl GatewayHandover {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -108,19 +138,29 @@ impl GatewayHandover {
             GatewayHandover::DrainGateway => "drain-gateway",
             GatewayHandover::DrainGatewayInPlace => "drain-gateway-in-place",
             GatewayHandover::MaxConnectionAge => "max-connection-age",
+            GatewayHandover::Forward => "forward",
         }
     }
 
     /// How long the source API must keep serving after the DNS-cache wait
     /// (and, for `drain-gateway`, after the source's Gateway went) before
     /// any source member leaves; `max_connection_duration` is the
-    /// gateway's. None: the variant holds nothing.
-    pub fn source_hold(self, max_connection_duration: Option<Duration>) -> Option<Duration> {
+    /// gateway's, `exposure` how the API is exposed. None: the variant
+    /// holds nothing.
+    pub fn source_hold(
+        self,
+        exposure: crate::topology::ApiExposure,
+        max_connection_duration: Option<Duration>,
+    ) -> Option<Duration> {
         match self {
             GatewayHandover::None => None,
             GatewayHandover::DrainGateway | GatewayHandover::DrainGatewayInPlace => {
                 Some(ISTIO_DRAIN + HCM_DRAIN_TIMEOUT)
             }
+            GatewayHandover::Forward => Some(match exposure {
+                crate::topology::ApiExposure::Passthrough => ISTIO_DRAIN + HCM_DRAIN_TIMEOUT,
+                crate::topology::ApiExposure::Termination => HCM_DRAIN_TIMEOUT,
+            }),
             GatewayHandover::MaxConnectionAge => {
                 max_connection_duration.map(|d| d + HCM_DRAIN_TIMEOUT)
             }
@@ -141,6 +181,12 @@ impl GatewayHandover {
     /// between the two).
     pub fn drains_in_place(self) -> bool {
         self == GatewayHandover::DrainGatewayInPlace
+    }
+
+    /// Whether the source's routes for the shoot API go to the
+    /// destination's gateway after the DNS-cache wait.
+    pub fn forwards(self) -> bool {
+        self == GatewayHandover::Forward
     }
 
     /// What is wrong with this handover on a lab whose gateways have
@@ -179,18 +225,27 @@ mod tests {
     fn the_default_is_gardeners_objects_as_they_are() {
         let h = GatewayHandover::default();
         assert_eq!(h, GatewayHandover::None);
-        assert_eq!(h.source_hold(Some(Duration::from_secs(60))), None);
-        assert!(!h.deletes_source_gateway());
+        assert_eq!(
+            h.source_hold(ApiExposure::Termination, Some(Duration::from_secs(60))),
+            None
+        );
+        assert!(!h.deletes_source_gateway() && !h.forwards());
     }
 
     #[test]
     fn drain_gateway_holds_istios_drain_and_the_drain_timeout() {
         let h = GatewayHandover::DrainGateway;
         assert!(h.deletes_source_gateway() && !h.drains_in_place());
-        assert_eq!(h.source_hold(None), Some(Duration::from_secs(50)));
+        assert_eq!(
+            h.source_hold(ApiExposure::Termination, None),
+            Some(Duration::from_secs(50))
+        );
         let p = GatewayHandover::DrainGatewayInPlace;
         assert!(p.deletes_source_gateway() && p.drains_in_place());
-        assert_eq!(p.source_hold(None), Some(Duration::from_secs(50)));
+        assert_eq!(
+            p.source_hold(ApiExposure::Passthrough, None),
+            Some(Duration::from_secs(50))
+        );
         assert_eq!(drain_host("api.x.test"), "cpmlab-drain.api.x.test");
     }
 
@@ -199,7 +254,7 @@ mod tests {
         let h = GatewayHandover::MaxConnectionAge;
         assert!(!h.deletes_source_gateway());
         assert_eq!(
-            h.source_hold(Some(Duration::from_secs(60))),
+            h.source_hold(ApiExposure::Termination, Some(Duration::from_secs(60))),
             Some(Duration::from_secs(65))
         );
         assert!(h
@@ -223,12 +278,36 @@ mod tests {
     }
 
     #[test]
+    fn forward_holds_the_drain_only_where_its_route_is_in_the_filter_chain() {
+        let h = GatewayHandover::Forward;
+        assert!(h.forwards() && !h.deletes_source_gateway() && !h.drains_in_place());
+        // Passthrough: the tcp_proxy's cluster is the chain's, so the
+        // change drains it.
+        assert_eq!(
+            h.source_hold(ApiExposure::Passthrough, None),
+            Some(Duration::from_secs(50))
+        );
+        // Termination: a route configuration's change only.
+        assert_eq!(
+            h.source_hold(ApiExposure::Termination, None),
+            Some(Duration::from_secs(5))
+        );
+        assert!(h.check(ApiExposure::Passthrough, None).is_ok());
+        assert!(h.check(ApiExposure::Termination, None).is_ok());
+        assert_eq!(
+            forward_host("seed-b", "local.cpmlab.test"),
+            "ingress.seed-b.local.cpmlab.test"
+        );
+    }
+
+    #[test]
     fn handovers_are_spelled_as_the_cli_and_scenarios_take_them() {
         for h in [
             GatewayHandover::None,
             GatewayHandover::DrainGateway,
             GatewayHandover::DrainGatewayInPlace,
             GatewayHandover::MaxConnectionAge,
+            GatewayHandover::Forward,
         ] {
             assert_eq!(serde_json::to_value(h).unwrap().as_str(), Some(h.as_str()));
         }

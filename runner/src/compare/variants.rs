@@ -28,7 +28,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     (
         "gateway",
         "migration.gateway_handover",
-        "what the source gateway does for kept connections: none, drain-gateway, drain-gateway-in-place, max-connection-age (with the gateways' maximum at 60s unless max_age or the scenario names one)",
+        "what the source gateway does for kept connections: none, drain-gateway, drain-gateway-in-place, max-connection-age, forward (max-connection-age with the gateways' maximum at 60s unless max_age or the scenario names one)",
     ),
     (
         "max_age",

@@ -334,8 +334,10 @@ pub struct MigrationSpec {
     /// they are, the default), `drain-gateway` (its Gateway for the shoot
     /// deleted, Envoy drains 45 s), `drain-gateway-in-place` (the Gateway
     /// first changed so that Envoy drains with the routes intact, then
-    /// deleted) or `max-connection-age` (the gateways'
-    /// `topology.api.gateway_max_connection_duration`). The GEP's orders.
+    /// deleted), `max-connection-age` (the gateways'
+    /// `topology.api.gateway_max_connection_duration`) or `forward` (the
+    /// source's routes for the API to the destination's gateway across the
+    /// WAN until the cleanup). The GEP's orders.
     #[serde(default)]
     pub gateway_handover: crate::migrate::gateway_handover::GatewayHandover,
     /// How long SourceSeedCleanup's steps before the source API servers'

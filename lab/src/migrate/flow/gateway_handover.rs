@@ -1,4 +1,4 @@
-//! The gateway handover, in EtcdMigrationComplete right after the DNS-cache wait (the GEP's orders): what the source seed's gateway does for the clients that kept their connections to it (`drain-gateway`: its Gateway for the shoot deleted, Envoy drains; `drain-gateway-in-place`: the Gateway changed so that Envoy drains with the routes intact, then deleted; `max-connection-age`: the gateway's connections age out), and the hold that keeps the source API serving until they have gone, before any source member leaves.
+//! The gateway handover, in EtcdMigrationComplete right after the DNS-cache wait (the GEP's orders): what the source seed's gateway does for the clients that kept their connections to it (`drain-gateway`: its Gateway for the shoot deleted, Envoy drains; `drain-gateway-in-place`: the Gateway changed so that Envoy drains with the routes intact, then deleted; `max-connection-age`: the gateway's connections age out; `forward`: its routes for the API go to the destination's gateway until the cleanup), and the hold that keeps the source API serving until they have gone, before any source member leaves.
 
 use super::*;
 use crate::migrate::gateway_handover::{HCM_DRAIN_TIMEOUT, ISTIO_DRAIN};
@@ -15,11 +15,36 @@ impl Flow<'_> {
             .api
             .gateway_max_connection_duration()
             .map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
-        let Some(hold) = h.source_hold(age) else {
+        let exposure = self.state.topology.api.exposure;
+        let Some(hold) = h.source_hold(exposure, age) else {
             return Ok(None);
         };
         let from = mig.from.clone();
-        let since = if h.drains_in_place() {
+        let since = if h.forwards() {
+            // The destination seed's ingress name, as Gardener has one per
+            // seed: what the source's ServiceEntry resolves. Again on a
+            // resume (the same record).
+            let to = crate::exposure::forward_destination(&mig.to, &self.state.dns.zone);
+            let gw = self.state.seed(&mig.to).expect("seed").gateway.ip;
+            self.provider
+                .set_dns(&self.state, &[(to.host.as_str(), &[gw][..])])
+                .await?;
+            let at = self.mark_once(
+                line,
+                |m| &mut m.source_gateway_forwarded_unix_ms,
+                &format!(
+                    "the `{from}` seed's routes for the shoot API sent to the `{}` seed's gateway across the WAN (forward: {} -> {gw}, {})",
+                    mig.to,
+                    to.host,
+                    match exposure {
+                        crate::topology::ApiExposure::Termination => "TLS originated with the API's name; client certificates do not go with it",
+                        crate::topology::ApiExposure::Passthrough => "the clients' TLS passed on; the API's filter chain changed, so it drains",
+                    }
+                ),
+            )?;
+            self.provider.sync_gateway(&self.state, &from).await?;
+            at
+        } else if h.drains_in_place() {
             let host = crate::migrate::gateway_handover::drain_host(
                 &crate::exposure::api_route(&self.state.topology).host,
             );
@@ -59,6 +84,17 @@ impl Flow<'_> {
                 ISTIO_DRAIN.as_secs(),
                 HCM_DRAIN_TIMEOUT.as_secs()
             ),
+            GatewayHandover::Forward => match exposure {
+                crate::topology::ApiExposure::Passthrough => format!(
+                    "the `{from}` gateway drains the shoot API's connections, whose chain now forwards (Istio's {} s drain and {} s)",
+                    ISTIO_DRAIN.as_secs(),
+                    HCM_DRAIN_TIMEOUT.as_secs()
+                ),
+                crate::topology::ApiExposure::Termination => format!(
+                    "the `{from}` gateway takes the forwarding routes ({} s)",
+                    HCM_DRAIN_TIMEOUT.as_secs()
+                ),
+            },
             _ => format!(
                 "connections kept to the `{from}` gateway age out ({} and the {} s drain timeout)",
                 self.state
