@@ -25,6 +25,17 @@
 //!   then went quiet for 40 s, and steps under `min_phase_ms` are judged
 //!   this way too.
 //!
+//! - Per watch lane (the watch probe's and the informer's, `probe/mode`),
+//!   when the run keeps its probes' plan: no time without an open stream
+//!   longer than the same bound, from the probes' start to the lane's
+//!   first stream and between one stream's end and the next's opening
+//!   (key `<lane>@silence`). A stream opens with a successful `connect`
+//!   (watch) or `watch` request (informer) and ends with anything that
+//!   ends one: a broken or closed stream, an ERROR event, the informer's
+//!   `watch-broke`, `watch-error` or `expired`. Records are taken in the
+//!   order they ended. A stream that stays open but delivers nothing is the
+//!   watch rules' and the report's silent watch, not a gap here.
+//!
 //! Each gap is *not covered*; the rule fails unless every gap's key is in
 //! the scenario's `uncovered` (with why), and then it shows as accepted.
 
@@ -90,6 +101,63 @@ pub struct CoverageCheck {
 pub fn silence_bound(timeout_ms: f64, rate: f64) -> f64 {
     let interval = if rate > 0.0 { 1e3 / rate } else { 0.0 };
     timeout_ms + 2.0 * interval
+}
+
+/// Whether `r` opens a watch lane's stream (`Some(true)`), ends it or
+/// fails to open one (`Some(false)`), or neither (see the module doc).
+fn stream_change(r: &Record) -> Option<bool> {
+    use crate::record::informer_event as inf;
+    let ev = r.event.as_deref()?;
+    match (r.probe, ev) {
+        (ProbeKind::Watch, "connect") | (ProbeKind::Informer, inf::WATCH) => {
+            Some(r.outcome == crate::record::Outcome::Ok)
+        }
+        (ProbeKind::Watch, "broken" | "closed" | "ERROR")
+        | (ProbeKind::Informer, inf::WATCH_BROKE | inf::WATCH_ERROR | inf::EXPIRED) => Some(false),
+        _ => None,
+    }
+}
+
+/// Per watch lane, the longest time inside `window` without an open
+/// stream, and when it began.
+fn closed_streams(all: &[&Record], window: &Window) -> BTreeMap<String, (f64, f64)> {
+    let mut by_lane: BTreeMap<String, Vec<(f64, bool)>> = BTreeMap::new();
+    for r in all {
+        if let Some(open) = stream_change(r) {
+            by_lane
+                .entry(lane_key(r.probe, r.mode))
+                .or_default()
+                .push((crate::record_end(r), open));
+        }
+    }
+    by_lane
+        .into_iter()
+        .map(|(lane, mut changes)| {
+            changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // Closed since `since` (None: open).
+            let mut since = Some(window.start_unix_ms);
+            let (mut worst, mut at) = (0.0f64, window.start_unix_ms);
+            let mut close = |from: f64, to: f64| {
+                if to - from > worst {
+                    (worst, at) = (to - from, from);
+                }
+            };
+            for (t, open) in changes {
+                match (since, open) {
+                    (Some(from), true) => {
+                        close(from, t);
+                        since = None;
+                    }
+                    (None, false) => since = Some(t),
+                    _ => {}
+                }
+            }
+            if let Some(from) = since {
+                close(from, window.end_unix_ms);
+            }
+            (lane, (worst, at))
+        })
+        .collect()
 }
 
 /// The request lanes a sample of which counts (see the module doc).
@@ -210,6 +278,25 @@ pub fn check(
                     format!("{l}@silence"),
                     format!(
                         "{l} started no request for {:.1} s (+{:.1} s to +{:.1} s), longer than its timeout and two of its intervals ({:.1} s): the lane was blind",
+                        worst / 1e3,
+                        (at - window.start_unix_ms) / 1e3,
+                        (at + worst - window.start_unix_ms) / 1e3,
+                        bound / 1e3
+                    ),
+                );
+            }
+        }
+    }
+    // Time without an open stream, per watch lane.
+    if let Some(p) = plan {
+        let bound = silence_bound(p.timeout_ms, p.rate);
+        for (l, (worst, at)) in closed_streams(all, window) {
+            c.longest_silence_ms.insert(l.clone(), worst);
+            if worst > bound {
+                gap(
+                    format!("{l}@silence"),
+                    format!(
+                        "{l} had no open stream for {:.1} s (+{:.1} s to +{:.1} s), longer than the probes' timeout and two of their intervals ({:.1} s): the watch was blind",
                         worst / 1e3,
                         (at - window.start_unix_ms) / 1e3,
                         (at + worst - window.start_unix_ms) / 1e3,

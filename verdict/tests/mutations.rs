@@ -1,12 +1,23 @@
-//! The verdict's own regression suite: a real run directory (`corpus/`,
-//! kept from a CI run of the lab: kube-apiserver, three etcd members,
-//! readyz, get and write lanes on new and reused connections, 13 s) judged
-//! clean, then with one failure a real landscape can produce injected at a
-//! time, each of which the rule written for it must fail. No Docker, no
-//! lab: seconds.
+//! The verdict's own regression suite: real run directories (`corpus/`)
+//! judged clean, then with one failure a real landscape can produce
+//! injected at a time, each of which the rule written for it must fail. No
+//! Docker, no lab: seconds.
 //!
-//! `quiet/` passes as recorded. Each mutation edits a copy of its records
-//! or its final read (etcd's history of the counter) the way the fault
+//! - `quiet/`, kept from a CI run of the lab: kube-apiserver, three etcd
+//!   members, readyz, get and write lanes on new and reused connections,
+//!   13 s. It passes as recorded.
+//! - `election/`, recorded with `cpmlab run` (the scenario is in its
+//!   `scenario.yaml`): readyz, get, write, watch and informer lanes on new
+//!   and reused connections at 10/s, 23 s, the etcd leader SIGKILLed at
+//!   +6 s (the kubelet starts it again); its members' logs are kept. Two
+//!   writes fail, excused: one in flight at the kill (`killed-member`,
+//!   confirmed by the member's log), one in the election that followed
+//!   (`leader-election`). Its read SLO is relaxed in `criteria.json` (it
+//!   was recorded beside another lab on 2 cores); no mutation is about
+//!   latency. It passes as recorded, with those excuses.
+//!
+//! Each mutation edits a copy of the records, the final read (etcd's
+//! history of the counter), the events or the criteria the way the fault
 //! would have shown, and names the rule that must fail; the others are not
 //! asserted (a fault may show in more than one).
 
@@ -31,10 +42,7 @@ impl Run {
     fn of(name: &str) -> Run {
         let src = corpus(name);
         let dir = tempfile::tempdir().unwrap();
-        for f in std::fs::read_dir(&src).unwrap() {
-            let f = f.unwrap();
-            std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
-        }
+        copy_tree(&src, dir.path());
         let records = std::fs::read_to_string(src.join("records.ndjson"))
             .unwrap()
             .lines()
@@ -45,23 +53,25 @@ impl Run {
         Run { records, fin, dir }
     }
 
-    /// The rules that did not pass (failed, not covered, degraded), by name.
+    /// The rules that did not pass (failed, not covered, degraded), by
+    /// name; a rule that holds through excuses within budget passes.
     fn judge(&self) -> Vec<(String, String)> {
+        use cpmlab_verdict::RuleStatus::{Excused, Passed, Skipped};
+        self.verdict()
+            .rules
+            .iter()
+            .filter(|r| !matches!(r.status, Passed | Skipped | Excused))
+            .map(|r| (r.name.clone(), r.message.clone()))
+            .collect()
+    }
+
+    /// The verdict on the run as edited.
+    fn verdict(&self) -> cpmlab_verdict::Verdict {
         let text: String = self.records.iter().map(|r| format!("{r}\n")).collect();
         std::fs::write(self.dir.path().join("records.ndjson"), text).unwrap();
         std::fs::write(self.dir.path().join("final.json"), self.fin.to_string()).unwrap();
         let c = run_dir::read_criteria(self.dir.path()).unwrap();
-        let v = run_dir::judge(self.dir.path(), &c).unwrap();
-        v.rules
-            .iter()
-            .filter(|r| {
-                !matches!(
-                    r.status,
-                    cpmlab_verdict::RuleStatus::Passed | cpmlab_verdict::RuleStatus::Skipped
-                )
-            })
-            .map(|r| (r.name.clone(), r.message.clone()))
-            .collect()
+        run_dir::judge(self.dir.path(), &c).unwrap()
     }
 
     fn must_fail(&self, rule: &str, words: &str) {
@@ -92,8 +102,55 @@ impl Run {
         std::fs::write(path, c.to_string()).unwrap();
     }
 
+    /// Rewrites the run's lab events (`events.ndjson`) through `edit`.
+    fn events(&self, edit: impl Fn(&mut Value)) {
+        let path = self.dir.path().join("events.ndjson");
+        let text: String = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut e: Value = serde_json::from_str(l).unwrap();
+                edit(&mut e);
+                format!("{e}\n")
+            })
+            .collect();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// The index of the record with sequence number `seq`.
+    fn seq(&self, seq: u64) -> usize {
+        self.records
+            .iter()
+            .position(|r| r["seq"] == seq)
+            .unwrap_or_else(|| panic!("no record {seq}"))
+    }
+
+    /// Indexes of `lane`'s records whose `event` is `event`, in file order.
+    fn with_event(&self, probe: &str, mode: &str, event: &str) -> Vec<usize> {
+        (0..self.records.len())
+            .filter(|&i| {
+                let r = &self.records[i];
+                r["probe"] == probe && r["mode"] == mode && r["event"] == event
+            })
+            .collect()
+    }
+
     fn history(&mut self) -> &mut Vec<Value> {
         self.fin["history"].as_array_mut().unwrap()
+    }
+}
+
+/// Copies the files under `from` (the members' logs in `logs/` too).
+fn copy_tree(from: &Path, to: &Path) {
+    for f in std::fs::read_dir(from).unwrap() {
+        let f = f.unwrap();
+        let dest = to.join(f.file_name());
+        if f.file_type().unwrap().is_dir() {
+            std::fs::create_dir(&dest).unwrap();
+            copy_tree(&f.path(), &dest);
+        } else {
+            std::fs::copy(f.path(), dest).unwrap();
+        }
     }
 }
 
@@ -267,4 +324,155 @@ fn a_migration_that_did_not_finish_fails_migration_completed() {
     let r = Run::of("quiet");
     r.criteria("migration", "completed".into());
     r.must_fail("migration-completed", "show no MigrationCompleted step");
+}
+
+/// The write in flight at the kill (seq 999) and the one in the election
+/// after it (seq 1076), as recorded.
+const AT_KILL: u64 = 999;
+const IN_ELECTION: u64 = 1076;
+
+#[test]
+fn the_recorded_election_passes_with_its_two_excuses() {
+    let r = Run::of("election");
+    assert_eq!(r.judge(), Vec::<(String, String)>::new());
+    let v = r.verdict();
+    let zd = v.rules.iter().find(|r| r.name == "zero-downtime").unwrap();
+    assert_eq!(zd.status, cpmlab_verdict::RuleStatus::Excused, "{}", zd.message);
+    let by: Vec<(u64, &str)> = v
+        .excuses
+        .excused
+        .iter()
+        .map(|e| (e.seq, e.hazard.name()))
+        .collect();
+    assert_eq!(
+        by,
+        [(AT_KILL, "killed-member"), (IN_ELECTION, "leader-election")]
+    );
+}
+
+/// A gateway's 503 "no healthy upstream" in the election's window is the
+/// gateway's failure, not etcd's: no hazard excuses its class.
+#[test]
+fn a_gateways_503_in_an_election_is_not_excused() {
+    let mut r = Run::of("election");
+    let i = r.seq(IN_ELECTION);
+    r.records[i]["http_status"] = 503.into();
+    r.records[i]["error"] = "no healthy upstream".into();
+    r.records[i]["duration_ms"] = 2.0.into();
+    r.must_fail("zero-downtime", "1 failed request(s) no known hazard explains");
+}
+
+/// The same etcd error 9 s after the election (three election timeouts
+/// are 3 s) and long after the killed member came back: nothing excuses it.
+#[test]
+fn an_etcd_error_outside_the_elections_window_is_not_excused() {
+    let mut r = Run::of("election");
+    let i = r.seq(IN_ELECTION);
+    let t = f(&r.records[i]["start_unix_ms"]);
+    r.records[i]["start_unix_ms"] = (t + 9_000.0).into();
+    r.records[i]["duration_ms"] = 1_000.0.into();
+    r.must_fail("zero-downtime", "1 failed request(s) no known hazard explains");
+}
+
+/// A kill the member's log does not confirm (the event names a member
+/// whose log goes on, whose container no kubelet started again, whose
+/// peers lost no stream with it) excuses nothing. The election may excuse
+/// readyz only here, so that the write at the kill has only the kill.
+#[test]
+fn a_kill_nothing_confirms_excuses_nothing() {
+    let r = Run::of("election");
+    r.criteria(
+        "excuse",
+        serde_json::json!({
+            "killed-member": {"max": 4, "max_ms": 10000.0},
+            "leader-election": {"max": 6, "max_ms": 10000.0, "lanes": ["readyz"]},
+        }),
+    );
+    // The kill as recorded excuses the write at the kill; the write in
+    // the election is left.
+    r.must_fail("zero-downtime", "1 failed request(s) no known hazard explains");
+    r.events(|e| {
+        if e["kind"] == "fault" {
+            e["name"] = "kill member seed-a-etcd-0 (leader)".into();
+        }
+    });
+    r.must_fail("zero-downtime", "2 failed request(s) no known hazard explains");
+    let v = r.verdict();
+    let unconfirmed = serde_json::to_string(&v.excuses).unwrap();
+    assert!(
+        unconfirmed.contains("seed-a-etcd-0's log goes on after it"),
+        "{unconfirmed}"
+    );
+}
+
+/// A watch ERROR 410 resets nothing without a fresh read: the events it
+/// skips are missed.
+#[test]
+fn a_410_with_no_fresh_read_after_it_hides_no_missed_event() {
+    let mut r = Run::of("election");
+    let events = r.with_event("watch", "reused", "MODIFIED");
+    let k = events[events.len() / 2];
+    let mut gone = r.records[k].clone();
+    gone["outcome"] = "http".into();
+    gone["http_status"] = 410.into();
+    gone["event"] = "ERROR".into();
+    gone["error"] = "too old resource version".into();
+    let skipped: Vec<usize> = events[events.len() / 2..events.len() / 2 + 3].to_vec();
+    for i in skipped.iter().rev() {
+        r.records.remove(*i);
+    }
+    r.records.insert(k, gone);
+    r.must_fail("watch-continuity", "none followed by a fresh read");
+}
+
+/// A re-list storm: an informer that lists again and again with no 410
+/// and no failed list to explain it, past the criteria's budget (none).
+#[test]
+fn an_informer_relist_storm_fails_informer() {
+    let mut r = Run::of("election");
+    let applies = r.with_event("informer", "reused", "apply");
+    let at = applies[applies.len() / 2];
+    let t = f(&r.records[at]["start_unix_ms"]);
+    for n in 0..3 {
+        for ev in ["synced", "init"] {
+            let mut x = r.records[at].clone();
+            let o = x.as_object_mut().unwrap();
+            o.retain(|k, _| ["probe", "mode", "outcome", "start_mono_ms"].contains(&k.as_str()));
+            o.insert("event".into(), ev.into());
+            o.insert("seq".into(), (900_000 + n * 2 + (ev == "init") as u64).into());
+            o.insert("start_unix_ms".into(), (t - 1.0 + n as f64 * 0.1).into());
+            o.insert("duration_ms".into(), 0.0.into());
+            r.records.insert(at, x);
+        }
+    }
+    r.must_fail("informer", "3 beyond them (budget 0)");
+}
+
+/// A watch that broke and was not opened again for 12 s (a client stuck
+/// in its back-off) was blind that long, whatever its events before and
+/// after say.
+#[test]
+fn a_watch_without_an_open_stream_fails_coverage() {
+    let mut r = Run::of("election");
+    let connect = r.with_event("watch", "new", "connect")[0];
+    let t0 = f(&r.records[connect]["start_unix_ms"]);
+    let (from, to) = (t0 + 5_000.0, t0 + 17_000.0);
+    r.records.retain(|x| {
+        !(x["probe"] == "watch"
+            && x["mode"] == "new"
+            && (from..to).contains(&f(&x["start_unix_ms"])))
+    });
+    let mut broken = r.records[connect].clone();
+    broken["event"] = "broken".into();
+    broken["outcome"] = "reset".into();
+    broken["error"] = "stream reset".into();
+    broken["start_unix_ms"] = from.into();
+    broken["duration_ms"] = 0.0.into();
+    broken["seq"] = 900_100.into();
+    let mut again = r.records[connect].clone();
+    again["start_unix_ms"] = to.into();
+    again["seq"] = 900_101.into();
+    r.records.push(broken);
+    r.records.push(again);
+    r.must_fail("coverage", "watch/new had no open stream for 12.0 s");
 }
