@@ -466,6 +466,42 @@ mod tests {
     }
 
     #[test]
+    fn a_watch_lane_is_judged_by_its_open_streams_in_the_order_they_ended() {
+        let w = window_of(30.0);
+        let at = |t: f64, d: f64, ev: &str, o: Outcome| {
+            let mut r = rec(ProbeKind::Watch, ConnMode::Reused, t, d, o);
+            r.event = Some(ev.into());
+            r
+        };
+        // Open at 0.1 s; closed at 5 s; a reconnect that fails (GOAWAY)
+        // started after the one that succeeds but ended first; closed
+        // again at 9 s and not opened until 21 s.
+        let recs = [
+            at(100.0, 5.0, "connect", Outcome::Ok),
+            at(5_000.0, 0.0, "closed", Outcome::Ok),
+            at(5_000.0, 11.0, "connect", Outcome::Ok),
+            at(5_001.0, 4.0, "connect", Outcome::Reset),
+            at(9_000.0, 0.0, "broken", Outcome::Reset),
+            at(21_000.0, 5.0, "connect", Outcome::Ok),
+        ];
+        let all: Vec<&Record> = recs.iter().collect();
+        let closed = closed_streams(&all, &w);
+        let (worst, from) = closed["watch/reused"];
+        assert!((worst - 12_005.0).abs() < 1.0, "{worst}");
+        assert!((from - (crate::testutil::T0 + 9_000.0)).abs() < 1.0);
+        let c = checked(&all, &[], &plan_of(vec![ProbeKind::Watch]), &w);
+        assert_eq!(c.gaps.len(), 1, "{:?}", c.gaps);
+        assert_eq!(c.gaps[0].key, "watch/reused@silence");
+        // Reopened within the bound: covered.
+        let mut quick = recs.to_vec();
+        quick[5] = at(15_000.0, 5.0, "connect", Outcome::Ok);
+        let all: Vec<&Record> = quick.iter().collect();
+        assert!(checked(&all, &[], &plan_of(vec![ProbeKind::Watch]), &w)
+            .gaps
+            .is_empty());
+    }
+
+    #[test]
     fn a_lane_silent_longer_than_its_timeout_is_blind_whatever_its_samples() {
         // get/new every 100 ms, silent from 4 s to 47 s; each 3 s step
         // before and after has its samples.
