@@ -649,14 +649,7 @@ fn api_cluster(mode: ApiExposure, d: ApiDestination, dest: &Destination) -> Valu
     }
     c.insert(
         "transport_socket".into(),
-        json!({
-            "name": "envoy.transport_sockets.tls",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                "sni": UPSTREAM_SNI,
-                "common_tls_context": common,
-            },
-        }),
+        upstream_tls(UPSTREAM_SNI, Value::Object(common)),
     );
     c.insert(
         "typed_extension_protocol_options".into(),
@@ -680,23 +673,31 @@ fn forward_cluster(api: &ApiRoute, to: &Destination) -> Value {
     let mut c = base_cluster(to);
     c.insert(
         "transport_socket".into(),
-        json!({
-            "name": "envoy.transport_sockets.tls",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                "sni": api.host,
-                "common_tls_context": {"validation_context": {
-                    "trusted_ca": {"filename": tls_file(tls::UPSTREAM_CA)},
-                    "match_typed_subject_alt_names": [{"san_type": "DNS", "matcher": {"exact": api.host}}],
-                }},
-            },
-        }),
+        upstream_tls(
+            &api.host,
+            json!({"validation_context": {
+                "trusted_ca": {"filename": tls_file(tls::UPSTREAM_CA)},
+                "match_typed_subject_alt_names": [{"san_type": "DNS", "matcher": {"exact": api.host}}],
+            }}),
+        ),
     );
     c.insert(
         "typed_extension_protocol_options".into(),
         upstream_http_options(),
     );
     Value::Object(c)
+}
+
+/// A cluster's TLS to its upstream: `sni`, and the common context.
+fn upstream_tls(sni: &str, common: Value) -> Value {
+    json!({
+        "name": "envoy.transport_sockets.tls",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "sni": sni,
+            "common_tls_context": common,
+        },
+    })
 }
 
 /// The upstream HTTP options of a cluster to which TLS ends here: at most

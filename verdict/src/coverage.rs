@@ -103,6 +103,31 @@ pub fn silence_bound(timeout_ms: f64, rate: f64) -> f64 {
     timeout_ms + 2.0 * interval
 }
 
+/// The gap (`<lane>@silence`) of a lane whose longest time `without`
+/// something (`worst` ms from `at`) exceeds `bound` (`limit` says what the
+/// bound is), or none.
+fn silence_gap(
+    lane: &str,
+    (worst, at, bound): (f64, f64, f64),
+    window: &Window,
+    without: &str,
+    limit: &str,
+    what: &str,
+) -> Option<(String, String)> {
+    (worst > bound).then(|| {
+        (
+            format!("{lane}@silence"),
+            format!(
+                "{lane} {without} for {:.1} s (+{:.1} s to +{:.1} s), longer than {limit} ({:.1} s): the {what} was blind",
+                worst / 1e3,
+                (at - window.start_unix_ms) / 1e3,
+                (at + worst - window.start_unix_ms) / 1e3,
+                bound / 1e3
+            ),
+        )
+    })
+}
+
 /// Whether `r` opens a watch lane's stream (`Some(true)`), ends it or
 /// fails to open one (`Some(false)`), or neither (see the module doc).
 fn stream_change(r: &Record) -> Option<bool> {
@@ -273,17 +298,15 @@ pub fn check(
                 from = t;
             }
             c.longest_silence_ms.insert(l.clone(), worst);
-            if worst > bound {
-                gap(
-                    format!("{l}@silence"),
-                    format!(
-                        "{l} started no request for {:.1} s (+{:.1} s to +{:.1} s), longer than its timeout and two of its intervals ({:.1} s): the lane was blind",
-                        worst / 1e3,
-                        (at - window.start_unix_ms) / 1e3,
-                        (at + worst - window.start_unix_ms) / 1e3,
-                        bound / 1e3
-                    ),
-                );
+            if let Some((key, why)) = silence_gap(
+                l,
+                (worst, at, bound),
+                window,
+                "started no request",
+                "its timeout and two of its intervals",
+                "lane",
+            ) {
+                gap(key, why);
             }
         }
     }
@@ -292,17 +315,15 @@ pub fn check(
         let bound = silence_bound(p.timeout_ms, p.rate);
         for (l, (worst, at)) in closed_streams(all, window) {
             c.longest_silence_ms.insert(l.clone(), worst);
-            if worst > bound {
-                gap(
-                    format!("{l}@silence"),
-                    format!(
-                        "{l} had no open stream for {:.1} s (+{:.1} s to +{:.1} s), longer than the probes' timeout and two of their intervals ({:.1} s): the watch was blind",
-                        worst / 1e3,
-                        (at - window.start_unix_ms) / 1e3,
-                        (at + worst - window.start_unix_ms) / 1e3,
-                        bound / 1e3
-                    ),
-                );
+            if let Some((key, why)) = silence_gap(
+                &l,
+                (worst, at, bound),
+                window,
+                "had no open stream",
+                "the probes' timeout and two of their intervals",
+                "watch",
+            ) {
+                gap(key, why);
             }
         }
     }
