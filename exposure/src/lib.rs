@@ -305,11 +305,7 @@ impl Exposure {
                     && m.source_gateway_drained_unix_ms.is_some()
                     && m.source_gateway_released_unix_ms.is_none()
             }),
-            api_forward: state
-                .migration
-                .as_ref()
-                .filter(|m| m.from == seed && m.source_gateway_forwarded_unix_ms.is_some())
-                .map(|m| forward_destination(&m.to, &state.dns.zone)),
+            api_forward: forward_of(state, seed),
             api: (state.apiservers_of(seed).count() > 0).then(|| {
                 let mut api = api_route(&state.topology);
                 if let Some(s) = state.seed(seed) {
@@ -331,6 +327,17 @@ impl Exposure {
                 .collect(),
         }
     }
+}
+
+/// Where `seed`'s routes for the API go while it forwards (the `forward`
+/// handover has turned the migration's source): the destination's gateway.
+/// Both forms' exposures read it here.
+pub fn forward_of(state: &crate::state::LabState, seed: &str) -> Option<Destination> {
+    state
+        .migration
+        .as_ref()
+        .filter(|m| m.from == seed && m.source_gateway_forwarded_unix_ms.is_some())
+        .map(|m| forward_destination(&m.to, &state.dns.zone))
 }
 
 /// The destination seed `to`'s gateway as the `forward` handover reaches

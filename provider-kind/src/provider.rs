@@ -326,6 +326,15 @@ async fn kubectl(argv: &[String]) -> Result<Output> {
     kubectl_with_input(argv, None).await
 }
 
+/// Runs `kubectl ... apply -f -` (`argv`) with `object` on its standard
+/// input; its output, or what it said when it failed.
+async fn kubectl_apply(argv: &[String], object: &serde_json::Value) -> Result<String> {
+    let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+    kubectl_with_input(argv, Some(&serde_json::to_vec(object)?))
+        .await?
+        .stdout_if_ok("kubectl", &refs)
+}
+
 /// Runs kubectl (or kind) with `input` on its standard input, if any.
 async fn kubectl_with_input(argv: &[String], input: Option<&[u8]>) -> Result<Output> {
     use tokio::io::AsyncWriteExt;
@@ -405,6 +414,21 @@ pub fn draining(state: &LabState, seed: &str) -> bool {
     })
 }
 
+/// The shoot API's exposure in `seed` as the kind form rendered it at
+/// `up`, without the members' routes: what the handovers change.
+fn api_exposure(state: &LabState, seed: &str) -> crate::exposure::Exposure {
+    crate::exposure::Exposure {
+        seed: seed.to_string(),
+        namespace: super::namespace(&state.topology.shoot.name),
+        api: Some(crate::exposure::api_route(&state.topology)),
+        tls: vec![],
+        max_connection_duration_ms: crate::exposure::max_connection_duration_ms(&state.topology),
+        api_gateway_deleted: false,
+        api_gateway_draining: false,
+        api_forward: None,
+    }
+}
+
 /// Changes the shoot API's Gateway in a seed so that Envoy drains its
 /// filter chain's connections with their routes intact (a merge patch that
 /// sets its servers with the drain host beside the API's: idempotent), and
@@ -414,14 +438,8 @@ pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<Strin
     let context = super::lab_state::context(&state.name, seed);
     let api = crate::exposure::api_route(&state.topology);
     let x = crate::exposure::Exposure {
-        seed: seed.to_string(),
-        namespace: ns.clone(),
-        api: Some(api.clone()),
-        tls: vec![],
-        max_connection_duration_ms: None,
-        api_gateway_deleted: false,
         api_gateway_draining: true,
-        api_forward: None,
+        ..api_exposure(state, seed)
     };
     let patch = serde_json::json!({"spec": {"servers": crate::exposure::istio::api_gateway_servers(&x, &api)}});
     vec![
@@ -451,21 +469,11 @@ pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<Strin
 /// routes name a cluster (the mutual-TLS route, the apiserver-proxy's
 /// internal listener), all rendered from the one exposure definition.
 pub fn api_forward_objects(state: &LabState, seed: &str) -> Option<Vec<serde_json::Value>> {
-    let m = state.migration.as_ref()?;
-    if m.from != seed || m.source_gateway_forwarded_unix_ms.is_none() {
-        return None;
-    }
-    let ns = super::namespace(&state.topology.shoot.name);
     let x = crate::exposure::Exposure {
-        seed: seed.to_string(),
-        namespace: ns.clone(),
-        api: Some(crate::exposure::api_route(&state.topology)),
-        tls: vec![],
-        max_connection_duration_ms: crate::exposure::max_connection_duration_ms(&state.topology),
-        api_gateway_deleted: false,
-        api_gateway_draining: false,
-        api_forward: Some(crate::exposure::forward_destination(&m.to, &state.dns.zone)),
+        api_forward: Some(crate::exposure::forward_of(state, seed)?),
+        ..api_exposure(state, seed)
     };
+    let ns = &x.namespace;
     let keep = [
         (
             "VirtualService",
@@ -811,11 +819,8 @@ impl Provider for KindProvider {
             .statefulset()
             .with_context(|| format!("{} is not a member's pod", m.container))?;
         let cm = join_config_map(&state.name, &p.namespace, &m.seed, &m.name, cluster);
-        let argv = p.kubectl(&["apply", "-f", "-"]);
-        let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
-        kubectl_with_input(&argv, Some(&serde_json::to_vec(&cm)?))
-            .await?
-            .stdout_if_ok("kubectl", &refs)
+        kubectl_apply(&p.kubectl(&["apply", "-f", "-"]), &cm)
+            .await
             .with_context(|| format!("hand {} its initial cluster", m.name))?;
         kubectl_ok(p.kubectl(&["scale", "statefulset", sts, "--replicas=1"]))
             .await
@@ -904,14 +909,10 @@ impl Provider for KindProvider {
             ]
             .map(String::from)
             .to_vec();
-            let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-            kubectl_with_input(&argv, Some(&serde_json::to_vec(&list)?))
-                .await?
-                .stdout_if_ok("kubectl", &refs)
-                .with_context(|| {
-                    format!("route {seed}'s shoot API to the destination's gateway")
-                })?;
+            kubectl_apply(&argv, &list).await.with_context(|| {
+                format!("route {seed}'s shoot API to the destination's gateway")
+            })?;
         }
         Ok(())
     }
