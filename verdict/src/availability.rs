@@ -26,9 +26,16 @@
 //! 5 s): a *stall*, class `stall`, which is unavailability, not only
 //! latency. An *unavailable interval* of one lane starts at the start of a
 //! failed request that follows a success (or is the first request) and
-//! ends when the next successful request completes, or, when none follows,
-//! at the latest end of the failed requests. Downtime is the sum of these
-//! intervals; overall downtime is the union of all lanes' intervals. These
+//! ends when the next successful request completes, but not before the
+//! latest end of the failed requests in it (a lane's requests overlap: a
+//! stall or a timeout is unavailable for its whole length); when no
+//! success follows, at the latest end of the failed requests. Downtime is the sum of these
+//! intervals; overall downtime is the union of all lanes' intervals. A
+//! watch or informer lane's silences (no event for longer than
+//! [`crate::mechanisms::SILENT_MS`] while writes were acknowledged: see
+//! [`crate::watch_silence`]) are unavailable intervals of that lane too,
+//! from its last event before the silence to its first after: its client
+//! could not see the API's state change, though no request failed. These
 //! figures are raw: requests a known hazard excused are in them (see
 //! `excuse`), and listed beside them.
 
@@ -230,10 +237,14 @@ pub fn unavailable_intervals(sorted: &[&Record], c: &Classify) -> Vec<Interval> 
     let mut open: Option<(f64, f64)> = None;
     for r in sorted {
         if !c.failed(r) {
-            if let Some((start, _)) = open.take() {
+            // A success closes the interval when it completes, but never
+            // before the failed requests in it have ended: a lane's requests
+            // overlap (one connection, a schedule), and a stall or a timeout
+            // is unavailable for its whole length.
+            if let Some((start, failed_end)) = open.take() {
                 out.push(Interval {
                     start_unix_ms: start,
-                    end_unix_ms: record_end(r).max(start),
+                    end_unix_ms: record_end(r).max(failed_end).max(start),
                 });
             }
         } else {
@@ -336,8 +347,13 @@ fn stats_of(
     }
 }
 
-/// Availability from records sorted by start.
-pub fn availability<'a>(all: &[&'a Record], c: &Classify) -> Availability<'a> {
+/// Availability from records sorted by start; `silences` are the watch and
+/// informer lanes' silences, unavailable intervals of their lanes.
+pub fn availability<'a>(
+    all: &[&'a Record],
+    c: &Classify,
+    silences: &[crate::mechanisms::Silence],
+) -> Availability<'a> {
     let retried = retried(all);
     let requests: Vec<&Record> = all
         .iter()
@@ -376,10 +392,23 @@ pub fn availability<'a>(all: &[&'a Record], c: &Classify) -> Availability<'a> {
     let mut probes = BTreeMap::new();
     let mut all_intervals = Vec::new();
     for ((p, m), rs) in &lanes {
-        let iv = unavailable_intervals(rs, c);
+        let key = lane_key(*p, *m);
+        let mut iv = unavailable_intervals(rs, c);
+        let silent: Vec<Interval> = silences
+            .iter()
+            .filter(|s| s.lane == key)
+            .map(|s| Interval {
+                start_unix_ms: s.from_unix_ms,
+                end_unix_ms: s.to_unix_ms,
+            })
+            .collect();
+        if !silent.is_empty() {
+            iv.extend(silent);
+            iv = merge_intervals(iv);
+        }
         all_intervals.extend(iv.iter().copied());
         let a = aside.get(&(*p, *m)).copied().unwrap_or_default();
-        probes.insert(lane_key(*p, *m), stats_of(rs, iv, true, a, c));
+        probes.insert(key, stats_of(rs, iv, true, a, c));
     }
     let overall = stats_of(&requests, merge_intervals(all_intervals), false, total, c);
     let failed = requests.iter().copied().filter(|r| c.failed(r)).collect();

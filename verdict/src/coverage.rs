@@ -20,7 +20,9 @@
 //! - Per lane judged, when the run keeps its probes' plan: no time without
 //!   a started request longer than the probes' timeout and two of the
 //!   lane's intervals ([`silence_bound`]), from the probes' start to the
-//!   lane's first request and between its requests (key
+//!   lane's first request, between its requests, and from its last to the
+//!   latest request start of any lane (the probes' stop is noted after the
+//!   agents have shut down, seconds later) (key
 //!   `<lane>@silence`): three samples in a step do not cover a lane that
 //!   then went quiet for 40 s, and steps under `min_phase_ms` are judged
 //!   this way too.
@@ -28,7 +30,8 @@
 //! - Per watch lane (the watch probe's and the informer's, `probe/mode`),
 //!   when the run keeps its probes' plan: no time without an open stream
 //!   longer than the same bound, from the probes' start to the lane's
-//!   first stream and between one stream's end and the next's opening
+//!   first stream, between one stream's end and the next's opening, and
+//!   from a last stream's end to the end of the probes' sending
 //!   (key `<lane>@silence`). A stream opens with a successful `connect`
 //!   (watch) or `watch` request (informer) and ends with anything that
 //!   ends one: a broken or closed stream, an ERROR event, the informer's
@@ -223,6 +226,19 @@ pub fn check(
             }
         }
     }
+    // Until when the probes were sending: the latest request start of any
+    // lane (the lab notes the probes' stop after the agents have shut their
+    // streams down, seconds later). A lane's tail is judged to it.
+    let sending = Window {
+        start_unix_ms: window.start_unix_ms,
+        end_unix_ms: all
+            .iter()
+            .filter(|r| r.probe != ProbeKind::Lease)
+            .map(|r| r.start_unix_ms)
+            .fold(window.start_unix_ms, f64::max)
+            .min(window.end_unix_ms),
+    };
+    let window = &sending;
     let mut c = CoverageCheck {
         min_phase_ms: criteria.coverage.min_phase_ms,
         min_samples: criteria.coverage.min_samples,
@@ -273,7 +289,8 @@ pub fn check(
         });
     }
     // Time without a started request, per lane: from the probes' start to
-    // the lane's first request, and between its requests.
+    // the lane's first request, between its requests, and from its last to
+    // the end of the probes' sending.
     if let Some(p) = plan {
         let mut starts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for r in all.iter() {
@@ -291,11 +308,14 @@ pub fn check(
             let bound = silence_bound(p.timeout_ms, rate);
             let mut from = window.start_unix_ms;
             let (mut worst, mut at) = (0.0f64, from);
-            for t in v.iter().copied() {
+            // Its requests' starts, then the end of the probes' sending: a
+            // lane that stopped before the others is silent from its last
+            // request on.
+            for t in v.iter().copied().chain([window.end_unix_ms]) {
                 if t - from > worst {
                     (worst, at) = (t - from, from);
                 }
-                from = t;
+                from = from.max(t);
             }
             c.longest_silence_ms.insert(l.clone(), worst);
             if let Some((key, why)) = silence_gap(

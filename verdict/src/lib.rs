@@ -3,7 +3,7 @@
 //! members' logs in; a judgement, `verdict.json`, `junit.xml` and
 //! `report.html` out. No Docker, no lab state, no network: anyone with
 //! records from a real landscape can judge them. [`judge`] is pure; one
-//! module per rule ([`availability`], [`ledger`], [`watch`], [`informer`],
+//! module per rule ([`availability`], [`ledger`], [`watch`], [`watch_silence`], [`informer`],
 //! [`lease`], [`reads`], [`slo`], [`coverage`]), the known hazards in
 //! [`excuse`];
 //! [`junit`] and [`report`] render a [`Verdict`] for CI and for people;
@@ -22,7 +22,10 @@
 //!   superseded writes, are judged otherwise: see [`availability`]. A
 //!   request failed when its outcome is not `ok` or it was a stall (slower
 //!   than the stall bound). Zero downtime means zero failed requests.
-//! - The *window* runs from the first to the last record start.
+//! - The *window* runs from the probes' start to their stop as the lab
+//!   noted them in `events.ndjson` (`probes started`, `probes stopped`);
+//!   for a run without those notes, from the first to the last record
+//!   start.
 //! - Unavailable intervals and downtime: see [`availability`].
 //! - Quantiles are nearest-rank over the durations of successful requests.
 //! - Every figure is raw: the records are never rewritten. A failed request
@@ -76,6 +79,7 @@ pub mod slo;
 pub mod validator;
 pub mod watch;
 pub mod watch_end;
+pub mod watch_silence;
 
 pub use criteria::{Budget, Criteria, Hazard};
 pub use error::{Error, Result};
@@ -137,7 +141,7 @@ impl Default for Thresholds {
     }
 }
 
-/// First and last record start, unix milliseconds.
+/// The probes' window, unix milliseconds (see the crate doc).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     pub start_unix_ms: f64,
@@ -417,11 +421,12 @@ pub struct Verdict {
 }
 
 /// Whether a rule is about availability, liveness or latency
-/// (`zero-downtime`, `leader-kept`, `handover`, the per-step `slo-*`
+/// (`zero-downtime`, `watch-silence`, `leader-kept`, `handover`, the per-step `slo-*`
 /// limits) rather than safety (lost writes, watch continuity, stale reads,
 /// `lease-exclusive`, ...): `verdict: safe` asserts only the latter.
 pub fn is_availability_rule(name: &str) -> bool {
     name == availability::RULE
+        || name == watch_silence::RULE
         || name == lease::RULE_KEPT
         || name == lease::RULE_HANDOVER
         || name.starts_with(slo::RULE_PREFIX)
@@ -663,14 +668,28 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     // stretch it (they run on while the informers catch up, and are judged
     // by the lease rules alone).
     let probes = || all.iter().filter(|r| r.probe != ProbeKind::Lease);
-    let window = Window {
+    // The probes' start and stop as the lab noted them, else the first and
+    // last record start (a run written elsewhere).
+    // While the probes were sending: the first to the last record start.
+    // A watch is shut down with its agent, so the watch rule's grace for the
+    // last writes runs to the last start, not to the stop note.
+    let sending = Window {
         start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
         end_unix_ms: probes().next_back().map_or(0.0, |r| r.start_unix_ms),
+    };
+    let integrity = integrity::check(&all, inputs.events);
+    let window = match integrity.window {
+        Some((start_unix_ms, end_unix_ms)) => Window {
+            start_unix_ms,
+            end_unix_ms,
+        },
+        None => sending,
     };
     let drained = drained_readyz::find(&all, inputs.listeners_closed);
     let classify = availability::Classify::new(&all, criteria.stall_ms)
         .with_drained_readyz(drained.iter().map(|d| d.seq));
-    let mut avail = availability::availability(&all, &classify);
+    let silent_watches = mechanisms::silent_watches(&all, inputs.events, window.start_unix_ms);
+    let mut avail = availability::availability(&all, &classify, &silent_watches);
     let excuses = excuse::excuse(
         &avail.failed,
         &all,
@@ -690,7 +709,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     }
     let zero_downtime = !avail.requests.is_empty() && avail.overall.failed() == 0;
     let ledger = ledger::ledger(&all, inputs.final_read);
-    let watch = watch::check(&all, &window, thresholds);
+    let watch = watch::check(&all, &sending, thresholds);
     let informer = informer::check(&all, inputs.events, ProbeKind::Informer);
     let informer_go = informer::check(&all, inputs.events, ProbeKind::InformerGo);
     // The candidates are judged over their own records too: they run on
@@ -708,10 +727,9 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     );
     let stale_reads = reads::check(&all);
     let linearizable = linearizable::check(&all, inputs.final_read);
-    let integrity = integrity::check(&all, inputs.events);
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
     let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
-    let validator = validator::validator_sim(&avail.requests, &window);
+    let validator = validator::validator_sim(&avail.requests, &sending);
     let coverage = coverage::check(
         &all,
         inputs.events,
@@ -732,6 +750,12 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         ledger::lost_writes_rule(&ledger, writes),
         ledger::ledger_conflicts_rule(&ledger),
         watch::rule(&watch, ran(inputs, &all, ProbeKind::Watch)),
+        watch_silence::rule(
+            &silent_watches,
+            [ProbeKind::Watch, ProbeKind::Informer, ProbeKind::InformerGo]
+                .into_iter()
+                .any(|p| ran(inputs, &all, p)),
+        ),
         informer::rule(
             &informer,
             ProbeKind::Informer,
@@ -785,7 +809,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
             &classify,
             window.start_unix_ms,
         ),
-        silent_watches: mechanisms::silent_watches(&all, inputs.events, window.start_unix_ms),
+        silent_watches,
         overall: avail.overall,
         probes: avail.probes,
         excuses,

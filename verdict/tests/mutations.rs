@@ -489,3 +489,99 @@ fn a_watch_without_an_open_stream_fails_coverage() {
     r.records.push(again);
     r.must_fail("coverage", "watch/new had no open stream for 12.0 s");
 }
+
+/// An 8 s stall of one get: its own length is downtime, in its lane's
+/// figures and overall, not only the next request's.
+#[test]
+fn a_stall_counts_its_own_length_as_downtime() {
+    let mut r = Run::of("quiet");
+    let i = r.ok("get")[40];
+    r.records[i]["duration_ms"] = 8_000.0.into();
+    r.must_fail("zero-downtime", "stall");
+    let v = r.verdict();
+    let lane = format!("get/{}", r.records[i]["mode"].as_str().unwrap());
+    assert!(
+        v.probes[&lane].downtime_ms >= 8_000.0,
+        "{lane}: {:?}",
+        v.probes[&lane]
+    );
+    assert!(v.overall.downtime_ms >= 8_000.0, "{:?}", v.overall);
+}
+
+/// A watch whose stream stayed open and delivered nothing for 12 s while
+/// writes were acknowledged, then everything it had held back (a server
+/// that lost etcd and found it again): no request failed and no event was
+/// missed, and its client saw the counter stand still for 12 s.
+#[test]
+fn a_watch_silent_on_an_open_stream_fails_watch_silence_and_counts_as_downtime() {
+    let mut r = Run::of("election");
+    let events = r.with_event("watch", "reused", "MODIFIED");
+    let t0 = f(&r.records[events[0]]["start_unix_ms"]);
+    let (from, to) = (t0 + 1_000.0, t0 + 13_000.0);
+    for i in events {
+        let t = f(&r.records[i]["start_unix_ms"]);
+        if (from..to).contains(&t) {
+            // Delivered at the end of the silence, in order.
+            r.records[i]["start_unix_ms"] = (to + (t - from) / 1_000.0).into();
+        }
+    }
+    r.must_fail("watch-silence", "watch/reused: no event for");
+    let v = r.verdict();
+    assert!(
+        v.probes["watch/reused"].downtime_ms >= 11_000.0,
+        "{:?}",
+        v.probes["watch/reused"]
+    );
+    assert!(v.overall.downtime_ms >= 11_000.0, "{:?}", v.overall);
+}
+
+/// A lane whose agent died half-way, while the others went on: silent
+/// from its last request to the end of the probes' sending.
+#[test]
+fn a_lane_that_stopped_early_fails_coverage() {
+    let mut r = Run::of("quiet");
+    let gets = r.ok("get");
+    let cut = f(&r.records[gets[gets.len() / 2]]["start_unix_ms"]);
+    r.records
+        .retain(|x| !(x["probe"] == "get" && x["mode"] == "new" && f(&x["start_unix_ms"]) > cut));
+    r.must_fail("coverage", "get/new started no request for");
+}
+
+/// One acknowledged write whose resourceVersion is below the one before
+/// it: the rule names that one write, not the correct ones after it.
+#[test]
+fn one_write_that_goes_back_is_the_one_rv_monotonic_names() {
+    let mut r = Run::of("quiet");
+    let writes: Vec<usize> = r
+        .ok("write")
+        .into_iter()
+        .filter(|&i| r.records[i].get("base_rv").is_some())
+        .collect();
+    let i = writes[writes.len() / 2];
+    let before = r.records[writes[writes.len() / 2 - 1]]["rv"]
+        .as_u64()
+        .unwrap();
+    r.records[i]["rv"] = (before - 1).into();
+    r.must_fail(
+        "rv-monotonic",
+        &format!("1 acknowledged write(s) with a resourceVersion lower than one acknowledged before: rv {} after {before}", before - 1),
+    );
+}
+
+/// Successful gets that carry no value cannot be checked, and the rule
+/// says so instead of counting them as checked.
+#[test]
+fn gets_without_a_value_are_said_to_be_unchecked() {
+    let mut r = Run::of("quiet");
+    for i in r.ok("get").into_iter().take(3) {
+        r.records[i].as_object_mut().unwrap().remove("value");
+    }
+    let v = r.verdict();
+    let rule = v.rule("linearizable").unwrap();
+    assert!(
+        rule.message
+            .contains("3 successful read(s) carried no value and were not checked"),
+        "{}",
+        rule.message
+    );
+}

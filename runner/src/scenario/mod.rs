@@ -569,6 +569,7 @@ pub const RULES: &[&str] = &[
     "lost-writes",
     "ledger-conflicts",
     "watch-continuity",
+    "watch-silence",
     "informer",
     "informer-go",
     "rv-monotonic",
