@@ -2,7 +2,8 @@
 //! of the host (Docker, the built Go parts, Envoy, the kind tools, etcd and
 //! kubectl) carries `#[cfg_attr(not(cpmlab_has_<need>), ignore = "...")]`,
 //! and this sets the cfg of every need found — of every need where CI=true
-//! (`cpmlab-testenv`). Where a need is missing the tests that need it are
+//! (`cpmlab-testenv`; a kernel with sch_netem only where it is found,
+//! CI or not). Where a need is missing the tests that need it are
 //! compiled as ignored, so nextest and `cargo test` report them skipped
 //! with the reason, never passed, and the build warns naming the fix; with
 //! CI=true they run and fail.
@@ -17,5 +18,6 @@ fn main() {
         Need::Envoy,
         Need::KindTools,
         Need::EtcdKubectl,
+        Need::Netem,
     ]);
 }

@@ -39,19 +39,11 @@ fn seed_a_reaches_seed_b(lab: &Lab, seed_b_gw: &str) -> bool {
     .is_ok()
 }
 
-#[test]
-#[cfg_attr(
-    not(cpmlab_has_docker),
-    ignore = "needs Docker (scripts/setup starts it)"
-)]
-fn partition_and_heal() {
-    if !needs_docker("partition_and_heal") {
-        return;
-    }
-    let lab = Lab::new("part");
-    lab.ok(&["up"]);
-    let gw_b = gw_b(&lab);
-    assert!(seed_a_reaches_seed_b(&lab, &gw_b));
+/// Partitions and heals the seeds' link on `lab` (clear links), both ways
+/// and one way; bad input exits 2 and changes nothing.
+fn partition_and_heal(lab: &Lab) {
+    let gw_b = gw_b(lab);
+    assert!(seed_a_reaches_seed_b(lab, &gw_b));
 
     lab.ok(&["link", "partition", "seed-a:seed-b"]);
     let v = links(&lab);
@@ -59,7 +51,7 @@ fn partition_and_heal() {
     assert_eq!(summary(&v, "seed-b", "seed-a"), "partitioned", "{v:#}");
     assert_eq!(summary(&v, "clients", "seed-a"), "clear", "{v:#}");
     assert!(
-        !seed_a_reaches_seed_b(&lab, &gw_b),
+        !seed_a_reaches_seed_b(lab, &gw_b),
         "partitioned seeds must not connect"
     );
     // The clients keep reaching seed-a: the partition is per pair.
@@ -71,8 +63,8 @@ fn partition_and_heal() {
     .success();
 
     lab.ok(&["link", "heal", "seed-a:seed-b"]);
-    assert_eq!(summary(&links(&lab), "seed-a", "seed-b"), "clear");
-    assert!(seed_a_reaches_seed_b(&lab, &gw_b), "heal restores the link");
+    assert_eq!(summary(&links(lab), "seed-a", "seed-b"), "clear");
+    assert!(seed_a_reaches_seed_b(lab, &gw_b), "heal restores the link");
 
     // One direction only.
     lab.ok(&[
@@ -87,7 +79,7 @@ fn partition_and_heal() {
     assert_eq!(summary(&v, "seed-a", "seed-b"), "clear", "{v:#}");
     lab.ok(&["link", "clear"]);
     assert_eq!(summary(&links(&lab), "seed-b", "seed-a"), "clear");
-    assert!(seed_a_reaches_seed_b(&lab, &gw_b));
+    assert!(seed_a_reaches_seed_b(lab, &gw_b));
 
     // Bad input: exit 2 and nothing changes.
     lab.ok(&["link", "partition", "clients:seed-b"]);
@@ -108,7 +100,7 @@ fn partition_and_heal() {
         2,
         "only clients<->seed-b dropped: {rules}"
     );
-    lab.ok(&["down"]);
+    lab.ok(&["link", "clear"]);
 }
 
 /// Starts `cpmlab agent echo` in seed-b's gateway container.
@@ -153,14 +145,16 @@ fn gw_b(lab: &Lab) -> String {
 /// The backend this host gets (delay line here; netem where the kernel has
 /// it): one-way delay shows as twice the delay in a real client's TCP round
 /// trip; loss measures as set; an established TCP connection survives a
-/// delay change.
+/// delay change. Then, on the same lab: forcing netem where the kernel has
+/// none fails clearly and changes nothing, and the seeds' link partitions
+/// and heals (one lab for the link's checks: an `up` is 20 s of CI).
 #[test]
 #[cfg_attr(
     not(cpmlab_has_docker),
     ignore = "needs Docker (scripts/setup starts it)"
 )]
-fn shaped_link_delay_loss_and_live_change() {
-    if !needs_docker("shaped_link_delay_loss_and_live_change") {
+fn shaped_link_delay_loss_live_change_partition_and_heal() {
+    if !needs_docker("shaped_link_delay_loss_live_change_partition_and_heal") {
         return;
     }
     let lab = Lab::new("shape");
@@ -228,6 +222,24 @@ fn shaped_link_delay_loss_and_live_change() {
     std::thread::sleep(Duration::from_millis(200));
     let r = rtt(&lab, &gw, "--proto udp --count 200 --interval-us 1000");
     assert!(f(&r, "p50_ms") < 2.0 && f(&r, "loss_pct") == 0.0, "{r}");
+
+    let d: Value = serde_json::from_str(&lab.ok(&["doctor", "-o", "json"])).unwrap();
+    if d["link_backend"] != "netem" {
+        lab.cpmlab(&[
+            "link",
+            "set",
+            "seed-a:seed-b",
+            "--delay",
+            "25ms",
+            "--backend",
+            "netem",
+        ])
+        .code(1)
+        .stderr(predicate::str::contains("netem"));
+        assert_eq!(summary(&links(&lab), "seed-a", "seed-b"), "clear");
+    }
+
+    partition_and_heal(&lab);
     lab.ok(&["down"]);
 }
 
@@ -274,37 +286,21 @@ fn etcd_with_a_member_across_a_50ms_link_keeps_serving_writes() {
 /// tc netem in the router; runs only where the kernel has sch_netem.
 #[test]
 #[cfg_attr(
-    not(cpmlab_has_docker),
-    ignore = "needs Docker (scripts/setup starts it)"
+    not(cpmlab_has_netem),
+    ignore = "needs a kernel with sch_netem (this project's machines have none; CI checks that forcing netem there fails clearly, in shaped_link_delay_loss_live_change_partition_and_heal)"
 )]
 fn netem_backend_shapes_where_the_kernel_has_netem() {
-    if !needs_docker("netem_backend_shapes_where_the_kernel_has_netem") {
+    let test = "netem_backend_shapes_where_the_kernel_has_netem";
+    if !needs_docker(test) || !needs(test, cpmlab_testenv::Need::Netem) {
         return;
     }
     let lab = Lab::new("netem");
     let d: Value = serde_json::from_str(&lab.ok(&["doctor", "-o", "json"])).unwrap();
+    assert_eq!(
+        d["link_backend"], "netem",
+        "the kernel has sch_netem: {d:#}"
+    );
     lab.ok(&["up"]);
-    if d["link_backend"] != "netem" {
-        eprintln!(
-            "NOT RUN: this kernel has no sch_netem (doctor: {}); the netem scripts are unit-tested",
-            d["link_backend"]
-        );
-        // Forcing netem here fails clearly and changes nothing.
-        lab.cpmlab(&[
-            "link",
-            "set",
-            "seed-a:seed-b",
-            "--delay",
-            "25ms",
-            "--backend",
-            "netem",
-        ])
-        .code(1)
-        .stderr(predicate::str::contains("netem"));
-        assert_eq!(summary(&links(&lab), "seed-a", "seed-b"), "clear");
-        lab.ok(&["down"]);
-        return;
-    }
     let gw = gw_b(&lab);
     start_echo(&lab);
     lab.ok(&[
@@ -339,7 +335,7 @@ fn lost(r: &Value) -> Vec<u64> {
 /// profiles (in force when the probe and its reply crossed, packets kept
 /// in order) make it.
 #[test]
-#[ignore = "nightly: scripts/nightly runs it; CI keeps within 30 minutes; the delay line is shaped in shaped_link_delay_loss_and_live_change"]
+#[ignore = "nightly: scripts/nightly runs it; CI keeps within 30 minutes; the delay line is shaped in shaped_link_delay_loss_live_change_partition_and_heal"]
 fn seeded_loss_replays_and_a_trace_is_followed() {
     if !needs_docker("seeded_loss_replays_and_a_trace_is_followed") {
         return;

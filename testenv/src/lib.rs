@@ -16,6 +16,10 @@
 //! test compiled in calls [`require`] first, which panics with the fix when
 //! the need has gone since the build (or was never there, with `CI=true`).
 //!
+//! One need no script can meet, a kernel with `sch_netem`
+//! ([`Need::forced_in_ci`]), is skipped where it is missing with `CI=true`
+//! too: CI's machines have none.
+//!
 //! No dependencies: the verdict, at the bottom of the workspace, uses it.
 
 use std::path::PathBuf;
@@ -41,11 +45,15 @@ pub enum Need {
     /// etcd and etcdctl (Debian's, `scripts/setup`) and kubectl
     /// (`scripts/build-go --kind`), for an API server run by hand.
     EtcdKubectl,
+    /// A kernel with `sch_netem` (built in or as a module). Not something
+    /// a script can install: where it is missing a test that needs it is
+    /// skipped, with `CI=true` too (this project's machines have none).
+    Netem,
 }
 
 impl Need {
     /// Every need there is.
-    pub const ALL: [Need; 8] = [
+    pub const ALL: [Need; 9] = [
         Need::Docker,
         Need::KubeApiserver,
         Need::GenericApiserver,
@@ -54,6 +62,7 @@ impl Need {
         Need::Chromium,
         Need::KindTools,
         Need::EtcdKubectl,
+        Need::Netem,
     ];
 
     /// The cfg a build script sets when the need is met.
@@ -67,6 +76,7 @@ impl Need {
             Need::Chromium => "cpmlab_has_chromium",
             Need::KindTools => "cpmlab_has_kind_tools",
             Need::EtcdKubectl => "cpmlab_has_etcd_kubectl",
+            Need::Netem => "cpmlab_has_netem",
         }
     }
 
@@ -87,6 +97,10 @@ impl Need {
                 "etcd, etcdctl or kubectl is missing (scripts/setup installs etcd; \
                  scripts/build-go --kind builds kubectl)"
             }
+            Need::Netem => {
+                "the kernel has no sch_netem (no script can add it: run on a kernel \
+                 with CONFIG_NET_SCH_NETEM; `cpmlab doctor` says `link backend: netem` there)"
+            }
         }
     }
 
@@ -106,8 +120,40 @@ impl Need {
             Need::Chromium => std::path::Path::new("/usr/bin/chromium").is_file(),
             Need::KindTools => ["kind", "kubectl", "istioctl"].iter().all(|b| tool(b)),
             Need::EtcdKubectl => ["etcd", "etcdctl", "kubectl"].iter().all(|b| tool(b)),
+            Need::Netem => kernel_has("sch_netem"),
         }
     }
+
+    /// Whether `CI=true` compiles the tests that need it in, to fail where
+    /// it is missing: every need a script can meet. A kernel's qdisc is
+    /// none: its tests are skipped where it is missing, in CI too.
+    pub fn forced_in_ci(self) -> bool {
+        self != Need::Netem
+    }
+}
+
+/// Whether the running kernel has `module`, loaded, built in, or as a
+/// module it can load (the lab's router asks for the qdisc, and the kernel
+/// loads it). Where the kernel's module list cannot be read (a Docker
+/// engine in a VM), no.
+fn kernel_has(module: &str) -> bool {
+    if std::path::Path::new("/sys/module").join(module).exists() {
+        return true;
+    }
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let dir = std::path::Path::new("/lib/modules").join(release.trim());
+    ["modules.builtin", "modules.dep"].iter().any(|f| {
+        std::fs::read_to_string(dir.join(f)).is_ok_and(|t| {
+            t.lines().any(|l| {
+                l.split(':')
+                    .next()
+                    .and_then(|p| p.rsplit('/').next())
+                    .is_some_and(|name| name.starts_with(&format!("{module}.ko")))
+            })
+        })
+    })
 }
 
 /// `${XDG_CACHE_HOME:-~/.cache}/cpmlab/bin`, where `scripts/build-go` and
@@ -163,8 +209,9 @@ pub fn build_script(needs: &[Need]) {
             Need::Clientgo => vars.push("CPMLAB_CLIENTGO"),
             Need::Envoy => vars.push("CPMLAB_ENVOY"),
             Need::KindTools | Need::EtcdKubectl => {}
+            Need::Netem => {}
         }
-        if !matches!(n, Need::Docker | Need::Chromium) {
+        if !matches!(n, Need::Docker | Need::Chromium | Need::Netem) {
             parts = true;
         }
     }
@@ -193,7 +240,8 @@ pub fn build_script(needs: &[Need]) {
     let ci = ci();
     for &n in needs {
         let found = n.found();
-        if found || ci {
+        let forced = ci && n.forced_in_ci();
+        if found || forced {
             println!("cargo:rustc-cfg={}", n.cfg());
         }
         if !found {
@@ -201,7 +249,7 @@ pub fn build_script(needs: &[Need]) {
                 "cargo:warning={}: {}; the tests that need it {}",
                 std::env::var("CARGO_PKG_NAME").unwrap_or_default(),
                 n.fix(),
-                if ci {
+                if forced {
                     "are compiled in (CI=true) and will fail"
                 } else {
                     "are skipped"
@@ -239,7 +287,11 @@ mod tests {
         assert_eq!(cfgs.len(), all.len());
         for n in all {
             assert!(n.cfg().starts_with("cpmlab_has_"));
-            assert!(n.fix().contains("scripts/"), "{n:?}: {}", n.fix());
+            assert!(
+                n.fix().contains("scripts/") || !n.forced_in_ci(),
+                "{n:?}: {}",
+                n.fix()
+            );
         }
     }
 }
