@@ -373,21 +373,35 @@ fn a_rewritten_old_run_is_judged_on_all_its_records() {
     assert_eq!(v["overall"]["failures"]["http"], 1);
 }
 
-/// Criteria that are not criteria: exit 2, naming the file and the field.
+/// Criteria that are not criteria: exit 2, naming the file and the field;
+/// and the run's earlier judgement, which said it passed, is gone.
 #[test]
 fn bad_criteria_are_refused_with_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("run");
-    clean().write(
-        &d,
-        Some(r#"{"excuse": {"leader-election": {"max": 1, "max_ms": 5000}}}"#),
-    );
+    clean().write(&d, None);
+    Command::new(bin()).arg("verdict").arg(&d).assert().code(0);
+    for f in ["verdict.json", "junit.xml", "report.html"] {
+        assert!(d.join(f).is_file(), "{f} written");
+    }
+    std::fs::write(
+        d.join("criteria.json"),
+        r#"{"excuse": {"leader-election": {"max": 1, "max_ms": 5000}}}"#,
+    )
+    .unwrap();
     let o = Command::new(bin()).arg("verdict").arg(&d).assert().code(2);
     let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
     assert!(
         err.contains("criteria.json: excuse.leader-election.lanes"),
         "{err}"
     );
+    assert!(
+        err.contains("the earlier judgement's verdict.json, junit.xml, report.html removed"),
+        "{err}"
+    );
+    for f in ["verdict.json", "junit.xml", "report.html"] {
+        assert!(!d.join(f).exists(), "{f} still says what it said");
+    }
     let o = Command::new(bin())
         .arg("verdict")
         .arg(tmp.path())

@@ -585,3 +585,29 @@ fn gets_without_a_value_are_said_to_be_unchecked() {
         rule.message
     );
 }
+
+/// A lagging member's pre-vote 6.3 s before the election, which changed
+/// nothing: it is no sign of this election (more than three election
+/// timeouts before the leader change), and an etcd timeout just after it
+/// is not the election's to excuse.
+#[test]
+fn an_old_pre_vote_opens_no_election_window() {
+    let mut r = Run::of("election");
+    // 13:39:49.5: the pre-vote; the leader changed at 13:39:55.80.
+    let log = r.dir.path().join("logs/corp-seed-a-etcd-0.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = r#"2026-11-27T13:39:49.500000000Z {"level":"info","ts":"2026-11-27T13:39:49.500000Z","caller":"raft/raft.go:929","msg":"9f1a2b3c4d5e6f70 became pre-candidate at term 2"}"#;
+    let mut lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.as_bytes()[..30] > line.as_bytes()[..30])
+        .unwrap_or(lines.len());
+    lines.insert(at, line);
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    // The election's write, moved to 13:39:50.0 (before the kill at
+    // 13:39:54.1), failing in 1 s with the same error.
+    let i = r.seq(IN_ELECTION);
+    r.records[i]["start_unix_ms"] = 1_795_786_790_000.0.into();
+    r.records[i]["duration_ms"] = 1_000.0.into();
+    r.must_fail("zero-downtime", &unexcused(1));
+}
