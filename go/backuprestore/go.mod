@@ -152,3 +152,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// etcd-backup-restore's own go.mod replaces it so (etcd 3.5's gRPC server
+// needs otelgrpc's interceptors, which v0.63.0 removed); a dependency's
+// replace lines do not reach its consumers, so this module repeats it.
+replace go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.63.0 => go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.46.0
