@@ -46,7 +46,7 @@ fn partition_and_heal(lab: &Lab) {
     assert!(seed_a_reaches_seed_b(lab, &gw_b));
 
     lab.ok(&["link", "partition", "seed-a:seed-b"]);
-    let v = links(&lab);
+    let v = links(lab);
     assert_eq!(summary(&v, "seed-a", "seed-b"), "partitioned", "{v:#}");
     assert_eq!(summary(&v, "seed-b", "seed-a"), "partitioned", "{v:#}");
     assert_eq!(summary(&v, "clients", "seed-a"), "clear", "{v:#}");
@@ -74,16 +74,16 @@ fn partition_and_heal(lab: &Lab) {
         "--direction",
         "a-to-b",
     ]);
-    let v = links(&lab);
+    let v = links(lab);
     assert_eq!(summary(&v, "seed-b", "seed-a"), "partitioned", "{v:#}");
     assert_eq!(summary(&v, "seed-a", "seed-b"), "clear", "{v:#}");
     lab.ok(&["link", "clear"]);
-    assert_eq!(summary(&links(&lab), "seed-b", "seed-a"), "clear");
+    assert_eq!(summary(&links(lab), "seed-b", "seed-a"), "clear");
     assert!(seed_a_reaches_seed_b(lab, &gw_b));
 
     // Bad input: exit 2 and nothing changes.
     lab.ok(&["link", "partition", "clients:seed-b"]);
-    let before = links(&lab);
+    let before = links(lab);
     for args in [
         vec!["link", "set", "seed-a:seed-b", "--delay", "-5ms"],
         vec!["link", "set", "seed-a:seed-b", "--delay", "soon"],
@@ -92,7 +92,7 @@ fn partition_and_heal(lab: &Lab) {
         vec!["link", "partition", "seed-a"],
     ] {
         lab.cpmlab(&args).code(2);
-        assert_eq!(links(&lab), before, "{args:?} changed the links");
+        assert_eq!(links(lab), before, "{args:?} changed the links");
     }
     let rules = stdout(&lab.exec("router", "iptables -S CPMLAB-LINK").assert());
     assert_eq!(

@@ -348,11 +348,12 @@ fn stats_of(
 }
 
 /// Availability from records sorted by start; `silences` are the watch and
-/// informer lanes' silences, unavailable intervals of their lanes.
+/// informer lanes' silences (`probe/mode`, from the last event before to
+/// the first after), unavailable intervals of their lanes.
 pub fn availability<'a>(
     all: &[&'a Record],
     c: &Classify,
-    silences: &[crate::mechanisms::Silence],
+    silences: &[(String, Interval)],
 ) -> Availability<'a> {
     let retried = retried(all);
     let requests: Vec<&Record> = all
@@ -396,11 +397,8 @@ pub fn availability<'a>(
         let mut iv = unavailable_intervals(rs, c);
         let silent: Vec<Interval> = silences
             .iter()
-            .filter(|s| s.lane == key)
-            .map(|s| Interval {
-                start_unix_ms: s.from_unix_ms,
-                end_unix_ms: s.to_unix_ms,
-            })
+            .filter(|(lane, _)| *lane == key)
+            .map(|(_, i)| *i)
             .collect();
         if !silent.is_empty() {
             iv.extend(silent);

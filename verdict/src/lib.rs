@@ -689,7 +689,17 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let classify = availability::Classify::new(&all, criteria.stall_ms)
         .with_drained_readyz(drained.iter().map(|d| d.seq));
     let silent_watches = mechanisms::silent_watches(&all, inputs.events, window.start_unix_ms);
-    let mut avail = availability::availability(&all, &classify, &silent_watches);
+    let silent: Vec<(String, Interval)> = silent_watches
+        .iter()
+        .map(|s| {
+            let i = Interval {
+                start_unix_ms: s.from_unix_ms,
+                end_unix_ms: s.to_unix_ms,
+            };
+            (s.lane.clone(), i)
+        })
+        .collect();
+    let mut avail = availability::availability(&all, &classify, &silent);
     let excuses = excuse::excuse(
         &avail.failed,
         &all,
