@@ -27,6 +27,12 @@ pub enum LinkCommand {
         /// Packet loss (0.5%).
         #[arg(long, default_value = "0%", allow_hyphen_values = true)]
         loss: String,
+        /// Who drops the lost packets: the shaper (the delay line's own
+        /// draw, or netem's), or the kernel on the router's forward path
+        /// (iptables' statistic match, per packet the delay line hands
+        /// back): a second, independent way to lose packets.
+        #[arg(long, value_enum, default_value = "shaper")]
+        loss_by: cpmlab_lab::link::profile::LossBy,
         /// Rate limit (100mbit, 1gbit).
         #[arg(long, allow_hyphen_values = true)]
         rate: Option<String>,
@@ -126,6 +132,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
             jitter,
             distribution,
             loss,
+            loss_by,
             rate,
             direction,
             backend,
@@ -140,6 +147,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
                 jitter: profile::parse_duration("--jitter", jitter)?,
                 distribution: *distribution,
                 loss_pct: profile::parse_percent("--loss", loss)?,
+                loss_by: *loss_by,
                 rate_bps: rate
                     .as_deref()
                     .map(|r| profile::parse_rate("--rate", r))

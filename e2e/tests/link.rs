@@ -197,6 +197,38 @@ fn shaped_link_delay_loss_live_change_partition_and_heal() {
         (16.0..24.0).contains(&loss),
         "20% set, {loss}% measured: {r}"
     );
+    // The same loss dropped by the kernel instead (the router's forward
+    // path, per packet the delay line hands back): measured alike, and the
+    // delay line drops none of it.
+    lab.ok(&[
+        "link",
+        "set",
+        "seed-a:seed-b",
+        "--loss",
+        "20%",
+        "--loss-by",
+        "kernel",
+        "--direction",
+        "a-to-b",
+    ]);
+    let v = links(&lab);
+    assert_eq!(
+        summary(&v, "seed-a", "seed-b"),
+        "delay 0ms loss 20% (by the kernel)",
+        "{v:#}"
+    );
+    let rules = stdout(&lab.exec("router", "iptables -S CPMLAB-LINK").assert());
+    assert!(
+        rules.contains("-m statistic --mode random --probability 0.2"),
+        "{rules}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let r = rtt(&lab, &gw, "--proto udp --count 2000 --interval-us 1000");
+    let loss = f(&r, "loss_pct");
+    assert!(
+        (16.0..24.0).contains(&loss),
+        "20% set for the kernel, {loss}% measured: {r}"
+    );
 
     // An established TCP connection survives a delay change mid-stream.
     lab.ok(&["link", "set", "seed-a:seed-b", "--delay", "5ms"]);

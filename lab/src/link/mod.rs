@@ -153,6 +153,17 @@ pub async fn apply(
     renew: bool,
 ) -> Result<()> {
     let router = &state.router.container;
+    if backend == Backend::Netem {
+        if let Some((k, _)) = links
+            .iter()
+            .find(|(_, p)| p.loss_by == profile::LossBy::Kernel && p.loss_pct > 0.0)
+        {
+            return Err(crate::errors::BadInput(format!(
+                "{k}: loss by the kernel needs the delay line backend (it drops the segments the delay line hands back; netem sees superpackets)"
+            ))
+            .into());
+        }
+    }
     let backend_changed = state.link_backend.is_some_and(|b| b != backend);
     if shaping(links) != shaping(&state.links) || backend_changed || renew {
         let out = provider

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::profile::{fmt_duration, LinkProfile};
+use super::profile::{fmt_duration, LinkProfile, LossBy};
 use crate::state::LabState;
 
 /// The router's own chain for partitions, jumped to first from FORWARD.
@@ -47,7 +47,15 @@ fn subnet(state: &LabState, net: &str) -> String {
         .unwrap_or_else(|| panic!("network {net} is in the state"))
 }
 
-/// Rebuilds the partition chain from the link table.
+/// Rebuilds the router's chain from the link table: a DROP per partitioned
+/// direction, and a random drop (iptables' `statistic` match, nftables'
+/// `numgen random`) per direction whose loss the kernel applies. A packet
+/// the delay line holds crosses FORWARD twice, into its TUN and back out;
+/// the loss matches the way back (`-i` the TUN): on the way in a TCP
+/// sender's segments may still be one superpacket (veth passes them
+/// unsegmented), while the delay line, which keeps offloads off on a link
+/// with loss, hands every segment back on its own. So a kernel's loss
+/// needs the delay line (`apply` refuses it with netem).
 pub fn partition_script(state: &LabState, links: &BTreeMap<String, LinkProfile>) -> String {
     let mut s = format!(
         "set -e\niptables -N {CHAIN} 2>/dev/null || true\n\
@@ -55,18 +63,26 @@ pub fn partition_script(state: &LabState, links: &BTreeMap<String, LinkProfile>)
          iptables -F {CHAIN}\n"
     );
     for (k, p) in links {
-        if !p.partition {
-            continue;
-        }
         let Some((src, dst)) = k.split_once('>') else {
             continue;
         };
-        let _ = writeln!(
-            s,
-            "iptables -A {CHAIN} -s {} -d {} -j DROP",
-            subnet(state, src),
-            subnet(state, dst)
-        );
+        if p.partition {
+            let _ = writeln!(
+                s,
+                "iptables -A {CHAIN} -s {} -d {} -j DROP",
+                subnet(state, src),
+                subnet(state, dst)
+            );
+        } else if p.loss_by == LossBy::Kernel && p.loss_pct > 0.0 {
+            let _ = writeln!(
+                s,
+                "iptables -A {CHAIN} -s {} -d {} -i {} -m statistic --mode random --probability {:.6} -j DROP",
+                subnet(state, src),
+                subnet(state, dst),
+                super::DELAYLINE_DEV,
+                p.loss_pct / 100.0
+            );
+        }
     }
     s
 }
@@ -82,8 +98,8 @@ pub fn netem_args(p: &LinkProfile) -> String {
             p.distribution.as_str()
         );
     }
-    if p.loss_pct > 0.0 {
-        let _ = write!(a, " loss {}%", p.loss_pct);
+    if p.shaper_loss_pct() > 0.0 {
+        let _ = write!(a, " loss {}%", p.shaper_loss_pct());
     }
     // A deep queue: netem's default (1000 packets) drops at high rate x delay.
     a.push_str(" limit 100000");

@@ -109,7 +109,9 @@ impl LinkShaper {
     /// Decides the fate of a packet of `len` bytes arriving at `now`.
     pub fn admit(&mut self, now: Instant, len: usize) -> Verdict {
         let p = self.profile;
-        if p.partition || (p.loss_pct > 0.0 && self.rng.unit() * 100.0 < p.loss_pct) {
+        if p.partition
+            || (p.shaper_loss_pct() > 0.0 && self.rng.unit() * 100.0 < p.shaper_loss_pct())
+        {
             return Verdict::Drop;
         }
         let mut sent = now;

@@ -41,6 +41,38 @@ impl Distribution {
     }
 }
 
+/// Who drops a link's lost packets: the shaper that delays them (the
+/// delay line, or netem where the kernel has it), or the kernel on the
+/// router's forward path (an iptables `statistic` match, nftables' `numgen
+/// random`), a second, independent way to lose packets.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Default,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LossBy {
+    #[default]
+    Shaper,
+    Kernel,
+}
+
+impl LossBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LossBy::Shaper => "shaper",
+            LossBy::Kernel => "kernel",
+        }
+    }
+}
+
 /// What one direction of a link does to packets.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct LinkProfile {
@@ -52,10 +84,17 @@ pub struct LinkProfile {
     pub distribution: Distribution,
     /// Percent of packets dropped, 0 to 100.
     pub loss_pct: f64,
+    /// Who drops them.
+    #[serde(default, skip_serializing_if = "is_shaper")]
+    pub loss_by: LossBy,
     /// Bits per second; `None` is unlimited.
     pub rate_bps: Option<u64>,
     /// Drop everything.
     pub partition: bool,
+}
+
+fn is_shaper(b: &LossBy) -> bool {
+    *b == LossBy::Shaper
 }
 
 mod micros {
@@ -70,6 +109,14 @@ mod micros {
 }
 
 impl LinkProfile {
+    /// The loss the shaper applies (none when the kernel drops).
+    pub fn shaper_loss_pct(&self) -> f64 {
+        match self.loss_by {
+            LossBy::Shaper => self.loss_pct,
+            LossBy::Kernel => 0.0,
+        }
+    }
+
     /// Does this profile change anything besides partition?
     pub fn shapes(&self) -> bool {
         !self.delay.is_zero()
@@ -101,6 +148,9 @@ impl fmt::Display for LinkProfile {
         }
         if self.loss_pct > 0.0 {
             write!(f, " loss {}%", self.loss_pct)?;
+            if self.loss_by == LossBy::Kernel {
+                write!(f, " (by the kernel)")?;
+            }
         }
         if let Some(r) = self.rate_bps {
             write!(f, " rate {}", fmt_rate(r))?;

@@ -429,6 +429,7 @@ pub fn link_profile(l: &LinkSpec, nets: &[String], field: &str) -> Result<LinkPr
             }
             None => 0.0,
         },
+        loss_by: l.loss_by.unwrap_or_default(),
         rate_bps: match &l.rate {
             Some(v) => {
                 let f = format!("{field}.rate");

@@ -117,6 +117,10 @@ pub struct LinkSpec {
     /// Packet loss, e.g. 0.5%.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<String>,
+    /// Who drops the lost packets: `shaper` (default: the delay line or
+    /// netem) or `kernel` (the router's forward path; needs the delay line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_by: Option<crate::link::profile::LossBy>,
     /// Rate limit, e.g. 100mbit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
