@@ -103,6 +103,17 @@ fn partition_and_heal(lab: &Lab) {
     lab.ok(&["link", "clear"]);
 }
 
+/// 25 ms between the seeds, by netem.
+const NETEM_25MS: [&str; 7] = [
+    "link",
+    "set",
+    "seed-a:seed-b",
+    "--delay",
+    "25ms",
+    "--backend",
+    "netem",
+];
+
 /// Starts `cpmlab agent echo` in seed-b's gateway container.
 fn start_echo(lab: &Lab) {
     docker(&[
@@ -257,17 +268,9 @@ fn shaped_link_delay_loss_live_change_partition_and_heal() {
 
     let d: Value = serde_json::from_str(&lab.ok(&["doctor", "-o", "json"])).unwrap();
     if d["link_backend"] != "netem" {
-        lab.cpmlab(&[
-            "link",
-            "set",
-            "seed-a:seed-b",
-            "--delay",
-            "25ms",
-            "--backend",
-            "netem",
-        ])
-        .code(1)
-        .stderr(predicate::str::contains("netem"));
+        lab.cpmlab(&NETEM_25MS)
+            .code(1)
+            .stderr(predicate::str::contains("netem"));
         assert_eq!(summary(&links(&lab), "seed-a", "seed-b"), "clear");
     }
 
@@ -335,15 +338,7 @@ fn netem_backend_shapes_where_the_kernel_has_netem() {
     lab.ok(&["up"]);
     let gw = gw_b(&lab);
     start_echo(&lab);
-    lab.ok(&[
-        "link",
-        "set",
-        "seed-a:seed-b",
-        "--delay",
-        "25ms",
-        "--backend",
-        "netem",
-    ]);
+    lab.ok(&NETEM_25MS);
     let r = rtt(&lab, &gw, "--proto tcp --count 50 --interval-us 10000");
     assert!((50.0..53.0).contains(&f(&r, "p50_ms")), "netem RTT: {r}");
     lab.ok(&["down"]);
