@@ -12,7 +12,9 @@
 //! - `endpoints.ndjson`, the gateways' endpoint lifecycle records (every
 //!   readiness probe, readiness change, termination and push), merged;
 //! - `delayline.ndjson`, every two seconds: the delay line's counters
-//!   (passed, dropped per link, queued, max queued, the replay's change).
+//!   (passed, dropped per link, queued, max queued, the replay's change),
+//!   and where a link's loss is the kernel's, the router's random drops
+//!   per rule (`kernel_dropped`, `<source>><destination>`: packets).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -300,6 +302,23 @@ pub async fn observe(
             if let Ok(text) = r {
                 if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&text) {
                     v["sampled_unix_ms"] = at.into();
+                    // The kernel's drops, where a link's loss is the
+                    // kernel's: its rules' packet counters.
+                    let kernel_loss = state.links.values().any(|p| {
+                        p.loss_by == crate::link::profile::LossBy::Kernel && p.loss_pct > 0.0
+                    });
+                    if kernel_loss {
+                        let chain = crate::link::router::CHAIN;
+                        if let Ok(out) = provider
+                            .exec_ok(
+                                &state.router.container,
+                                &["iptables", "-L", chain, "-v", "-x", "-n"],
+                            )
+                            .await
+                        {
+                            v["kernel_dropped"] = kernel_drops(&out).into();
+                        }
+                    }
                     append(&run.join(DELAYLINE_FILE), &[v]);
                 }
             }
@@ -460,5 +479,34 @@ mod tests {
             7.0
         );
         assert_eq!(m["listener_manager.lds.update_rejected"], 0.0);
+    }
+}
+
+/// The kernel's random drops from `iptables -L <chain> -v -x -n`: per rule
+/// with a `statistic` match, `<source>><destination>` and its packet count.
+fn kernel_drops(listing: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for line in listing.lines().filter(|l| l.contains("statistic")) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // pkts bytes target prot opt in out source destination ...
+        if let (Some(pkts), Some(src), Some(dst)) = (
+            f.first().and_then(|n| n.parse::<u64>().ok()),
+            f.get(7),
+            f.get(8),
+        ) {
+            out.insert(format!("{src}>{dst}"), pkts.into());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod kernel_drop_tests {
+    #[test]
+    fn the_kernels_drops_are_read_per_rule() {
+        let listing = "Chain CPMLAB-LINK (1 references)\n    pkts      bytes target     prot opt in     out     source               destination\n      12     1640 DROP       all  --  dl0    *       10.213.0.0/24        10.213.1.0/24        statistic mode random probability 0.01000000009\n       0        0 DROP       all  --  *      *       10.213.2.0/24        10.213.1.0/24\n";
+        let d = super::kernel_drops(listing);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d["10.213.0.0/24>10.213.1.0/24"], 12);
     }
 }
