@@ -27,8 +27,13 @@
 //!   after each 410 Gone (or `Expired`: too old a resource version) it
 //!   met. An `init` while the (re)list before it has not completed
 //!   (`synced`) retries that list after it failed: the same (re)list, not
-//!   another. Any other re-list is counted against the criteria's
-//!   `informer_relists` budget (none by default), per migration step.
+//!   another. client-go's reflector also re-lists after a watch the server
+//!   ended less than a second after it began, with no event delivered
+//!   (`VeryShortWatchError`, k8s.io/client-go `tools/cache/reflector.go`):
+//!   for client-go's informer (`informer-go`) that re-list is the
+//!   library's rule, not the client's choice, and is counted apart. Any
+//!   other re-list is counted against the criteria's `informer_relists`
+//!   budget (none by default), per migration step.
 
 use std::collections::BTreeMap;
 
@@ -83,6 +88,11 @@ pub struct InformerCheck {
     /// Of the re-lists, those after a 410 Gone: allowed, one per 410.
     #[serde(default)]
     pub relists_after_gone: u64,
+    /// Re-lists client-go's reflector made because a watch ended within a
+    /// second without an event (see the module doc): not counted against
+    /// the budget.
+    #[serde(default)]
+    pub relists_after_short_watch: u64,
     /// The other re-lists, neither after a 410 Gone nor a retry: counted
     /// against the budget (`Criteria::informer_relists`).
     #[serde(default)]
@@ -115,6 +125,10 @@ pub struct InformerCheck {
 }
 
 /// The rule of the kube-rs informer lane.
+/// client-go's reflector re-lists after a watch shorter than this that
+/// delivered nothing (`VeryShortWatchError`, `tools/cache/reflector.go`).
+pub const SHORT_WATCH_MS: f64 = 1_000.0;
+
 pub const RULE: &str = "informer";
 /// The rule of client-go's informer lane.
 pub const RULE_GO: &str = "informer-go";
@@ -207,6 +221,13 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
     let mut synced_once = false;
     // A 410 Gone met since the last (re)list began: the next may follow.
     let mut gone = false;
+    // client-go: the last watch request's start, whether an event came on
+    // it, and whether it ended within a second without one (the
+    // reflector's VeryShortWatchError, after which it re-lists).
+    let go = kind == ProbeKind::InformerGo;
+    let mut watch_began: Option<f64> = None;
+    let mut watch_delivered = false;
+    let mut short_watch = false;
     let mut last: Option<u64> = None;
     // Values jumped over by a list (superseded) vs. by a watch (missed).
     let mut superseded: Vec<(u64, u64)> = Vec::new();
@@ -220,7 +241,11 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
         if event::is_request(Some(ev)) {
             match ev {
                 event::LIST => c.list_requests += 1,
-                event::WATCH => c.watch_requests += 1,
+                event::WATCH => {
+                    c.watch_requests += 1;
+                    watch_began = (r.outcome == Outcome::Ok).then_some(r.start_unix_ms);
+                    watch_delivered = false;
+                }
                 _ => {}
             }
             if r.outcome != Outcome::Ok {
@@ -245,6 +270,8 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
                         c.list_retries += 1;
                     } else if gone {
                         c.relists_after_gone += 1;
+                    } else if short_watch {
+                        c.relists_after_short_watch += 1;
                     } else {
                         c.relists_counted += 1;
                         p.3 += 1;
@@ -252,12 +279,21 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
                 }
                 listing = true;
                 gone = false;
+                short_watch = false;
+            }
+            event::WATCH_CLOSED if go => {
+                short_watch = !watch_delivered
+                    && watch_began.is_some_and(|t| r.start_unix_ms - t < SHORT_WATCH_MS);
+                watch_began = None;
             }
             event::SYNCED => {
                 listing = false;
                 synced_once = true;
             }
             event::INIT_APPLY | event::APPLY => {
+                if ev == event::APPLY {
+                    watch_delivered = true;
+                }
                 let Some(v) = r.value else { continue };
                 let listed = ev == event::INIT_APPLY;
                 if listed && c.initial_value.is_none() && !synced_once {
@@ -405,8 +441,19 @@ pub fn rule(c: &InformerCheck, kind: ProbeKind, ran: bool, relist_budget: u64) -
         String::new()
     } else {
         format!(
-            "; re-lists: {} after a 410 Gone ({} met), {} retrying a list that failed, {} beyond them (budget {relist_budget})",
-            c.relists_after_gone, c.gone, c.list_retries, c.relists_counted
+            "; re-lists: {} after a 410 Gone ({} met), {} retrying a list that failed, {}{} beyond them (budget {relist_budget})",
+            c.relists_after_gone,
+            c.gone,
+            c.list_retries,
+            if c.relists_after_short_watch > 0 {
+                format!(
+                    "{} after a watch the server ended within a second with no event (client-go's rule), ",
+                    c.relists_after_short_watch
+                )
+            } else {
+                String::new()
+            },
+            c.relists_counted
         )
     };
     let summary = format!(
@@ -586,6 +633,57 @@ mod tests {
         recs.push(inf(662.0, event::INIT_APPLY, Some(6)));
         recs.push(inf(663.0, event::SYNCED, None));
         recs
+    }
+
+    /// client-go's reflector re-lists after a watch the server ended
+    /// within a second with no event (`VeryShortWatchError`): for
+    /// client-go's informer that re-list is the library's, not counted; for
+    /// kube-rs' it is; and a watch that lasted longer or delivered an event
+    /// explains nothing.
+    #[test]
+    fn a_relist_after_a_very_short_watch_is_client_gos_rule() {
+        let go = |recs: Vec<Record>| -> Vec<Record> {
+            recs.into_iter()
+                .map(|mut r| {
+                    if r.probe == ProbeKind::Informer {
+                        r.probe = ProbeKind::InformerGo;
+                    }
+                    r
+                })
+                .collect()
+        };
+        let short = |closed_after: f64| {
+            vec![
+                inf(600.0, event::WATCH, None),
+                inf(600.0 + closed_after, event::WATCH_CLOSED, None),
+            ]
+        };
+        let check_go = |recs: &[Record]| {
+            let all: Vec<&Record> = recs.iter().collect();
+            check(&all, &[], ProbeKind::InformerGo)
+        };
+        let c = check_go(&go(relisted(short(7.0))));
+        assert_eq!(
+            (c.relists, c.relists_after_short_watch, c.relists_counted),
+            (1, 1, 0)
+        );
+        let r = rule(&c, ProbeKind::InformerGo, true, 0);
+        assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
+        says(
+            &r,
+            "1 after a watch the server ended within a second with no event",
+        );
+        // kube-rs' watcher re-watches instead: its re-list is counted.
+        let c = run(&relisted(short(7.0)), &[]);
+        assert_eq!((c.relists_after_short_watch, c.relists_counted), (0, 1));
+        // A watch of 1.5 s is no very short one.
+        let c = check_go(&go(relisted(short(1_500.0))));
+        assert_eq!((c.relists_after_short_watch, c.relists_counted), (0, 1));
+        // Nor is one that delivered an event.
+        let mut recs = short(7.0);
+        recs.insert(1, inf(603.0, event::APPLY, Some(7)));
+        let c = check_go(&go(relisted(recs)));
+        assert_eq!(c.relists_after_short_watch, 0);
     }
 
     #[test]

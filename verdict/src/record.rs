@@ -325,6 +325,9 @@ pub mod informer_event {
     pub const WATCH_ERROR: &str = "watch-error";
     /// A watch stream broke (reset, timeout, decode error).
     pub const WATCH_BROKE: &str = "watch-broke";
+    /// A watch stream ended quietly (client-go's informer: an EOF, or a
+    /// reset client-go takes for one).
+    pub const WATCH_CLOSED: &str = "watch-closed";
     /// The lane could not start (no kube client).
     pub const SETUP_FAILED: &str = "setup-failed";
 
