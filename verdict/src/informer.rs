@@ -31,9 +31,10 @@
 //!   ended less than a second after it began, with no event delivered
 //!   (`VeryShortWatchError`, k8s.io/client-go `tools/cache/reflector.go`):
 //!   for client-go's informer (`informer-go`) that re-list is the
-//!   library's rule, not the client's choice, and is counted apart. Any
-//!   other re-list is counted against the criteria's `informer_relists`
-//!   budget (none by default), per migration step.
+//!   library's rule, not the client's choice, and is counted apart (one
+//!   per migration step: a storm of them is still a storm). Any other
+//!   re-list is counted against the criteria's `informer_relists` budget
+//!   (none by default), per migration step.
 
 use std::collections::BTreeMap;
 
@@ -228,6 +229,7 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
     let mut watch_began: Option<f64> = None;
     let mut watch_delivered = false;
     let mut short_watch = false;
+    let mut short_in_phase: std::collections::BTreeSet<&str> = Default::default();
     let mut last: Option<u64> = None;
     // Values jumped over by a list (superseded) vs. by a watch (missed).
     let mut superseded: Vec<(u64, u64)> = Vec::new();
@@ -270,7 +272,10 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
                         c.list_retries += 1;
                     } else if gone {
                         c.relists_after_gone += 1;
-                    } else if short_watch {
+                    } else if short_watch
+                        && short_in_phase.insert(phase_of(&bands, r.start_unix_ms))
+                    {
+                        // One per step: a storm of them is still a storm.
                         c.relists_after_short_watch += 1;
                     } else {
                         c.relists_counted += 1;
@@ -679,6 +684,26 @@ mod tests {
         // A watch of 1.5 s is no very short one.
         let c = check_go(&go(relisted(short(1_500.0))));
         assert_eq!((c.relists_after_short_watch, c.relists_counted), (0, 1));
+        // A second one in the same step is counted: a storm is a storm.
+        let mut recs = go(relisted(short(7.0)));
+        for (i, t) in [700.0, 701.0, 702.0, 703.0, 704.0, 705.0]
+            .iter()
+            .enumerate()
+        {
+            let ev = [
+                event::WATCH,
+                event::WATCH_CLOSED,
+                event::INIT,
+                event::LIST,
+                event::INIT_APPLY,
+                event::SYNCED,
+            ][i];
+            let mut r = inf(*t, ev, (ev == event::INIT_APPLY).then_some(7));
+            r.probe = ProbeKind::InformerGo;
+            recs.push(r);
+        }
+        let c = check_go(&recs);
+        assert_eq!((c.relists_after_short_watch, c.relists_counted), (1, 1));
         // Nor is one that delivered an event.
         let mut recs = short(7.0);
         recs.insert(1, inf(603.0, event::APPLY, Some(7)));
