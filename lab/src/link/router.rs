@@ -243,6 +243,27 @@ mod tests {
     }
 
     #[test]
+    fn the_kernels_loss_drops_what_the_delay_line_hands_back() {
+        let s = crate::plan::sample_state();
+        let lossy = |by| LinkProfile {
+            loss_pct: 0.5,
+            loss_by: by,
+            ..Default::default()
+        };
+        let links = BTreeMap::from([(key("seed-a", "seed-b"), lossy(LossBy::Kernel))]);
+        let sc = partition_script(&s, &links);
+        assert!(
+            sc.contains("iptables -A CPMLAB-LINK -s 10.213.0.0/24 -d 10.213.1.0/24 -i dl0 -m statistic --mode random --probability 0.005000 -j DROP"),
+            "{sc}"
+        );
+        // The shaper's loss is no rule of the kernel's, and netem carries it.
+        let links = BTreeMap::from([(key("seed-a", "seed-b"), lossy(LossBy::Shaper))]);
+        assert!(!partition_script(&s, &links).contains("statistic"));
+        assert!(netem_args(&lossy(LossBy::Shaper)).contains("loss 0.5%"));
+        assert!(!netem_args(&lossy(LossBy::Kernel)).contains("loss"));
+    }
+
+    #[test]
     fn netem_classifies_by_source_on_the_destination_leg() {
         let s = crate::plan::sample_state();
         let ifaces = interfaces(&s, IP_ADDR);
@@ -299,6 +320,7 @@ mod tests {
             loss in 0.0f64..=100.0,
             rate in proptest::option::of(1u64..1_000_000_000_000),
             partition: bool,
+            by_kernel: bool,
         ) {
             use crate::link::profile::Distribution;
             let s = crate::plan::sample_state();
@@ -313,6 +335,7 @@ mod tests {
                     Distribution::Paretonormal,
                 ][dist],
                 loss_pct: loss,
+                loss_by: if by_kernel { LossBy::Kernel } else { LossBy::Shaper },
                 rate_bps: rate,
                 partition,
             };

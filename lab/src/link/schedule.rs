@@ -210,6 +210,15 @@ mod tests {
         let dropped = (0..n).filter(|_| s.admit(t0, 64) == Verdict::Drop).count();
         let pct = dropped as f64 * 100.0 / n as f64;
         assert!((19.5..20.5).contains(&pct), "{pct}% dropped");
+        // Loss the kernel draws is not the delay line's to drop.
+        let mut s = LinkShaper::new(
+            profile(|p| {
+                p.loss_pct = 20.0;
+                p.loss_by = super::super::profile::LossBy::Kernel;
+            }),
+            42,
+        );
+        assert!((0..n).all(|_| s.admit(t0, 64) != Verdict::Drop));
     }
 
     #[test]
