@@ -611,3 +611,30 @@ fn an_old_pre_vote_opens_no_election_window() {
     r.records[i]["duration_ms"] = 1_000.0.into();
     r.must_fail("zero-downtime", &unexcused(1));
 }
+
+/// A plain 503 (no Retry-After) that a record names as retried: clients
+/// do not resend it by themselves, so it stays a failure, and no message
+/// invents a Retry-After wait for it.
+#[test]
+fn a_plain_503_retried_is_no_retry_after_wait() {
+    let mut r = Run::of("quiet");
+    let i = r.ok("get")[30];
+    r.records[i]["outcome"] = "http".into();
+    r.records[i]["http_status"] = 503.into();
+    r.records[i]["error"] = "HTTP 503 Service Unavailable".into();
+    let seq = r.records[i]["seq"].clone();
+    // The lane's next get: a retry in every respect but the failure's class.
+    let mode = r.records[i]["mode"].clone();
+    let j = r
+        .ok("get")
+        .into_iter()
+        .find(|&j| j > i && r.records[j]["mode"] == mode)
+        .unwrap();
+    r.records[j]["retry_of"] = seq;
+    r.must_fail("zero-downtime", "1 of");
+    let bad = r.judge();
+    assert!(
+        bad.iter().all(|(_, m)| !m.contains("Retry-After")),
+        "{bad:#?}"
+    );
+}
