@@ -304,10 +304,7 @@ pub async fn observe(
                     v["sampled_unix_ms"] = at.into();
                     // The kernel's drops, where a link's loss is the
                     // kernel's: its rules' packet counters.
-                    let kernel_loss = state.links.values().any(|p| {
-                        p.loss_by == crate::link::profile::LossBy::Kernel && p.loss_pct > 0.0
-                    });
-                    if kernel_loss {
+                    if state.links.values().any(|p| p.kernel_loss_pct() > 0.0) {
                         let chain = crate::link::router::CHAIN;
                         if let Ok(out) = provider
                             .exec_ok(

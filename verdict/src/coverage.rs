@@ -205,6 +205,8 @@ const JUDGED: [ProbeKind; 5] = [
     ProbeKind::Load,
 ];
 
+/// `window`: from the probes' start to the end of their sending (the last
+/// request start of any lane), to which each lane's tail is judged.
 pub fn check(
     all: &[&Record],
     events: &[LabEvent],
@@ -226,19 +228,6 @@ pub fn check(
             }
         }
     }
-    // Until when the probes were sending: the latest request start of any
-    // lane (the lab notes the probes' stop after the agents have shut their
-    // streams down, seconds later). A lane's tail is judged to it.
-    let sending = Window {
-        start_unix_ms: window.start_unix_ms,
-        end_unix_ms: all
-            .iter()
-            .filter(|r| r.probe != ProbeKind::Lease)
-            .map(|r| r.start_unix_ms)
-            .fold(window.start_unix_ms, f64::max)
-            .min(window.end_unix_ms),
-    };
-    let window = &sending;
     let mut c = CoverageCheck {
         min_phase_ms: criteria.coverage.min_phase_ms,
         min_samples: criteria.coverage.min_samples,

@@ -691,13 +691,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let silent_watches = mechanisms::silent_watches(&all, inputs.events, window.start_unix_ms);
     let silent: Vec<(String, Interval)> = silent_watches
         .iter()
-        .map(|s| {
-            let i = Interval {
-                start_unix_ms: s.from_unix_ms,
-                end_unix_ms: s.to_unix_ms,
-            };
-            (s.lane.clone(), i)
-        })
+        .map(|s| (s.lane.clone(), s.interval()))
         .collect();
     let mut avail = availability::availability(&all, &classify, &silent);
     let excuses = excuse::excuse(
@@ -740,12 +734,21 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
     let (rv_regressions, rv_regression_count) = ledger::rv_regressions(&all);
     let phases = slo::phases(&avail.requests, &all, inputs.events, thresholds);
     let validator = validator::validator_sim(&avail.requests, &sending);
+    // Coverage runs from the probes' start to the end of their sending: a
+    // lane's tail is judged to the last request start of any lane.
+    let coverage_window = Window {
+        start_unix_ms: window.start_unix_ms,
+        end_unix_ms: sending
+            .end_unix_ms
+            .max(window.start_unix_ms)
+            .min(window.end_unix_ms),
+    };
     let coverage = coverage::check(
         &all,
         inputs.events,
         inputs.plan,
         &excuses.windows,
-        &window,
+        &coverage_window,
         criteria,
     );
     let writes = ran(inputs, &all, ProbeKind::Write);

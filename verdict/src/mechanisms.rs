@@ -133,6 +133,16 @@ pub struct Silence {
     pub line: String,
 }
 
+impl Silence {
+    /// From the last event before the silence to the first after.
+    pub fn interval(&self) -> crate::Interval {
+        crate::Interval {
+            start_unix_ms: self.from_unix_ms,
+            end_unix_ms: self.to_unix_ms,
+        }
+    }
+}
+
 /// The silences of every watch and informer lane, longest first.
 pub fn silent_watches(all: &[&Record], events: &[LabEvent], t0: f64) -> Vec<Silence> {
     use crate::record::{informer_event, ProbeKind};

@@ -154,10 +154,7 @@ pub async fn apply(
 ) -> Result<()> {
     let router = &state.router.container;
     if backend == Backend::Netem {
-        if let Some((k, _)) = links
-            .iter()
-            .find(|(_, p)| p.loss_by == profile::LossBy::Kernel && p.loss_pct > 0.0)
-        {
+        if let Some((k, _)) = links.iter().find(|(_, p)| p.kernel_loss_pct() > 0.0) {
             return Err(crate::errors::BadInput(format!(
                 "{k}: loss by the kernel needs the delay line backend (it drops the segments the delay line hands back; netem sees superpackets)"
             ))

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::profile::{fmt_duration, LinkProfile, LossBy};
+use super::profile::{fmt_duration, LinkProfile};
 use crate::state::LabState;
 
 /// The router's own chain for partitions, jumped to first from FORWARD.
@@ -73,14 +73,14 @@ pub fn partition_script(state: &LabState, links: &BTreeMap<String, LinkProfile>)
                 subnet(state, src),
                 subnet(state, dst)
             );
-        } else if p.loss_by == LossBy::Kernel && p.loss_pct > 0.0 {
+        } else if p.kernel_loss_pct() > 0.0 {
             let _ = writeln!(
                 s,
                 "iptables -A {CHAIN} -s {} -d {} -i {} -m statistic --mode random --probability {:.6} -j DROP",
                 subnet(state, src),
                 subnet(state, dst),
                 super::DELAYLINE_DEV,
-                p.loss_pct / 100.0
+                p.kernel_loss_pct() / 100.0
             );
         }
     }
@@ -184,7 +184,7 @@ pub const TABLE: u32 = 100;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::profile::key;
+    use crate::link::profile::{key, LossBy};
     use std::time::Duration;
 
     const IP_ADDR: &str = "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n\

@@ -64,15 +64,6 @@ pub enum LossBy {
     Kernel,
 }
 
-impl LossBy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LossBy::Shaper => "shaper",
-            LossBy::Kernel => "kernel",
-        }
-    }
-}
-
 /// What one direction of a link does to packets.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct LinkProfile {
@@ -115,6 +106,11 @@ impl LinkProfile {
             LossBy::Shaper => self.loss_pct,
             LossBy::Kernel => 0.0,
         }
+    }
+
+    /// The loss the kernel applies on the router's forward path.
+    pub fn kernel_loss_pct(&self) -> f64 {
+        self.loss_pct - self.shaper_loss_pct()
     }
 
     /// Does this profile change anything besides partition?
