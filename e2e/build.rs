@@ -18,6 +18,7 @@ fn main() {
         Need::Envoy,
         Need::KindTools,
         Need::EtcdKubectl,
+        Need::Druid,
         Need::Netem,
     ]);
 }

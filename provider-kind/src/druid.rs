@@ -170,7 +170,10 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             crate::labels::LABEL_LAB: lab,
             crate::labels::LABEL_SEED: seed,
             crate::labels::LABEL_ROLE: "etcd",
-        }},
+        },
+        // gardenlet asks druid to reconcile on every deploy (druid's spec
+        // auto-reconcile is off): pkg/component/etcd/etcd/etcd.go.
+        "annotations": {"gardener.cloud/operation": "reconcile"}},
         "spec": {
             "memberNamePrefix": seed,
             "replicas": replicas,

@@ -20,6 +20,7 @@ pub mod adapter;
 pub mod cni;
 pub mod config;
 pub mod druid;
+pub mod druid_operator;
 pub mod lab_state;
 pub mod manifests;
 pub mod members;

@@ -97,6 +97,24 @@ pub fn render(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24]) -> Vec<
                 yaml(&m.object),
             ));
         }
+        if s.with_etcd_druid {
+            // druid itself, as gardenlet deploys it, before any `Etcd`.
+            let settings = super::druid_operator::OperatorSettings::gardener();
+            for (n, o) in super::druid_operator::objects(lab, seed, &settings)
+                .iter()
+                .enumerate()
+            {
+                let kind = o["kind"].as_str().unwrap_or("object").to_lowercase();
+                let name = o["metadata"]["name"].as_str().unwrap_or("unnamed");
+                out.push(file(
+                    format!(
+                        "{seed}/etcd-druid/{n:02}-{kind}-{}.yaml",
+                        name.replace(':', "-")
+                    ),
+                    yaml(o),
+                ));
+            }
+        }
     }
     out
 }
@@ -614,6 +632,15 @@ mod tests {
                 ("v1", "ConfigMap") => round_trips::<core::ConfigMap>(&v, p),
                 ("apps/v1", "StatefulSet") => round_trips::<apps::StatefulSet>(&v, p),
                 ("apps/v1", "Deployment") => round_trips::<apps::Deployment>(&v, p),
+                ("v1", "ServiceAccount") => round_trips::<core::ServiceAccount>(&v, p),
+                ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
+                    round_trips::<k8s_openapi::api::rbac::v1::ClusterRole>(&v, p)
+                }
+                ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+                    round_trips::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(&v, p)
+                }
+                // druid's own CRDs, unchanged but for the lab's labels.
+                ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => typed -= 1,
                 ("networking.k8s.io/v1", "NetworkPolicy") => {
                     round_trips::<net::NetworkPolicy>(&v, p)
                 }

@@ -145,10 +145,16 @@ async fn readyz(State(s): State<Shared>, uri: axum::http::Uri) -> Response {
     }
     match tokio::time::timeout(Duration::from_secs(2), s.store.health()).await {
         Ok(Ok(())) => text(StatusCode::OK, "ok"),
-        _ => text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "[-]etcd failed: reason withheld\nreadyz check failed\n",
-        ),
+        failed => {
+            match failed {
+                Ok(Err(e)) => tracing::warn!("readyz: etcd check failed: {e}"),
+                _ => tracing::warn!("readyz: etcd check timed out after 2 s"),
+            }
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "[-]etcd failed: reason withheld\nreadyz check failed\n",
+            )
+        }
     }
 }
 

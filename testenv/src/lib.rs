@@ -45,6 +45,8 @@ pub enum Need {
     /// etcd and etcdctl (Debian's, `scripts/setup`) and kubectl
     /// (`scripts/build-go --kind`), for an API server run by hand.
     EtcdKubectl,
+    /// etcd-druid v0.38.1, built by `scripts/build-go --druid`.
+    Druid,
     /// A kernel with `sch_netem` (built in or as a module). Not something
     /// a script can install: where it is missing a test that needs it is
     /// skipped, with `CI=true` too (this project's machines have none).
@@ -53,7 +55,7 @@ pub enum Need {
 
 impl Need {
     /// Every need there is.
-    pub const ALL: [Need; 9] = [
+    pub const ALL: [Need; 10] = [
         Need::Docker,
         Need::KubeApiserver,
         Need::GenericApiserver,
@@ -62,6 +64,7 @@ impl Need {
         Need::Chromium,
         Need::KindTools,
         Need::EtcdKubectl,
+        Need::Druid,
         Need::Netem,
     ];
 
@@ -76,6 +79,7 @@ impl Need {
             Need::Chromium => "cpmlab_has_chromium",
             Need::KindTools => "cpmlab_has_kind_tools",
             Need::EtcdKubectl => "cpmlab_has_etcd_kubectl",
+            Need::Druid => "cpmlab_has_druid",
             Need::Netem => "cpmlab_has_netem",
         }
     }
@@ -97,6 +101,7 @@ impl Need {
                 "etcd, etcdctl or kubectl is missing (scripts/setup installs etcd; \
                  scripts/build-go --kind builds kubectl)"
             }
+            Need::Druid => "etcd-druid is not built (scripts/build-go --druid)",
             Need::Netem => {
                 "the kernel has no sch_netem (no script can add it: run on a kernel \
                  with CONFIG_NET_SCH_NETEM; `cpmlab doctor` says `link backend: netem` there)"
@@ -120,6 +125,7 @@ impl Need {
             Need::Chromium => std::path::Path::new("/usr/bin/chromium").is_file(),
             Need::KindTools => ["kind", "kubectl", "istioctl"].iter().all(|b| tool(b)),
             Need::EtcdKubectl => ["etcd", "etcdctl", "kubectl"].iter().all(|b| tool(b)),
+            Need::Druid => part("etcd-druid", "CPMLAB_ETCD_DRUID"),
             Need::Netem => kernel_has("sch_netem"),
         }
     }
@@ -208,6 +214,7 @@ pub fn build_script(needs: &[Need]) {
             Need::GenericApiserver => vars.push("CPMLAB_APISERVER"),
             Need::Clientgo => vars.push("CPMLAB_CLIENTGO"),
             Need::Envoy => vars.push("CPMLAB_ENVOY"),
+            Need::Druid => vars.push("CPMLAB_ETCD_DRUID"),
             Need::KindTools | Need::EtcdKubectl => {}
             Need::Netem => {}
         }
