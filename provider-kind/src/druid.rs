@@ -180,7 +180,16 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             "labels": spec_labels(lab, seed),
             "selector": {"matchLabels": {crate::labels::LABEL_SEED: seed, "app": "etcd-statefulset"}},
             "etcd": etcd,
-            "backup": {},
+            // The sidecar's TLS, as Gardener sets it (pkg/component/etcd/etcd/etcd.go:
+            // the CA bundle, the server and client Secrets of etcd's client
+            // URL). druid also takes its readiness probe's scheme from it,
+            // and the launcher serves HTTPS when etcd's client TLS is on.
+            // No store yet: backup-restore runs without snapshots.
+            "backup": {"tls": {
+                "tlsCASecretRef": ca,
+                "serverTLSSecretRef": {"name": SERVER_SECRET},
+                "clientTLSSecretRef": {"name": CLIENT_SECRET},
+            }},
             // druid's defaults, written out (etcdconfig.go).
             "sharedConfig": {"autoCompactionMode": "periodic", "autoCompactionRetention": "30m"},
             "storageCapacity": "10Gi",

@@ -248,6 +248,38 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 &d(format!("{seed}/manifests/00-namespace-{ns}.yaml")),
             ],
         ));
+        if s.with_etcd_druid {
+            // etcd-druid as gardenlet deploys it, before any `Etcd`.
+            v.push(kubectl(
+                format!("{seed}: etcd-druid (its CRDs, RBAC, configuration, Deployment)"),
+                &[
+                    "apply",
+                    "--server-side",
+                    "-f",
+                    &d(format!("{seed}/etcd-druid")),
+                ],
+            ));
+            v.push(kubectl(
+                format!("{seed}: druid's CRDs established"),
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "crd/etcds.druid.gardener.cloud",
+                    "--timeout=60s",
+                ],
+            ));
+            v.push(kubectl(
+                format!("{seed}: etcd-druid ready"),
+                &[
+                    "-n",
+                    super::druid_operator::NAMESPACE,
+                    "rollout",
+                    "status",
+                    &format!("deployment/{}", super::druid_operator::NAME),
+                    "--timeout=180s",
+                ],
+            ));
+        }
         v.push(kubectl(
             format!("{seed}: secrets and manifests"),
             &[
