@@ -117,6 +117,7 @@ pub async fn run(
         state_root: state_root.to_path_buf(),
         cancel: Cancel::default(),
         kind: settings,
+        retain,
     };
     let started = std::time::Instant::now();
     // On Ctrl-C the provider stops (the docker form after the step in

@@ -157,6 +157,7 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         // Nothing behind the stubs serves the shoot API; the kind e2e
         // (nightly) waits for it through the real ingress.
         cpmlab_provider_kind::up::ReadyWhen::StepsRan,
+        false,
         &progress,
     ));
     let cli = |args: &[&str]| {

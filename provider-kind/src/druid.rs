@@ -193,6 +193,12 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             // druid's defaults, written out (etcdconfig.go).
             "sharedConfig": {"autoCompactionMode": "periodic", "autoCompactionRetention": "30m"},
             "storageCapacity": "10Gi",
+            // druid runs etcd as user 65532 with that fsGroup; kind's
+            // volumes (kube-controller-manager's host-path provisioner,
+            // root-owned directories) ignore fsGroup, so the sidecar could
+            // not write the data directory. Gardener's cloud disks honour
+            // it; the lab runs the pod as root instead (druid's own switch).
+            "runAsRoot": true,
             // A seed's members over its zones, as the lab's own StatefulSets.
             "schedulingConstraints": {"topologySpreadConstraints": members::zone_spread(spread)},
         },

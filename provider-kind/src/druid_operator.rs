@@ -70,6 +70,12 @@ pub struct OperatorSettings {
     /// `memberNamePrefix` only with it (`pkg/gardenlet/operation/botanist/etcd.go`).
     /// The lab needs it: its backup-restore is the `-next` one.
     pub upgrade_etcd_version: bool,
+    /// gardenlet: true (`DisableEtcdServiceAccountAutomount`), because
+    /// gardener-resource-manager's webhook mounts the token as a projected
+    /// volume instead. The lab runs no resource manager, and
+    /// backup-restore needs the token (it talks to the API server for its
+    /// member leases), so druid's own automount stands in for it: false.
+    pub disable_etcd_service_account_automount: bool,
 }
 
 impl OperatorSettings {
@@ -81,6 +87,7 @@ impl OperatorSettings {
             protection_webhook: false,
             etcd_workers: 50,
             upgrade_etcd_version: true,
+            disable_etcd_service_account_automount: false,
         }
     }
 }
@@ -99,7 +106,7 @@ pub fn operator_config(s: &OperatorSettings, webhook_cert_dir: &str) -> Value {
         "controllers": {
             "etcd": {
                 "concurrentSyncs": s.etcd_workers,
-                "disableEtcdServiceAccountAutomount": true,
+                "disableEtcdServiceAccountAutomount": s.disable_etcd_service_account_automount,
                 "enableEtcdSpecAutoReconcile": false,
             },
             // gardenlet's default: backup compaction off.

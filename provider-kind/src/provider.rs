@@ -664,6 +664,7 @@ impl Provider for KindProvider {
             &req.lab,
             &req.topology,
             &req.kind,
+            req.retain,
             progress,
         );
         tokio::pin!(make);

@@ -290,7 +290,21 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 &d(format!("{seed}/manifests")),
             ],
         ));
-        if seed == &t.source().name {
+        if seed == &t.source().name && s.with_etcd_druid {
+            // druid makes the pods: its own word that every member is
+            // ready (the Etcd's `status.ready`) is what is waited for.
+            v.push(kubectl(
+                format!("{seed}: etcd ready (druid's Etcd status)"),
+                &[
+                    "-n",
+                    &ns,
+                    "wait",
+                    "--for=jsonpath={.status.ready}=true",
+                    &format!("etcd/{}", super::druid::ETCD_NAME),
+                    "--timeout=300s",
+                ],
+            ));
+        } else if seed == &t.source().name {
             v.push(kubectl(
                 format!("{seed}: etcd ready"),
                 &[
@@ -304,6 +318,8 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                     "--timeout=300s",
                 ],
             ));
+        }
+        if seed == &t.source().name {
             v.push(kubectl(
                 format!("{seed}: kube-apiserver ready"),
                 &[
@@ -718,6 +734,7 @@ pub async fn create(
     lab: &str,
     t: &Topology,
     s: &KindSettings,
+    retain: bool,
     progress: &crate::progress::Progress,
 ) -> Result<()> {
     let engine = cpmlab_provider_docker::engine::Engine::connect().await?;
@@ -738,6 +755,7 @@ pub async fn create(
         t,
         s,
         ReadyWhen::ShootApiAnswers,
+        retain,
         progress,
     )
     .await
@@ -764,6 +782,7 @@ pub async fn make(
     t: &Topology,
     s: &KindSettings,
     ready: ReadyWhen,
+    retain: bool,
     progress: &crate::progress::Progress,
 ) -> Result<()> {
     use cpmlab_provider_docker::{images, up as docker_up};
@@ -901,6 +920,10 @@ pub async fn make(
             Ok(_) => e.context(format!("the steps' whole output: {}", kept.display())),
             Err(_) => e,
         };
+        if retain {
+            progress.note("the kind form could not be made: kept what was made (--retain)");
+            return Err(e);
+        }
         progress.note("the kind form could not be made: removing what was made");
         if let Err(d) = down(state_root, lab).await {
             tracing::warn!("removing the kind lab {lab}: {d:#}");

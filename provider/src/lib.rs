@@ -40,6 +40,9 @@ pub struct UpRequest {
     pub cancel: Cancel,
     /// The kind form's own settings; the docker form reads none of them.
     pub kind: KindSettings,
+    /// `--retain`: a failed `up` leaves what it made, for debugging (the
+    /// kind form removes it itself otherwise; the docker form's caller does).
+    pub retain: bool,
 }
 
 /// What `up` did.

@@ -223,13 +223,23 @@ func memberConfig(ctx context.Context, s *sidecar) (*embed.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the sidecar served no member configuration: %w", err)
 	}
-	dir, err := os.UserHomeDir()
-	if err != nil || dir == "" || dir == "/" {
-		dir = os.TempDir()
+	// The user's home, as etcd-wrapper keeps it, else the temporary
+	// directory: made if missing (an image from scratch has neither).
+	dirs := []string{os.TempDir()}
+	if home, err := os.UserHomeDir(); err == nil && home != "" && home != "/" {
+		dirs = append([]string{home}, dirs...)
 	}
-	path := filepath.Join(dir, "etcd.conf.yaml")
-	if err := os.WriteFile(path, body, 0o600); err != nil {
-		return nil, err
+	var path string
+	for _, dir := range dirs {
+		path = filepath.Join(dir, "etcd.conf.yaml")
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			if err = os.WriteFile(path, body, 0o600); err == nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keeping the member configuration: %w", err)
 	}
 	cfg, err := embed.ConfigFromFile(path)
 	if err != nil {
