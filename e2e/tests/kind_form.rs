@@ -255,3 +255,155 @@ fn kind_live_form() {
     assert!(left.is_empty(), "lab objects left: {left:?}");
     assert!(!clusters.contains(&name), "kind clusters left: {clusters}");
 }
+
+/// The source seed's etcd as etcd-druid runs it (`up --provider kind
+/// --with-etcd-druid`, issue 43): druid v0.38.1 deployed as gardenlet
+/// deploys it makes every member from the `Etcd` (its StatefulSet owned by
+/// the `Etcd`, its pods running the lab's launcher to etcd-wrapper's
+/// contract beside the real etcd-backup-restore v0.44.1), each member's
+/// sidecar serves its configuration, druid reports the cluster ready with
+/// the members named `<seed>-etcd-main-<i>`, kube-apiserver serves from it
+/// and the shoot API answers through the ingress (what `up` waits for).
+/// The destination's `Etcd` (zero replicas, `bootstrapWithExistingCluster`)
+/// is accepted and reconciled. Then `down` leaves nothing.
+///
+/// Nightly (scripts/nightly's kind part, after `scripts/setup --kind`):
+/// a kind lab is 4 to 6 minutes on 2 cores, and CI's kind run is the
+/// live migration (`kind_live_form`).
+#[test]
+#[ignore = "nightly: scripts/nightly's kind part runs it after scripts/setup --kind; CI runs the kind form's live migration (kind_live_form) and druid's controller against a real API server (druid.rs)"]
+fn kind_etcd_druid_up() {
+    needs("kind_etcd_druid_up", cpmlab_testenv::Need::KindTools);
+    use cpmlab_provider_kind::druid_operator::{BACKUP_RESTORE_IMAGE, WRAPPER_IMAGE};
+    let state = tempfile::tempdir().unwrap();
+    let name = format!("kdr{}", std::process::id() % 10000);
+    let cli = |args: &[&str]| {
+        assert_cmd::Command::new(bin())
+            .env("CPMLAB_STATE_DIR", state.path())
+            .env_remove("RUST_LOG")
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20 * 60))
+            .assert()
+    };
+    let started = std::time::Instant::now();
+    let up = cli(&[
+        "up",
+        "--provider",
+        "kind",
+        "--with-etcd-druid",
+        "--name",
+        &name,
+    ]);
+    let up_s = started.elapsed().as_secs();
+    let kubectl = |seed: &str, args: &[&str]| -> String {
+        let o = std::process::Command::new(kind_tool("kubectl"))
+            .args(["--context", &format!("kind-{name}-{seed}")])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let ns = "shoot--local--local";
+    let json = |seed: &str, args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["-n", ns];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&kubectl(seed, &a)).unwrap_or_default()
+    };
+    let etcd = json("seed-a", &["get", "etcd", "etcd-main"]);
+    let sts = json("seed-a", &["get", "statefulset", "etcd-main"]);
+    let pods = json(
+        "seed-a",
+        &["get", "pods", "-l", "app.kubernetes.io/part-of=etcd-main"],
+    );
+    let logs: Vec<String> = (0..3)
+        .map(|i| {
+            kubectl(
+                "seed-a",
+                &[
+                    "-n",
+                    ns,
+                    "logs",
+                    &format!("etcd-main-{i}"),
+                    "-c",
+                    "backup-restore",
+                ],
+            )
+        })
+        .collect();
+    let dest = json("seed-b", &["get", "etcd", "etcd-main"]);
+    let code = up.get_output().status.code();
+    let down = cli(&["down", "--name", &name]);
+    let left = lab_objects(&name);
+    let clusters = std::process::Command::new(kind_tool("kind"))
+        .args(["get", "clusters"])
+        .output()
+        .unwrap();
+    let clusters = String::from_utf8_lossy(&clusters.stdout).into_owned();
+    eprintln!("kind form with etcd-druid: up in {up_s} s (exit {code:?})");
+    assert_eq!(
+        code,
+        Some(0),
+        "up: {}\n{}\nthe Etcd: {:#}",
+        stdout(&up),
+        String::from_utf8_lossy(&up.get_output().stderr),
+        etcd["status"]
+    );
+    assert_eq!(etcd["status"]["ready"], true, "{:#}", etcd["status"]);
+    let mut members: Vec<&str> = etcd["status"]["members"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|m| m["name"].as_str()).collect())
+        .unwrap_or_default();
+    members.sort();
+    assert_eq!(
+        members,
+        [
+            "seed-a-etcd-main-0",
+            "seed-a-etcd-main-1",
+            "seed-a-etcd-main-2"
+        ],
+        "{:#}",
+        etcd["status"]
+    );
+    assert_eq!(
+        sts["metadata"]["ownerReferences"][0]["kind"], "Etcd",
+        "druid's StatefulSet, owned by the Etcd: {:#}",
+        sts["metadata"]
+    );
+    let items = pods["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 3, "{pods:#}");
+    for p in &items {
+        let images: Vec<&str> = p["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["image"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            images,
+            [WRAPPER_IMAGE, BACKUP_RESTORE_IMAGE],
+            "{}",
+            p["metadata"]["name"]
+        );
+    }
+    for (i, l) in logs.iter().enumerate() {
+        assert!(
+            l.contains("Served config for ETCD instance"),
+            "etcd-main-{i}'s backup-restore served no configuration:\n{}",
+            l.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+    }
+    assert_eq!(dest["spec"]["replicas"], 0, "{dest:#}");
+    assert!(
+        dest["spec"]["etcd"]["bootstrapWithExistingCluster"].is_object(),
+        "{dest:#}"
+    );
+    assert_eq!(
+        down.get_output().status.code(),
+        Some(0),
+        "down: {}",
+        stdout(&down)
+    );
+    assert!(left.is_empty(), "lab objects left: {left:?}");
+    assert!(!clusters.contains(&name), "kind clusters left: {clusters}");
+}

@@ -156,8 +156,10 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         &KindSettings::default(),
         // Nothing behind the stubs serves the shoot API; the kind e2e
         // (nightly) waits for it through the real ingress.
-        cpmlab_provider_kind::up::ReadyWhen::StepsRan,
-        false,
+        cpmlab_provider_kind::up::Make {
+            ready: cpmlab_provider_kind::up::ReadyWhen::StepsRan,
+            retain: false,
+        },
         &progress,
     ));
     let cli = |args: &[&str]| {

@@ -754,11 +754,22 @@ pub async fn create(
         lab,
         t,
         s,
-        ReadyWhen::ShootApiAnswers,
-        retain,
+        Make {
+            ready: ReadyWhen::ShootApiAnswers,
+            retain,
+        },
         progress,
     )
     .await
+}
+
+/// How [`make`] finishes.
+#[derive(Debug, Clone, Copy)]
+pub struct Make {
+    /// When the lab counts as ready.
+    pub ready: ReadyWhen,
+    /// `--retain`: keep what was made when a step fails.
+    pub retain: bool,
 }
 
 /// When a made kind lab counts as ready.
@@ -781,10 +792,10 @@ pub async fn make(
     lab: &str,
     t: &Topology,
     s: &KindSettings,
-    ready: ReadyWhen,
-    retain: bool,
+    how: Make,
     progress: &crate::progress::Progress,
 ) -> Result<()> {
+    let Make { ready, retain } = how;
     use cpmlab_provider_docker::{images, up as docker_up};
     let dir = crate::state::LabDir::new(state_root, lab);
     if dir.exists() {
