@@ -81,17 +81,10 @@ struct Env {
 
 impl Env {
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()
-            .unwrap()
+        common::kubectl_at(&self.kubeconfig, args)
     }
     fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args);
-        assert!(o.status.success(), "kubectl {args:?}: {}", show(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::kubectl_ok(&self.kubeconfig, args)
     }
     fn json(&self, args: &[&str]) -> Value {
         serde_json::from_str(&self.ok(args)).unwrap()
@@ -104,12 +97,7 @@ impl Env {
 }
 
 fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    common::show_output(o)
 }
 
 fn start(server: Server) -> Env {

@@ -53,15 +53,6 @@ struct Env {
     procs: Vec<Proc>,
 }
 
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 impl Env {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -72,17 +63,10 @@ impl Env {
         p
     }
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()
-            .unwrap()
+        common::kubectl_at(&self.kubeconfig, args)
     }
     fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args);
-        assert!(o.status.success(), "kubectl {args:?}: {}", show(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::kubectl_ok(&self.kubeconfig, args)
     }
     /// `kubectl apply` of one object; the output on failure.
     fn apply(&self, object: &Value) -> Result<(), String> {
@@ -91,7 +75,7 @@ impl Env {
         if o.status.success() {
             Ok(())
         } else {
-            Err(show(&o))
+            Err(common::show_output(&o))
         }
     }
     /// A process's log so far (its stderr went to `<name>.log`).
@@ -253,7 +237,7 @@ fn rendered(dir: &Path) -> PathBuf {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(o.status.success(), "render: {}", show(&o));
+    assert!(o.status.success(), "render: {}", common::show_output(&o));
     out
 }
 

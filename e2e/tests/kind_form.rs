@@ -138,6 +138,15 @@ fn kind_tool(name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| name.into())
 }
 
+/// `kind get clusters`.
+fn kind_clusters() -> String {
+    let o = std::process::Command::new(kind_tool("kind"))
+        .args(["get", "clusters"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The live kind form, as CI runs it (scripts/test builds its parts and
 /// images first, `scripts/setup --kind`): `cpmlab run --provider kind` on
 /// the six-member fixture with TLS passthrough, two kind clusters with
@@ -187,11 +196,7 @@ fn kind_live_form() {
         return;
     }
     let left = lab_objects(&name);
-    let clusters = std::process::Command::new(kind_tool("kind"))
-        .args(["get", "clusters"])
-        .output()
-        .unwrap();
-    let clusters = String::from_utf8_lossy(&clusters.stdout).into_owned();
+    let clusters = kind_clusters();
     if code != Some(0) {
         explain_failure(report.path(), &name);
     }
@@ -335,11 +340,7 @@ fn kind_etcd_druid_up() {
     let code = up.get_output().status.code();
     let down = cli(&["down", "--name", &name]);
     let left = lab_objects(&name);
-    let clusters = std::process::Command::new(kind_tool("kind"))
-        .args(["get", "clusters"])
-        .output()
-        .unwrap();
-    let clusters = String::from_utf8_lossy(&clusters.stdout).into_owned();
+    let clusters = kind_clusters();
     eprintln!("kind form with etcd-druid: up in {up_s} s (exit {code:?})");
     assert_eq!(
         code,

@@ -568,3 +568,30 @@ pub fn explain_failure(report: &Path, lab: &str) {
         }
     }
 }
+
+/// A finished command's exit code, stdout and stderr, for a failure message.
+pub fn show_output(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `kubectl --kubeconfig <kubeconfig> args…`, run to completion.
+pub fn kubectl_at(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `kubectl` as [`kubectl_at`], asserting it succeeded; its stdout.
+pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let o = kubectl_at(kubeconfig, args);
+    assert!(o.status.success(), "kubectl {args:?}: {}", show_output(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
