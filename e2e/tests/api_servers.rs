@@ -105,16 +105,8 @@ fn start(server: Server) -> Env {
     let (cp, pp, ap) = (free_port(), free_port(), free_port());
     let etcd_url = format!("http://127.0.0.1:{cp}");
     let etcd = Command::new("etcd")
-        .args([
-            "--name=t",
-            &format!("--data-dir={}", dir.path().join("etcd").display()),
-            &format!("--listen-client-urls={etcd_url}"),
-            &format!("--advertise-client-urls={etcd_url}"),
-            &format!("--listen-peer-urls=http://127.0.0.1:{pp}"),
-            &format!("--initial-advertise-peer-urls=http://127.0.0.1:{pp}"),
-            &format!("--initial-cluster=t=http://127.0.0.1:{pp}"),
-            "--log-outputs=stderr",
-        ])
+        .args(common::loopback_etcd_args(&dir.path().join("etcd"), cp, pp))
+        .arg("--log-outputs=stderr")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -122,13 +114,7 @@ fn start(server: Server) -> Env {
     let etcd = Killed(etcd);
 
     let ca = cpmlab_core::pki::Ca::generate("standin-test").unwrap();
-    let serving = ca
-        .issue_member(
-            "apiserver",
-            &["localhost".into()],
-            &["127.0.0.1".parse().unwrap()],
-        )
-        .unwrap();
+    let serving = common::loopback_serving_cert(&ca);
     let w = |n: &str, t: &str| {
         let p = dir.path().join(n);
         std::fs::write(&p, t).unwrap();

@@ -120,28 +120,14 @@ fn api_server() -> Env {
     let (cp, pp, ap) = (free_port(), free_port(), free_port());
     let etcd_url = format!("http://127.0.0.1:{cp}");
     let mut etcd = Command::new("etcd");
-    etcd.args([
-        "--name=t",
-        &format!("--data-dir={}", env.path("etcd").display()),
-        &format!("--listen-client-urls={etcd_url}"),
-        &format!("--advertise-client-urls={etcd_url}"),
-        &format!("--listen-peer-urls=http://127.0.0.1:{pp}"),
-        &format!("--initial-advertise-peer-urls=http://127.0.0.1:{pp}"),
-        &format!("--initial-cluster=t=http://127.0.0.1:{pp}"),
-    ]);
+    etcd.args(common::loopback_etcd_args(&env.path("etcd"), cp, pp));
     env.spawn("etcd", etcd);
 
     let keys = cpmlab_provider_kind::render::RenderKeys::generate("druid-test").unwrap();
     let ca = &keys.ca;
     let sa_key = env.write("sa.key", &keys.sa.0);
     let sa_pub = env.write("sa.pub", &keys.sa.1);
-    let serving = ca
-        .issue_member(
-            "apiserver",
-            &["localhost".into()],
-            &["127.0.0.1".parse().unwrap()],
-        )
-        .unwrap();
+    let serving = common::loopback_serving_cert(ca);
     let cert = env.write("server.crt", &serving.cert_pem);
     let key = env.write("server.key", &serving.key_pem);
     let tokens = env.write(

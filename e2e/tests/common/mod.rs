@@ -595,3 +595,30 @@ pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     assert!(o.status.success(), "kubectl {args:?}: {}", show_output(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// A one-member etcd on loopback: the arguments for `etcd`, its data in
+/// `data_dir`, clients on `client_port`, its peer URL on `peer_port`.
+pub fn loopback_etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{client_port}");
+    let peer = format!("http://127.0.0.1:{peer_port}");
+    vec![
+        "--name=t".into(),
+        format!("--data-dir={}", data_dir.display()),
+        format!("--listen-client-urls={client}"),
+        format!("--advertise-client-urls={client}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={peer}"),
+        format!("--initial-cluster=t={peer}"),
+    ]
+}
+
+/// An API server's serving certificate for loopback (`localhost`,
+/// 127.0.0.1), signed by `ca`.
+pub fn loopback_serving_cert(ca: &cpmlab_core::pki::Ca) -> cpmlab_core::pki::CertKey {
+    ca.issue_member(
+        "apiserver",
+        &["localhost".into()],
+        &["127.0.0.1".parse().unwrap()],
+    )
+    .unwrap()
+}
