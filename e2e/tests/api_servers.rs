@@ -11,20 +11,13 @@
 
 mod common;
 
-use std::net::TcpListener;
+use common::free_port;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// etcd, etcdctl and kubectl are there (see `common::needs`).
 fn tools_or_skip(test: &str) -> bool {

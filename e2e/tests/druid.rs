@@ -13,21 +13,14 @@
 
 mod common;
 
-use std::net::TcpListener;
+use common::free_port;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use cpmlab_provider_kind::druid_operator::{self, OperatorSettings};
 use serde_json::{json, Value};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A host process, killed with the test.
 struct Proc(Child, &'static str);

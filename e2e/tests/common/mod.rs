@@ -622,3 +622,12 @@ pub fn loopback_serving_cert(ca: &cpmlab_core::pki::Ca) -> cpmlab_core::pki::Cer
     )
     .unwrap()
 }
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
