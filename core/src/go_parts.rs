@@ -74,6 +74,17 @@ pub const ACTIONLINT: Part = Part {
     installer: "scripts/build-go",
 };
 
+/// etcd-druid v0.38.1 (`scripts/build-go --druid`): the kind form's
+/// `--with-etcd-druid` runs it from its image; only a test runs this binary
+/// (against an API server on loopback), so `doctor` does not list it.
+pub const ETCD_DRUID: Part = Part {
+    name: "etcd-druid",
+    what: "etcd-druid v0.38.1, the Etcd controller (--with-etcd-druid)",
+    env: "CPMLAB_ETCD_DRUID",
+    required: false,
+    installer: "scripts/build-go --druid",
+};
+
 /// Every part, in the order `doctor` lists them (those of scripts/build-go
 /// in the order it builds them).
 pub const PARTS: &[Part] = &[

@@ -31,13 +31,11 @@ impl Drop for Proc {
     }
 }
 
-/// A built part: `$env`, else where `scripts/build-go` installs it.
-fn part(name: &str, env: &str) -> PathBuf {
-    std::env::var_os(env)
-        .map(PathBuf::from)
-        .or_else(|| cpmlab_testenv::install_dir().map(|d| d.join(name)))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} is not built"))
+/// A built part, where the lab finds it.
+fn part(p: cpmlab_core::go_parts::Part) -> PathBuf {
+    p.find()
+        .map(|f| f.path().clone())
+        .unwrap_or_else(|| panic!("{} is not built ({})", p.name, p.installer))
 }
 
 struct Env {
@@ -127,7 +125,7 @@ fn api_server() -> Env {
         "tokens.csv",
         "druid-test-token,admin,admin,\"system:masters\"\n",
     );
-    let mut api = Command::new(part("kube-apiserver", "CPMLAB_KUBE_APISERVER"));
+    let mut api = Command::new(part(cpmlab_core::go_parts::KUBE_APISERVER));
     api.args([
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
@@ -199,7 +197,7 @@ fn start_druid(env: &mut Env) {
         )
         .to_string(),
     );
-    let mut druid = Command::new(part("etcd-druid", "CPMLAB_ETCD_DRUID"));
+    let mut druid = Command::new(part(cpmlab_core::go_parts::ETCD_DRUID));
     druid
         .arg(format!("--config={}", config.display()))
         .env("KUBECONFIG", &env.kubeconfig)

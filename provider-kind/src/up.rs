@@ -290,36 +290,36 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 &d(format!("{seed}/manifests")),
             ],
         ));
-        if seed == &t.source().name && s.with_etcd_druid {
-            // druid makes the pods: its own word that every member is
-            // ready (the Etcd's `status.ready`) is what is waited for.
-            v.push(kubectl(
-                format!("{seed}: etcd ready (druid's Etcd status)"),
-                &[
-                    "-n",
-                    &ns,
-                    "wait",
-                    "--for=jsonpath={.status.ready}=true",
-                    &format!("etcd/{}", super::druid::ETCD_NAME),
-                    "--timeout=300s",
-                ],
-            ));
-        } else if seed == &t.source().name {
-            v.push(kubectl(
-                format!("{seed}: etcd ready"),
-                &[
-                    "-n",
-                    &ns,
-                    "wait",
-                    "--for=condition=Ready",
-                    "pod",
-                    "-l",
-                    "app.kubernetes.io/part-of=etcd-main",
-                    "--timeout=300s",
-                ],
-            ));
-        }
         if seed == &t.source().name {
+            // With druid, druid makes the pods: its own word that every
+            // member is ready (the Etcd's `status.ready`) is waited for.
+            v.push(if s.with_etcd_druid {
+                kubectl(
+                    format!("{seed}: etcd ready (druid's Etcd status)"),
+                    &[
+                        "-n",
+                        &ns,
+                        "wait",
+                        "--for=jsonpath={.status.ready}=true",
+                        &format!("etcd/{}", super::druid::ETCD_NAME),
+                        "--timeout=300s",
+                    ],
+                )
+            } else {
+                kubectl(
+                    format!("{seed}: etcd ready"),
+                    &[
+                        "-n",
+                        &ns,
+                        "wait",
+                        "--for=condition=Ready",
+                        "pod",
+                        "-l",
+                        "app.kubernetes.io/part-of=etcd-main",
+                        "--timeout=300s",
+                    ],
+                )
+            });
             v.push(kubectl(
                 format!("{seed}: kube-apiserver ready"),
                 &[

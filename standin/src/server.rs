@@ -143,19 +143,16 @@ async fn readyz(State(s): State<Shared>, uri: axum::http::Uri) -> Response {
             "[-]shutdown failed: reason withheld\nreadyz check failed\n",
         );
     }
-    match tokio::time::timeout(Duration::from_secs(2), s.store.health()).await {
-        Ok(Ok(())) => text(StatusCode::OK, "ok"),
-        failed => {
-            match failed {
-                Ok(Err(e)) => tracing::warn!("readyz: etcd check failed: {e}"),
-                _ => tracing::warn!("readyz: etcd check timed out after 2 s"),
-            }
-            text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "[-]etcd failed: reason withheld\nreadyz check failed\n",
-            )
-        }
-    }
+    let why = match tokio::time::timeout(Duration::from_secs(2), s.store.health()).await {
+        Ok(Ok(())) => return text(StatusCode::OK, "ok"),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "no answer in 2 s".to_string(),
+    };
+    tracing::warn!("readyz: etcd check failed: {why}");
+    text(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "[-]etcd failed: reason withheld\nreadyz check failed\n",
+    )
 }
 
 async fn api(State(s): State<Shared>) -> Response {
