@@ -166,10 +166,7 @@ pub fn assert_envoy_took_everything(lab: &Lab, seed: &str) {
 }
 
 #[test]
-#[cfg_attr(
-    not(all(cpmlab_has_docker, cpmlab_has_generic_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs cpmlab-apiserver (scripts/build-go --tests)"
-)]
+#[ignore = "nightly: scripts/nightly runs it; CI keeps within 35 minutes: it runs an endpoint leaving the gateway at a replica's deletion with the connections it served (probes.rs, graceful_shutdown_of_one_of_two_api_servers_fails_no_request) and every scenario's replicas deleted at the cleanup; a frozen replica dropped by the kubelet's readiness probe runs only here"]
 fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
     let test = "gateway endpoint lifecycle";
     if !needs_docker(test) || !needs_generic(test) {

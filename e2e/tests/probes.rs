@@ -432,9 +432,10 @@ fn losing_an_etcd_follower_fails_at_most_the_write_through_it() {
     assert_eq!(
         o.get_output().status.code(),
         Some(0),
-        "only a write through the killed member may fail: {:#}\n{:#}",
+        "only a write through the killed member may fail: {:#}\n{:#}\nthe hazards: {:#}",
         v["reasons"],
-        v["failed_requests"]
+        v["failed_requests"],
+        v["excuses"]["hazards"]
     );
     // The kill is confirmed by what etcd said (the member's peers lost
     // their streams with it), not taken on the event's word.

@@ -81,10 +81,19 @@ impl ApiError {
 }
 
 /// etcd errors: compaction is 410 Gone, the rest 503 (etcd unavailable).
+/// A connection to a member lost mid-request is worded as grpc-go words
+/// it (`code = Unavailable`), whatever code tonic gave it: kube-apiserver's
+/// etcd client says `rpc error: code = Unavailable desc = error reading
+/// from server: EOF` for the same failure, and the verdict reads that
+/// wording as "the API server's etcd client lost its member".
 pub fn from_etcd(e: etcd_client::Error) -> ApiError {
     let msg = e.to_string();
     if msg.contains("compacted") {
         ApiError::Gone(format!("too old resource version: {msg}"))
+    } else if crate::store::connection_lost(&e) {
+        ApiError::Unavailable(format!(
+            "etcd: rpc error: code = Unavailable desc = connection to the member lost: {msg}"
+        ))
     } else {
         ApiError::Unavailable(format!("etcd: {msg}"))
     }
@@ -93,6 +102,23 @@ pub fn from_etcd(e: etcd_client::Error) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_member_is_worded_as_grpc_go_words_it_and_etcd_s_answers_are_not() {
+        let lost = etcd_client::Error::GRpcStatus(tonic::Status::new(
+            tonic::Code::Unknown,
+            "transport error",
+        ));
+        let m = from_etcd(lost).to_string();
+        assert!(m.contains("code = Unavailable"), "{m}");
+        let answer = etcd_client::Error::GRpcStatus(tonic::Status::new(
+            tonic::Code::Unavailable,
+            "etcdserver: no leader",
+        ));
+        let m = from_etcd(answer).to_string();
+        assert!(!m.contains("code = Unavailable"), "{m}");
+        assert!(m.contains("etcdserver: no leader"), "{m}");
+    }
 
     #[test]
     fn statuses_carry_code_reason_and_details() {

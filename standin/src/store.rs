@@ -185,6 +185,14 @@ fn unavailable(e: &etcd_client::Error) -> bool {
     }
 }
 
+/// The connection to a member was lost (or never made), as opposed to an
+/// answer etcd gave (`etcdserver: ...`, even with code `Unavailable`).
+pub(crate) fn connection_lost(e: &etcd_client::Error) -> bool {
+    let answered =
+        matches!(e, etcd_client::Error::GRpcStatus(st) if st.message().starts_with("etcdserver:"));
+    unavailable(e) && !answered
+}
+
 /// etcd's clientv3 retries a unary request up to 100 times, 25 ms apart
 /// (`defaultUnaryMaxRetries`, `defaultBackoffWaitBetween`): about 2.5 s.
 const ETCD_CLIENT_RETRIES: u32 = 100;
