@@ -46,6 +46,7 @@ pub const BINARIES: &[(&str, &str)] = &[
     ("/usr/bin/dig", "bind9-dnsutils"),
     ("/usr/sbin/ip", "iproute2"),
     ("/usr/sbin/tc", "iproute2"),
+    ("/usr/bin/ss", "iproute2"),
     ("/usr/sbin/iptables", "iptables"),
     ("/usr/sbin/iptables-save", "iptables"),
     ("/usr/sbin/nft", "nftables"),

@@ -14,7 +14,13 @@
 //! - `delayline.ndjson`, every two seconds: the delay line's counters
 //!   (passed, dropped per link, queued, max queued, the replay's change),
 //!   and where a link's loss is the kernel's, the router's random drops
-//!   per rule (`kernel_dropped`, `<source>><destination>`: packets).
+//!   per rule (`kernel_dropped`, `<source>><destination>`: packets);
+//! - `tcp.ndjson`, every two seconds while a link drops packets: TCP's
+//!   view of etcd's peer connections inside each member and each gateway
+//!   (`ss -ti`: send queue, congestion window, RTT, retransmits, delivery
+//!   rate; see `tcp`).
+
+pub mod tcp;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -320,6 +326,10 @@ pub async fn observe(
                 }
             }
         }
+        if tick.is_multiple_of(2) && state.links.values().any(|p| p.loss_pct > 0.0) {
+            let lines = sample_tcp(provider, &state, at).await;
+            append(&run.join(tcp::TCP_FILE), &lines);
+        }
         tick += 1;
         let rest = Duration::from_secs(1).saturating_sub(started.elapsed());
         let t = std::time::Instant::now();
@@ -327,6 +337,47 @@ pub async fn observe(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// `ss -ti` inside every member and every seed's gateway at once, each
+/// bounded: one line per container, its peer connections or its error.
+async fn sample_tcp(
+    provider: &dyn Provider,
+    state: &crate::state::LabState,
+    at: f64,
+) -> Vec<serde_json::Value> {
+    let names = tcp::names(state);
+    let ports = tcp::peer_ports(state);
+    let targets: Vec<(&str, &str)> = state
+        .members
+        .iter()
+        .map(|m| (m.container.as_str(), "member"))
+        .chain(
+            state
+                .seeds
+                .iter()
+                .map(|s| (s.gateway.container.as_str(), "gateway")),
+        )
+        .collect();
+    let (names, ports) = (&names, &ports);
+    futures_util::future::join_all(targets.into_iter().map(|(container, role)| async move {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            provider.exec_ok(container, tcp::SS_ARGV),
+        )
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 2 s")));
+        match r {
+            Ok(text) => serde_json::json!({
+                "at_unix_ms": at, "container": container, "role": role,
+                "conns": tcp::peer_conns(&text, ports, names),
+            }),
+            Err(e) => serde_json::json!({
+                "at_unix_ms": at, "container": container, "role": role, "error": format!("{e:#}"),
+            }),
+        }
+    }))
+    .await
 }
 
 /// How a gateway's Envoy stats are read inside it: the docker form's
