@@ -80,6 +80,54 @@ impl ApiError {
     }
 }
 
+/// Did the request never reach a member (so retrying cannot apply it twice)?
+pub(crate) fn never_sent(e: &etcd_client::Error) -> bool {
+    let m = e.to_string();
+    m.contains("connect error") || m.contains("Connection refused") || m.contains("tcp connect")
+}
+
+/// Is the member we talked to gone or unreachable, or without a leader?
+/// The request may or may not have been applied. etcd's clientv3 retries a
+/// read on `Unavailable` (`isSafeRetryImmutableRPC`), and grpc-go reports
+/// every connection-level failure — a reset, an EOF, a stream the dying
+/// member never answered — as `Unavailable`. tonic reports the same
+/// failures as `Unknown`, `Internal` or `Cancelled` with an `h2 protocol
+/// error` message, or as a transport error, so those count too; statuses
+/// etcd itself sends with another code (a compacted revision, a bad
+/// argument) are answers and are not retried.
+pub(crate) fn unavailable(e: &etcd_client::Error) -> bool {
+    use tonic::Code;
+    match e {
+        etcd_client::Error::GRpcStatus(st) => match st.code() {
+            Code::Unavailable => true,
+            Code::Unknown | Code::Internal | Code::Cancelled => {
+                let m = st.message();
+                [
+                    "h2 protocol error",
+                    "transport error",
+                    "connection",
+                    "broken pipe",
+                    "operation was canceled",
+                    "error trying to connect",
+                ]
+                .iter()
+                .any(|s| m.contains(s))
+            }
+            _ => false,
+        },
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        _ => never_sent(e),
+    }
+}
+
+/// The connection to a member was lost (or never made), as opposed to an
+/// answer etcd gave (`etcdserver: ...`, even with code `Unavailable`).
+pub(crate) fn connection_lost(e: &etcd_client::Error) -> bool {
+    let answered =
+        matches!(e, etcd_client::Error::GRpcStatus(st) if st.message().starts_with("etcdserver:"));
+    unavailable(e) && !answered
+}
+
 /// etcd errors: compaction is 410 Gone, the rest 503 (etcd unavailable).
 /// A connection to a member lost mid-request is worded as grpc-go words
 /// it (`code = Unavailable`), whatever code tonic gave it: kube-apiserver's
@@ -90,7 +138,7 @@ pub fn from_etcd(e: etcd_client::Error) -> ApiError {
     let msg = e.to_string();
     if msg.contains("compacted") {
         ApiError::Gone(format!("too old resource version: {msg}"))
-    } else if crate::store::connection_lost(&e) {
+    } else if connection_lost(&e) {
         ApiError::Unavailable(format!(
             "etcd: rpc error: code = Unavailable desc = connection to the member lost: {msg}"
         ))
@@ -102,6 +150,39 @@ pub fn from_etcd(e: etcd_client::Error) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_retry_on_connection_failures_not_on_answers() {
+        let status = |c, m: &str| etcd_client::Error::GRpcStatus(tonic::Status::new(c, m));
+        for e in [
+            status(tonic::Code::Unavailable, "etcdserver: no leader"),
+            status(
+                tonic::Code::Unknown,
+                "h2 protocol error: error reading a body from connection",
+            ),
+            status(tonic::Code::Internal, "h2 protocol error: broken pipe"),
+            status(
+                tonic::Code::Cancelled,
+                "operation was canceled: connection closed",
+            ),
+            etcd_client::Error::IoError(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        ] {
+            assert!(unavailable(&e), "{e}");
+        }
+        for e in [
+            status(
+                tonic::Code::OutOfRange,
+                "etcdserver: mvcc: required revision has been compacted",
+            ),
+            status(
+                tonic::Code::InvalidArgument,
+                "etcdserver: key is not provided",
+            ),
+            status(tonic::Code::Unknown, "etcdserver: some answer"),
+        ] {
+            assert!(!unavailable(&e), "{e}");
+        }
+    }
 
     #[test]
     fn a_lost_member_is_worded_as_grpc_go_words_it_and_etcd_s_answers_are_not() {

@@ -14,7 +14,7 @@ use etcd_client::{
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::errors::{from_etcd, ApiError};
+use crate::errors::{from_etcd, never_sent, unavailable, ApiError};
 use crate::resources::{Resource, NAMESPACES};
 
 #[derive(Clone)]
@@ -143,54 +143,6 @@ pub fn decode_continue(token: &str) -> Result<(i64, String), ApiError> {
 fn parse_rv(rv: &str) -> Result<i64, ApiError> {
     rv.parse::<i64>()
         .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion `{rv}`")))
-}
-
-/// Did the request never reach a member (so retrying cannot apply it twice)?
-fn never_sent(e: &etcd_client::Error) -> bool {
-    let m = e.to_string();
-    m.contains("connect error") || m.contains("Connection refused") || m.contains("tcp connect")
-}
-
-/// Is the member we talked to gone or unreachable, or without a leader?
-/// The request may or may not have been applied. etcd's clientv3 retries a
-/// read on `Unavailable` (`isSafeRetryImmutableRPC`), and grpc-go reports
-/// every connection-level failure — a reset, an EOF, a stream the dying
-/// member never answered — as `Unavailable`. tonic reports the same
-/// failures as `Unknown`, `Internal` or `Cancelled` with an `h2 protocol
-/// error` message, or as a transport error, so those count too; statuses
-/// etcd itself sends with another code (a compacted revision, a bad
-/// argument) are answers and are not retried.
-fn unavailable(e: &etcd_client::Error) -> bool {
-    use tonic::Code;
-    match e {
-        etcd_client::Error::GRpcStatus(st) => match st.code() {
-            Code::Unavailable => true,
-            Code::Unknown | Code::Internal | Code::Cancelled => {
-                let m = st.message();
-                [
-                    "h2 protocol error",
-                    "transport error",
-                    "connection",
-                    "broken pipe",
-                    "operation was canceled",
-                    "error trying to connect",
-                ]
-                .iter()
-                .any(|s| m.contains(s))
-            }
-            _ => false,
-        },
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        _ => never_sent(e),
-    }
-}
-
-/// The connection to a member was lost (or never made), as opposed to an
-/// answer etcd gave (`etcdserver: ...`, even with code `Unavailable`).
-pub(crate) fn connection_lost(e: &etcd_client::Error) -> bool {
-    let answered =
-        matches!(e, etcd_client::Error::GRpcStatus(st) if st.message().starts_with("etcdserver:"));
-    unavailable(e) && !answered
 }
 
 /// etcd's clientv3 retries a unary request up to 100 times, 25 ms apart
@@ -857,38 +809,6 @@ mod tests {
 
     /// Reads are retried on what grpc-go would call `Unavailable`; an
     /// answer etcd gave (a compacted revision) is not retried.
-    #[test]
-    fn reads_retry_on_connection_failures_not_on_answers() {
-        let status = |c, m: &str| etcd_client::Error::GRpcStatus(tonic::Status::new(c, m));
-        for e in [
-            status(tonic::Code::Unavailable, "etcdserver: no leader"),
-            status(
-                tonic::Code::Unknown,
-                "h2 protocol error: error reading a body from connection",
-            ),
-            status(tonic::Code::Internal, "h2 protocol error: broken pipe"),
-            status(
-                tonic::Code::Cancelled,
-                "operation was canceled: connection closed",
-            ),
-            etcd_client::Error::IoError(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
-        ] {
-            assert!(unavailable(&e), "{e}");
-        }
-        for e in [
-            status(
-                tonic::Code::OutOfRange,
-                "etcdserver: mvcc: required revision has been compacted",
-            ),
-            status(
-                tonic::Code::InvalidArgument,
-                "etcdserver: key is not provided",
-            ),
-            status(tonic::Code::Unknown, "etcdserver: some answer"),
-        ] {
-            assert!(!unavailable(&e), "{e}");
-        }
-    }
 
     #[test]
     fn merge_patch_follows_rfc7386() {
