@@ -250,7 +250,10 @@ impl Lab {
 
     /// Runs `cpmlab args…` to completion; assert on the result.
     pub fn cpmlab(&self, args: &[&str]) -> Assert {
-        self.cmd().args(args).assert()
+        let t = std::time::Instant::now();
+        let a = self.cmd().args(args).assert();
+        step_time(&self.name, args, t.elapsed(), a.get_output().status.code());
+        a
     }
 
     /// Runs, asserts exit 0, and returns stdout (a `down` that dockerd's
@@ -339,7 +342,14 @@ impl Drop for Lab {
     /// Tears the lab down; a teardown that fails fails the test (unless it
     /// already failed), so a leak is blamed on the test that caused it.
     fn drop(&mut self) {
+        let t = std::time::Instant::now();
         let out = self.cmd().arg("down").output();
+        step_time(
+            &self.name,
+            &["down"],
+            t.elapsed(),
+            out.as_ref().ok().and_then(|o| o.status.code()),
+        );
         let failed = match &out {
             Ok(o) if o.status.success() => return,
             Ok(o)
@@ -362,6 +372,33 @@ impl Drop for Lab {
         if !std::thread::panicking() {
             panic!("cpmlab down of lab {} failed: {failed}", self.name);
         }
+    }
+}
+
+/// Where each lab command's time goes: one line per `cpmlab` command a
+/// `Lab` ran (`unix time, lab, command, seconds, exit`), appended to
+/// `e2e-steps.tsv` in Cargo's scratch directory for tests; scripts/test
+/// prints the slowest after the suite, so a CI run says where its minutes
+/// went.
+pub fn step_time(lab: &str, args: &[&str], took: std::time::Duration, code: Option<i32>) {
+    use std::io::Write;
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-steps.tsv");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let line = format!(
+        "{now}\t{lab}\t{}\t{:.1}\t{}\n",
+        args.join(" "),
+        took.as_secs_f64(),
+        code.map_or("-".to_string(), |c| c.to_string())
+    );
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
