@@ -45,6 +45,14 @@ pub struct FormArgs {
     /// kind: etcd through etcd-druid's Etcd resources.
     #[arg(long)]
     pub with_etcd_druid: bool,
+    /// kind, with --with-etcd-druid: how the seeds' Etcd resources are
+    /// named. `distinct` (the default): druid's documented way, each seed's
+    /// Etcd its own name (`etcd-main`, `etcd-main-<destination seed>`) and
+    /// no member name prefix. `gardener`: `etcd-main` in both seeds, the
+    /// seed as member name prefix, under which druid v0.38.1 drops the
+    /// cross-seed peer URLs (docs/etcd-druid.md).
+    #[arg(long, value_enum, requires = "with_etcd_druid")]
+    pub druid_naming: Option<cpmlab_model::kind::DruidNaming>,
 }
 
 impl FormArgs {
@@ -56,6 +64,7 @@ impl FormArgs {
                 .or(t.network.peer_exposure)
                 .unwrap_or(cpmlab_model::topology::PeerExposure::Port),
             with_etcd_druid: self.with_etcd_druid,
+            druid_naming: self.druid_naming.unwrap_or_default(),
         };
         s.check()?;
         Ok(s)

@@ -205,17 +205,44 @@ fn start_druid(env: &mut Env) {
     env.spawn("etcd-druid", druid);
 }
 
-/// The kind form's objects for `seed`, rendered by the binary as a user
-/// renders them (`cpmlab up --provider kind --with-etcd-druid --render`).
-fn rendered(dir: &Path) -> PathBuf {
+/// The kind form's objects, rendered by the binary as a user renders them
+/// (`cpmlab up --provider kind --with-etcd-druid --druid-naming NAMING
+/// --render`).
+fn rendered(dir: &Path, naming: &str) -> PathBuf {
     let out = dir.join("render");
     let o = Command::new(common::bin())
-        .args(["up", "--provider", "kind", "--with-etcd-druid", "--render"])
+        .args([
+            "up",
+            "--provider",
+            "kind",
+            "--with-etcd-druid",
+            "--druid-naming",
+        ])
+        .arg(naming)
+        .arg("--render")
         .arg(&out)
         .output()
         .unwrap();
     assert!(o.status.success(), "render: {}", common::show_output(&o));
     out
+}
+
+/// The shoot's namespace and druid's TLS Secrets of the rendered seed
+/// `seed`, applied; the namespace's name.
+fn apply_namespace_and_secrets(env: &Env, seed: &Path) -> String {
+    let ns_obj = read_yaml(&seed.join("manifests/00-namespace-shoot--local--local.yaml"));
+    let ns = ns_obj["metadata"]["name"].as_str().unwrap().to_string();
+    env.apply(&ns_obj).unwrap();
+    for s in [
+        "ca-etcd-bundle",
+        "etcd-server-main",
+        "etcd-peer-server-main",
+        "etcd-client",
+    ] {
+        env.apply(&read_yaml(&seed.join(format!("secrets/{s}.yaml"))))
+            .unwrap();
+    }
+    ns
 }
 
 fn read_yaml(p: &Path) -> Value {
@@ -319,24 +346,13 @@ fn druid_v0_38_1_drops_the_peer_urls_of_prefixed_members() {
         );
     }
     let mut env = api_server();
-    let render = rendered(env.dir.path());
+    let render = rendered(env.dir.path(), "gardener");
     start_druid(&mut env);
 
     // 1. Gardener's way, as rendered: the namespace, druid's TLS Secrets
     // and the source's Etcd.
     let seed = render.join("seed-a");
-    let ns_obj = read_yaml(&seed.join("manifests/00-namespace-shoot--local--local.yaml"));
-    let ns = ns_obj["metadata"]["name"].as_str().unwrap().to_string();
-    env.apply(&ns_obj).unwrap();
-    for s in [
-        "ca-etcd-bundle",
-        "etcd-server-main",
-        "etcd-peer-server-main",
-        "etcd-client",
-    ] {
-        env.apply(&read_yaml(&seed.join(format!("secrets/{s}.yaml"))))
-            .unwrap();
-    }
+    let ns = apply_namespace_and_secrets(&env, &seed);
     let gardener = read_yaml(&seed.join("manifests/11-etcd-etcd-main.yaml"));
     assert_eq!(gardener["spec"]["memberNamePrefix"], "seed-a");
     let wanted = asked(&gardener);
@@ -435,4 +451,172 @@ fn druid_v0_38_1_drops_the_peer_urls_of_prefixed_members() {
         "druid's log:\n{}",
         env.log("etcd-druid")
     );
+}
+
+/// The migration's etcd cluster as druid v0.38.1 renders it under its own
+/// documented naming (the kind form's default, `--druid-naming distinct`):
+/// the source's `etcd-main` and the destination's `etcd-main-seed-b` in
+/// one namespace of one API server (their names never clash), the
+/// destination scaled to the five-member plan's two members as the
+/// migration scales it.
+///
+/// 1. Both rendered `Etcd`s, and the destination's at two replicas, pass
+///    druid's CRD.
+/// 2. The source's members advertise their ingress URLs (what Gardener's
+///    naming loses).
+/// 3. The destination's configuration names the source's members by
+///    their own member names and ingress URLs in `initial-cluster`
+///    (`bootstrapWithExistingCluster`), and each destination member
+///    advertises its own ingress URL.
+/// 4. The destination's backup-restore sidecars get the source's client
+///    endpoint (`--service-endpoints`), through which they add their
+///    member to the source's cluster.
+#[test]
+#[cfg_attr(
+    not(all(cpmlab_has_etcd_kubectl, cpmlab_has_kube_apiserver, cpmlab_has_druid)),
+    ignore = "needs etcd and kubectl (scripts/setup, scripts/build-go --kind), kube-apiserver (scripts/build-go) and etcd-druid (scripts/build-go --druid)"
+)]
+fn druid_v0_38_1_renders_the_migration_s_cluster_under_its_documented_naming() {
+    const NAME: &str = "druid_v0_38_1_renders_the_migration_s_cluster_under_its_documented_naming";
+    for need in [
+        cpmlab_testenv::Need::EtcdKubectl,
+        cpmlab_testenv::Need::KubeApiserver,
+        cpmlab_testenv::Need::Druid,
+    ] {
+        common::needs(NAME, need);
+    }
+    let mut env = api_server();
+    let render = rendered(env.dir.path(), "distinct");
+    start_druid(&mut env);
+    let ns = apply_namespace_and_secrets(&env, &render.join("seed-a"));
+
+    // 1. The source's and the destination's Etcd as rendered, then the
+    // destination's scaled to two members as the migration renders it.
+    let source = read_yaml(&render.join("seed-a/manifests/11-etcd-etcd-main.yaml"));
+    let at_up = read_yaml(&render.join("seed-b/manifests/11-etcd-etcd-main-seed-b.yaml"));
+    assert!(
+        source["spec"].get("memberNamePrefix").is_none(),
+        "{source:#}"
+    );
+    for e in [&source, &at_up] {
+        env.apply(e)
+            .unwrap_or_else(|err| panic!("druid's CRD refused {}: {err}", e["metadata"]["name"]));
+    }
+    let t = cpmlab_model::topology::Topology::default();
+    let s = cpmlab_provider_kind::KindSettings {
+        with_etcd_druid: true,
+        ..Default::default()
+    };
+    let lab = source["metadata"]["labels"][cpmlab_model::labels::LABEL_LAB]
+        .as_str()
+        .unwrap();
+    let scaled = cpmlab_provider_kind::druid::etcd(lab, &t, &s, "seed-b", 2);
+    assert_eq!(
+        scaled["spec"]["etcd"]["bootstrapWithExistingCluster"],
+        at_up["spec"]["etcd"]["bootstrapWithExistingCluster"]
+    );
+    env.apply(&scaled)
+        .unwrap_or_else(|e| panic!("druid's CRD refused the scale-up: {e}"));
+
+    // 2. The source advertises each member's ingress URL.
+    let config = druid_config(&mut env, &ns, "etcd-main");
+    let wanted = asked(&source);
+    let got = advertised(&config);
+    assert_eq!(got.len(), 3, "{config:#}");
+    for ((member, urls), (name, ingress)) in got.iter().zip(&wanted) {
+        assert_eq!(member, name);
+        assert!(
+            urls.contains(ingress) && urls.len() == 2,
+            "{member}: druid did not advertise {ingress}: {urls:?}"
+        );
+    }
+
+    // 3. The destination's configuration: its members' ingress URLs, and
+    // the source's members in its initial cluster.
+    let config = loop_until_replicas(&mut env, &ns, "etcd-main-seed-b", 2);
+    let got = advertised(&config);
+    let wanted = asked(&scaled);
+    assert_eq!(
+        got.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>(),
+        ["etcd-main-seed-b-0", "etcd-main-seed-b-1"],
+        "{config:#}"
+    );
+    for ((member, urls), (_, ingress)) in got.iter().zip(&wanted) {
+        assert!(urls.contains(ingress), "{member}: {urls:?}");
+    }
+    let initial: Vec<&str> = config["initial-cluster"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .collect();
+    for m in source["spec"]["etcd"]["additionalAdvertisePeerURLs"]
+        .as_array()
+        .unwrap()
+    {
+        let entry = format!(
+            "{}={}",
+            m["memberName"].as_str().unwrap(),
+            m["urls"][0].as_str().unwrap()
+        );
+        assert!(
+            initial.contains(&entry.as_str()),
+            "{entry} not in {initial:?}"
+        );
+    }
+    for (member, ingress) in &wanted {
+        let entry = format!("{member}={ingress}");
+        assert!(
+            initial.contains(&entry.as_str()),
+            "{entry} not in {initial:?}"
+        );
+    }
+
+    // 4. The sidecars reach the source's cluster.
+    let sts: Value = serde_json::from_str(&env.ok(&[
+        "-n",
+        &ns,
+        "get",
+        "statefulset",
+        "etcd-main-seed-b",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let sidecar = sts["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "backup-restore")
+        .unwrap_or_else(|| panic!("no backup-restore container: {sts:#}"));
+    let endpoints = sidecar["args"]
+        .as_array()
+        .into_iter()
+        .chain(sidecar["command"].as_array())
+        .flatten()
+        .filter_map(|a| a.as_str()?.strip_prefix("--service-endpoints="))
+        .next()
+        .unwrap_or_else(|| panic!("no --service-endpoints: {sidecar:#}"));
+    let client = at_up["spec"]["etcd"]["bootstrapWithExistingCluster"]["clientEndpoints"][0]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        endpoints,
+        format!("https://etcd-main-seed-b-client:2379,{client}")
+    );
+}
+
+/// druid's configuration of `etcd` once it renders `replicas` members.
+fn loop_until_replicas(env: &mut Env, ns: &str, etcd: &str, replicas: usize) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let config = druid_config(env, ns, etcd);
+        if advertised(&config).len() == replicas {
+            return config;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "druid's configuration of {etcd} has not {replicas} members in 60 s: {config:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -13,7 +13,7 @@
 use serde_json::{json, Value};
 
 use super::members::{self, KindMember};
-use super::{KindSettings, CLIENT_PORT, PEER_PORT};
+use super::{DruidNaming, KindSettings, CLIENT_PORT, PEER_PORT};
 use crate::topology::Topology;
 
 /// The version the rendered `Etcd` is written for (see the module doc).
@@ -43,46 +43,78 @@ pub const CLIENT_SECRET: &str = "etcd-client";
 pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_KEY_KEY: &str = "tls.key";
 
-/// The labels druid puts on every pod of an `Etcd` besides `spec.labels`
-/// (`GetDefaultLabels` in `api/core/v1alpha1/helper.go`, and the
-/// StatefulSet's own in `internal/component/statefulset/builder.go`,
-/// `getStatefulSetLabels`); its client and peer Services select the
-/// first three (`internal/component/clientservice/clientservice.go`).
-pub fn pod_labels() -> Value {
+/// The name of `seed`'s `Etcd` (and, without druid, of the lab's own
+/// etcd StatefulSets' `app.kubernetes.io/part-of` and client Service):
+/// Gardener's `etcd-main`, but for the destination's under
+/// [`DruidNaming::Distinct`], `etcd-main-<seed>` (druid's documented way,
+/// two `Etcd` resources of different names).
+pub fn etcd_name(t: &Topology, s: &KindSettings, seed: &str) -> String {
+    if s.with_etcd_druid && s.druid_naming == DruidNaming::Distinct && t.source().name != seed {
+        format!("{ETCD_NAME}-{seed}")
+    } else {
+        ETCD_NAME.to_string()
+    }
+}
+
+/// The `memberNamePrefix` of `seed`'s `Etcd`: the seed's name under
+/// Gardener's naming (gardenlet sets it, `pkg/gardenlet/operation/botanist/etcd.go`),
+/// none under druid's documented one.
+pub fn member_name_prefix(s: &KindSettings, seed: &str) -> Option<String> {
+    match s.druid_naming {
+        DruidNaming::Gardener => Some(seed.to_string()),
+        DruidNaming::Distinct => None,
+    }
+}
+
+/// druid's client Service of the `Etcd` named `etcd` (`GetClientServiceName`).
+pub fn client_service(etcd: &str) -> String {
+    format!("{etcd}-client")
+}
+
+/// The labels druid puts on every pod of the `Etcd` named `etcd` besides
+/// `spec.labels` (`GetDefaultLabels` in `api/core/v1alpha1/helper.go`, and
+/// the StatefulSet's own in `internal/component/statefulset/builder.go`,
+/// `getStatefulSetLabels`); its client and peer Services select the first
+/// three (`internal/component/clientservice/clientservice.go`).
+pub fn pod_labels(etcd: &str) -> Value {
     json!({
         "app.kubernetes.io/managed-by": "etcd-druid",
-        "app.kubernetes.io/part-of": ETCD_NAME,
+        "app.kubernetes.io/part-of": etcd,
         "app.kubernetes.io/component": "etcd-statefulset",
-        "app.kubernetes.io/name": ETCD_NAME,
+        "app.kubernetes.io/name": etcd,
     })
 }
 
-/// The pod druid runs for member `index`.
-pub fn pod_name(index: usize) -> String {
-    format!("{ETCD_NAME}-{index}")
+/// The pod druid runs for member `index` of the `Etcd` named `etcd`.
+pub fn pod_name(etcd: &str, index: usize) -> String {
+    format!("{etcd}-{index}")
 }
 
 /// The etcd member name of pod `index` of `seed`'s `Etcd`: druid's
-/// `<memberNamePrefix>-<pod name>` (`GetMemberName`), the prefix being the
-/// seed's name as gardenlet sets it (`pkg/gardenlet/operation/botanist/etcd.go`).
-pub fn member_name(seed: &str, index: usize) -> String {
-    format!("{seed}-{}", pod_name(index))
+/// `GetMemberName`, `<memberNamePrefix>-<pod name>` or the pod name alone.
+pub fn member_name(t: &Topology, s: &KindSettings, seed: &str, index: usize) -> String {
+    let pod = pod_name(&etcd_name(t, s, seed), index);
+    match member_name_prefix(s, seed) {
+        Some(prefix) => format!("{prefix}-{pod}"),
+        None => pod,
+    }
 }
 
-/// The peer URL druid advertises for pod `index` inside its own cluster
-/// (`getAdvertiseURLs` in `internal/component/configmap/etcdconfig.go`).
-pub fn in_cluster_peer_url(ns: &str, index: usize) -> String {
+/// The peer URL druid advertises for pod `index` of the `Etcd` named
+/// `etcd` inside its own cluster (`getAdvertiseURLs` in
+/// `internal/component/configmap/etcdconfig.go`).
+pub fn in_cluster_peer_url(etcd: &str, ns: &str, index: usize) -> String {
     format!(
-        "https://{}.{ETCD_NAME}-peer.{ns}.svc:{PEER_PORT}",
-        pod_name(index)
+        "https://{}.{etcd}-peer.{ns}.svc:{PEER_PORT}",
+        pod_name(etcd, index)
     )
 }
 
 /// A per-member Service's selector: druid's pod of that member, by druid's
 /// labels and the pod name the StatefulSet controller labels it with.
-pub fn member_selector(index: usize) -> Value {
-    let mut v = pod_labels();
-    v["statefulset.kubernetes.io/pod-name"] = json!(pod_name(index));
+pub fn member_selector(etcd: &str, index: usize) -> Value {
+    let mut v = pod_labels(etcd);
+    v["statefulset.kubernetes.io/pod-name"] = json!(pod_name(etcd, index));
     v
 }
 
@@ -97,7 +129,8 @@ fn spec_labels(lab: &str, seed: &str) -> Value {
     })
 }
 
-/// `seed`'s `Etcd` with `replicas` members running.
+/// `seed`'s `Etcd` with `replicas` members running, named as
+/// `s.druid_naming` says.
 ///
 /// The source's runs all its members from `up`. The destination's is made
 /// at `up` with `bootstrapWithExistingCluster` (druid accepts it at creation
@@ -109,16 +142,18 @@ fn spec_labels(lab: &str, seed: &str) -> Value {
 /// migration's scale-up sets `replicas` and the URLs in one update,
 /// `etcd(.., n)`).
 ///
-/// Known upstream gap (v0.38.1 and druid's master, 5b90b4a): druid's
-/// ConfigMap looks the URLs up by the bare pod name
-/// (`internal/component/configmap/etcdconfig.go`, `memberURLs.MemberName
-/// == podName`), which the CRD's rule refuses whenever `memberNamePrefix`
-/// is set, so druid renders none of them: the members advertise their
-/// in-cluster URL only, which the other seed cannot reach.
+/// Known upstream gap (v0.38.1 and druid's master, 5b90b4a), the reason
+/// for [`DruidNaming::Distinct`]: druid's ConfigMap looks the URLs up by
+/// the bare pod name (`internal/component/configmap/etcdconfig.go`,
+/// `memberURLs.MemberName == podName`), which the CRD's rule refuses
+/// whenever `memberNamePrefix` is set, so under Gardener's naming druid
+/// renders none of them: the members advertise their in-cluster URL only,
+/// which the other seed cannot reach.
 pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usize) -> Value {
     let ns = super::namespace(&t.shoot.name);
     let mine = members::members(t, s, seed);
     let source = t.source().name == seed;
+    let name = etcd_name(t, s, seed);
     let ca = json!({"name": CA_BUNDLE_SECRET, "dataKey": CA_BUNDLE_KEY});
     let mut etcd = json!({
         // Gardener's (pkg/component/etcd/etcd/etcd.go).
@@ -141,32 +176,33 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
     let advertised: Vec<Value> = mine
         .iter()
         .take(replicas)
-        .map(|m| json!({"memberName": member_name(seed, m.index), "urls": [m.peer_url()]}))
+        .map(|m| json!({"memberName": member_name(t, s, seed, m.index), "urls": [m.peer_url()]}))
         .collect();
     if !advertised.is_empty() {
         etcd["additionalAdvertisePeerURLs"] = json!(advertised);
     }
     if !source {
         let src = &t.source().name;
+        let src_etcd = etcd_name(t, s, src);
         etcd["bootstrapWithExistingCluster"] = json!({
             // Every peer URL each source member advertises, as its member
             // list shows them: a joiner's initial cluster must name them
             // all (etcd compares them as sets; druid's
             // docs/usage/bootstrapping-with-existing-cluster.md).
             "members": members::members(t, s, src).iter().map(|m| json!({
-                "name": member_name(src, m.index),
-                "peerUrls": [in_cluster_peer_url(&ns, m.index), m.peer_url()],
+                "name": member_name(t, s, src, m.index),
+                "peerUrls": [in_cluster_peer_url(&src_etcd, &ns, m.index), m.peer_url()],
             })).collect::<Vec<_>>(),
             // The source's client endpoint on its ingress, for the
             // joiners' backup-restore sidecars.
             "clientEndpoints": [format!("https://{}:{CLIENT_PORT}", members::client_host(t, src))],
         });
     }
-    let mut spread = pod_labels();
+    let mut spread = pod_labels(&name);
     spread[crate::labels::LABEL_SEED] = json!(seed);
-    json!({
+    let mut object = json!({
         "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-        "metadata": {"name": ETCD_NAME, "namespace": ns, "labels": {
+        "metadata": {"name": name, "namespace": ns, "labels": {
             crate::labels::LABEL_LAB: lab,
             crate::labels::LABEL_SEED: seed,
             crate::labels::LABEL_ROLE: "etcd",
@@ -175,7 +211,6 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
         // auto-reconcile is off): pkg/component/etcd/etcd/etcd.go.
         "annotations": {"gardener.cloud/operation": "reconcile"}},
         "spec": {
-            "memberNamePrefix": seed,
             "replicas": replicas,
             "labels": spec_labels(lab, seed),
             "selector": {"matchLabels": {crate::labels::LABEL_SEED: seed, "app": "etcd-statefulset"}},
@@ -202,7 +237,11 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             // A seed's members over its zones, as the lab's own StatefulSets.
             "schedulingConstraints": {"topologySpreadConstraints": members::zone_spread(spread)},
         },
-    })
+    });
+    if let Some(prefix) = member_name_prefix(s, seed) {
+        object["spec"]["memberNamePrefix"] = json!(prefix);
+    }
+    object
 }
 
 /// The `Etcd` of `seed` as `up` makes it: the source's members running,
@@ -247,14 +286,15 @@ pub fn secrets(
         .map(|m: &KindMember| m.host.clone())
         .collect();
     let loopback = [std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST)];
-    let mut server_names = vec![format!("{ETCD_NAME}-local")];
-    server_names.extend(service(&format!("{ETCD_NAME}-client")));
-    server_names.extend(service(&format!("*.{ETCD_NAME}-peer")));
+    let name = etcd_name(t, s, seed);
+    let mut server_names = vec![format!("{name}-local")];
+    server_names.extend(service(&client_service(&name)));
+    server_names.extend(service(&format!("*.{name}-peer")));
     server_names.push(members::client_host(t, seed));
     server_names.extend(hosts.iter().cloned());
     let server = ca.issue_member("etcd-server", &server_names, &loopback)?;
-    let mut peer_names = service(&format!("{ETCD_NAME}-peer"));
-    peer_names.extend(service(&format!("*.{ETCD_NAME}-peer")));
+    let mut peer_names = service(&format!("{name}-peer"));
+    peer_names.extend(service(&format!("*.{name}-peer")));
     peer_names.extend(hosts);
     let peer = ca.issue_member("etcd-server", &peer_names, &loopback)?;
     let client = ca.issue_client("etcd-client")?;
@@ -304,11 +344,25 @@ mod tests {
         );
     }
 
+    /// druid with its documented naming (the default).
     fn druid() -> KindSettings {
         KindSettings {
             with_etcd_druid: true,
             ..Default::default()
         }
+    }
+
+    /// druid with Gardener's naming.
+    fn gardener() -> KindSettings {
+        KindSettings {
+            druid_naming: DruidNaming::Gardener,
+            ..druid()
+        }
+    }
+
+    /// The path of `seed`'s rendered `Etcd`.
+    fn etcd_file(t: &Topology, s: &KindSettings, seed: &str) -> String {
+        format!("{seed}/manifests/11-etcd-{}.yaml", etcd_name(t, s, seed))
     }
 
     fn nets() -> Vec<crate::addressing::Net24> {
@@ -666,18 +720,24 @@ mod tests {
     }
 
     fn settings() -> Vec<KindSettings> {
+        let ha = KindSettings {
+            nodes: 3,
+            exposure: PeerExposure::Address,
+            ..druid()
+        };
         vec![
             druid(),
+            gardener(),
             KindSettings {
-                nodes: 3,
-                exposure: PeerExposure::Address,
-                with_etcd_druid: true,
+                druid_naming: DruidNaming::Gardener,
+                ..ha.clone()
             },
+            ha,
         ]
     }
 
-    /// Every `Etcd` the kind form renders, both seeds and both exposures,
-    /// validates against druid's CRD; so does the destination's at every
+    /// Every `Etcd` the kind form renders, both seeds, both exposures and
+    /// both namings, validates against druid's CRD; so does the destination's at every
     /// replica count the migration's scale-up may set.
     #[test]
     fn every_rendered_etcd_validates_against_druid_s_crd() {
@@ -686,9 +746,12 @@ mod tests {
             let files = render::render("cpmlab", &t, &s, &nets());
             let etcds: Vec<&RenderedFile> = files
                 .iter()
-                .filter(|f| f.path.to_string_lossy().ends_with("11-etcd-etcd-main.yaml"))
+                .filter(|f| f.path.to_string_lossy().contains("/11-etcd-etcd-main"))
                 .collect();
             assert_eq!(etcds.len(), 2, "{s:?}");
+            for seed in ["seed-a", "seed-b"] {
+                file(&files, &etcd_file(&t, &s, seed));
+            }
             for f in etcds {
                 assert_valid(&parse(f), &f.path.display().to_string());
             }
@@ -709,7 +772,7 @@ mod tests {
     #[test]
     fn druid_s_crd_refuses_what_the_review_found() {
         let t = Topology::default();
-        let mut old = etcd_at_up("cpmlab", &t, &druid(), "seed-b");
+        let mut old = etcd_at_up("cpmlab", &t, &gardener(), "seed-b");
         let spec = old["spec"].as_object_mut().unwrap();
         let prefix = spec.remove("memberNamePrefix").unwrap();
         spec.get_mut("etcd").unwrap()["memberNamePrefix"] = prefix;
@@ -734,27 +797,28 @@ mod tests {
         }
         // The right spelling with the lab's own member names, and URLs at
         // zero replicas: both of the top-level rules fail.
-        let mut named = etcd_at_up("cpmlab", &t, &druid(), "seed-b");
+        let mut named = etcd_at_up("cpmlab", &t, &gardener(), "seed-b");
         named["spec"]["etcd"]["additionalAdvertisePeerURLs"] =
             json!([{"memberName": "seed-b-etcd-0", "urls": ["https://x:9100"]}]);
         let errors = Check::of(&named).errors;
         assert_eq!(errors.len(), 2, "{errors:#?}");
         assert!(errors.iter().all(|e| e.contains("CEL rule fails")));
         // Bootstrap members named like the target's own are refused.
-        let mut clash = etcd_at_up("cpmlab", &t, &druid(), "seed-b");
+        let mut clash = etcd_at_up("cpmlab", &t, &gardener(), "seed-b");
         clash["spec"]["etcd"]["bootstrapWithExistingCluster"]["members"][0]["name"] =
             json!("seed-b-etcd-main-0");
         assert_eq!(Check::of(&clash).errors.len(), 1);
     }
 
-    /// Member names are druid's `<memberNamePrefix>-<pod name>` with the
-    /// seed as prefix; each running member advertises its ingress URL;
-    /// the destination bootstraps from every source member with the URLs
-    /// the source advertises and the source's client endpoint.
+    /// Under Gardener's naming, member names are druid's
+    /// `<memberNamePrefix>-<pod name>` with the seed as prefix; each running
+    /// member advertises its ingress URL; the destination bootstraps from
+    /// every source member with the URLs the source advertises and the
+    /// source's client endpoint.
     #[test]
-    fn druid_names_members_by_seed_and_bootstraps_the_destination() {
+    fn gardener_s_naming_prefixes_members_by_seed_and_bootstraps_the_destination() {
         let t = Topology::default();
-        let files = render::render("cpmlab", &t, &druid(), &nets());
+        let files = render::render("cpmlab", &t, &gardener(), &nets());
         assert!(!files
             .iter()
             .any(|f| f.path.to_string_lossy().contains("statefulset")));
@@ -798,12 +862,77 @@ mod tests {
         );
         // The migration's scale-up: the destination's members named by
         // its own prefix, their ingress URLs added.
-        let up = etcd("cpmlab", &t, &druid(), "seed-b", 3);
+        let up = etcd("cpmlab", &t, &gardener(), "seed-b", 3);
         assert_eq!(
             up["spec"]["etcd"]["additionalAdvertisePeerURLs"][0]["memberName"],
             "seed-b-etcd-main-0"
         );
         assert_eq!(up["spec"]["etcd"]["bootstrapWithExistingCluster"], *boot);
+    }
+
+    /// Under druid's documented naming, the source's `Etcd` is Gardener's
+    /// `etcd-main` without a prefix (its members `etcd-main-<i>`), the
+    /// destination's `etcd-main-seed-b` (members `etcd-main-seed-b-<i>`):
+    /// names that never clash, each `additionalAdvertisePeerURLs` entry
+    /// named by the pod, as druid's ConfigMap looks it up; kube-apiserver,
+    /// the ingress's client route, the Secrets and the NetworkPolicy follow
+    /// each seed's `Etcd`.
+    #[test]
+    fn druid_s_documented_naming_gives_each_seed_its_own_etcd() {
+        let t = Topology::default();
+        let s = druid();
+        let files = render::render("cpmlab", &t, &s, &nets());
+        let src = parse(file(&files, "seed-a/manifests/11-etcd-etcd-main.yaml"));
+        assert!(src["spec"].get("memberNamePrefix").is_none(), "{src:#}");
+        assert_eq!(
+            src["spec"]["etcd"]["additionalAdvertisePeerURLs"][1],
+            json!({"memberName": "etcd-main-1", "urls": ["https://seed-a-etcd-1.local.cpmlab.test:9101"]})
+        );
+        let dst = parse(file(
+            &files,
+            "seed-b/manifests/11-etcd-etcd-main-seed-b.yaml",
+        ));
+        assert_eq!(dst["metadata"]["name"], "etcd-main-seed-b");
+        assert!(dst["spec"].get("memberNamePrefix").is_none());
+        assert_eq!(dst["spec"]["replicas"], 0);
+        let boot = &dst["spec"]["etcd"]["bootstrapWithExistingCluster"];
+        assert_eq!(
+            boot["members"][2],
+            json!({"name": "etcd-main-2", "peerUrls": [
+                "https://etcd-main-2.etcd-main-peer.shoot--local--local.svc:2380",
+                "https://seed-a-etcd-2.local.cpmlab.test:9102",
+            ]})
+        );
+        let up = etcd("cpmlab", &t, &s, "seed-b", 2);
+        assert_eq!(
+            up["spec"]["etcd"]["additionalAdvertisePeerURLs"],
+            json!([
+                {"memberName": "etcd-main-seed-b-0", "urls": ["https://seed-b-etcd-0.local.cpmlab.test:9100"]},
+                {"memberName": "etcd-main-seed-b-1", "urls": ["https://seed-b-etcd-1.local.cpmlab.test:9101"]},
+            ])
+        );
+        assert_eq!(member_name(&t, &s, "seed-b", 1), "etcd-main-seed-b-1");
+        assert_eq!(member_name(&t, &s, "seed-a", 1), "etcd-main-1");
+        assert!(super::super::manifests::apiserver_command(&t, &s, "seed-b")
+            .contains(&"--etcd-servers=https://etcd-main-seed-b-client:2379".to_string()));
+        let x = super::super::manifests::exposure(&t, &s, "seed-b");
+        let client = x
+            .tls
+            .iter()
+            .find(|r| r.kind == "client" && r.owner == "etcd-main-client")
+            .unwrap();
+        assert_eq!(
+            client.destination.host,
+            "etcd-main-seed-b-client.shoot--local--local.svc.cluster.local"
+        );
+        let np = parse(file(
+            &files,
+            "seed-b/manifests/12-networkpolicy-allow-ingressgateway-to-etcd.yaml",
+        ));
+        assert_eq!(
+            np["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/part-of"],
+            "etcd-main-seed-b"
+        );
     }
 
     fn druid_secrets(seed: &str) -> Vec<RenderedFile> {
@@ -903,14 +1032,17 @@ mod tests {
             let ca_der = der(&ca.unwrap());
             let (_, ca_x) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
             let ns = "shoot--local--local";
+            // The seed's own `Etcd`: `etcd-main-seed-b` in the destination.
+            let etcd = etcd_name(&t, &druid(), seed);
+            assert_eq!(etcd != "etcd-main", seed == "seed-b");
             for (name, must) in [
                 (
                     SERVER_SECRET,
                     vec![
-                        "etcd-main-local".to_string(),
-                        "etcd-main-client".into(),
-                        format!("etcd-main-client.{ns}.svc"),
-                        format!("*.etcd-main-peer.{ns}.svc"),
+                        format!("{etcd}-local"),
+                        format!("{etcd}-client"),
+                        format!("{etcd}-client.{ns}.svc"),
+                        format!("*.{etcd}-peer.{ns}.svc"),
                         format!("etcd-main-client.{seed}.local.cpmlab.test"),
                         format!("{seed}-etcd-1.local.cpmlab.test"),
                     ],
@@ -918,7 +1050,7 @@ mod tests {
                 (
                     PEER_SERVER_SECRET,
                     vec![
-                        format!("*.etcd-main-peer.{ns}.svc"),
+                        format!("*.{etcd}-peer.{ns}.svc"),
                         format!("{seed}-etcd-2.local.cpmlab.test"),
                     ],
                 ),
@@ -948,12 +1080,16 @@ mod tests {
     #[test]
     fn the_lab_s_services_select_druid_s_pods() {
         let t = Topology::default();
-        let files = render::render("cpmlab", &t, &druid(), &nets());
+        for s in [druid(), gardener()] {
+            the_lab_s_services_select_druid_s_pods_named(&t, &s);
+        }
+    }
+
+    fn the_lab_s_services_select_druid_s_pods_named(t: &Topology, s: &KindSettings) {
+        let files = render::render("cpmlab", t, s, &nets());
         for seed in ["seed-a", "seed-b"] {
-            let e = parse(file(
-                &files,
-                &format!("{seed}/manifests/11-etcd-etcd-main.yaml"),
-            ));
+            let e = parse(file(&files, &etcd_file(t, s, seed)));
+            let name = e["metadata"]["name"].as_str().unwrap().to_string();
             // A druid pod's labels, as druid's sources give them: spec.labels,
             // GetDefaultLabels (api/core/v1alpha1/helper.go), the StatefulSet's
             // (internal/component/statefulset/builder.go), and the pod name
@@ -1005,11 +1141,8 @@ mod tests {
                 .map(|o| o["metadata"]["name"].clone())
                 .collect();
             assert_eq!(services.len(), 6, "{services:?}");
-            for name in ["etcd-main-client", "etcd-main-peer"] {
-                assert!(
-                    !services.contains(&json!(name)),
-                    "{seed}: druid makes {name}"
-                );
+            for svc in [client_service(&name), format!("{name}-peer")] {
+                assert!(!services.contains(&json!(svc)), "{seed}: druid makes {svc}");
             }
             let np = parse(file(
                 &files,
@@ -1023,7 +1156,7 @@ mod tests {
             assert!(selects(&json!({crate::labels::LABEL_LAB: "cpmlab"}), 0));
             // The ingress's client route and kube-apiserver reach druid's
             // client Service.
-            let x = super::super::manifests::exposure(&t, &druid(), seed);
+            let x = super::super::manifests::exposure(t, s, seed);
             let client = x
                 .tls
                 .iter()
@@ -1031,16 +1164,17 @@ mod tests {
                 .unwrap();
             assert_eq!(
                 client.destination.host,
-                "etcd-main-client.shoot--local--local.svc.cluster.local"
+                format!("{name}-client.shoot--local--local.svc.cluster.local")
             );
+            assert!(super::super::manifests::apiserver_command(t, s, seed)
+                .contains(&format!("--etcd-servers=https://{name}-client:2379")));
         }
-        assert!(super::super::manifests::apiserver_command(&t, "seed-a")
-            .contains(&"--etcd-servers=https://etcd-main-client:2379".to_string()));
     }
 
     #[test]
     fn snapshots_of_druid_s_resources() {
-        let files = render::render("cpmlab", &Topology::default(), &druid(), &nets());
+        // Gardener's naming under the snapshots' first names.
+        let files = render::render("cpmlab", &Topology::default(), &gardener(), &nets());
         for path in [
             "seed-a/manifests/11-etcd-etcd-main.yaml",
             "seed-b/manifests/11-etcd-etcd-main.yaml",
@@ -1050,6 +1184,18 @@ mod tests {
                 .replace('/', "__")
                 .trim_end_matches(".yaml")
                 .to_string();
+            insta::assert_snapshot!(name, file(&files, path).contents);
+        }
+        let files = render::render("cpmlab", &Topology::default(), &druid(), &nets());
+        for path in [
+            "seed-a/manifests/11-etcd-etcd-main.yaml",
+            "seed-b/manifests/11-etcd-etcd-main-seed-b.yaml",
+            "seed-b/manifests/10-service-seed-b-etcd-0.yaml",
+        ] {
+            let name = format!(
+                "distinct__{}",
+                path.replace('/', "__").trim_end_matches(".yaml")
+            );
             insta::assert_snapshot!(name, file(&files, path).contents);
         }
     }

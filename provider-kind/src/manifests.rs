@@ -78,10 +78,7 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
         .map(|m| (m.name.clone(), m.peer_url()))
         .collect();
     for m in &mine {
-        out.push(Manifest::new(
-            10,
-            member_service(lab, &ns, m, s.with_etcd_druid),
-        ));
+        out.push(Manifest::new(10, member_service(lab, &ns, t, s, m)));
         if !s.with_etcd_druid {
             out.push(Manifest::new(
                 11,
@@ -89,9 +86,10 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
             ));
         }
     }
-    out.push(Manifest::new(12, network_policy(lab, &ns, seed)));
+    out.push(Manifest::new(12, network_policy(lab, &ns, t, s, seed)));
     if s.with_etcd_druid {
-        // druid makes `etcd-main-client` (and `etcd-main-peer`) itself.
+        // druid makes the `Etcd`'s client Service (and its peer Service)
+        // itself.
         out.push(Manifest::new(11, super::druid::etcd_at_up(lab, t, s, seed)));
     } else {
         out.push(Manifest::new(10, client_service(lab, &ns, seed)));
@@ -152,7 +150,10 @@ pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::
         host: client_host(t, seed),
         port: CLIENT_PORT,
         destination: Destination {
-            host: service_host("etcd-main-client", &ns),
+            host: service_host(
+                &super::druid::client_service(&super::druid::etcd_name(t, s, seed)),
+                &ns,
+            ),
             port: CLIENT_PORT,
             resolution: Resolution::Endpoints,
         },
@@ -171,9 +172,9 @@ pub fn exposure(t: &Topology, s: &KindSettings, seed: &str) -> crate::exposure::
 
 /// A member's own Service: its StatefulSet's pod, or with etcd-druid
 /// druid's pod of that ordinal.
-fn member_service(lab: &str, ns: &str, m: &KindMember, druid: bool) -> Value {
-    let selector = if druid {
-        super::druid::member_selector(m.index)
+fn member_service(lab: &str, ns: &str, t: &Topology, s: &KindSettings, m: &KindMember) -> Value {
+    let selector = if s.with_etcd_druid {
+        super::druid::member_selector(&super::druid::etcd_name(t, s, &m.seed), m.index)
     } else {
         json!({"statefulset.kubernetes.io/pod-name": m.pod()})
     };
@@ -360,12 +361,15 @@ pub fn join_config_map(
     })
 }
 
-fn network_policy(lab: &str, ns: &str, seed: &str) -> Value {
+fn network_policy(lab: &str, ns: &str, t: &Topology, s: &KindSettings, seed: &str) -> Value {
+    // The seed's etcd pods, the lab's or druid's (druid labels them with
+    // the `Etcd`'s name, as the lab labels its own `etcd-main`).
+    let etcd = super::druid::etcd_name(t, s, seed);
     json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": meta("allow-ingressgateway-to-etcd", ns, labels(lab, seed, "etcd")),
         "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "etcd-main"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": etcd}},
             "policyTypes": ["Ingress"],
             "ingress": [
                 {
@@ -382,7 +386,7 @@ fn network_policy(lab: &str, ns: &str, seed: &str) -> Value {
                 },
                 {
                     "from": [
-                        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "etcd-main"}}},
+                        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": etcd}}},
                         {"podSelector": {"matchLabels": {"app": "kubernetes", "role": "apiserver"}}},
                     ],
                     "ports": [
@@ -404,9 +408,11 @@ fn network_policy(lab: &str, ns: &str, seed: &str) -> Value {
 /// the topology's shutdown settings, one `--service-cluster-ip-range` for
 /// the shoot in every seed), its files from the Secret `kube-apiserver`
 /// mounted where the docker form puts them, its address the pod's, and
-/// its own seed's etcd through the seed's `etcd-main-client` Service.
-pub fn apiserver_command(t: &Topology, seed: &str) -> Vec<String> {
-    let servers = [format!("https://etcd-main-client:{CLIENT_PORT}")];
+/// its own seed's etcd through the seed's client Service (`etcd-main-client`,
+/// or druid's of the seed's `Etcd`).
+pub fn apiserver_command(t: &Topology, s: &KindSettings, seed: &str) -> Vec<String> {
+    let etcd = super::druid::client_service(&super::druid::etcd_name(t, s, seed));
+    let servers = [format!("https://{etcd}:{CLIENT_PORT}")];
     let api_name = t.shoot.api_name();
     let r = crate::apiserver::launch::Replica {
         name: "kube-apiserver",
@@ -475,6 +481,7 @@ pub fn apiserver_deployment(
     lab: &str,
     ns: &str,
     t: &Topology,
+    s: &KindSettings,
     seed: &str,
     health_token: &str,
 ) -> Value {
@@ -483,7 +490,7 @@ pub fn apiserver_deployment(
             .map(|d| d.as_secs())
             .unwrap_or(30);
     let source = t.source().name == seed;
-    let command = apiserver_command(t, seed);
+    let command = apiserver_command(t, s, seed);
     // Readiness: the topology's timings (Gardener's by default);
     // liveness: Gardener's.
     let readiness = t

@@ -480,6 +480,7 @@ pub fn secrets(
             lab,
             &ns,
             t,
+            s,
             seed,
             &keys.health_token,
         )),
@@ -667,7 +668,7 @@ mod tests {
             KindSettings {
                 nodes: 3,
                 exposure: PeerExposure::Address,
-                with_etcd_druid: false,
+                ..Default::default()
             },
             KindSettings {
                 with_etcd_druid: true,
@@ -793,6 +794,7 @@ mod tests {
             "cpmlab",
             "shoot--local--local",
             &Topology::default(),
+            &KindSettings::default(),
             "seed-b",
             "h",
         );
@@ -998,15 +1000,17 @@ mod tests {
     fn both_seeds_api_servers_share_one_service_range() {
         let t = Topology::default();
         let range = |seed: &str| {
-            manifests::apiserver_command(&t, seed)
+            manifests::apiserver_command(&t, &KindSettings::default(), seed)
                 .into_iter()
                 .filter(|a| a.starts_with("--service-cluster-ip-range="))
                 .collect::<Vec<_>>()
         };
         assert_eq!(range("seed-a").len(), 1);
         assert_eq!(range("seed-a"), range("seed-b"));
-        assert!(manifests::apiserver_command(&t, "seed-b")
-            .contains(&"--etcd-servers=https://etcd-main-client:2379".to_string()));
+        assert!(
+            manifests::apiserver_command(&t, &KindSettings::default(), "seed-b")
+                .contains(&"--etcd-servers=https://etcd-main-client:2379".to_string())
+        );
     }
 
     /// Every file kube-apiserver's command line names under the docker
@@ -1019,10 +1023,11 @@ mod tests {
         let secret = parse(file(&files, "seed-a/secrets/kube-apiserver.yaml"));
         let data = secret["data"].as_object().unwrap();
         let dir = format!("{}/", crate::apiserver::launch::DIR);
-        let named: Vec<String> = manifests::apiserver_command(&t, "seed-a")
-            .iter()
-            .filter_map(|a| a.split_once(&dir).map(|(_, f)| f.to_string()))
-            .collect();
+        let named: Vec<String> =
+            manifests::apiserver_command(&t, &KindSettings::default(), "seed-a")
+                .iter()
+                .filter_map(|a| a.split_once(&dir).map(|(_, f)| f.to_string()))
+                .collect();
         assert!(
             named.contains(&crate::apiserver::launch::FRONT_PROXY_CA.to_string()),
             "{named:?}"
@@ -1092,7 +1097,14 @@ mod tests {
                 json!({"app.kubernetes.io/part-of": "etcd-main", "cpmlab.seed": "seed-a"})
             );
         }
-        let d = manifests::apiserver_deployment("l", "ns", &Topology::default(), "seed-a", "h");
+        let d = manifests::apiserver_deployment(
+            "l",
+            "ns",
+            &Topology::default(),
+            &KindSettings::default(),
+            "seed-a",
+            "h",
+        );
         assert_eq!(
             d["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"],
             "topology.kubernetes.io/zone"
@@ -1237,6 +1249,7 @@ mod tests {
                 "cpmlab",
                 "shoot--local--local",
                 &Topology::default(),
+                &KindSettings::default(),
                 "seed-a",
                 "health-token",
             ))

@@ -301,7 +301,7 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                         &ns,
                         "wait",
                         "--for=jsonpath={.status.ready}=true",
-                        &format!("etcd/{}", super::druid::ETCD_NAME),
+                        &format!("etcd/{}", super::druid::etcd_name(t, s, seed)),
                         "--timeout=300s",
                     ],
                 )

@@ -19,6 +19,29 @@ pub struct KindSettings {
     /// etcd through etcd-druid's `Etcd` resources instead of the lab's own
     /// StatefulSets.
     pub with_etcd_druid: bool,
+    /// How each seed's `Etcd` and its members are named (with
+    /// `with_etcd_druid`).
+    pub druid_naming: DruidNaming,
+}
+
+/// How the seeds' `Etcd` resources and their members are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DruidNaming {
+    /// etcd-druid's documented way to grow a cluster across two `Etcd`
+    /// resources (its `docs/usage/bootstrapping-with-existing-cluster.md`):
+    /// each `Etcd` its own name and no member name prefix. The source's
+    /// keeps Gardener's `etcd-main`, the destination's is
+    /// `etcd-main-<seed>`. The only naming under which druid v0.38.1
+    /// advertises the cross-seed peer URLs.
+    #[default]
+    Distinct,
+    /// Gardener's: `etcd-main` in both seeds, the seed as
+    /// `memberNamePrefix` (gardener `pkg/gardenlet/operation/botanist/etcd.go`
+    /// with `UpgradeEtcdVersion` on). druid v0.38.1 drops every
+    /// `additionalAdvertisePeerURLs` entry under it (docs/etcd-druid.md):
+    /// rendered and checked against druid's CRD, not a live path.
+    Gardener,
 }
 
 impl Default for KindSettings {
@@ -27,6 +50,7 @@ impl Default for KindSettings {
             nodes: 1,
             exposure: PeerExposure::Port,
             with_etcd_druid: false,
+            druid_naming: DruidNaming::Distinct,
         }
     }
 }
