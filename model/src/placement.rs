@@ -6,12 +6,12 @@
 use crate::plan;
 use crate::state::{ApiServerState, LabState, MemberState, MigrationState, ProviderKind};
 
-/// A member a migration plans (`plan::member` names its workload as a
-/// container), named as the lab's provider has it.
-pub fn planned_member(state: &LabState, m: MemberState) -> MemberState {
+/// Member `index` of the seed a migration plans (`plan::member` names its
+/// workload as a container), named as the lab's provider has it.
+pub fn planned_member(state: &LabState, m: MemberState, index: usize) -> MemberState {
     match state.provider {
         ProviderKind::Docker => m,
-        ProviderKind::Kind => crate::kind::lab_state::kind_member(state, m),
+        ProviderKind::Kind => crate::kind::lab_state::kind_member(state, m, index),
     }
 }
 
@@ -66,7 +66,7 @@ pub fn migration(
                     &state.dns.zone,
                     state.topology.network.peer_exposure,
                 );
-                planned_member(state, m)
+                planned_member(state, m, i)
             })
             .collect(),
         destination_apiservers: (0..replicas)

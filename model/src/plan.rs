@@ -135,6 +135,7 @@ impl<'a> LabPlan<'a> {
             link_replay: None,
             probe_run: None,
             migration: None,
+            etcd_druid: None,
         }
     }
 

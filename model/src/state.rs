@@ -93,6 +93,10 @@ pub struct LabState {
     /// The control plane migration, once `cpmlab migrate` started one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationState>,
+    /// The kind form's etcd is etcd-druid's, its `Etcd`s named this way:
+    /// the members carry druid's member names, pods and claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_druid: Option<crate::kind::DruidNaming>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,18 +13,17 @@
 use serde_json::{json, Value};
 
 use super::members::{self, KindMember};
-use super::{DruidNaming, KindSettings, CLIENT_PORT, PEER_PORT};
+use super::{KindSettings, CLIENT_PORT, PEER_PORT};
 use crate::topology::Topology;
 
 /// The version the rendered `Etcd` is written for (see the module doc).
 pub const DRUID_VERSION: &str = "v0.38.1";
 
-/// Gardener's name for a shoot's main etcd (`etcd-main`): druid names its
-/// StatefulSet after the `Etcd` (`GetStatefulSetName`), its pods
-/// `<name>-<ordinal>` (`GetOrdinalPodName`) and its Services
-/// `<name>-client` and `<name>-peer` (`GetClientServiceName`,
-/// `GetPeerServiceName`), all in druid's `api/core/v1alpha1/helper.go`.
-pub const ETCD_NAME: &str = "etcd-main";
+/// The names of what druid makes (the `Etcd`, its pods, Services and
+/// members), shared with the lab state.
+pub use cpmlab_model::kind::druid_names::{
+    client_service, etcd_name, member_name, member_name_prefix, pod_name, ETCD_NAME,
+};
 
 /// The Secrets the `Etcd` names, with Gardener's names
 /// (`pkg/component/etcd/etcd/etcd.go`: `etcd-server-<role>`,
@@ -43,34 +42,6 @@ pub const CLIENT_SECRET: &str = "etcd-client";
 pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_KEY_KEY: &str = "tls.key";
 
-/// The name of `seed`'s `Etcd` (and, without druid, of the lab's own
-/// etcd StatefulSets' `app.kubernetes.io/part-of` and client Service):
-/// Gardener's `etcd-main`, but for the destination's under
-/// [`DruidNaming::Distinct`], `etcd-main-<seed>` (druid's documented way,
-/// two `Etcd` resources of different names).
-pub fn etcd_name(t: &Topology, s: &KindSettings, seed: &str) -> String {
-    if s.with_etcd_druid && s.druid_naming == DruidNaming::Distinct && t.source().name != seed {
-        format!("{ETCD_NAME}-{seed}")
-    } else {
-        ETCD_NAME.to_string()
-    }
-}
-
-/// The `memberNamePrefix` of `seed`'s `Etcd`: the seed's name under
-/// Gardener's naming (gardenlet sets it, `pkg/gardenlet/operation/botanist/etcd.go`),
-/// none under druid's documented one.
-pub fn member_name_prefix(s: &KindSettings, seed: &str) -> Option<String> {
-    match s.druid_naming {
-        DruidNaming::Gardener => Some(seed.to_string()),
-        DruidNaming::Distinct => None,
-    }
-}
-
-/// druid's client Service of the `Etcd` named `etcd` (`GetClientServiceName`).
-pub fn client_service(etcd: &str) -> String {
-    format!("{etcd}-client")
-}
-
 /// The labels druid puts on every pod of the `Etcd` named `etcd` besides
 /// `spec.labels` (`GetDefaultLabels` in `api/core/v1alpha1/helper.go`, and
 /// the StatefulSet's own in `internal/component/statefulset/builder.go`,
@@ -83,21 +54,6 @@ pub fn pod_labels(etcd: &str) -> Value {
         "app.kubernetes.io/component": "etcd-statefulset",
         "app.kubernetes.io/name": etcd,
     })
-}
-
-/// The pod druid runs for member `index` of the `Etcd` named `etcd`.
-pub fn pod_name(etcd: &str, index: usize) -> String {
-    format!("{etcd}-{index}")
-}
-
-/// The etcd member name of pod `index` of `seed`'s `Etcd`: druid's
-/// `GetMemberName`, `<memberNamePrefix>-<pod name>` or the pod name alone.
-pub fn member_name(t: &Topology, s: &KindSettings, seed: &str, index: usize) -> String {
-    let pod = pod_name(&etcd_name(t, s, seed), index);
-    match member_name_prefix(s, seed) {
-        Some(prefix) => format!("{prefix}-{pod}"),
-        None => pod,
-    }
 }
 
 /// The peer URL druid advertises for pod `index` of the `Etcd` named
@@ -315,7 +271,7 @@ mod tests {
     use super::*;
     use crate::render::{self, RenderedFile};
     use crate::topology::Topology;
-    use crate::PeerExposure;
+    use crate::{DruidNaming, PeerExposure};
     use std::path::Path;
 
     /// etcd-druid v0.38.1's `Etcd` CRD (fixtures/upstream/etcd-druid/README.md).

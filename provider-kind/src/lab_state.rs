@@ -96,12 +96,42 @@ mod tests {
             "kind-lab-seed-b/shoot--local--local/kube-apiserver@0"
         );
         let m = crate::plan::member("lab", "seed-b", nets()[1], 2, "z", None);
-        let m = kind_member(&st, m);
+        let m = kind_member(&st, m, 2);
         assert_eq!(
             (m.container.as_str(), m.volume.as_str()),
             (
                 "kind-lab-seed-b/shoot--local--local/seed-b-etcd-2-0",
                 "data-seed-b-etcd-2-0"
+            )
+        );
+    }
+
+    /// With etcd-druid the members are druid's: its pods, claims and
+    /// member names (etcd knows them by these), the DNS names the lab's.
+    #[test]
+    fn druid_s_members_carry_druid_s_names() {
+        let t = Topology::default();
+        let s = KindSettings {
+            with_etcd_druid: true,
+            ..Default::default()
+        };
+        let st = kind_state("lab", &t, &s, &nets(), "img", "k".into());
+        assert_eq!(st.etcd_druid, Some(crate::DruidNaming::Distinct));
+        let m = &st.members[1];
+        assert_eq!(m.name, "etcd-main-1");
+        assert_eq!(
+            m.container,
+            "kind-lab-seed-a/shoot--local--local/etcd-main-1"
+        );
+        assert_eq!(m.volume, "etcd-main-etcd-main-1");
+        assert_eq!(m.host, "seed-a-etcd-1.local.cpmlab.test");
+        let plan = cpmlab_model::placement::migration(&st, "seed-a", "seed-b", "t", 0.0).unwrap();
+        let d = &plan.destination_members[2];
+        assert_eq!(
+            (d.name.as_str(), d.container.as_str()),
+            (
+                "etcd-main-seed-b-2",
+                "kind-lab-seed-b/shoot--local--local/etcd-main-seed-b-2"
             )
         );
     }

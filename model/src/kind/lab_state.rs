@@ -64,19 +64,25 @@ pub fn kind_state(
     let plan = crate::plan::LabPlan::new(lab, &t, nets, image);
     let mut state = plan.initial_state(tsig_secret);
     state.provider = ProviderKind::Kind;
+    state.etcd_druid = s.with_etcd_druid.then_some(s.druid_naming);
     for seed in &mut state.seeds {
         seed.gateway.container = format!(
             "{}/{INGRESS_NAMESPACE}/istio-ingressgateway@0",
             context(lab, &seed.name)
         );
     }
+    let mut per_seed: std::collections::HashMap<String, usize> = Default::default();
     let members = std::mem::take(&mut state.members);
     state.members = members
         .into_iter()
-        .map(|m| kind_member(&state, m))
+        .map(|m| {
+            let i = per_seed.entry(m.seed.clone()).or_default();
+            *i += 1;
+            kind_member(&state, m, *i - 1)
+        })
         .collect();
     let apiservers = std::mem::take(&mut state.apiservers);
-    let mut per_seed: std::collections::HashMap<String, usize> = Default::default();
+    per_seed.clear();
     state.apiservers = apiservers
         .into_iter()
         .map(|a| {
@@ -107,18 +113,32 @@ pub fn kind_apiserver(
     a
 }
 
-/// A member as the docker form plans it (`plan::member`), in the kind
-/// form: its pod and claim.
+/// Member `index` of a seed as the docker form plans it (`plan::member`),
+/// in the kind form: its pod and claim, the lab's own StatefulSet's or,
+/// with etcd-druid, druid's (and then druid's member name, which etcd
+/// knows it by; its DNS name stays the lab's, which the ingress routes to
+/// the member's own Service).
 pub fn kind_member(
     state: &LabState,
     mut m: crate::state::MemberState,
+    index: usize,
 ) -> crate::state::MemberState {
-    m.container = format!(
-        "{}/{}/{}-0",
-        context(&state.name, &m.seed),
-        namespace(&state.topology.shoot.name),
-        m.name
-    );
+    let ns = namespace(&state.topology.shoot.name);
+    let context = context(&state.name, &m.seed);
+    if let Some(naming) = state.etcd_druid {
+        use super::druid_names;
+        let s = KindSettings {
+            with_etcd_druid: true,
+            druid_naming: naming,
+            ..Default::default()
+        };
+        let etcd = druid_names::etcd_name(&state.topology, &s, &m.seed);
+        m.container = format!("{context}/{ns}/{}", druid_names::pod_name(&etcd, index));
+        m.volume = druid_names::data_claim(&etcd, index);
+        m.name = druid_names::member_name(&state.topology, &s, &m.seed, index);
+        return m;
+    }
+    m.container = format!("{context}/{ns}/{}-0", m.name);
     m.volume = format!("data-{}-0", m.name);
     m
 }

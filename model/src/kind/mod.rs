@@ -3,6 +3,7 @@
 //! state of a kind lab (`lab_state`). Pure functions; the kind provider
 //! (crate `cpmlab-provider-kind`) re-exports them under its old paths.
 
+pub mod druid_names;
 pub mod lab_state;
 
 use serde::Serialize;
@@ -25,7 +26,9 @@ pub struct KindSettings {
 }
 
 /// How the seeds' `Etcd` resources and their members are named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum DruidNaming {
     /// etcd-druid's documented way to grow a cluster across two `Etcd`
