@@ -322,6 +322,34 @@ impl PodRef {
     }
 }
 
+/// The seed and `Etcd` of a pod etcd-druid runs for the lab, when the
+/// lab's etcd is druid's and `p` is one of its members' pods.
+fn druid_pod_seed(state: &LabState, p: &PodRef) -> Option<(String, String)> {
+    state.etcd_druid?;
+    let s = crate::KindSettings::of_state(state);
+    state.topology.seeds.iter().find_map(|seed| {
+        if p.context != crate::lab_state::context(&state.name, &seed.name) {
+            return None;
+        }
+        let etcd = crate::druid::etcd_name(&state.topology, &s, &seed.name);
+        let ordinal = p.pod.strip_prefix(&format!("{etcd}-"))?;
+        ordinal
+            .parse::<usize>()
+            .ok()
+            .map(|_| (seed.name.clone(), etcd))
+    })
+}
+
+/// The `Etcd` and ordinal of member pod `p` of `seed`, when the lab's etcd
+/// is etcd-druid's.
+fn druid_member(state: &LabState, seed: &str, p: &PodRef) -> Option<(String, usize)> {
+    state.etcd_druid?;
+    let s = crate::KindSettings::of_state(state);
+    let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
+    let index = p.pod.strip_prefix(&format!("{etcd}-"))?.parse().ok()?;
+    Some((etcd, index))
+}
+
 async fn kubectl(argv: &[String]) -> Result<Output> {
     kubectl_with_input(argv, None).await
 }
@@ -755,6 +783,21 @@ impl Provider for KindProvider {
         match Target::parse(workload)? {
             Target::Container(c) => self.docker.stop(&c, grace).await,
             Target::Pod(p) => {
+                // Scaling a StatefulSet to zero stops all of etcd-druid's
+                // members, not one: refused.
+                let labels = kubectl(&p.kubectl(&[
+                    "get",
+                    "pod",
+                    &p.pod,
+                    "-o",
+                    "jsonpath={.metadata.labels.app\\.kubernetes\\.io/managed-by}",
+                ]))
+                .await?;
+                anyhow::ensure!(
+                    labels.stdout.trim() != "etcd-druid",
+                    "{workload} is etcd-druid's: one member of an Etcd cannot be stopped alone \
+                     (signal it, or remove the Etcd)"
+                );
                 let sts = p
                     .statefulset()
                     .with_context(|| format!("{workload} is not a member's pod"))?;
@@ -816,6 +859,20 @@ impl Provider for KindProvider {
     ) -> Result<()> {
         // The member's certificates are the Secret rendered at `up`.
         let p = PodRef::parse(&m.container)?;
+        if let Some((etcd, index)) = druid_member(state, &m.seed, &p) {
+            // druid makes it: the seed's `Etcd` with one more member (its
+            // ingress URL added in the same update, as druid's CRD wants),
+            // never fewer than it runs. Its initial cluster is druid's and
+            // backup-restore's, not `cluster`.
+            let s = crate::KindSettings::of_state(state);
+            let running = state.members_of(&m.seed).count();
+            let replicas = (index + 1).max(running);
+            let object = crate::druid::etcd(&state.name, &state.topology, &s, &m.seed, replicas);
+            return kubectl_apply(&p.kubectl(&["apply", "-f", "-"]), &object)
+                .await
+                .map(|_| ())
+                .with_context(|| format!("scale etcd-druid's {etcd} to {replicas} member(s)"));
+        }
         let sts = p
             .statefulset()
             .with_context(|| format!("{} is not a member's pod", m.container))?;
@@ -850,6 +907,36 @@ impl Provider for KindProvider {
     async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
         match Target::parse(workload)? {
             Target::Container(c) => self.docker.remove(state, &c, data).await,
+            Target::Pod(p) if druid_pod_seed(state, &p).is_some() => {
+                // A member of druid's `Etcd` goes with the `Etcd` (as
+                // gardenlet deletes the source's in SourceSeedCleanup):
+                // druid deletes its StatefulSet and pods; the claims are
+                // the lab's to delete.
+                if let Some(run) = &state.probe_run {
+                    cpmlab_probe::container_logs::keep(self, run, &[workload.to_string()]).await;
+                }
+                let etcd = druid_pod_seed(state, &p).expect("a druid pod").1;
+                kubectl_ok(p.kubectl(&[
+                    "delete",
+                    "etcd",
+                    &etcd,
+                    "--ignore-not-found",
+                    "--wait=true",
+                    "--timeout=120s",
+                ]))
+                .await?;
+                kubectl_ok(p.kubectl(&[
+                    "wait",
+                    "--for=delete",
+                    &format!("pod/{}", p.pod),
+                    "--timeout=120s",
+                ]))
+                .await?;
+                if let Some(claim) = data {
+                    kubectl_ok(claim_removal(&p, claim)).await?;
+                }
+                Ok(())
+            }
             Target::Pod(p) => {
                 // Its log first, as the docker form keeps a removed
                 // container's: the run must say what a removed member did.
@@ -1391,5 +1478,57 @@ mod tests {
         assert_eq!(state_of_pod(&pod("Pending")), WorkloadState::Created);
         assert_eq!(state_of_pod(&pod("Failed")), WorkloadState::Stopped);
         assert_eq!(state_of_pod(&serde_json::json!({})), WorkloadState::Missing);
+    }
+
+    /// With etcd-druid, the provider knows druid's member pods by their
+    /// seed's kind context and `Etcd` (`start_member` scales that `Etcd`,
+    /// `remove` deletes it); the lab's own StatefulSets' pods are not
+    /// druid's, nor is any pod of a lab without druid.
+    #[test]
+    fn druid_s_member_pods_are_known_by_seed_and_etcd() {
+        let nets =
+            [0, 1, 2].map(|i| crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, i, 0)));
+        let t = crate::topology::Topology::default();
+        let druid = crate::KindSettings {
+            with_etcd_druid: true,
+            ..Default::default()
+        };
+        let st = crate::lab_state::kind_state("lab", &t, &druid, &nets, "img", "k".into());
+        let pod = |w: &str| PodRef::parse(w).unwrap();
+        let dst = pod("kind-lab-seed-b/shoot--local--local/etcd-main-seed-b-1");
+        assert_eq!(
+            druid_pod_seed(&st, &dst),
+            Some(("seed-b".into(), "etcd-main-seed-b".into()))
+        );
+        assert_eq!(
+            druid_member(&st, "seed-b", &dst),
+            Some(("etcd-main-seed-b".into(), 1))
+        );
+        let src = pod(&st.members[2].container);
+        assert_eq!(
+            druid_pod_seed(&st, &src),
+            Some(("seed-a".into(), "etcd-main".into()))
+        );
+        // The source's name in the destination's cluster is no member of it.
+        assert_eq!(
+            druid_pod_seed(&st, &pod("kind-lab-seed-b/shoot--local--local/etcd-main-1")),
+            None
+        );
+        assert_eq!(
+            druid_pod_seed(
+                &st,
+                &pod("kind-lab-seed-a/shoot--local--local/seed-a-etcd-0-0")
+            ),
+            None
+        );
+        let own = crate::lab_state::kind_state(
+            "lab",
+            &t,
+            &crate::KindSettings::default(),
+            &nets,
+            "img",
+            "k".into(),
+        );
+        assert_eq!(druid_pod_seed(&own, &src), None);
     }
 }

@@ -59,6 +59,22 @@ impl Default for KindSettings {
 }
 
 impl KindSettings {
+    /// The settings a kind lab's state records, as far as it records them:
+    /// the peer exposure (`lab_state::kind_state` writes it into the
+    /// topology) and etcd-druid's naming; not the nodes per seed.
+    pub fn of_state(state: &crate::state::LabState) -> KindSettings {
+        KindSettings {
+            exposure: state
+                .topology
+                .network
+                .peer_exposure
+                .unwrap_or(PeerExposure::Port),
+            with_etcd_druid: state.etcd_druid.is_some(),
+            druid_naming: state.etcd_druid.unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
     pub fn check(&self) -> Result<(), crate::errors::BadInput> {
         if ![1, 3].contains(&self.nodes) {
             return Err(crate::errors::BadInput(format!(

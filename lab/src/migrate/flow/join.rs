@@ -102,6 +102,9 @@ impl Flow<'_> {
         line: &Step,
     ) -> Result<Option<String>> {
         self.heal(line).await?;
+        if self.state.etcd_druid.is_some() {
+            return self.join_once_through_druid(m, line).await;
+        }
         let mut c = self.client().await?;
         let list = c.member_list().await.context("member list")?;
         let url = m.peer_url();
@@ -170,6 +173,87 @@ impl Flow<'_> {
                 } else {
                     Ok(None)
                 }
+            }
+        }
+    }
+
+    /// One look, with etcd-druid: druid makes the member (the destination's
+    /// `Etcd` scaled to include it, `Provider::start_member`) and its
+    /// backup-restore sidecar adds it as a learner when it sees a scale-up
+    /// and promotes it once in sync (backup-restore v0.44.1
+    /// `pkg/initializer/initializer.go`, `AddLearnerWithRetry`; the promote
+    /// callback in `pkg/server/backuprestoreserver.go`). The lab's
+    /// controller asks, then watches the member list; each note names the
+    /// actor. `None` once `m` is a voter.
+    async fn join_once_through_druid(
+        &mut self,
+        m: &MemberState,
+        line: &Step,
+    ) -> Result<Option<String>> {
+        let in_state = self.state.members.iter().any(|x| x.name == m.name);
+        if !in_state {
+            self.state.members.push(m.clone());
+            self.save()?;
+            self.provider
+                .start_member(&self.state, &self.ca, m, &[])
+                .await?;
+            self.note(
+                line,
+                &format!(
+                    "{} asked of etcd-druid (the lab's controller scaled the destination's Etcd to include it); \
+                     its backup-restore sidecar adds it as a learner",
+                    m.name
+                ),
+            );
+            return Ok(Some("asked of etcd-druid".into()));
+        }
+        let mut c = self.client().await?;
+        let list = c.member_list().await.context("member list")?;
+        let url = m.peer_url();
+        let found = list
+            .members()
+            .iter()
+            .find(|x| x.peer_urls().iter().any(|u| u == &url))
+            .cloned();
+        match found {
+            None => {
+                let pod = self.provider.workload_state(&m.container).await?;
+                if matches!(pod, WorkloadState::Missing) {
+                    // A resumed run, or an update druid has not acted on:
+                    // ask again (the same `Etcd`, applied).
+                    self.provider
+                        .start_member(&self.state, &self.ca, m, &[])
+                        .await?;
+                }
+                line.detail(&format!(
+                    "{}: not a member yet (druid's pod {pod}; backup-restore's scale-up check adds it)",
+                    m.name
+                ));
+                Ok(Some(format!("not a member yet (pod {pod})")))
+            }
+            Some(x) if x.is_learner() => {
+                if self.released.insert(m.name.clone()) {
+                    self.note(
+                        line,
+                        &format!(
+                            "{} added as a learner ({:x}) by its backup-restore sidecar",
+                            m.name,
+                            x.id()
+                        ),
+                    );
+                }
+                line.detail(&format!(
+                    "{} catching up; backup-restore promotes it once in sync",
+                    m.name
+                ));
+                Ok(Some("a learner, catching up".into()))
+            }
+            Some(_) => {
+                self.note(
+                    line,
+                    &format!("{} a voter: promoted by its backup-restore sidecar", m.name),
+                );
+                Ok(None)
             }
         }
     }

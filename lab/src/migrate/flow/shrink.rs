@@ -408,6 +408,20 @@ impl Flow<'_> {
             }
         }
         self.save()?;
+        if self.state.etcd_druid.is_some() {
+            // etcd-druid v0.38.1 cannot take one member of an `Etcd` away
+            // (its StatefulSet's replicas are the `Etcd`'s); a removed
+            // member's etcd stops serving by itself, and its pod goes with
+            // the source's `Etcd` in SourceSeedCleanup.
+            if !gone.is_empty() {
+                let names: Vec<&str> = gone.iter().map(|m| m.name.as_str()).collect();
+                tracing::info!(
+                    "{}: left to etcd-druid's StatefulSet until the source's Etcd goes",
+                    names.join(", ")
+                );
+            }
+            return Ok(());
+        }
         for m in gone {
             self.provider
                 .stop(&m.container, Duration::from_secs(5))
