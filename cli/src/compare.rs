@@ -129,6 +129,7 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
         keep: false,
         lab: a.name.clone(),
         provider: cpmlab_model::state::ProviderKind::Docker,
+        kind_up_args: vec![],
     };
     std::fs::create_dir_all(&opts.report_dir)?;
     let progress = Progress::new(Mode::detect(false));

@@ -33,6 +33,13 @@ pub struct RunArgs {
     /// needs).
     #[arg(long, value_enum, default_value = "docker")]
     pub provider: crate::up::ProviderChoice,
+    /// kind: each scenario's etcd through etcd-druid (`up --with-etcd-druid`):
+    /// druid makes the members, backup-restore joins and promotes them.
+    #[arg(long)]
+    pub with_etcd_druid: bool,
+    /// kind, with --with-etcd-druid: the `Etcd`s' naming (`up --druid-naming`).
+    #[arg(long, value_enum, requires = "with_etcd_druid")]
+    pub druid_naming: Option<cpmlab_model::kind::DruidNaming>,
     /// Run only shard K of N (e.g. 2/3): the set split so that shards
     /// finish together, by each scenario's expected duration; the same
     /// scenario lands in the same shard for the same set.
@@ -48,8 +55,31 @@ pub struct RunArgs {
     pub list: bool,
 }
 
+/// `up`'s etcd-druid flags, as `run` and `compare` were given them.
+pub fn kind_up_args(
+    with_etcd_druid: bool,
+    naming: Option<cpmlab_model::kind::DruidNaming>,
+) -> Vec<String> {
+    let mut v = vec![];
+    if with_etcd_druid {
+        v.push("--with-etcd-druid".to_string());
+    }
+    if let Some(n) = naming {
+        use clap::ValueEnum as _;
+        v.push("--druid-naming".into());
+        v.push(n.to_possible_value().expect("named").get_name().to_string());
+    }
+    v
+}
+
 pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     check_name(&a.name)?;
+    if a.with_etcd_druid && a.provider != crate::up::ProviderChoice::Kind {
+        return Err(cpmlab_core::errors::BadInput(
+            "--with-etcd-druid belongs to the kind form: add --provider kind".into(),
+        )
+        .into());
+    }
     // Every file is checked before anything is created.
     let paths = cpmlab_runner::scenario::expand(&a.scenarios)?;
     let mut files = Vec::new();
@@ -130,6 +160,7 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         keep: a.keep,
         lab: a.name.clone(),
         provider: kind,
+        kind_up_args: kind_up_args(a.with_etcd_druid, a.druid_naming),
     };
     let progress = Progress::new(Mode::detect(false));
     let cancel = Cancel::default();

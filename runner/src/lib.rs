@@ -60,6 +60,8 @@ pub struct Options {
     pub lab: String,
     /// The form of each scenario's lab (`up --provider`).
     pub provider: crate::state::ProviderKind,
+    /// More of `up`'s flags for the kind form (`--with-etcd-druid`, ...).
+    pub kind_up_args: Vec<String>,
 }
 
 /// One scenario's outcome: `result.json` in its directory (read back by
@@ -308,18 +310,21 @@ async fn drive(
             crate::state::ProviderKind::Docker => "docker",
             crate::state::ProviderKind::Kind => "kind",
         };
-        let d = cpm
-            .run(
-                &args(&[
-                    "up",
-                    "--topology",
-                    &topo.to_string_lossy(),
-                    "--provider",
-                    provider,
-                ]),
-                cancel,
-            )
-            .await?;
+        let mut up = vec![
+            "up",
+            "--topology",
+            &*topo.to_string_lossy(),
+            "--provider",
+            provider,
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        if opts.provider == crate::state::ProviderKind::Kind {
+            up.extend(opts.kind_up_args.iter().cloned());
+        }
+        let up: Vec<&str> = up.iter().map(String::as_str).collect();
+        let d = cpm.run(&args(&up), cancel).await?;
         if d.code != 0 {
             // The kind form's steps' whole output (with the cluster's pods
             // and events where a wait failed) stays with the scenario.
