@@ -367,7 +367,20 @@ impl Flow<'_> {
                 // remove itself stops before its answer is out.
                 let mut c = self.client_without(member).await?;
                 etcd_ops::remove_when_healthy(&mut c, id, Duration::from_secs(30)).await?;
-                format!("{member} removed from the cluster")
+                if self.state.etcd_druid.is_some() {
+                    // GEP-0039 gives this to etcd-druid (the source members
+                    // removed through backup-restore once
+                    // `bootstrapWithExistingCluster` is unset); in druid
+                    // v0.38.1 only the ConfigMap, the sidecar's
+                    // `--service-endpoints` and a status condition read that
+                    // field: nothing removes a member of another `Etcd`.
+                    format!(
+                        "{member} removed from the cluster by the lab's controller (MemberRemove; \
+                         etcd-druid v0.38.1 has no step for it)"
+                    )
+                } else {
+                    format!("{member} removed from the cluster")
+                }
             }
         };
         self.note(line, &msg);
