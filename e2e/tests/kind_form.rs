@@ -267,10 +267,12 @@ fn kind_live_form() {
 /// the `Etcd`, its pods running the lab's launcher to etcd-wrapper's
 /// contract beside the real etcd-backup-restore v0.44.1), each member's
 /// sidecar serves its configuration, druid reports the cluster ready with
-/// the members named `<seed>-etcd-main-<i>`, kube-apiserver serves from it
-/// and the shoot API answers through the ingress (what `up` waits for).
-/// The destination's `Etcd` (zero replicas, `bootstrapWithExistingCluster`)
-/// is accepted and reconciled. Then `down` leaves nothing.
+/// the members named as their pods (druid's documented naming, the
+/// default: `etcd-main-<i>`), kube-apiserver serves from it and the shoot
+/// API answers through the ingress (what `up` waits for). The
+/// destination's `Etcd` (`etcd-main-seed-b`, zero replicas,
+/// `bootstrapWithExistingCluster`) is accepted and reconciled. Then `down`
+/// leaves nothing.
 ///
 /// Nightly (scripts/nightly's kind part, after `scripts/setup --kind`):
 /// a kind lab is 4 to 6 minutes on 2 cores, and CI's kind run is the
@@ -336,7 +338,7 @@ fn kind_etcd_druid_up() {
             )
         })
         .collect();
-    let dest = json("seed-b", &["get", "etcd", "etcd-main"]);
+    let dest = json("seed-b", &["get", "etcd", "etcd-main-seed-b"]);
     let code = up.get_output().status.code();
     let down = cli(&["down", "--name", &name]);
     let left = lab_objects(&name);
@@ -358,11 +360,7 @@ fn kind_etcd_druid_up() {
     members.sort();
     assert_eq!(
         members,
-        [
-            "seed-a-etcd-main-0",
-            "seed-a-etcd-main-1",
-            "seed-a-etcd-main-2"
-        ],
+        ["etcd-main-0", "etcd-main-1", "etcd-main-2"],
         "{:#}",
         etcd["status"]
     );
