@@ -596,12 +596,20 @@ fn druid_v0_38_1_renders_the_migration_s_cluster_under_its_documented_naming() {
         .filter_map(|a| a.as_str()?.strip_prefix("--service-endpoints="))
         .next()
         .unwrap_or_else(|| panic!("no --service-endpoints: {sidecar:#}"));
-    let client = at_up["spec"]["etcd"]["bootstrapWithExistingCluster"]["clientEndpoints"][0]
-        .as_str()
-        .unwrap();
+    let source_clients: Vec<&str> = at_up["spec"]["etcd"]["bootstrapWithExistingCluster"]
+        ["clientEndpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert_eq!(source_clients.len(), 3);
     assert_eq!(
         endpoints,
-        format!("https://etcd-main-seed-b-client:2379,{client}")
+        format!(
+            "https://etcd-main-seed-b-client:2379,{}",
+            source_clients.join(",")
+        )
     );
 }
 

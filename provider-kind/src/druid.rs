@@ -13,7 +13,7 @@
 use serde_json::{json, Value};
 
 use super::members::{self, KindMember};
-use super::{KindSettings, CLIENT_PORT, PEER_PORT};
+use super::{KindSettings, PEER_PORT};
 use crate::topology::Topology;
 
 /// The version the rendered `Etcd` is written for (see the module doc).
@@ -149,9 +149,17 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
                 "name": member_name(t, s, src, m.index),
                 "peerUrls": [in_cluster_peer_url(&src_etcd, &ns, m.index), m.peer_url()],
             })).collect::<Vec<_>>(),
-            // The source's client endpoint on its ingress, for the
-            // joiners' backup-restore sidecars.
-            "clientEndpoints": [format!("https://{}:{CLIENT_PORT}", members::client_host(t, src))],
+            // Each source member's client URL on the source's ingress,
+            // for the joiners' backup-restore sidecars: names the lab's
+            // DNS serves (every member's host). The seed's client host,
+            // which only the ingress's routes know, resolves nowhere
+            // (a live run, 2026-11-28: "no such host", the sidecar's
+            // scale-up check fell back to a new cluster). druid's CRD
+            // refuses a change of them while the bootstrap runs.
+            "clientEndpoints": members::members(t, s, src)
+                .iter()
+                .map(|m| m.client_url())
+                .collect::<Vec<_>>(),
         });
     }
     let mut spread = pod_labels(&name);
@@ -814,7 +822,11 @@ mod tests {
         );
         assert_eq!(
             boot["clientEndpoints"],
-            json!(["https://etcd-main-client.seed-a.local.cpmlab.test:2379"])
+            json!([
+                "https://seed-a-etcd-0.local.cpmlab.test:2379",
+                "https://seed-a-etcd-1.local.cpmlab.test:2379",
+                "https://seed-a-etcd-2.local.cpmlab.test:2379",
+            ])
         );
         // The migration's scale-up: the destination's members named by
         // its own prefix, their ingress URLs added.
@@ -859,6 +871,17 @@ mod tests {
                 "https://seed-a-etcd-2.local.cpmlab.test:9102",
             ]})
         );
+        // Every client endpoint names a host the lab's DNS serves: a
+        // member's (the lab state's members are what `up` publishes).
+        let state = crate::lab_state::kind_state("cpmlab", &t, &s, &nets(), "img", "k".into());
+        for u in boot["clientEndpoints"].as_array().unwrap() {
+            let host = u.as_str().unwrap().trim_start_matches("https://");
+            let host = host.split(':').next().unwrap();
+            assert!(
+                state.members.iter().any(|m| m.host == host),
+                "{host} is no name the lab's DNS serves"
+            );
+        }
         let up = etcd("cpmlab", &t, &s, "seed-b", 2);
         assert_eq!(
             up["spec"]["etcd"]["additionalAdvertisePeerURLs"],
