@@ -558,6 +558,13 @@ impl<'a> Flow<'a> {
 
     /// Starts members whose containers stopped (as their StatefulSet would).
     async fn heal(&self, line: &Step) -> Result<()> {
+        if self.state.etcd_druid.is_some() {
+            // etcd-druid's StatefulSets bring their pods back themselves; a
+            // pod found stopped is one druid's rolling update is replacing
+            // (every scale-up changes the configuration's checksum in the
+            // pod template).
+            return Ok(());
+        }
         for m in &self.state.members {
             if self.provider.workload_state(&m.container).await? == WorkloadState::Stopped {
                 self.provider.start(&self.state, &m.container).await?;
