@@ -96,7 +96,7 @@ pub struct LabState {
     /// The kind form's etcd is etcd-druid's, its `Etcd`s named this way:
     /// the members carry druid's member names, pods and claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etcd_druid: Option<crate::kind::DruidNaming>,
+    pub etcd_druid: Option<DruidNaming>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -597,6 +597,28 @@ impl ApiServerKind {
 pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
 /// Where cpmlab-apiserver is mounted in a replica container.
 pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
+/// How the seeds' `Etcd` resources and their members are named.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum DruidNaming {
+    /// etcd-druid's documented way to grow a cluster across two `Etcd`
+    /// resources (its `docs/usage/bootstrapping-with-existing-cluster.md`):
+    /// each `Etcd` its own name and no member name prefix. The source's
+    /// keeps Gardener's `etcd-main`, the destination's is
+    /// `etcd-main-<seed>`. The only naming under which druid v0.38.1
+    /// advertises the cross-seed peer URLs.
+    #[default]
+    Distinct,
+    /// Gardener's: `etcd-main` in both seeds, the seed as
+    /// `memberNamePrefix` (gardener `pkg/gardenlet/operation/botanist/etcd.go`
+    /// with `UpgradeEtcdVersion` on). druid v0.38.1 drops every
+    /// `additionalAdvertisePeerURLs` entry under it (docs/etcd-druid.md):
+    /// rendered and checked against druid's CRD, not a live path.
+    Gardener,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

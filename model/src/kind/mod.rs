@@ -25,27 +25,8 @@ pub struct KindSettings {
     pub druid_naming: DruidNaming,
 }
 
-/// How the seeds' `Etcd` resources and their members are named.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum DruidNaming {
-    /// etcd-druid's documented way to grow a cluster across two `Etcd`
-    /// resources (its `docs/usage/bootstrapping-with-existing-cluster.md`):
-    /// each `Etcd` its own name and no member name prefix. The source's
-    /// keeps Gardener's `etcd-main`, the destination's is
-    /// `etcd-main-<seed>`. The only naming under which druid v0.38.1
-    /// advertises the cross-seed peer URLs.
-    #[default]
-    Distinct,
-    /// Gardener's: `etcd-main` in both seeds, the seed as
-    /// `memberNamePrefix` (gardener `pkg/gardenlet/operation/botanist/etcd.go`
-    /// with `UpgradeEtcdVersion` on). druid v0.38.1 drops every
-    /// `additionalAdvertisePeerURLs` entry under it (docs/etcd-druid.md):
-    /// rendered and checked against druid's CRD, not a live path.
-    Gardener,
-}
+/// How the seeds' `Etcd` resources are named (recorded in the lab state).
+pub use crate::state::DruidNaming;
 
 impl Default for KindSettings {
     fn default() -> Self {

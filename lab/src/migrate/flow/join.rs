@@ -106,13 +106,8 @@ impl Flow<'_> {
             return self.join_once_through_druid(m, line).await;
         }
         let mut c = self.client().await?;
-        let list = c.member_list().await.context("member list")?;
+        let (list, found) = member_with_peer_url(&mut c, m).await?;
         let url = m.peer_url();
-        let found = list
-            .members()
-            .iter()
-            .find(|x| x.peer_urls().iter().any(|u| u == &url))
-            .cloned();
         let in_state = self.state.members.iter().any(|x| x.name == m.name);
         match found {
             None => {
@@ -130,7 +125,6 @@ impl Flow<'_> {
                 let state = self.provider.workload_state(&m.container).await?;
                 if !in_state || matches!(state, WorkloadState::Missing | WorkloadState::Created) {
                     let cluster: Vec<(String, String)> = list
-                        .members()
                         .iter()
                         .map(|y| {
                             let name = if y.name().is_empty() && y.id() == x.id() {
@@ -208,13 +202,7 @@ impl Flow<'_> {
             return Ok(Some("asked of etcd-druid".into()));
         }
         let mut c = self.client().await?;
-        let list = c.member_list().await.context("member list")?;
-        let url = m.peer_url();
-        let found = list
-            .members()
-            .iter()
-            .find(|x| x.peer_urls().iter().any(|u| u == &url))
-            .cloned();
+        let (_, found) = member_with_peer_url(&mut c, m).await?;
         match found {
             None => {
                 let pod = self.provider.workload_state(&m.container).await?;
@@ -257,4 +245,19 @@ impl Flow<'_> {
             }
         }
     }
+}
+
+/// The cluster's members, and the one whose peer URLs include `m`'s.
+async fn member_with_peer_url(
+    c: &mut etcd_client::Client,
+    m: &MemberState,
+) -> Result<(Vec<etcd_client::Member>, Option<etcd_client::Member>)> {
+    let list = c.member_list().await.context("member list")?;
+    let url = m.peer_url();
+    let found = list
+        .members()
+        .iter()
+        .find(|x| x.peer_urls().iter().any(|u| u == &url))
+        .cloned();
+    Ok((list.members().to_vec(), found))
 }
