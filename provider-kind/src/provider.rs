@@ -885,6 +885,31 @@ impl Provider for KindProvider {
             .map(|_| ())
     }
 
+    async fn settle_members(&self, state: &LabState, seed: &str) -> Result<()> {
+        if state.etcd_druid.is_none() {
+            return Ok(());
+        }
+        // Each scale-up changes druid's ConfigMap, whose checksum is in
+        // the pod template: the StatefulSet replaces every running member,
+        // one at a time. Waited out before the flow goes on.
+        let s = crate::KindSettings::of_state(state);
+        let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
+        let p = PodRef {
+            context: crate::lab_state::context(&state.name, seed),
+            namespace: crate::namespace(&state.topology.shoot.name),
+            pod: String::new(),
+        };
+        kubectl_ok(p.kubectl(&[
+            "rollout",
+            "status",
+            &format!("statefulset/{etcd}"),
+            "--timeout=600s",
+        ]))
+        .await
+        .map(|_| ())
+        .with_context(|| format!("etcd-druid's rollout of {etcd} in {seed}"))
+    }
+
     async fn start_apiserver(
         &self,
         _state: &LabState,

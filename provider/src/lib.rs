@@ -272,6 +272,14 @@ pub trait Provider: Send + Sync {
     /// stopped between the two). Harmless when it was released before.
     async fn release(&self, state: &LabState, workload: &str) -> Result<()>;
 
+    /// Waits until whatever runs `seed`'s etcd members for the lab has
+    /// finished changing them (the kind form with etcd-druid: druid's
+    /// StatefulSet rolled out after a scale-up). Nothing to wait for
+    /// where the lab starts its members itself.
+    async fn settle_members(&self, _state: &LabState, _seed: &str) -> Result<()> {
+        Ok(())
+    }
+
     /// Creates and starts an etcd member joining the cluster whose members
     /// are `cluster` (name, peer URL, itself included): the initial cluster
     /// state `existing`. An earlier attempt's workload and data are

@@ -241,6 +241,17 @@ impl Flow<'_> {
                     line,
                     &format!("{} a voter: promoted by its backup-restore sidecar", m.name),
                 );
+                // druid's scale-up restarts the members that ran before
+                // it; no source member may leave while it does.
+                line.detail("waiting for etcd-druid's rollout of the destination's members");
+                self.provider.settle_members(&self.state, &m.seed).await?;
+                self.note(
+                    line,
+                    &format!(
+                        "etcd-druid's rollout after {}'s scale-up finished (the members before it restarted)",
+                        m.name
+                    ),
+                );
                 Ok(None)
             }
         }
