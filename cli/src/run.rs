@@ -55,7 +55,7 @@ pub struct RunArgs {
     pub list: bool,
 }
 
-/// `up`'s etcd-druid flags, as `run` and `compare` were given them.
+/// `up`'s etcd-druid flags, as `run` was given them.
 pub fn kind_up_args(
     with_etcd_druid: bool,
     naming: Option<cpmlab_model::kind::DruidNaming>,

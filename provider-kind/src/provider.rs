@@ -322,32 +322,31 @@ impl PodRef {
     }
 }
 
-/// The seed and `Etcd` of a pod etcd-druid runs for the lab, when the
-/// lab's etcd is druid's and `p` is one of its members' pods.
-fn druid_pod_seed(state: &LabState, p: &PodRef) -> Option<(String, String)> {
-    state.etcd_druid?;
-    let s = crate::KindSettings::of_state(state);
-    state.topology.seeds.iter().find_map(|seed| {
-        if p.context != crate::lab_state::context(&state.name, &seed.name) {
-            return None;
-        }
-        let etcd = crate::druid::etcd_name(&state.topology, &s, &seed.name);
-        let ordinal = p.pod.strip_prefix(&format!("{etcd}-"))?;
-        ordinal
-            .parse::<usize>()
-            .ok()
-            .map(|_| (seed.name.clone(), etcd))
-    })
+/// A member pod etcd-druid runs for the lab: its seed (by the pod's kind
+/// context), its `Etcd` and its ordinal. None when the lab's etcd is not
+/// druid's or `p` is no pod of a seed's `Etcd`.
+#[derive(Debug, PartialEq, Eq)]
+struct DruidPod {
+    seed: String,
+    etcd: String,
+    index: usize,
 }
 
-/// The `Etcd` and ordinal of member pod `p` of `seed`, when the lab's etcd
-/// is etcd-druid's.
-fn druid_member(state: &LabState, seed: &str, p: &PodRef) -> Option<(String, usize)> {
+fn druid_pod(state: &LabState, p: &PodRef) -> Option<DruidPod> {
     state.etcd_druid?;
     let s = crate::KindSettings::of_state(state);
-    let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
+    let seed = state
+        .topology
+        .seeds
+        .iter()
+        .find(|seed| p.context == crate::lab_state::context(&state.name, &seed.name))?;
+    let etcd = crate::druid::etcd_name(&state.topology, &s, &seed.name);
     let index = p.pod.strip_prefix(&format!("{etcd}-"))?.parse().ok()?;
-    Some((etcd, index))
+    Some(DruidPod {
+        seed: seed.name.clone(),
+        etcd,
+        index,
+    })
 }
 
 async fn kubectl(argv: &[String]) -> Result<Output> {
@@ -859,7 +858,7 @@ impl Provider for KindProvider {
     ) -> Result<()> {
         // The member's certificates are the Secret rendered at `up`.
         let p = PodRef::parse(&m.container)?;
-        if let Some((etcd, index)) = druid_member(state, &m.seed, &p) {
+        if let Some(DruidPod { etcd, index, .. }) = druid_pod(state, &p) {
             // druid makes it: the seed's `Etcd` with one more member (its
             // ingress URL added in the same update, as druid's CRD wants),
             // never fewer than it runs. Its initial cluster is druid's and
@@ -932,7 +931,7 @@ impl Provider for KindProvider {
     async fn remove(&self, state: &LabState, workload: &str, data: Option<&str>) -> Result<()> {
         match Target::parse(workload)? {
             Target::Container(c) => self.docker.remove(state, &c, data).await,
-            Target::Pod(p) if druid_pod_seed(state, &p).is_some() => {
+            Target::Pod(p) if druid_pod(state, &p).is_some() => {
                 // A member of druid's `Etcd` goes with the `Etcd` (as
                 // gardenlet deletes the source's in SourceSeedCleanup):
                 // druid deletes its StatefulSet and pods; the claims are
@@ -940,7 +939,7 @@ impl Provider for KindProvider {
                 if let Some(run) = &state.probe_run {
                     cpmlab_probe::container_logs::keep(self, run, &[workload.to_string()]).await;
                 }
-                let etcd = druid_pod_seed(state, &p).expect("a druid pod").1;
+                let etcd = druid_pod(state, &p).expect("a druid pod").etcd;
                 kubectl_ok(p.kubectl(&[
                     "delete",
                     "etcd",
@@ -1522,25 +1521,29 @@ mod tests {
         let pod = |w: &str| PodRef::parse(w).unwrap();
         let dst = pod("kind-lab-seed-b/shoot--local--local/etcd-main-seed-b-1");
         assert_eq!(
-            druid_pod_seed(&st, &dst),
-            Some(("seed-b".into(), "etcd-main-seed-b".into()))
-        );
-        assert_eq!(
-            druid_member(&st, "seed-b", &dst),
-            Some(("etcd-main-seed-b".into(), 1))
+            druid_pod(&st, &dst),
+            Some(DruidPod {
+                seed: "seed-b".into(),
+                etcd: "etcd-main-seed-b".into(),
+                index: 1
+            })
         );
         let src = pod(&st.members[2].container);
         assert_eq!(
-            druid_pod_seed(&st, &src),
-            Some(("seed-a".into(), "etcd-main".into()))
+            druid_pod(&st, &src),
+            Some(DruidPod {
+                seed: "seed-a".into(),
+                etcd: "etcd-main".into(),
+                index: 2
+            })
         );
         // The source's name in the destination's cluster is no member of it.
         assert_eq!(
-            druid_pod_seed(&st, &pod("kind-lab-seed-b/shoot--local--local/etcd-main-1")),
+            druid_pod(&st, &pod("kind-lab-seed-b/shoot--local--local/etcd-main-1")),
             None
         );
         assert_eq!(
-            druid_pod_seed(
+            druid_pod(
                 &st,
                 &pod("kind-lab-seed-a/shoot--local--local/seed-a-etcd-0-0")
             ),
@@ -1554,6 +1557,6 @@ mod tests {
             "img",
             "k".into(),
         );
-        assert_eq!(druid_pod_seed(&own, &src), None);
+        assert_eq!(druid_pod(&own, &src), None);
     }
 }

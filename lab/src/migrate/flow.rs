@@ -157,6 +157,9 @@ pub struct Flow<'a> {
     join_timeout: Duration,
     /// Members whose barrier this run has released.
     released: std::collections::HashSet<String>,
+    /// Members this run has seen as learners added by etcd-druid's
+    /// backup-restore (noted once each).
+    druid_learners: std::collections::HashSet<String>,
 }
 
 impl<'a> Flow<'a> {
@@ -196,6 +199,7 @@ impl<'a> Flow<'a> {
             cancel,
             join_timeout,
             released: Default::default(),
+            druid_learners: Default::default(),
         })
     }
 

@@ -125,13 +125,9 @@ pub fn kind_member(
 ) -> crate::state::MemberState {
     let ns = namespace(&state.topology.shoot.name);
     let context = context(&state.name, &m.seed);
-    if let Some(naming) = state.etcd_druid {
+    if state.etcd_druid.is_some() {
         use super::druid_names;
-        let s = KindSettings {
-            with_etcd_druid: true,
-            druid_naming: naming,
-            ..Default::default()
-        };
+        let s = KindSettings::of_state(state);
         let etcd = druid_names::etcd_name(&state.topology, &s, &m.seed);
         m.container = format!("{context}/{ns}/{}", druid_names::pod_name(&etcd, index));
         m.volume = druid_names::data_claim(&etcd, index);

@@ -220,7 +220,7 @@ impl Flow<'_> {
                 Ok(Some(format!("not a member yet (pod {pod})")))
             }
             Some(x) if x.is_learner() => {
-                if self.released.insert(m.name.clone()) {
+                if self.druid_learners.insert(m.name.clone()) {
                     self.note(
                         line,
                         &format!(
