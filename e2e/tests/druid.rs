@@ -611,6 +611,39 @@ fn druid_v0_38_1_renders_the_migration_s_cluster_under_its_documented_naming() {
             source_clients.join(",")
         )
     );
+
+    // 5. The sidecars back up to the seed's bucket on the `Local` provider:
+    // druid mounts it from the node's default path.
+    let args: Vec<&str> = sidecar["args"]
+        .as_array()
+        .into_iter()
+        .chain(sidecar["command"].as_array())
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for want in [
+        "--storage-provider=Local",
+        "--store-prefix=shoot--local--local--cpmlab/etcd-main",
+        "--delta-snapshot-period=5m0s",
+        "--garbage-collection-policy=Exponential",
+        "--compress-snapshots=true",
+    ] {
+        assert!(args.contains(&want), "{want} not in the sidecar's {args:?}");
+    }
+    let container = sidecar["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "STORAGE_CONTAINER")
+        .unwrap_or_else(|| panic!("no STORAGE_CONTAINER: {sidecar:#}"));
+    assert_eq!(container["value"], "backup-seed-b");
+    let bucket = sts["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|v| v["hostPath"]["path"].as_str())
+        .unwrap_or_else(|| panic!("no host path volume: {sts:#}"));
+    assert_eq!(bucket, "/etc/gardener/local-backupbuckets/backup-seed-b");
 }
 
 /// druid's configuration of `etcd` once it renders `replicas` members.

@@ -183,12 +183,28 @@ pub fn etcd(lab: &str, t: &Topology, s: &KindSettings, seed: &str, replicas: usi
             // the CA bundle, the server and client Secrets of etcd's client
             // URL). druid also takes its readiness probe's scheme from it,
             // and the launcher serves HTTPS when etcd's client TLS is on.
-            // No store yet: backup-restore runs without snapshots.
-            "backup": {"tls": {
-                "tlsCASecretRef": ca,
-                "serverTLSSecretRef": {"name": SERVER_SECRET},
-                "clientTLSSecretRef": {"name": CLIENT_SECRET},
-            }},
+            // The store and the snapshots' settings as Gardener's for a
+            // shoot with a backup (pkg/component/etcd/etcd/etcd.go), on
+            // the `Local` provider of Gardener's own local setup.
+            "backup": {
+                "port": BACKUP_PORT,
+                "tls": {
+                    "tlsCASecretRef": ca,
+                    "serverTLSSecretRef": {"name": SERVER_SECRET},
+                    "clientTLSSecretRef": {"name": CLIENT_SECRET},
+                },
+                "store": {
+                    "provider": "Local",
+                    "container": backup_bucket(seed),
+                    "prefix": backup_prefix(lab, &ns),
+                },
+                "garbageCollectionPolicy": "Exponential",
+                "garbageCollectionPeriod": "12h0m0s",
+                // Gardener's `SnapshotCompression`, druid's `compression`.
+                "compression": {"enabled": true, "policy": "gzip"},
+                "deltaSnapshotPeriod": "5m0s",
+                "deltaSnapshotMemoryLimit": "100Mi",
+            },
             // druid's defaults, written out (etcdconfig.go).
             "sharedConfig": {"autoCompactionMode": "periodic", "autoCompactionRetention": "30m"},
             "storageCapacity": "10Gi",
@@ -217,6 +233,82 @@ pub fn etcd_at_up(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> Valu
         0
     };
     etcd(lab, t, s, seed, replicas)
+}
+
+/// The port of the backup-restore sidecar's HTTP server: Gardener's
+/// (`PortBackupRestore`, pkg/component/etcd/etcd/constants/constants.go).
+pub const BACKUP_PORT: u16 = 8080;
+
+/// The bucket (the store's `container`) of `seed`'s backups: a directory
+/// under `/etc/gardener/local-backupbuckets` on the seed's kind node,
+/// where etcd-druid mounts a `Local` store that names no Secret
+/// (`internal/store/store.go`, `LocalProviderDefaultMountPath`) and where
+/// Gardener's local setup mounts its buckets. Gardener names a bucket after
+/// its seed's BackupBucket; each seed of the lab has its own (its node's
+/// file system), so the migration's backups are the source's until the
+/// destination's sidecars take their own.
+pub fn backup_bucket(seed: &str) -> String {
+    format!("backup-{seed}")
+}
+
+/// The shoot's prefix in the bucket: Gardener's BackupEntry name (the
+/// shoot's technical ID, then its UID: here the lab's name) and the
+/// etcd's role (`<prefix>/etcd-main`, pkg/component/etcd/etcd/etcd.go).
+pub fn backup_prefix(lab: &str, namespace: &str) -> String {
+    format!("{namespace}--{lab}/etcd-main")
+}
+
+/// The path, on the seed's kube-apiserver, that asks the backup-restore
+/// sidecar of `pod` for an out-of-schedule full snapshot
+/// (etcd-backup-restore's `GET /snapshot/full`, pkg/server/httpAPI.go)
+/// through the pod proxy (HTTPS: the sidecar serves the Etcd's
+/// `backup.tls`).
+pub fn full_snapshot_path(namespace: &str, pod: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/pods/https:{pod}:{BACKUP_PORT}/proxy/snapshot/full")
+}
+
+/// What etcd-backup-restore answers a full snapshot's trigger with (its
+/// `Snapshot`, pkg/types/snapstore.go): the parts the flow reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FullSnapshot {
+    pub name: String,
+    pub last_revision: i64,
+}
+
+impl FullSnapshot {
+    pub fn parse(body: &str) -> anyhow::Result<FullSnapshot> {
+        let v: Value = serde_json::from_str(body)
+            .map_err(|e| anyhow::anyhow!("not a snapshot's JSON ({e}): {}", body.trim()))?;
+        let kind = v["kind"].as_str().unwrap_or_default();
+        anyhow::ensure!(
+            kind == "Full",
+            "a snapshot of kind `{kind}`, not `Full`: {}",
+            body.trim()
+        );
+        Ok(FullSnapshot {
+            name: v["snapName"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("no `snapName` in {}", body.trim()))?
+                .to_string(),
+            last_revision: v["lastRevision"]
+                .as_i64()
+                .ok_or_else(|| anyhow::anyhow!("no `lastRevision` in {}", body.trim()))?,
+        })
+    }
+}
+
+/// The merge patch (RFC 7386: null deletes) that clears `bootstrapWithExistingCluster` on the
+/// destination's `Etcd` (GEP-0039: "the three source members are removed
+/// by clearing those bootstrap fields"; druid's CRD allows it once the
+/// field was set at creation) and asks druid to reconcile, as gardenlet
+/// asks on every deploy (spec auto-reconcile is off).
+pub fn clear_bootstrap_patch() -> String {
+    json!({
+        "metadata": {"annotations": {"gardener.cloud/operation": "reconcile"}},
+        "spec": {"etcd": {"bootstrapWithExistingCluster": null}},
+    })
+    .to_string()
 }
 
 /// A Secret's data: (key, PEM) pairs.
@@ -499,6 +591,46 @@ mod tests {
 
     type Rule = fn(&Value, &Value) -> bool;
 
+    /// A Go duration's seconds (`12h0m0s`, `5m`, `1.5s`, `300ms`), as CEL's
+    /// `duration()` reads it; None where it is not one.
+    fn go_duration_secs(s: &str) -> Option<f64> {
+        let mut rest = s;
+        let mut total = 0.0;
+        if rest.is_empty() {
+            return None;
+        }
+        while !rest.is_empty() {
+            let n = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter(|&n| n > 0)?;
+            let value: f64 = rest[..n].parse().ok()?;
+            rest = &rest[n..];
+            let (unit, len) = [
+                ("ms", 2, 0.001),
+                ("h", 1, 3600.0),
+                ("m", 1, 60.0),
+                ("s", 1, 1.0),
+            ]
+            .iter()
+            .find(|(u, _, _)| rest.starts_with(u))
+            .map(|&(_, len, f)| (f, len))?;
+            total += value * unit;
+            rest = &rest[len..];
+        }
+        Some(total)
+    }
+
+    #[test]
+    fn go_durations_read_as_cel_reads_them() {
+        assert_eq!(go_duration_secs("12h0m0s"), Some(43_200.0));
+        assert_eq!(go_duration_secs("5m0s"), Some(300.0));
+        assert_eq!(go_duration_secs("300ms"), Some(0.3));
+        assert_eq!(go_duration_secs("1.5s"), Some(1.5));
+        assert_eq!(go_duration_secs(""), None);
+        assert_eq!(go_duration_secs("5"), None);
+        assert_eq!(go_duration_secs("5x"), None);
+    }
+
     /// `isURL` as CEL's URL library has it, for what the lab renders: a
     /// scheme, `://`, and a host.
     fn is_url(u: &str) -> bool {
@@ -596,10 +728,18 @@ mod tests {
         ),
         (
             "!(has(self.deltaSnapshotPeriod) && has(self.garbageCollectionPeriod)) || duration(self.deltaSnapshotPeriod).getSeconds() < duration(self.garbageCollectionPeriod).getSeconds()",
-            // The lab sets neither.
-            |this, _| {
-                this.get("deltaSnapshotPeriod").is_none()
-                    && this.get("garbageCollectionPeriod").is_none()
+            |this, _| match (
+                this.get("deltaSnapshotPeriod"),
+                this.get("garbageCollectionPeriod"),
+            ) {
+                (Some(d), Some(g)) => match (
+                    d.as_str().and_then(go_duration_secs),
+                    g.as_str().and_then(go_duration_secs),
+                ) {
+                    (Some(d), Some(g)) => d.trunc() < g.trunc(),
+                    _ => false,
+                },
+                _ => true,
             },
         ),
         (
@@ -772,6 +912,12 @@ mod tests {
         clash["spec"]["etcd"]["bootstrapWithExistingCluster"]["members"][0]["name"] =
             json!("seed-b-etcd-main-0");
         assert_eq!(Check::of(&clash).errors.len(), 1);
+        // Delta snapshots no more often than the garbage collection runs.
+        let mut slow = etcd_at_up("cpmlab", &t, &druid(), "seed-b");
+        slow["spec"]["backup"]["deltaSnapshotPeriod"] = json!("12h0m0s");
+        let errors = Check::of(&slow).errors;
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(errors[0].contains("deltaSnapshotPeriod"), "{errors:#?}");
     }
 
     /// Under Gardener's naming, member names are druid's
@@ -1166,6 +1312,107 @@ mod tests {
                 path.replace('/', "__").trim_end_matches(".yaml")
             );
             insta::assert_snapshot!(name, file(&files, path).contents);
+        }
+    }
+
+    /// Each seed's `Etcd` backs up to its own bucket on the `Local`
+    /// provider, under the shoot's prefix, with Gardener's settings.
+    #[test]
+    fn each_seed_s_etcd_backs_up_to_its_own_local_bucket() {
+        let t = Topology::default();
+        for seed in ["seed-a", "seed-b"] {
+            let e = etcd("cpmlab", &t, &druid(), seed, 3);
+            let b = &e["spec"]["backup"];
+            assert_eq!(b["port"], 8080);
+            assert_eq!(b["store"]["provider"], "Local");
+            assert_eq!(b["store"]["container"], format!("backup-{seed}"));
+            assert_eq!(
+                b["store"]["prefix"],
+                format!("{}--cpmlab/etcd-main", crate::namespace(&t.shoot.name))
+            );
+            assert_eq!(b["deltaSnapshotPeriod"], "5m0s");
+            assert_eq!(b["garbageCollectionPolicy"], "Exponential");
+            assert!(
+                b["store"].get("secretRef").is_none(),
+                "druid's default host path"
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_snapshot_s_answer_is_read_and_anything_else_refused() {
+        // etcd-backup-restore's `Snapshot` as its handler marshals it.
+        let body = r#"{"createdOn":"2026-11-28T07:00:00Z","immutabilityExpriyTime":"0001-01-01T00:00:00Z","versionID":null,"kind":"Full","snapDir":"","snapName":"Full-00000000-00001234-1764313200.gz","prefix":"shoot--local--x--cpmlab/etcd-main/v2","compressionSuffix":".gz","startRevision":0,"lastRevision":1234,"isChunk":false,"isFinal":false}"#;
+        let s = FullSnapshot::parse(body).unwrap();
+        assert_eq!(s.last_revision, 1234);
+        assert_eq!(s.name, "Full-00000000-00001234-1764313200.gz");
+        let delta = body.replace(r#""kind":"Full""#, r#""kind":"Incr""#);
+        assert!(FullSnapshot::parse(&delta)
+            .unwrap_err()
+            .to_string()
+            .contains("Incr"));
+        assert!(FullSnapshot::parse("405 Method Not Allowed").is_err());
+        assert!(FullSnapshot::parse(&body.replace("Full-0", "")).is_ok());
+        assert!(FullSnapshot::parse(&body.replace(
+            r#""snapName":"Full-00000000-00001234-1764313200.gz""#,
+            r#""snapName":"""#
+        ))
+        .is_err());
+    }
+
+    #[test]
+    fn the_full_snapshot_is_asked_of_the_sidecar_s_https_port() {
+        assert_eq!(
+            full_snapshot_path("shoot--local--x", "etcd-main-1"),
+            "/api/v1/namespaces/shoot--local--x/pods/https:etcd-main-1:8080/proxy/snapshot/full"
+        );
+    }
+
+    /// The patch deletes the field (a merge patch's null) and asks druid
+    /// to reconcile; the object it leaves is the destination's `Etcd`
+    /// without the bootstrap, which druid's CRD accepts as an update.
+    #[test]
+    fn clearing_the_bootstrap_deletes_the_field_and_asks_for_a_reconcile() {
+        let patch: Value = serde_json::from_str(&clear_bootstrap_patch()).unwrap();
+        assert!(patch["spec"]["etcd"]["bootstrapWithExistingCluster"].is_null());
+        assert!(patch["spec"]["etcd"]
+            .as_object()
+            .unwrap()
+            .contains_key("bootstrapWithExistingCluster"));
+        assert_eq!(
+            patch["metadata"]["annotations"]["gardener.cloud/operation"],
+            "reconcile"
+        );
+        let t = Topology::default();
+        let before = etcd("cpmlab", &t, &druid(), "seed-b", 3);
+        assert!(before["spec"]["etcd"]
+            .get("bootstrapWithExistingCluster")
+            .is_some());
+        let mut after = before.clone();
+        merge(&mut after, &patch);
+        assert!(after["spec"]["etcd"]
+            .get("bootstrapWithExistingCluster")
+            .is_none());
+        assert_eq!(after["spec"]["replicas"], 3);
+        assert_eq!(
+            after["spec"]["etcd"]["additionalAdvertisePeerURLs"],
+            before["spec"]["etcd"]["additionalAdvertisePeerURLs"]
+        );
+    }
+
+    /// RFC 7386's merge, as the API server applies a merge patch.
+    fn merge(target: &mut Value, patch: &Value) {
+        match (target, patch) {
+            (Value::Object(t), Value::Object(p)) => {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+            (t, p) => *t = p.clone(),
         }
     }
 }

@@ -362,8 +362,14 @@ async fn kubectl_apply(argv: &[String], object: &serde_json::Value) -> Result<St
         .stdout_if_ok("kubectl", &refs)
 }
 
-/// Runs kubectl (or kind) with `input` on its standard input, if any.
+/// Runs kubectl (or kind) with `input` on its standard input, if any,
+/// for at most a minute.
 async fn kubectl_with_input(argv: &[String], input: Option<&[u8]>) -> Result<Output> {
+    kubectl_within(argv, input, Duration::from_secs(60)).await
+}
+
+/// [`kubectl_with_input`], for at most `limit`.
+async fn kubectl_within(argv: &[String], input: Option<&[u8]>, limit: Duration) -> Result<Output> {
     use tokio::io::AsyncWriteExt;
     // kind and kubectl from the lab's Go install dir, as `up` ran them.
     let mut cmd = super::up::Tooling::new(None).command(&argv[0]);
@@ -383,9 +389,9 @@ async fn kubectl_with_input(argv: &[String], input: Option<&[u8]>) -> Result<Out
         }
         child.wait_with_output().await
     };
-    let out = tokio::time::timeout(Duration::from_secs(60), run)
+    let out = tokio::time::timeout(limit, run)
         .await
-        .with_context(|| format!("`{}` took over 60 s", argv.join(" ")))?
+        .with_context(|| format!("`{}` took over {} s", argv.join(" "), limit.as_secs()))?
         .with_context(|| format!("run `{}` (is kubectl installed?)", argv.join(" ")))?;
     Ok(Output {
         code: out.status.code().unwrap_or(-1) as i64,
@@ -398,6 +404,25 @@ async fn kubectl_ok(argv: Vec<String>) -> Result<String> {
     let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
     let out = kubectl(&argv).await?;
     out.stdout_if_ok("kubectl", &refs)
+}
+
+/// Waits for etcd-druid's StatefulSet `etcd` in `seed` to finish rolling
+/// out (up to 10 minutes: three members restarted one at a time, each
+/// waited ready by the StatefulSet controller).
+async fn rollout(p: &PodRef, etcd: &str, seed: &str) -> Result<()> {
+    const LIMIT: Duration = Duration::from_secs(600);
+    let argv = p.kubectl(&[
+        "rollout",
+        "status",
+        &format!("statefulset/{etcd}"),
+        &format!("--timeout={}s", LIMIT.as_secs()),
+    ]);
+    let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+    kubectl_within(&argv, None, LIMIT + Duration::from_secs(30))
+        .await?
+        .stdout_if_ok("kubectl", &refs)
+        .map(|_| ())
+        .with_context(|| format!("etcd-druid's rollout of {etcd} in {seed}"))
 }
 
 /// Deletes a removed member's claim (its data), waiting until it is gone.
@@ -898,15 +923,74 @@ impl Provider for KindProvider {
             namespace: crate::namespace(&state.topology.shoot.name),
             pod: String::new(),
         };
-        kubectl_ok(p.kubectl(&[
-            "rollout",
-            "status",
-            &format!("statefulset/{etcd}"),
-            "--timeout=600s",
+        rollout(&p, &etcd, seed).await
+    }
+
+    async fn full_snapshot(
+        &self,
+        state: &LabState,
+        leader: &MemberState,
+    ) -> Result<Option<String>> {
+        if state.etcd_druid.is_none() {
+            return Ok(None);
+        }
+        // Through kube-apiserver's pod proxy: the sidecar's image has no
+        // shell to exec (Gardener execs `curl -k` in its own image), and
+        // asking the leader's sidecar spares backup-restore its own
+        // search for the leader.
+        let p = PodRef::parse(&leader.container)?;
+        let path = crate::druid::full_snapshot_path(&p.namespace, &p.pod);
+        let t0 = std::time::Instant::now();
+        let out = kubectl_ok(p.kubectl(&["get", "--raw", &path]))
+            .await
+            .with_context(|| format!("etcd-backup-restore's full snapshot through {}", p.pod))?;
+        let snap = crate::druid::FullSnapshot::parse(&out)
+            .with_context(|| format!("etcd-backup-restore's answer to {path}"))?;
+        Ok(Some(format!(
+            "etcd-backup-restore beside {} took full snapshot {} (revision {}) into bucket `{}` in {:.1} s",
+            leader.name,
+            snap.name,
+            snap.last_revision,
+            crate::druid::backup_bucket(&leader.seed),
+            t0.elapsed().as_secs_f64()
+        )))
+    }
+
+    async fn clear_bootstrap(&self, state: &LabState, seed: &str) -> Result<Option<String>> {
+        if state.etcd_druid.is_none() {
+            return Ok(None);
+        }
+        let s = crate::KindSettings::of_state(state);
+        let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
+        let p = PodRef {
+            context: crate::lab_state::context(&state.name, seed),
+            namespace: crate::namespace(&state.topology.shoot.name),
+            pod: String::new(),
+        };
+        let now = kubectl_ok(p.kubectl(&[
+            "get",
+            "etcd",
+            &etcd,
+            "-o",
+            "jsonpath={.spec.etcd.bootstrapWithExistingCluster}",
         ]))
-        .await
-        .map(|_| ())
-        .with_context(|| format!("etcd-druid's rollout of {etcd} in {seed}"))
+        .await?;
+        if now.trim().is_empty() {
+            return Ok(None);
+        }
+        let t0 = std::time::Instant::now();
+        let patch = crate::druid::clear_bootstrap_patch();
+        kubectl_ok(p.kubectl(&["patch", "etcd", &etcd, "--type=merge", "-p", &patch]))
+            .await
+            .with_context(|| format!("clear bootstrapWithExistingCluster on {etcd} in {seed}"))?;
+        // druid drops the source's members from its ConfigMap and the
+        // sidecars' `--service-endpoints`: a changed pod template, rolled
+        // out one member at a time.
+        rollout(&p, &etcd, seed).await?;
+        Ok(Some(format!(
+            "bootstrapWithExistingCluster cleared on {etcd}; etcd-druid reconciled and rolled its members in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        )))
     }
 
     async fn start_apiserver(

@@ -280,6 +280,28 @@ pub trait Provider: Send + Sync {
         Ok(())
     }
 
+    /// A full snapshot of the shoot's etcd into its backup bucket, taken by
+    /// the backup sidecar of `leader` (etcd's leader), as Gardener has
+    /// etcd-backup-restore take one (`GET /snapshot/full`). What was taken,
+    /// in a line; None where the members have no backup sidecar (the lab
+    /// runs them itself, and the migration's snapshot is its own).
+    async fn full_snapshot(
+        &self,
+        _state: &LabState,
+        _leader: &MemberState,
+    ) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// GEP-0039's release of the source's members where etcd-druid runs
+    /// the destination's etcd: `bootstrapWithExistingCluster` cleared on
+    /// `seed`'s `Etcd`, and druid's reconcile of the change waited out.
+    /// What was done, in a line; None where nothing but the lab runs the
+    /// members (or the field was cleared before: a resumed run).
+    async fn clear_bootstrap(&self, _state: &LabState, _seed: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     /// Creates and starts an etcd member joining the cluster whose members
     /// are `cluster` (name, peer URL, itself included): the initial cluster
     /// state `existing`. An earlier attempt's workload and data are

@@ -36,10 +36,11 @@ impl Flow<'_> {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
+        let snapshot = self.full_snapshot(line).await?;
         Ok((
             "PeerURLsReachable",
             format!(
-                "{} source peer URLs reachable from `{to}` through the `{from}` gateway (DNS, SNI, TLS); {}; peer client-SAN verification skipped",
+                "{} source peer URLs reachable from `{to}` through the `{from}` gateway (DNS, SNI, TLS); {}; peer client-SAN verification skipped{snapshot}",
                 members.len(),
                 self.mig()
                     .rtt_gate
@@ -47,5 +48,49 @@ impl Flow<'_> {
                     .unwrap_or_else(|| "RTT not measured (an external driver started this migration)".into())
             ),
         ))
+    }
+
+    /// The full snapshot GEP-0039's flow takes in the source before the
+    /// peers join, where a backup sidecar runs beside the members (the
+    /// kind form with etcd-druid: etcd-backup-restore's, into the source's
+    /// bucket), asked of the leader's; "" where none does.
+    async fn full_snapshot(&mut self, line: &Step) -> Result<String> {
+        if self.state.etcd_druid.is_none() {
+            return Ok(String::new());
+        }
+        let t0 = Instant::now();
+        loop {
+            self.cancel.check()?;
+            let view = self.view().await;
+            let leader = view
+                .members
+                .iter()
+                .find(|m| m.is_leader)
+                .and_then(|l| self.state.members.iter().find(|m| m.name == l.name))
+                .cloned();
+            let error = match leader {
+                Some(leader) => match self.provider.full_snapshot(&self.state, &leader).await {
+                    Ok(None) => return Ok(String::new()),
+                    Ok(Some(done)) => {
+                        self.note(line, &done);
+                        return Ok(format!("; {done}"));
+                    }
+                    Err(e) => format!("{e:#}"),
+                },
+                None => format!(
+                    "no leader among the lab's members: {}",
+                    view.error.unwrap_or_default()
+                ),
+            };
+            if t0.elapsed() > self.join_timeout {
+                anyhow::bail!(
+                    "no full snapshot of the source's etcd within {:?}: {error} \
+                     (fix the sidecar, then `cpmlab migrate --resume`)",
+                    self.join_timeout
+                );
+            }
+            line.detail(&error);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
     }
 }

@@ -187,6 +187,7 @@ impl Flow<'_> {
             .iter()
             .map(|m| m.name.clone())
             .collect();
+        self.clear_bootstrap(line).await?;
         let t0 = Instant::now();
         let deadline = self.join_timeout.max(Duration::from_secs(120));
         let mut removed = 0;
@@ -221,6 +222,46 @@ impl Flow<'_> {
             }
         }
         Ok(removed)
+    }
+
+    /// Where etcd-druid runs the destination's etcd, GEP-0039's way to let
+    /// the source's members go: the lab's controller (gardenlet's part)
+    /// clears `bootstrapWithExistingCluster` on the destination's `Etcd`,
+    /// and druid is given its reconcile; then the members druid removed
+    /// are told apart from those left for the lab's MemberRemove.
+    async fn clear_bootstrap(&mut self, line: &Step) -> Result<()> {
+        let to = self.mig().to.clone();
+        let Some(done) = self.provider.clear_bootstrap(&self.state, &to).await? else {
+            return Ok(());
+        };
+        self.note(line, &format!("the lab's controller: {done}"));
+        let view = self.view().await;
+        if view.error.is_some() {
+            // The removals' own loop reads the membership again.
+            return Ok(());
+        }
+        let leaving = self.leaving();
+        let still: Vec<&str> = leaving
+            .iter()
+            .filter(|n| view.members.iter().any(|m| &m.name == *n))
+            .map(String::as_str)
+            .collect();
+        self.note(
+            line,
+            &if still.is_empty() {
+                "etcd-druid removed every source member after the clear".to_string()
+            } else {
+                format!(
+                    "after the clear etcd-druid removed {} of {} source members ({} still in the cluster): \
+                     the lab's controller removes them (druid v0.38.1 reads the field only for its \
+                     ConfigMap, the sidecars' --service-endpoints and a status condition)",
+                    leaving.len() - still.len(),
+                    leaving.len(),
+                    still.join(", ")
+                )
+            },
+        );
+        Ok(())
     }
 
     /// The `rolling` plan's exchanges until `target` destination members
