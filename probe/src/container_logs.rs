@@ -9,6 +9,10 @@ use std::io::Write;
 
 use crate::provider::Provider;
 
+/// What names a member's backup-restore sidecar beside its pod's workload
+/// (`<workload>.backup-restore`): its log is kept apart from etcd's.
+pub use crate::verdict::etcd_said::SIDECAR_SUFFIX;
+
 /// Where a container's log goes in a run directory.
 pub fn path(run: &Path, container: &str) -> PathBuf {
     run.join("logs").join(format!("{container}.log"))

@@ -25,6 +25,7 @@ use super::manifests::join_config_map;
 use crate::pki::Ca;
 use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
+use cpmlab_probe::container_logs::SIDECAR_SUFFIX;
 use cpmlab_provider::{
     ClientSpec, DownReport, FileSpec, Output, Provider, Signal, Up, UpRequest, Workload,
     WorkloadState,
@@ -36,6 +37,27 @@ pub struct KindProvider {
 }
 
 impl KindProvider {
+    /// Keeps the logs of `seed`'s members as etcd-druid runs them (etcd's
+    /// and its backup-restore sidecar's, `<pod>.backup-restore.log`) in
+    /// the run directory, before druid replaces the pods: a rollout's new
+    /// pods start new logs, and a join's story is in the old ones. Best
+    /// effort, as every kept log.
+    async fn keep_member_logs(&self, state: &LabState, seed: &str) {
+        let Some(run) = &state.probe_run else {
+            return;
+        };
+        let names: Vec<String> = state
+            .members_of(seed)
+            .flat_map(|m| {
+                [
+                    m.container.clone(),
+                    format!("{}{SIDECAR_SUFFIX}", m.container),
+                ]
+            })
+            .collect();
+        cpmlab_probe::container_logs::keep(self, run, &names).await;
+    }
+
     pub fn new(docker: cpmlab_provider_docker::DockerProvider) -> KindProvider {
         KindProvider { docker }
     }
@@ -915,7 +937,8 @@ impl Provider for KindProvider {
         }
         // Each scale-up changes druid's ConfigMap, whose checksum is in
         // the pod template: the StatefulSet replaces every running member,
-        // one at a time. Waited out before the flow goes on.
+        // one at a time. Waited out before the flow goes on, the members'
+        // logs kept first (a replaced pod's go with it).
         let s = crate::KindSettings::of_state(state);
         let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
         let p = PodRef {
@@ -923,6 +946,7 @@ impl Provider for KindProvider {
             namespace: crate::namespace(&state.topology.shoot.name),
             pod: String::new(),
         };
+        self.keep_member_logs(state, seed).await;
         rollout(&p, &etcd, seed).await
     }
 
@@ -978,6 +1002,7 @@ impl Provider for KindProvider {
         if now.trim().is_empty() {
             return Ok(None);
         }
+        self.keep_member_logs(state, seed).await;
         let t0 = std::time::Instant::now();
         let patch = crate::druid::clear_bootstrap_patch();
         kubectl_ok(p.kubectl(&["patch", "etcd", &etcd, "--type=merge", "-p", &patch]))
@@ -1021,7 +1046,9 @@ impl Provider for KindProvider {
                 // druid deletes its StatefulSet and pods; the claims are
                 // the lab's to delete.
                 if let Some(run) = &state.probe_run {
-                    cpmlab_probe::container_logs::keep(self, run, &[workload.to_string()]).await;
+                    let sidecar = format!("{workload}{SIDECAR_SUFFIX}");
+                    cpmlab_probe::container_logs::keep(self, run, &[workload.to_string(), sidecar])
+                        .await;
                 }
                 let etcd = druid_pod(state, &p).expect("a druid pod").etcd;
                 kubectl_ok(p.kubectl(&[
@@ -1182,6 +1209,19 @@ impl Provider for KindProvider {
     }
 
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
+        if let Some(member) = workload.strip_suffix(SIDECAR_SUFFIX) {
+            // A member's backup-restore sidecar (etcd-druid's pods).
+            let p = PodRef::parse(member)?;
+            return Ok(kubectl_ok(p.kubectl(&[
+                "logs",
+                &p.pod,
+                "-c",
+                "backup-restore",
+                "--timestamps",
+            ]))
+            .await?
+            .into_bytes());
+        }
         let (p, pod) = match Target::parse(workload)?.pod_now().await? {
             Err(c) => return self.docker.logs(&c).await,
             Ok(at) => at,

@@ -164,18 +164,39 @@ pub fn read(run: &Path) -> Vec<Finding> {
 /// The etcd members' logs of a run directory: (file stem, text), in name
 /// order; none when the run kept no logs.
 pub fn read_logs(run: &Path) -> Vec<(String, String)> {
-    read_logs_named(run, "-etcd-")
+    read_logs_where(run, is_member_log)
 }
+
+/// Whether a kept log (its file name) is an etcd member's: the lab's own
+/// members (`<lab>-seed-a-etcd-0`, `seed-a-etcd-0-0`) and etcd-druid's
+/// (`etcd-main-0`, `etcd-main-seed-b-2`); not druid's operator
+/// (`etcd-druid-…`) nor a member's backup-restore sidecar
+/// (`<pod>.backup-restore.log`).
+pub(crate) fn is_member_log(file_name: &str) -> bool {
+    let Some(stem) = file_name.strip_suffix(".log") else {
+        return false;
+    };
+    if stem.ends_with(SIDECAR_SUFFIX) || stem.starts_with("etcd-druid") {
+        return false;
+    }
+    stem.contains("-etcd-") || stem.starts_with("etcd-")
+}
+
+/// What a backup-restore sidecar's kept log adds to its pod's name.
+pub const SIDECAR_SUFFIX: &str = ".backup-restore";
 
 /// The logs of a run directory whose file name holds `needle`: (file
 /// stem, text), in name order.
 pub(crate) fn read_logs_named(run: &Path, needle: &str) -> Vec<(String, String)> {
+    read_logs_where(run, |f| f.contains(needle))
+}
+
+/// The logs of a run directory whose file name `keep` takes: (file stem,
+/// text), in name order.
+fn read_logs_where(run: &Path, keep: impl Fn(&str) -> bool) -> Vec<(String, String)> {
     let mut logs: Vec<(String, String)> = log_files(&run.join("logs"))
         .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|f| f.to_string_lossy().contains(needle))
-        })
+        .filter(|p| p.file_name().is_some_and(|f| keep(&f.to_string_lossy())))
         .filter_map(|p| {
             let stem = p.file_stem()?.to_string_lossy().into_owned();
             Some((stem, std::fs::read_to_string(&p).ok()?))
@@ -372,5 +393,26 @@ mod tests {
     fn docker_timestamps_are_read_to_the_millisecond() {
         let t = docker_time("2026-11-22T16:39:10.356366045Z").unwrap();
         assert_eq!((t % 1000.0).round(), 356.0);
+    }
+
+    #[test]
+    fn member_logs_are_told_from_the_operator_s_and_the_sidecars_() {
+        for member in [
+            "lab-seed-a-etcd-0.log",
+            "seed-b-etcd-0-0.log",
+            "etcd-main-0.log",
+            "etcd-main-seed-b-2.log",
+        ] {
+            assert!(is_member_log(member), "{member}");
+        }
+        for other in [
+            "etcd-druid-5fd459c9dc-wwrsz.log",
+            "etcd-main-seed-b-2.backup-restore.log",
+            "kube-apiserver-85ff64b598-87rbl.log",
+            "lab-seed-a-apiserver-0.log",
+            "etcd-main-0.txt",
+        ] {
+            assert!(!is_member_log(other), "{other}");
+        }
     }
 }
