@@ -439,6 +439,7 @@ fn kind_migration_through_etcd_druid() {
     let state = tempfile::tempdir().unwrap();
     let report = tempfile::tempdir().unwrap();
     let name = format!("kdm{}", std::process::id() % 10000);
+    let started = std::time::Instant::now();
     let o = assert_cmd::Command::new(bin())
         .args([
             "run",
@@ -455,6 +456,7 @@ fn kind_migration_through_etcd_druid() {
         .env_remove("RUST_LOG")
         .timeout(std::time::Duration::from_secs(45 * 60))
         .assert();
+    let wall = started.elapsed().as_secs();
     let out = stdout(&o);
     let code = o.get_output().status.code();
     let left = lab_objects(&name);
@@ -464,6 +466,14 @@ fn kind_migration_through_etcd_druid() {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
+    eprintln!(
+        "kind form through etcd-druid: {file} in {wall} s wall, of which lab up and down {} s; migration {}; verdict {}; {} of {} requests failed",
+        result["lab_s"],
+        result["migration"],
+        result["verdict"],
+        result["failed_requests"],
+        result["requests"],
+    );
     if code != Some(0) && result["migration"] != "completed" {
         explain_failure(report.path(), &name);
     }

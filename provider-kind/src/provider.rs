@@ -354,6 +354,19 @@ struct DruidPod {
     index: usize,
 }
 
+/// `seed`'s `Etcd` as etcd-druid runs it: its name, and where kubectl
+/// finds it (the seed's context, the shoot's namespace; no pod).
+fn druid_etcd(state: &LabState, seed: &str) -> (String, PodRef) {
+    let s = crate::KindSettings::of_state(state);
+    let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
+    let p = PodRef {
+        context: crate::lab_state::context(&state.name, seed),
+        namespace: crate::namespace(&state.topology.shoot.name),
+        pod: String::new(),
+    };
+    (etcd, p)
+}
+
 fn druid_pod(state: &LabState, p: &PodRef) -> Option<DruidPod> {
     state.etcd_druid?;
     let s = crate::KindSettings::of_state(state);
@@ -939,13 +952,7 @@ impl Provider for KindProvider {
         // the pod template: the StatefulSet replaces every running member,
         // one at a time. Waited out before the flow goes on, the members'
         // logs kept first (a replaced pod's go with it).
-        let s = crate::KindSettings::of_state(state);
-        let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
-        let p = PodRef {
-            context: crate::lab_state::context(&state.name, seed),
-            namespace: crate::namespace(&state.topology.shoot.name),
-            pod: String::new(),
-        };
+        let (etcd, p) = druid_etcd(state, seed);
         self.keep_member_logs(state, seed).await;
         rollout(&p, &etcd, seed).await
     }
@@ -984,13 +991,7 @@ impl Provider for KindProvider {
         if state.etcd_druid.is_none() {
             return Ok(None);
         }
-        let s = crate::KindSettings::of_state(state);
-        let etcd = crate::druid::etcd_name(&state.topology, &s, seed);
-        let p = PodRef {
-            context: crate::lab_state::context(&state.name, seed),
-            namespace: crate::namespace(&state.topology.shoot.name),
-            pod: String::new(),
-        };
+        let (etcd, p) = druid_etcd(state, seed);
         let now = kubectl_ok(p.kubectl(&[
             "get",
             "etcd",

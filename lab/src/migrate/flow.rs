@@ -560,6 +560,15 @@ impl<'a> Flow<'a> {
         etcd::cluster_view(&self.etcd_scope(), &self.tls, Duration::from_secs(3)).await
     }
 
+    /// The lab's member that leads in `view`, if one does.
+    fn leader_of(&self, view: &ClusterView) -> Option<MemberState> {
+        view.members
+            .iter()
+            .find(|m| m.is_leader)
+            .and_then(|l| self.state.members.iter().find(|m| m.name == l.name))
+            .cloned()
+    }
+
     /// Starts members whose containers stopped (as their StatefulSet would).
     async fn heal(&self, line: &Step) -> Result<()> {
         if self.state.etcd_druid.is_some() {

@@ -39,12 +39,7 @@ impl Flow<'_> {
             let leader = loop {
                 self.cancel.check()?;
                 let view = self.view().await;
-                let found = view
-                    .members
-                    .iter()
-                    .find(|m| m.is_leader)
-                    .and_then(|l| self.state.members.iter().find(|m| m.name == l.name))
-                    .cloned();
+                let found = self.leader_of(&view);
                 if let Some(m) = found {
                     break m;
                 }

@@ -62,12 +62,7 @@ impl Flow<'_> {
         loop {
             self.cancel.check()?;
             let view = self.view().await;
-            let leader = view
-                .members
-                .iter()
-                .find(|m| m.is_leader)
-                .and_then(|l| self.state.members.iter().find(|m| m.name == l.name))
-                .cloned();
+            let leader = self.leader_of(&view);
             let error = match leader {
                 Some(leader) => match self.provider.full_snapshot(&self.state, &leader).await {
                     Ok(None) => return Ok(String::new()),
