@@ -131,6 +131,49 @@ fn kind_form_names_what_is_missing() {
 
 /// A kind form tool: where `scripts/build-go --kind` installs it (the lab
 /// takes it from there too), else from PATH.
+/// A `cpmlab run --provider kind` of a scenario fixture, finished.
+struct KindRun {
+    o: assert_cmd::assert::Assert,
+    /// Its report directory (each scenario's under it).
+    report: tempfile::TempDir,
+    /// The lab's name.
+    name: String,
+    /// Seconds it took.
+    wall: u64,
+    /// Its state directory, kept as long as the run is read.
+    _state: tempfile::TempDir,
+}
+
+/// Runs `fixtures/scenarios/<file>` on the kind form with `extra`
+/// arguments, in a lab named `<prefix><pid>` with a state directory of its
+/// own, for at most `limit_min` minutes.
+fn run_kind(file: &str, prefix: &str, extra: &[&str], limit_min: u64) -> KindRun {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/scenarios")
+        .join(file);
+    let state = tempfile::tempdir().unwrap();
+    let report = tempfile::tempdir().unwrap();
+    let name = format!("{prefix}{}", std::process::id() % 10000);
+    let started = std::time::Instant::now();
+    let o = assert_cmd::Command::new(bin())
+        .args(["run", "--provider", "kind"])
+        .args(extra)
+        .args(["--name", &name, "--report-dir"])
+        .arg(report.path())
+        .arg(&fixture)
+        .env("CPMLAB_STATE_DIR", state.path())
+        .env_remove("RUST_LOG")
+        .timeout(std::time::Duration::from_secs(limit_min * 60))
+        .assert();
+    KindRun {
+        o,
+        report,
+        name,
+        wall: started.elapsed().as_secs(),
+        _state: state,
+    }
+}
+
 fn kind_tool(name: &str) -> std::path::PathBuf {
     cpmlab_core::go_parts::install_dir()
         .map(|d| d.join(name))
@@ -168,22 +211,13 @@ fn kind_clusters() -> String {
 )]
 fn kind_live_form() {
     let file = "six-member-25ms-passthrough.yaml";
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/scenarios")
-        .join(file);
-    let state = tempfile::tempdir().unwrap();
-    let report = tempfile::tempdir().unwrap();
-    let name = format!("kind{}", std::process::id() % 10000);
-    let started = std::time::Instant::now();
-    let o = assert_cmd::Command::new(bin())
-        .args(["run", "--provider", "kind", "--name", &name, "--report-dir"])
-        .arg(report.path())
-        .arg(&fixture)
-        .env("CPMLAB_STATE_DIR", state.path())
-        .env_remove("RUST_LOG")
-        .timeout(std::time::Duration::from_secs(40 * 60))
-        .assert();
-    let wall = started.elapsed().as_secs();
+    let KindRun {
+        o,
+        report,
+        name,
+        wall,
+        _state,
+    } = run_kind(file, "kind", &[], 40);
     let out = stdout(&o);
     let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
     eprintln!("{err}\n{out}");
@@ -433,30 +467,13 @@ fn kind_migration_through_etcd_druid() {
         cpmlab_testenv::Need::KindTools,
     );
     let file = "five-member-25ms.yaml";
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/scenarios")
-        .join(file);
-    let state = tempfile::tempdir().unwrap();
-    let report = tempfile::tempdir().unwrap();
-    let name = format!("kdm{}", std::process::id() % 10000);
-    let started = std::time::Instant::now();
-    let o = assert_cmd::Command::new(bin())
-        .args([
-            "run",
-            "--provider",
-            "kind",
-            "--with-etcd-druid",
-            "--name",
-            &name,
-        ])
-        .arg("--report-dir")
-        .arg(report.path())
-        .arg(&fixture)
-        .env("CPMLAB_STATE_DIR", state.path())
-        .env_remove("RUST_LOG")
-        .timeout(std::time::Duration::from_secs(45 * 60))
-        .assert();
-    let wall = started.elapsed().as_secs();
+    let KindRun {
+        o,
+        report,
+        name,
+        wall,
+        _state,
+    } = run_kind(file, "kdm", &["--with-etcd-druid"], 45);
     let out = stdout(&o);
     let code = o.get_output().status.code();
     let left = lab_objects(&name);
