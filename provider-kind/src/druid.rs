@@ -311,6 +311,20 @@ pub fn clear_bootstrap_patch() -> String {
     .to_string()
 }
 
+/// Whether druid has reconciled the `Etcd` as it stands (its JSON): the
+/// spec's generation observed and the reconcile annotation gone, the last
+/// two steps of druid v0.38.1's reconcile
+/// (`internal/controller/etcd/reconcile_complete.go`). Until then the
+/// StatefulSet may not carry the change, and its rollout looks finished.
+pub fn reconciled(etcd: &Value) -> bool {
+    let generation = etcd["metadata"]["generation"].as_i64();
+    generation.is_some()
+        && etcd["status"]["observedGeneration"].as_i64() == generation
+        && etcd["metadata"]["annotations"]
+            .get("gardener.cloud/operation")
+            .is_none()
+}
+
 /// A Secret's data: (key, PEM) pairs.
 pub type SecretData = Vec<(&'static str, String)>;
 
@@ -1414,5 +1428,28 @@ mod tests {
             }
             (t, p) => *t = p.clone(),
         }
+    }
+
+    #[test]
+    fn an_etcd_is_reconciled_once_its_generation_is_observed_and_the_ask_gone() {
+        let at = |generation: i64, observed: Option<i64>, asked: bool| {
+            let mut e =
+                json!({"metadata": {"generation": generation, "annotations": {}}, "status": {}});
+            if let Some(o) = observed {
+                e["status"]["observedGeneration"] = json!(o);
+            }
+            if asked {
+                e["metadata"]["annotations"]["gardener.cloud/operation"] = json!("reconcile");
+            }
+            e
+        };
+        assert!(reconciled(&at(4, Some(4), false)));
+        assert!(
+            !reconciled(&at(4, Some(3), false)),
+            "the change not observed"
+        );
+        assert!(!reconciled(&at(4, Some(4), true)), "asked again");
+        assert!(!reconciled(&at(4, None, false)), "never reconciled");
+        assert!(!reconciled(&json!({})));
     }
 }

@@ -441,11 +441,41 @@ async fn kubectl_ok(argv: Vec<String>) -> Result<String> {
     out.stdout_if_ok("kubectl", &refs)
 }
 
-/// Waits for etcd-druid's StatefulSet `etcd` in `seed` to finish rolling
-/// out (up to 10 minutes: three members restarted one at a time, each
-/// waited ready by the StatefulSet controller).
+/// Waits for etcd-druid to reconcile the `Etcd` `etcd` in `seed` (up to
+/// 2 minutes), then for its StatefulSet to finish rolling out (up to 10
+/// minutes: three members restarted one at a time, each waited ready by
+/// the StatefulSet controller). Without the first wait a rollout asked
+/// for right after a change looks finished: druid has not yet written the
+/// change into the StatefulSet (a live run: "rolled in 0.8 s").
 async fn rollout(p: &PodRef, etcd: &str, seed: &str) -> Result<()> {
     const LIMIT: Duration = Duration::from_secs(600);
+    const RECONCILE: Duration = Duration::from_secs(120);
+    let t0 = std::time::Instant::now();
+    loop {
+        let got = kubectl_ok(p.kubectl(&["get", "etcd", etcd, "-o", "json"])).await;
+        let last = match got
+            .as_deref()
+            .map(serde_json::from_str::<serde_json::Value>)
+        {
+            Ok(Ok(e)) if crate::druid::reconciled(&e) => break,
+            Ok(Ok(e)) => format!(
+                "generation {} observed {}, annotations {}",
+                e["metadata"]["generation"],
+                e["status"]["observedGeneration"],
+                e["metadata"]["annotations"]
+            ),
+            Ok(Err(e)) => format!("{e}"),
+            Err(e) => format!("{e:#}"),
+        };
+        if t0.elapsed() > RECONCILE {
+            anyhow::bail!(
+                "etcd-druid did not reconcile {etcd} in {seed} within {RECONCILE:?}: {last} \
+                 (its log: kubectl --context {} -n garden logs deploy/etcd-druid)",
+                p.context
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let argv = p.kubectl(&[
         "rollout",
         "status",
