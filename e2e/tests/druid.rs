@@ -588,13 +588,16 @@ fn druid_v0_38_1_renders_the_migration_s_cluster_under_its_documented_naming() {
         .iter()
         .find(|c| c["name"] == "backup-restore")
         .unwrap_or_else(|| panic!("no backup-restore container: {sts:#}"));
-    let endpoints = sidecar["args"]
+    let args: Vec<&str> = sidecar["args"]
         .as_array()
         .into_iter()
         .chain(sidecar["command"].as_array())
         .flatten()
-        .filter_map(|a| a.as_str()?.strip_prefix("--service-endpoints="))
-        .next()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let endpoints = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--service-endpoints="))
         .unwrap_or_else(|| panic!("no --service-endpoints: {sidecar:#}"));
     let source_clients: Vec<&str> = at_up["spec"]["etcd"]["bootstrapWithExistingCluster"]
         ["clientEndpoints"]
@@ -614,13 +617,6 @@ fn druid_v0_38_1_renders_the_migration_s_cluster_under_its_documented_naming() {
 
     // 5. The sidecars back up to the seed's bucket on the `Local` provider:
     // druid mounts it from the node's default path.
-    let args: Vec<&str> = sidecar["args"]
-        .as_array()
-        .into_iter()
-        .chain(sidecar["command"].as_array())
-        .flatten()
-        .filter_map(|a| a.as_str())
-        .collect();
     for want in [
         "--storage-provider=Local",
         "--store-prefix=shoot--local--local--cpmlab/etcd-main",

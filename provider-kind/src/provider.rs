@@ -42,24 +42,23 @@ impl KindProvider {
     /// the run directory, before druid replaces the pods: a rollout's new
     /// pods start new logs, and a join's story is in the old ones. Best
     /// effort, as every kept log.
+    pub fn new(docker: cpmlab_provider_docker::DockerProvider) -> KindProvider {
+        KindProvider { docker }
+    }
+
+    /// Keeps the logs of `seed`'s members as etcd-druid runs them in the
+    /// run directory, before druid replaces the pods: a rollout's new pods
+    /// start new logs, and a join's story is in the old ones. Best effort,
+    /// as every kept log.
     async fn keep_member_logs(&self, state: &LabState, seed: &str) {
         let Some(run) = &state.probe_run else {
             return;
         };
         let names: Vec<String> = state
             .members_of(seed)
-            .flat_map(|m| {
-                [
-                    m.container.clone(),
-                    format!("{}{SIDECAR_SUFFIX}", m.container),
-                ]
-            })
+            .flat_map(|m| with_sidecar(&m.container))
             .collect();
         cpmlab_probe::container_logs::keep(self, run, &names).await;
-    }
-
-    pub fn new(docker: cpmlab_provider_docker::DockerProvider) -> KindProvider {
-        KindProvider { docker }
     }
 }
 
@@ -365,6 +364,12 @@ fn druid_etcd(state: &LabState, seed: &str) -> (String, PodRef) {
         pod: String::new(),
     };
     (etcd, p)
+}
+
+/// The logs kept of a member etcd-druid runs: its pod's (etcd's) and its
+/// backup-restore sidecar's (`<pod>.backup-restore.log`).
+fn with_sidecar(workload: &str) -> [String; 2] {
+    [workload.to_string(), format!("{workload}{SIDECAR_SUFFIX}")]
 }
 
 fn druid_pod(state: &LabState, p: &PodRef) -> Option<DruidPod> {
@@ -1077,9 +1082,7 @@ impl Provider for KindProvider {
                 // druid deletes its StatefulSet and pods; the claims are
                 // the lab's to delete.
                 if let Some(run) = &state.probe_run {
-                    let sidecar = format!("{workload}{SIDECAR_SUFFIX}");
-                    cpmlab_probe::container_logs::keep(self, run, &[workload.to_string(), sidecar])
-                        .await;
+                    cpmlab_probe::container_logs::keep(self, run, &with_sidecar(workload)).await;
                 }
                 let etcd = druid_pod(state, &p).expect("a druid pod").etcd;
                 kubectl_ok(p.kubectl(&[
@@ -1240,26 +1243,23 @@ impl Provider for KindProvider {
     }
 
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
-        if let Some(member) = workload.strip_suffix(SIDECAR_SUFFIX) {
-            // A member's backup-restore sidecar (etcd-druid's pods).
-            let p = PodRef::parse(member)?;
-            return Ok(kubectl_ok(p.kubectl(&[
-                "logs",
-                &p.pod,
-                "-c",
-                "backup-restore",
-                "--timestamps",
-            ]))
-            .await?
-            .into_bytes());
-        }
-        let (p, pod) = match Target::parse(workload)?.pod_now().await? {
-            Err(c) => return self.docker.logs(&c).await,
-            Ok(at) => at,
+        // `<pod>.backup-restore`: the sidecar of a member etcd-druid runs.
+        let (p, pod, container) = match workload.strip_suffix(SIDECAR_SUFFIX) {
+            Some(member) => {
+                let p = PodRef::parse(member)?;
+                let pod = p.pod.clone();
+                (p, pod, Some("backup-restore"))
+            }
+            None => match Target::parse(workload)?.pod_now().await? {
+                Err(c) => return self.docker.logs(&c).await,
+                Ok((p, pod)) => (p, pod, None),
+            },
         };
-        Ok(kubectl_ok(p.kubectl(&["logs", &pod, "--timestamps"]))
-            .await?
-            .into_bytes())
+        let mut args = vec!["logs", pod.as_str(), "--timestamps"];
+        if let Some(c) = container {
+            args.extend(["-c", c]);
+        }
+        Ok(kubectl_ok(p.kubectl(&args)).await?.into_bytes())
     }
 
     async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String> {
