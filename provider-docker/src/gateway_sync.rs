@@ -12,6 +12,17 @@ use crate::state::LabState;
 /// uploaded beside and renamed, the gateway's agent picks it up, and the
 /// connections Envoy carries go on. Gives the gateway the members' addresses.
 pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Result<()> {
+    sync(engine, state, seed, false).await
+}
+
+/// `sync_gateway` at `up`, once the lab has seen every replica of `seed`
+/// answer /readyz itself: the replicas the lab starts from are
+/// `established` (the gateway takes them as Ready at once; `Replica`).
+pub async fn sync_gateway_established(engine: &Engine, state: &LabState, seed: &str) -> Result<()> {
+    sync(engine, state, seed, true).await
+}
+
+async fn sync(engine: &Engine, state: &LabState, seed: &str, established: bool) -> Result<()> {
     let s = state
         .seed(seed)
         .with_context(|| format!("no seed {seed}"))?;
@@ -20,10 +31,13 @@ pub async fn sync_gateway(engine: &Engine, state: &LabState, seed: &str) -> Resu
     for a in state.apiservers_of(seed) {
         runs.insert(a.name.clone(), engine.run_state(&a.container).await?);
     }
-    let input = crate::gateway::GatewayInput::of(state, seed, |a| {
+    let mut input = crate::gateway::GatewayInput::of(state, seed, |a| {
         runs.get(&a.name).copied().unwrap_or((false, None))
     })
     .map_err(anyhow::Error::msg)?;
+    for r in &mut input.replicas {
+        r.established = established && r.running;
+    }
     let tmp = format!("{}.next", crate::gateway::INPUT);
     engine
         .upload(

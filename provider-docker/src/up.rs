@@ -230,13 +230,22 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .map(|a| a.container.clone())
         .collect();
     release(engine, &state, &apis).await?;
-    // The gateway learns when its replicas' containers started (their
-    // probes' initial delay counts from there).
+    // The control plane the lab starts from is one production has had
+    // serving long before: once each replica answers /readyz itself, the
+    // gateway is told they are established and serves them at once, not
+    // after the readiness probe's initial delay and a period (Gardener's
+    // 10 s and 10 s, which every replica a migration starts still waits).
+    try_join_all(
+        state.apiservers.iter().map(|a| {
+            crate::apiserver::ready::wait_replica_ready(&state, a, &tls.ca_pem, &req.cancel)
+        }),
+    )
+    .await?;
     let source = state
         .seed_by_role(crate::topology::SeedRole::Source)
         .name
         .clone();
-    super::gateway_sync::sync_gateway(engine, &state, &source).await?;
+    super::gateway_sync::sync_gateway_established(engine, &state, &source).await?;
     wait_api(&state, &tls.ca_pem, &req.cancel).await?;
     super::gateway_sync::wait_served(engine, &state, &source, &req.cancel).await?;
     step.done_with(&format!("https://{}", state.dns.api_name));

@@ -335,6 +335,9 @@ pub async fn run(paths: Paths) -> Result<u8> {
         &tx,
         &mut rec,
     );
+    if followed.values().any(|f| f.readiness.ready) {
+        debounce.change(Instant::now());
+    }
     loop {
         let due = debounce.due(&input.debounce);
         let wake = async {
@@ -428,7 +431,8 @@ pub async fn run(paths: Paths) -> Result<u8> {
 }
 
 /// Starts, restarts and stops probe workers as the replicas say: a new or
-/// restarted container gets a new worker (readiness from scratch), a
+/// restarted container gets a new worker (readiness from scratch, but an
+/// established replica followed for the first time starts Ready), a
 /// stopped or terminating one none.
 fn follow(
     input: &GatewayInput,
@@ -464,6 +468,18 @@ fn follow(
             rec.write(&x);
         }
         *generation += 1;
+        // Only the first time the agent follows it running: a restarted
+        // container is probed from scratch whatever the input says.
+        let first_run = known.is_none_or(|f| !f.replica.running);
+        let readiness = if first_run && r.running && r.established && !r.terminating {
+            let mut x = Record::new(&input.seed, "ready");
+            x.replica = Some(r.name.clone());
+            x.detail = Some("established: the lab saw it answer /readyz at up".into());
+            rec.write(&x);
+            Readiness::established(&input.readiness)
+        } else {
+            Readiness::default()
+        };
         let worker = r.running.then(|| {
             tokio::spawn(probe_worker(
                 r.clone(),
@@ -479,7 +495,7 @@ fn follow(
                 replica: r.clone(),
                 generation: *generation,
                 worker,
-                readiness: Readiness::default(),
+                readiness,
             },
         );
     }
@@ -531,5 +547,77 @@ mod tests {
         let back: Value =
             serde_json::from_slice(&std::fs::read(d.path().join("x.json")).unwrap()).unwrap();
         assert_eq!(back, v);
+    }
+
+    /// An established replica starts Ready the first time the agent follows
+    /// it running (also when it knew it before its container ran, as at
+    /// `up`); a restart of its container is probed from scratch, flag or not,
+    /// and a replica without the flag waits for its probes.
+    #[tokio::test]
+    async fn only_an_established_replica_s_first_run_starts_ready() {
+        let d = tempfile::tempdir().unwrap();
+        let mut rec = Recorder::open(&d.path().join("records.ndjson"));
+        let (tx, _rx) = mpsc::channel(16);
+        let replica =
+            |name: &str, ip: u8, running: bool, started: Option<f64>, established: bool| Replica {
+                name: name.into(),
+                address: SocketAddrV4::new([10, 0, 0, ip].into(), 443),
+                running,
+                started_unix_ms: started,
+                terminating: false,
+                established,
+            };
+        let input = |replicas: Vec<Replica>| GatewayInput {
+            seed: "seed-a".into(),
+            exposure: crate::exposure::Exposure {
+                seed: "seed-a".into(),
+                namespace: "shoot--local--local".into(),
+                api: None,
+                tls: vec![],
+                max_connection_duration_ms: None,
+                api_gateway_deleted: false,
+                api_gateway_draining: false,
+                api_forward: None,
+            },
+            replicas,
+            readiness: crate::topology::ProbeSpec::default().timing("t").unwrap(),
+            debounce: lifecycle::DebounceSettings::default(),
+            termination_drain_ms: super::super::TERMINATION_DRAIN_MS,
+        };
+        let mut followed = BTreeMap::new();
+        let mut generation = 0;
+        let ready = |f: &BTreeMap<String, Followed>, n: &str| f[n].readiness.ready;
+        // Created, not yet running (the gateway's first input at `up`).
+        let i = input(vec![
+            replica("a", 20, false, None, false),
+            replica("b", 21, false, None, false),
+        ]);
+        follow(&i, &mut followed, &mut generation, "t", &tx, &mut rec);
+        assert!(!ready(&followed, "a") && !ready(&followed, "b"));
+        // Running: `a` established, `b` not.
+        let i = input(vec![
+            replica("a", 20, true, Some(1.0), true),
+            replica("b", 21, true, Some(1.0), false),
+        ]);
+        follow(&i, &mut followed, &mut generation, "t", &tx, &mut rec);
+        assert!(ready(&followed, "a"), "established: Ready at once");
+        assert!(
+            !ready(&followed, "b"),
+            "not established: waits for its probes"
+        );
+        // `a`'s container restarted: from scratch, even with the flag.
+        let i = input(vec![
+            replica("a", 20, true, Some(2.0), true),
+            replica("b", 21, true, Some(1.0), false),
+        ]);
+        follow(&i, &mut followed, &mut generation, "t", &tx, &mut rec);
+        assert!(!ready(&followed, "a"), "a restart is probed from scratch");
+        let text = std::fs::read_to_string(d.path().join("records.ndjson")).unwrap();
+        let readies: Vec<_> = text.lines().filter(|l| l.contains("\"ready\"")).collect();
+        assert_eq!(readies.len(), 1, "{text}");
+        assert!(
+            readies[0].contains("\"a\"") && readies[0].contains("established"),
+            "{text}"
+        );
     }
 }

@@ -91,6 +91,15 @@ pub struct Readiness {
 }
 
 impl Readiness {
+    /// Ready, as after `successThreshold` successes: an established replica.
+    pub fn established(t: &ProbeTiming) -> Readiness {
+        Readiness {
+            ready: true,
+            successes: t.success_threshold,
+            failures: 0,
+        }
+    }
+
     /// Takes a result; returns the new readiness when it changed.
     pub fn observe(&mut self, r: ProbeResult, t: &ProbeTiming) -> Option<bool> {
         match r {
@@ -172,6 +181,15 @@ pub struct Replica {
     /// Its pod is being deleted: the endpoint goes at once.
     #[serde(default)]
     pub terminating: bool,
+    /// One of the replicas `up` starts the lab with, which production has
+    /// had serving long before any migration: the lab has seen it answer
+    /// /readyz itself, so the gateway takes it as Ready when it first
+    /// follows it (a pod Ready for months is Ready) instead of waiting out
+    /// the initial delay and a period, and probes it on the topology's
+    /// cadence from then on. A restarted container, or any replica a
+    /// migration starts, is probed from scratch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub established: bool,
 }
 
 /// The served endpoints: replicas that run, are ready, and are not
@@ -265,6 +283,7 @@ mod tests {
             running,
             started_unix_ms: None,
             terminating,
+            established: false,
         };
         let replicas = vec![
             r("a", 21, true, false),

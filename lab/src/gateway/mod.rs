@@ -83,6 +83,7 @@ impl GatewayInput {
                         running,
                         started_unix_ms: started,
                         terminating: a.terminating,
+                        established: false,
                     }
                 })
                 .collect(),
