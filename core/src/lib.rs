@@ -22,3 +22,4 @@ pub mod kernel;
 pub mod kubeconfig;
 pub mod pki;
 pub mod progress;
+pub mod raft_progress;

@@ -1395,6 +1395,34 @@ fn scenario_learner_stalls_over_lossy_wan() {
     // The leader's bytes to each peer are scraped (the evidence of resends).
     let etcd = std::fs::read_to_string(dir.join("run/etcd.ndjson")).unwrap();
     assert!(etcd.contains("peer_sent_bytes"), "per-peer bytes are kept");
+    // The leader's raft progress for the learner (run/raft.ndjson, each
+    // second): the stalled learner sits in probe, not replicate or
+    // snapshot, and ends far behind the leader's commit (issue 45).
+    let raft = std::fs::read_to_string(dir.join("run/raft.ndjson")).unwrap();
+    let learner: Vec<Value> = raft
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .flat_map(|v| {
+            v["peers"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values().cloned().collect::<Vec<_>>())
+                .filter(|p| p["learner"] == true)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        learner.len() >= 10,
+        "the learner's progress was sampled: {raft}"
+    );
+    let probe = learner.iter().filter(|p| p["state"] == "probe").count();
+    assert!(
+        probe * 10 >= learner.len() * 8,
+        "the learner's progress was in probe in {probe} of {} samples",
+        learner.len()
+    );
+    let behind = learner.last().unwrap()["behind"].as_u64().unwrap();
+    assert!(behind > 100, "the learner ended {behind} entries behind");
 }
 
 /// The source leader SIGKILLed inside EtcdMigrationComplete: the kill hit

@@ -347,6 +347,24 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
     v
 }
 
+/// The steps in chains, one per seed in the order `steps` gives them
+/// (a step's seed is the prefix of its `what`, `<seed>: ...`).
+pub fn by_seed(steps: Vec<Step>) -> Vec<Vec<Step>> {
+    let mut chains: Vec<(String, Vec<Step>)> = Vec::new();
+    for step in steps {
+        let seed = step
+            .what
+            .split_once(": ")
+            .map(|(s, _)| s.to_string())
+            .unwrap_or_default();
+        match chains.iter_mut().find(|(s, _)| *s == seed) {
+            Some((_, c)) => c.push(step),
+            None => chains.push((seed, vec![step])),
+        }
+    }
+    chains.into_iter().map(|(_, c)| c).collect()
+}
+
 /// The environment the steps run in: the lab's Go-built tools
 /// (`scripts/build-go --kind` installs kind, kubectl and istioctl in
 /// `go_parts::install_dir()`) first on PATH, and where Docker refuses
@@ -571,6 +589,33 @@ pub fn default_nets(t: &Topology) -> Result<Vec<Net24>, crate::errors::BadInput>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each seed's steps form one chain, in `steps`' order, every step in
+    /// exactly one: the seeds are made side by side.
+    #[test]
+    fn each_seed_s_steps_are_one_chain_in_order() {
+        let t = Topology::default();
+        let nets = default_nets(&t).unwrap();
+        let all = steps("lab", &t, &KindSettings::default(), &nets, Path::new("/r"));
+        let whats: Vec<String> = all.iter().map(|s| s.what.clone()).collect();
+        let chains = by_seed(all);
+        assert_eq!(chains.len(), t.seeds.len());
+        for (chain, seed) in chains.iter().zip(&t.seeds) {
+            assert!(
+                chain
+                    .iter()
+                    .all(|s| s.what.starts_with(&format!("{}: ", seed.name))),
+                "{seed:?}"
+            );
+            let mine: Vec<&String> = whats
+                .iter()
+                .filter(|w| w.starts_with(&format!("{}: ", seed.name)))
+                .collect();
+            let got: Vec<&String> = chain.iter().map(|s| &s.what).collect();
+            assert_eq!(got, mine, "the chain keeps the order");
+        }
+        assert_eq!(chains.iter().map(Vec::len).sum::<usize>(), whats.len());
+    }
 
     /// MetalLB's webhook is not ready when its controller is Available:
     /// its address pool is the step that is applied again, and only it.
@@ -889,11 +934,22 @@ pub async fn make(
                 Tooling::new(Some(&adapter))
             }
         };
-        for step in steps(lab, t, s, &nets, &render) {
-            let p = progress.step(step.what.clone());
-            run_step(&step, &log, Duration::from_secs(600), &tools).await?;
-            p.done();
-        }
+        // Each seed's steps touch only its own cluster and nodes: the seeds
+        // are made side by side, each its steps in order (most of a step's
+        // time is a wait on its cluster: MetalLB's pods, CoreDNS, istiod).
+        let chains = by_seed(steps(lab, t, s, &nets, &render));
+        futures_util::future::try_join_all(chains.iter().map(|chain| {
+            let (log, tools, progress) = (&log, &tools, &progress);
+            async move {
+                for step in chain {
+                    let p = progress.step(step.what.clone());
+                    run_step(step, log, Duration::from_secs(600), tools).await?;
+                    p.done();
+                }
+                anyhow::Ok(())
+            }
+        }))
+        .await?;
         // Ready as the docker form is: the shoot API answers through the
         // source seed's ingress, as its clients reach it. A rendered object
         // istiod's proxy rejects shows here, not at the probes' start.
@@ -959,14 +1015,19 @@ pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
     };
     let made: KindLab =
         serde_json::from_str(&text).with_context(|| format!("read {}", file.display()))?;
-    for c in &made.clusters {
-        let step = Step::new(
-            format!("delete kind cluster {c}"),
-            &["kind", "delete", "cluster", "--name", c],
-        );
-        let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
-        run_step(&step, &log, Duration::from_secs(300), &Tooling::new(None)).await?;
-    }
+    // The clusters side by side (each `kind delete` removes its own nodes).
+    let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
+    futures_util::future::try_join_all(made.clusters.iter().map(|c| {
+        let log = &log;
+        async move {
+            let step = Step::new(
+                format!("delete kind cluster {c}"),
+                &["kind", "delete", "cluster", "--name", c],
+            );
+            run_step(&step, log, Duration::from_secs(300), &Tooling::new(None)).await
+        }
+    }))
+    .await?;
     // The networks carry the lab's labels: the docker provider's `down`
     // removes them with the router, DNS server and probe agent on them.
     std::fs::remove_file(&file).with_context(|| format!("remove {}", file.display()))?;

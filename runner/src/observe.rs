@@ -18,8 +18,12 @@
 //! - `tcp.ndjson`, every two seconds while a link drops packets: TCP's
 //!   view of etcd's peer connections inside each member and each gateway
 //!   (`ss -ti`: send queue, congestion window, RTT, retransmits, delivery
-//!   rate; see `tcp`).
+//!   rate; see `tcp`);
+//! - `raft.ndjson`, every second: the leader's replication progress per
+//!   peer (raft's match, next and state: probe, replicate or snapshot;
+//!   see `raft`).
 
+pub mod raft;
 pub mod tcp;
 
 use std::collections::BTreeMap;
@@ -245,6 +249,11 @@ pub async fn observe(
             lines.push(serde_json::to_value(&s).unwrap_or_default());
         }
         append(&run.join(ETCD_FILE), &lines);
+        if let (Some(v), Some(t)) = (&view, &tls) {
+            if let Some(line) = raft::sample(&state, v, t, at).await {
+                append(&run.join(raft::RAFT_FILE), &[line]);
+            }
+        }
         // The gateways' Envoy stats: every other second from the docker
         // form's gateways, every fourth from the kind form's Istio ingress
         // pods (each a `kubectl exec`, which costs the 2-core machine more).
