@@ -213,10 +213,23 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         state.members.len()
     ));
     let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
+    let t = Instant::now();
     release(engine, &state, &members).await?;
+    let released = t.elapsed();
     let tls = crate::etcd::lab_tls(&dir)?;
-    wait_etcd(&state, &tls, &step, &req.cancel).await?;
-    step.done();
+    let last = wait_etcd(&state, &tls, &step, &req.cancel).await?;
+    // A slow election says where its time went (now and then one `up` in
+    // an e2e suite spends about 60 s here: the next one names why).
+    if t.elapsed() > Duration::from_secs(10) {
+        step.done_with(&format!(
+            "members released in {:.1}s, then {:.1}s to settle; the last answer before: {}",
+            released.as_secs_f64(),
+            (t.elapsed() - released).as_secs_f64(),
+            if last.is_empty() { "-" } else { &last }
+        ));
+    } else {
+        step.done();
+    }
 
     req.cancel.check()?;
     let step = p.step(format!(
@@ -863,20 +876,22 @@ async fn wait_api(state: &LabState, ca_pem: &str, cancel: &Cancel) -> Result<()>
     crate::apiserver::ready::wait_api_at(state, gw, ca_pem, cancel).await
 }
 
+/// Until every member is healthy under one leader; what the last view
+/// before that said was wrong (empty when the first view was settled).
 async fn wait_etcd(
     state: &LabState,
     tls: &EtcdTls,
     step: &crate::progress::Step,
     cancel: &Cancel,
-) -> Result<()> {
+) -> Result<String> {
     let started = Instant::now();
     let want = state.members.len();
-    let mut last;
+    let mut last = String::new();
     loop {
         cancel.check()?;
         let view = etcd::cluster_view(state, tls, Duration::from_secs(2)).await;
         if view.is_settled(want) {
-            return Ok(());
+            return Ok(last);
         }
         let healthy = view.members.iter().filter(|m| m.healthy).count();
         step.detail(&format!("{healthy}/{want} healthy"));

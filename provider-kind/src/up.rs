@@ -937,11 +937,18 @@ pub async fn make(
         // Each seed's steps touch only its own cluster and nodes: the seeds
         // are made side by side, each its steps in order (most of a step's
         // time is a wait on its cluster: MetalLB's pods, CoreDNS, istiod).
+        // kind itself runs one at a time: it locks the kubeconfig it
+        // writes, and a second kind finding the lock fails.
         let chains = by_seed(steps(lab, t, s, &nets, &render));
+        let kind_lock = tokio::sync::Mutex::new(());
         futures_util::future::try_join_all(chains.iter().map(|chain| {
-            let (log, tools, progress) = (&log, &tools, &progress);
+            let (log, tools, progress, kind_lock) = (&log, &tools, &progress, &kind_lock);
             async move {
                 for step in chain {
+                    let _kind = match step.argv.first().map(String::as_str) {
+                        Some("kind") => Some(kind_lock.lock().await),
+                        _ => None,
+                    };
                     let p = progress.step(step.what.clone());
                     run_step(step, log, Duration::from_secs(600), tools).await?;
                     p.done();
@@ -1015,19 +1022,17 @@ pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
     };
     let made: KindLab =
         serde_json::from_str(&text).with_context(|| format!("read {}", file.display()))?;
-    // The clusters side by side (each `kind delete` removes its own nodes).
-    let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
-    futures_util::future::try_join_all(made.clusters.iter().map(|c| {
-        let log = &log;
-        async move {
-            let step = Step::new(
-                format!("delete kind cluster {c}"),
-                &["kind", "delete", "cluster", "--name", c],
-            );
-            run_step(&step, log, Duration::from_secs(300), &Tooling::new(None)).await
-        }
-    }))
-    .await?;
+    // One after the other: kind locks the kubeconfig it edits, and a
+    // second `kind delete` finding the lock fails ("failed to lock config
+    // file"), which left a lab behind when they ran side by side.
+    for c in &made.clusters {
+        let step = Step::new(
+            format!("delete kind cluster {c}"),
+            &["kind", "delete", "cluster", "--name", c],
+        );
+        let log = std::env::temp_dir().join(format!("cpmlab-{lab}-down.log"));
+        run_step(&step, &log, Duration::from_secs(300), &Tooling::new(None)).await?;
+    }
     // The networks carry the lab's labels: the docker provider's `down`
     // removes them with the router, DNS server and probe agent on them.
     std::fs::remove_file(&file).with_context(|| format!("remove {}", file.display()))?;

@@ -253,6 +253,7 @@ impl Lab {
         let t = std::time::Instant::now();
         let a = self.cmd().args(args).assert();
         step_time(&self.name, args, t.elapsed(), a.get_output().status.code());
+        slow_output(&self.name, args, t.elapsed(), &a.get_output().stderr);
         a
     }
 
@@ -399,6 +400,36 @@ pub fn step_time(lab: &str, args: &[&str], took: std::time::Duration, code: Opti
         .open(path)
     {
         let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// A lab command that took over 30 s keeps its progress lines in
+/// `e2e-slow.log` (Cargo's scratch directory for tests), which
+/// scripts/test prints after the suite: a minute lost in one `up` of a
+/// passing test says where it went.
+pub fn slow_output(lab: &str, args: &[&str], took: std::time::Duration, stderr: &[u8]) {
+    use std::io::Write;
+    if took < std::time::Duration::from_secs(30) {
+        return;
+    }
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("==>"))
+        .collect();
+    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-slow.log");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(
+            f,
+            "=== {lab}: cpmlab {} ({:.1} s)\n{tail}",
+            args.join(" "),
+            took.as_secs_f64()
+        );
     }
 }
 
