@@ -115,7 +115,7 @@ pub fn member_command(
 }
 
 /// One member as `cpmlab status` reports it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct MemberView {
     /// Member ID as etcd prints it (hex).
     pub id: String,
@@ -385,14 +385,7 @@ mod tests {
                     is_learner: *learner,
                     is_leader: *leader,
                     healthy: *healthy,
-                    peer_urls: vec![],
-                    client_urls: vec![],
-                    version: None,
-                    raft_index: None,
-                    raft_term: None,
-                    db_size: None,
-                    db_size_in_use: None,
-                    error: None,
+                    ..MemberView::default()
                 })
                 .collect(),
             leader: members.iter().find(|m| m.3).map(|m| m.0.to_string()),

@@ -75,14 +75,7 @@ mod tests {
             is_learner: learner,
             is_leader: leader,
             healthy: true,
-            peer_urls: vec![],
-            client_urls: vec![],
-            version: None,
-            raft_index: None,
-            raft_term: None,
-            db_size: None,
-            db_size_in_use: None,
-            error: None,
+            ..MemberView::default()
         }
     }
 
