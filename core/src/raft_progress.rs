@@ -11,14 +11,13 @@
 //! 3.6 `go.etcd.io/raft/v3`).
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::etcd::EtcdTls;
 
@@ -58,71 +57,60 @@ pub fn parse(vars: &str) -> Result<RaftStatus, String> {
     serde_json::from_value(s.clone()).map_err(|e| format!("raft.status: {e}"))
 }
 
-/// A TLS client with the lab's client certificate (etcd's client port
-/// asks for one).
-fn client_config(tls: &EtcdTls) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(tls.ca_pem.as_bytes()) {
-        roots
-            .add(c.map_err(|e| format!("CA: {e}"))?)
-            .map_err(|e| format!("CA: {e}"))?;
-    }
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("client certificate: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes())
-        .map_err(|e| format!("client key: {e}"))?;
-    let c = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_client_auth_cert(certs, key)
-    .map_err(|e| format!("client certificate: {e}"))?;
-    Ok(Arc::new(c))
+/// Reads members' `raft.status` with the lab's client certificate
+/// (etcd's client port asks for one); its TLS configuration is made once.
+pub struct Client {
+    tls: Arc<rustls::ClientConfig>,
 }
 
-/// The `raft.status` of the member `host`, through its seed's gateway
-/// (etcd's client port, by SNI, as every lab client reaches a member).
-/// HTTP/1.0, so that Go answers with the body as it is (no chunks).
-pub async fn fetch(
-    gateway: Ipv4Addr,
-    host: &str,
-    tls: &EtcdTls,
-    timeout: Duration,
-) -> Result<RaftStatus, String> {
-    let cfg = client_config(tls)?;
-    let work = async {
-        let tcp = tokio::net::TcpStream::connect((gateway, 2379))
-            .await
-            .map_err(|e| format!("connect {gateway}:2379: {e}"))?;
-        let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
-        let mut s = tokio_rustls::TlsConnector::from(cfg)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS to {host}: {e}"))?;
-        s.write_all(format!("GET /debug/vars HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf).await;
-        let text = String::from_utf8_lossy(&buf);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("no HTTP answer from {host}"))?;
-        if head.split_whitespace().nth(1) != Some("200") {
-            return Err(format!(
-                "{host}: {}",
-                head.lines().next().unwrap_or_default()
-            ));
+impl Client {
+    pub fn new(tls: &EtcdTls) -> Result<Client, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(tls.ca_pem.as_bytes()) {
+            roots
+                .add(c.map_err(|e| format!("CA: {e}"))?)
+                .map_err(|e| format!("CA: {e}"))?;
         }
-        parse(body)
-    };
-    tokio::time::timeout(timeout, work)
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("client certificate: {e}"))?;
+        let key = PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes())
+            .map_err(|e| format!("client key: {e}"))?;
+        let c = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .map_err(|e| format!("client certificate: {e}"))?;
+        Ok(Client { tls: Arc::new(c) })
+    }
+
+    /// The `raft.status` of the member `host`, through its seed's gateway
+    /// (etcd's client port, by SNI, as every lab client reaches a member).
+    /// HTTP/1.0, so that Go answers with the body as it is (no chunks).
+    pub async fn fetch(
+        &self,
+        gateway: Ipv4Addr,
+        host: &str,
+        timeout: Duration,
+    ) -> Result<RaftStatus, String> {
+        let (code, body) = crate::apiserver::client::exchange(
+            SocketAddr::from((gateway, 2379)),
+            host,
+            self.tls.clone(),
+            &format!("GET /debug/vars HTTP/1.0\r\nHost: {host}\r\n\r\n"),
+            timeout,
+        )
         .await
-        .map_err(|_| format!("{host}: no /debug/vars within {timeout:?}"))?
+        .map_err(|e| format!("{host}: {e:#}"))?;
+        if code != 200 {
+            return Err(format!("{host}: /debug/vars answered {code}"));
+        }
+        parse(&body)
+    }
 }
 
 #[cfg(test)]

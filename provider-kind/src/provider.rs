@@ -37,19 +37,15 @@ pub struct KindProvider {
 }
 
 impl KindProvider {
+    pub fn new(docker: cpmlab_provider_docker::DockerProvider) -> KindProvider {
+        KindProvider { docker }
+    }
+
     /// Keeps the logs of `seed`'s members as etcd-druid runs them (etcd's
     /// and its backup-restore sidecar's, `<pod>.backup-restore.log`) in
     /// the run directory, before druid replaces the pods: a rollout's new
     /// pods start new logs, and a join's story is in the old ones. Best
     /// effort, as every kept log.
-    pub fn new(docker: cpmlab_provider_docker::DockerProvider) -> KindProvider {
-        KindProvider { docker }
-    }
-
-    /// Keeps the logs of `seed`'s members as etcd-druid runs them in the
-    /// run directory, before druid replaces the pods: a rollout's new pods
-    /// start new logs, and a join's story is in the old ones. Best effort,
-    /// as every kept log.
     async fn keep_member_logs(&self, state: &LabState, seed: &str) {
         let Some(run) = &state.probe_run else {
             return;

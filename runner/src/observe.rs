@@ -203,6 +203,9 @@ pub async fn observe(
 ) {
     let dir = LabDir::new(state_root, lab);
     let tls = crate::etcd::lab_tls(&dir).ok();
+    let raft_client = tls
+        .as_ref()
+        .and_then(|t| cpmlab_core::raft_progress::Client::new(t).ok());
     let mut tick = 0u64;
     let mut cpu = CpuSampler::default();
     while stop.check().is_ok() {
@@ -249,8 +252,8 @@ pub async fn observe(
             lines.push(serde_json::to_value(&s).unwrap_or_default());
         }
         append(&run.join(ETCD_FILE), &lines);
-        if let (Some(v), Some(t)) = (&view, &tls) {
-            if let Some(line) = raft::sample(&state, v, t, at).await {
+        if let (Some(v), Some(c)) = (&view, &raft_client) {
+            if let Some(line) = raft::sample(&state, v, c, at).await {
                 append(&run.join(raft::RAFT_FILE), &[line]);
             }
         }

@@ -35,6 +35,24 @@ pub async fn get(
     token: Option<&str>,
     timeout: Duration,
 ) -> Result<(u16, String)> {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {sni}\r\n{auth}Connection: close\r\n\r\n");
+    exchange(addr, sni, tls, &req, timeout).await
+}
+
+/// Sends `request` (a whole HTTP/1.x request that asks the server to close
+/// the connection after answering) over TLS with SNI `sni`, reads to the
+/// end; the status code and the body as sent (not de-chunked: an HTTP/1.0
+/// request gets the body as it is, as etcd's `/debug/vars` is read).
+pub async fn exchange(
+    addr: SocketAddr,
+    sni: &str,
+    tls: Arc<rustls::ClientConfig>,
+    request: &str,
+    timeout: Duration,
+) -> Result<(u16, String)> {
     let work = async {
         let tcp = tokio::net::TcpStream::connect(addr)
             .await
@@ -44,11 +62,7 @@ pub async fn get(
             .connect(name, tcp)
             .await
             .with_context(|| format!("TLS to {addr} as {sni}"))?;
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {sni}\r\n{auth}Connection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await?;
+        s.write_all(request.as_bytes()).await?;
         let mut buf = Vec::new();
         let _ = s.read_to_end(&mut buf).await;
         let text = String::from_utf8_lossy(&buf).into_owned();

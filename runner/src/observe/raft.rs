@@ -6,20 +6,25 @@
 
 use serde_json::{json, Value};
 
-use crate::etcd::{ClusterView, EtcdTls};
+use crate::etcd::ClusterView;
 use crate::state::LabState;
 
 pub const RAFT_FILE: &str = "raft.ndjson";
 
 /// One line: the leader's status with its peers named, or why there is
 /// none (no leader in the view, or its /debug/vars did not answer).
-pub async fn sample(state: &LabState, view: &ClusterView, tls: &EtcdTls, at: f64) -> Option<Value> {
+pub async fn sample(
+    state: &LabState,
+    view: &ClusterView,
+    client: &cpmlab_core::raft_progress::Client,
+    at: f64,
+) -> Option<Value> {
     let leader = view.members.iter().find(|m| m.is_leader)?;
     let m = state.members.iter().find(|m| m.name == leader.name)?;
     let gw = state.seed(&m.seed)?.gateway.ip;
-    let r =
-        cpmlab_core::raft_progress::fetch(gw, &m.host, tls, std::time::Duration::from_millis(800))
-            .await;
+    let r = client
+        .fetch(gw, &m.host, std::time::Duration::from_millis(800))
+        .await;
     Some(line(view, &leader.name, at, r))
 }
 
