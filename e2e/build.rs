@@ -20,5 +20,6 @@ fn main() {
         Need::EtcdKubectl,
         Need::Druid,
         Need::Netem,
+        Need::Root,
     ]);
 }

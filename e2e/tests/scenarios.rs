@@ -123,16 +123,41 @@ fn the_schema_describes_the_format() {
     assert_eq!(v["additionalProperties"], false, "unknown keys are refused");
 }
 
+/// Who runs `cpmlab`: this test's user, or a user who is not root.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RunAs {
+    Me,
+    /// `common::NonRoot`: in the `docker` group, nothing else.
+    NotRoot,
+}
+
 /// Runs scenario files through `cpmlab run` with a state and report
 /// directory of their own; returns the exit code, stdout and the report dir.
 fn run(
     tag: &str,
     files: &[PathBuf],
 ) -> (Option<i32>, String, tempfile::TempDir, tempfile::TempDir) {
+    run_as(tag, files, RunAs::Me)
+}
+
+fn run_as(
+    tag: &str,
+    files: &[PathBuf],
+    who: RunAs,
+) -> (Option<i32>, String, tempfile::TempDir, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let report = tempfile::tempdir().unwrap();
     let name = format!("sc{tag}{}", std::process::id() % 10000);
-    let o = cpmlab()
+    let mut cmd = match who {
+        RunAs::Me => cpmlab(),
+        RunAs::NotRoot => {
+            let user = NonRoot::prepare();
+            user.own(state.path());
+            user.own(report.path());
+            user.cpmlab()
+        }
+    };
+    let o = cmd
         .arg("run")
         .args(files)
         .args(["--name", &name, "--report-dir"])
@@ -164,11 +189,27 @@ fn result(report: &Path, name: &str) -> Value {
 /// directory holds what explains it. Returns the scenario's directory
 /// (kept until the returned guard drops).
 fn fixture_passes(tag: &str, file: &str) -> Option<(PathBuf, tempfile::TempDir)> {
+    fixture_passes_as(tag, file, RunAs::Me)
+}
+
+fn fixture_passes_as(tag: &str, file: &str, who: RunAs) -> Option<(PathBuf, tempfile::TempDir)> {
     if !needs_docker(file) || !needs_kube_apiserver(file) {
         return None;
     }
-    let (code, out, _state, report) = run(tag, &[fixture(file)]);
+    if who == RunAs::NotRoot {
+        needs(file, cpmlab_testenv::Need::Root);
+    }
+    let (code, out, _state, report) = run_as(tag, &[fixture(file)], who);
     let name = file.trim_end_matches(".yaml");
+    if who == RunAs::NotRoot {
+        // The run's own files are the user's: it was not root that ran.
+        use std::os::unix::fs::MetadataExt;
+        let log = report.path().join(name).join("run.log");
+        let uid = std::fs::metadata(&log)
+            .unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+            .uid();
+        assert_ne!(uid, 0, "{} was written by root", log.display());
+    }
     let r = result(report.path(), name);
     assert_eq!(code, Some(0), "{file}: {out}\n{:#}", r["expectations"]);
     assert_eq!(r["passed"], true, "{r:#}");
@@ -1354,13 +1395,16 @@ fn scenario_mirror_25ms() {
     );
 }
 
+/// The abort, run by a user who is not root and has nothing but the
+/// `docker` group (its own home, cache and copy of the binary): the lab
+/// needs no root on the host (issue 44). The same expectations as any run.
 #[test]
 #[cfg_attr(
-    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
-    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver, cpmlab_has_root)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go); needs root to make a user in the docker group"
 )]
-fn scenario_join_fails_then_abort() {
-    fixture_passes("ja", "join-fails-then-abort.yaml");
+fn scenario_join_fails_then_abort_as_a_user_not_root() {
+    fixture_passes_as("ja", "join-fails-then-abort.yaml", RunAs::NotRoot);
 }
 
 // member-killed-during-join runs in the nightly matrix (scripts/nightly):

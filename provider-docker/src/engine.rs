@@ -23,6 +23,10 @@ use crate::errors::EnvNotReady;
 /// A tmpfs in every lab container: empty at each start.
 pub const RUN_DIR: &str = "/run/cpmlab";
 
+/// The role label of a helper that works in a lab container's network
+/// namespace (`Engine::run_in_netns`).
+pub const NETNS_ROLE: &str = "netns";
+
 #[derive(Clone)]
 pub struct Engine {
     pub api: bollard::Docker,
@@ -288,6 +292,97 @@ impl Engine {
             .upload_to_container(container, Some(opts), bollard::body_full(bytes.into()))
             .await
             .with_context(|| format!("upload files to {container}"))
+    }
+
+    /// Runs `cmd` to its end in a short-lived container that shares the
+    /// network namespace of `target` (Docker's `--network container:`)
+    /// with NET_ADMIN, `files` placed in it first, and removes it. Only the
+    /// Docker API is used: no host process enters a container's namespace,
+    /// so this works where the engine runs in a VM or the caller is not
+    /// root. The helper carries the lab's labels (role `netns`), so `down`
+    /// finds one a crash left behind.
+    pub async fn run_in_netns(
+        &self,
+        target: &str,
+        lab: &str,
+        image: &str,
+        cmd: &[String],
+        files: &[FileSpec],
+    ) -> Result<ExecOutput> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{target}-netns-{}-{n}", std::process::id());
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            cmd: Some(cmd.to_vec()),
+            labels: Some(lab_labels(lab, NETNS_ROLE, None)),
+            host_config: Some(HostConfig {
+                network_mode: Some(format!("container:{target}")),
+                cap_add: Some(vec!["NET_ADMIN".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.api
+            .create_container(Some(opts), body)
+            .await
+            .with_context(|| format!("create {name} in the network namespace of {target}"))?;
+        let ran = async {
+            if !files.is_empty() {
+                self.upload(&name, files).await?;
+            }
+            self.start(&name).await?;
+            let mut wait = self.api.wait_container(
+                &name,
+                None::<bollard::query_parameters::WaitContainerOptions>,
+            );
+            let code = match wait.next().await {
+                Some(Ok(r)) => r.status_code,
+                Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
+                Some(Err(e)) => return Err(e).with_context(|| format!("wait for {name}")),
+                None => anyhow::bail!("wait for {name}: the engine said nothing"),
+            };
+            let log = String::from_utf8_lossy(&self.logs(&name).await?).into_owned();
+            Ok(ExecOutput {
+                code,
+                stdout: String::new(),
+                stderr: log,
+            })
+        }
+        .await;
+        let removed = self.remove_container(&name).await;
+        let out = ran?;
+        removed?;
+        Ok(out)
+    }
+
+    /// Reads one file out of an image: a container is created from it
+    /// (never started), the file downloaded, the container removed.
+    pub async fn image_file(&self, lab: &str, image: &str, path: &str) -> Result<Vec<u8>> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("cpmlab-{lab}-image-file-{}-{n}", std::process::id());
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            cmd: Some(vec!["true".into()]),
+            labels: Some(lab_labels(lab, "image-file", None)),
+            host_config: Some(HostConfig {
+                network_mode: Some("none".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.api
+            .create_container(Some(opts), body)
+            .await
+            .with_context(|| format!("create a container of {image} to read {path}"))?;
+        let read = self.download(&name, path).await;
+        let removed = self.remove_container(&name).await;
+        let bytes = read?;
+        removed?;
+        Ok(bytes)
     }
 
     /// Reads one file out of a container (Docker's archive of `path`, a tar
@@ -677,8 +772,8 @@ impl Engine {
         }
     }
 
-    /// A running container's first process (as the host sees it), its
-    /// Docker networks and its lab labels; an error when it is not running.
+    /// A running container's Docker networks and its lab labels; an error
+    /// when it is not running.
     pub async fn running_container(&self, name: &str) -> Result<RunningContainer> {
         let c = self
             .api
@@ -688,17 +783,12 @@ impl Engine {
             )
             .await
             .with_context(|| format!("inspect container {name}"))?;
-        let pid = c
-            .state
-            .as_ref()
-            .and_then(|s| s.pid)
-            .filter(|p| *p > 0)
-            .with_context(|| {
-                format!("container {name} is not running (see `docker logs {name}`)")
-            })?;
+        anyhow::ensure!(
+            c.state.as_ref().and_then(|s| s.running) == Some(true),
+            "container {name} is not running (see `docker logs {name}`)"
+        );
         let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
         Ok(RunningContainer {
-            pid: u32::try_from(pid).context("container pid")?,
             networks: c
                 .network_settings
                 .and_then(|n| n.networks)
@@ -765,7 +855,6 @@ impl Engine {
 /// What `Engine::running_container` tells.
 #[derive(Debug, Clone)]
 pub struct RunningContainer {
-    pub pid: u32,
     /// Docker network names.
     pub networks: Vec<String>,
     pub role: String,

@@ -53,9 +53,10 @@ async fn sync(engine: &Engine, state: &LabState, seed: &str, established: bool) 
         .exec_ok(gw, &["mv", &tmp, crate::gateway::INPUT], false)
         .await
         .with_context(|| format!("put the input of {gw} in place"))?;
-    let pid = engine.running_container(gw).await?.pid;
     super::routes::set_routes(
-        pid,
+        engine,
+        state,
+        gw,
         super::routes::net_plan(state, &[s.network.as_str()], Some(seed)),
     )
     .await

@@ -310,8 +310,9 @@ impl RootFs {
             )
         })?;
         fs.place_with_libs(envoy.path(), crate::gateway::ENVOY_IN_IMAGE)?;
-        // cpmlab itself is mounted from the host at run time (so a rebuild
-        // needs no new image); the libraries it loads must be in the image.
+        // cpmlab itself is baked in as a layer of its own (`with_agent`: a
+        // rebuilt binary rebuilds only that layer); the libraries it loads
+        // must be in the base.
         let me = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
         for lib in ldd(&me)? {
             fs.add(&lib)?;
@@ -499,9 +500,15 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The tag the current host binaries produce.
+/// The tag the current host binaries and this cpmlab binary produce.
 pub fn current_tag() -> Result<String> {
-    Ok(format!("{REPO}:{}", RootFs::collect()?.digest()?))
+    if let Some(tag) = given_image() {
+        return Ok(tag);
+    }
+    let base = format!("{REPO}:{}", RootFs::collect()?.digest()?);
+    let exe = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
+    let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
+    Ok(agent_tag(&base, &content_digest(&bin)))
 }
 
 /// The lab image `ensure` found or built.
@@ -529,10 +536,165 @@ fn versions_label(v: &[EtcdVersion]) -> String {
     v.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
 }
 
-/// Builds the image unless one with the same digest exists. The digest
-/// covers every file, so an image found by it holds the etcd versions
-/// collected here.
+/// The lab image: the base (host binaries, `ensure_base`) with the cpmlab
+/// binary the lab's containers run baked in at `AGENT_BIN` as a layer of
+/// its own (`with_agent`). Each part is built only when its content
+/// changed.
 pub async fn ensure(engine: &Engine) -> Result<LabImage> {
+    if let Some(tag) = given_image() {
+        return given(engine, &tag).await;
+    }
+    let base = ensure_base(engine).await?;
+    with_agent(engine, base).await
+}
+
+/// Names a lab image to use as it is, instead of building one from this
+/// host's binaries: where cpmlab runs in a container of the lab image
+/// (the image's own tag), or a host has no binaries to build from.
+pub const IMAGE_ENV: &str = "CPMLAB_IMAGE";
+
+fn given_image() -> Option<String> {
+    std::env::var(IMAGE_ENV).ok().filter(|t| !t.is_empty())
+}
+
+/// The image `IMAGE_ENV` names: it must exist and be a lab image with an
+/// agent baked in; its etcd versions are its label's.
+async fn given(engine: &Engine, tag: &str) -> Result<LabImage> {
+    let fix =
+        format!("build one with `cpmlab images build` on a host that can, or unset {IMAGE_ENV}");
+    let labels = engine.image_labels(tag).await?.ok_or_else(|| {
+        EnvNotReady::new(
+            format!("{IMAGE_ENV} names {tag}, which the engine does not have"),
+            &fix,
+        )
+    })?;
+    if !labels.contains_key(LABEL_AGENT) {
+        return Err(EnvNotReady::new(
+            format!("{IMAGE_ENV} names {tag}, which is not a lab image with the cpmlab binary baked in (no label {LABEL_AGENT})"),
+            fix,
+        )
+        .into());
+    }
+    let etcd_versions = labels
+        .get(LABEL_ETCD_VERSIONS)
+        .map(|v| v.split(',').filter_map(EtcdVersion::parse).collect())
+        .unwrap_or_else(|| vec![EtcdVersion::V3_4]);
+    Ok(LabImage {
+        tag: tag.to_string(),
+        built: false,
+        etcd_versions,
+    })
+}
+
+/// Image label: the sha256 (first 16 hex digits) of the cpmlab binary
+/// baked into the image.
+pub const LABEL_AGENT: &str = "cpmlab.agent";
+
+/// The tag of the lab image whose base is `base_tag` and whose agent
+/// binary has digest `agent`.
+fn agent_tag(base_tag: &str, agent: &str) -> String {
+    format!("{base_tag}-a{agent}")
+}
+
+/// The first 16 hex digits of the sha256 of `bytes`.
+fn content_digest(bytes: &[u8]) -> String {
+    hex::encode(&Sha256::digest(bytes)[..8])
+}
+
+/// Bakes the cpmlab binary (`agent_exe`) into `base` at `AGENT_BIN`, in a
+/// layer of its own keyed by the binary's content: the lab's containers
+/// run the image's copy, never a file of the host's (on a remote engine or
+/// Docker Desktop the host's file is not where the engine looks, or not a
+/// Linux binary). Images of the same base with another agent are removed
+/// when no container uses them.
+pub async fn with_agent(engine: &Engine, base: LabImage) -> Result<LabImage> {
+    let exe = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
+    let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
+    let digest = content_digest(&bin);
+    let tag = agent_tag(&base.tag, &digest);
+    if engine.image_exists(&tag).await? {
+        return Ok(LabImage { tag, ..base });
+    }
+    let dockerfile = format!(
+        "FROM {}\nCOPY cpmlab {}\nLABEL {LABEL_AGENT}={digest}\n",
+        base.tag,
+        cpmlab_provider::AGENT_BIN
+    );
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, bytes, mode) in [
+        ("Dockerfile", dockerfile.as_bytes(), 0o644),
+        ("cpmlab", bin.as_slice(), 0o755),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(mode);
+        h.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(&mut h, name, bytes).context("build tar")?;
+    }
+    let context = tar.into_inner().context("build tar")?;
+    tracing::info!(tag, from = %exe.display(), "baking the cpmlab binary into the lab image");
+    let opts = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(&tag)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    let mut stream = engine
+        .api
+        .build_image(opts, None, Some(bollard::body_full(context.into())));
+    while let Some(item) = stream.next().await {
+        let info = item.with_context(|| format!("build {tag}"))?;
+        if let Some(e) = info.error_detail.and_then(|d| d.message) {
+            anyhow::bail!("build {tag}: {e}");
+        }
+    }
+    if !engine.image_exists(&tag).await? {
+        anyhow::bail!("the build of {tag} reported success but the image does not exist");
+    }
+    remove_other_agents(engine, &base.tag, &tag).await;
+    Ok(LabImage {
+        tag,
+        built: true,
+        ..base
+    })
+}
+
+/// Removes the images of `base_tag` with another agent than `keep`, where
+/// no container uses them (the engine refuses those: left as they are).
+async fn remove_other_agents(engine: &Engine, base_tag: &str, keep: &str) {
+    let Ok(images) = engine
+        .api
+        .list_images(Some(
+            bollard::query_parameters::ListImagesOptionsBuilder::default()
+                .filters(&std::collections::HashMap::from([(
+                    "reference",
+                    vec![REPO],
+                )]))
+                .build(),
+        ))
+        .await
+    else {
+        return;
+    };
+    let prefix = format!("{base_tag}-a");
+    for t in images.iter().flat_map(|i| i.repo_tags.iter()) {
+        if t.starts_with(&prefix) && t != keep {
+            let _ = engine
+                .api
+                .remove_image(
+                    t,
+                    None::<bollard::query_parameters::RemoveImageOptions>,
+                    None,
+                )
+                .await;
+        }
+    }
+}
+
+/// Builds the base image (everything but the agent) unless one with the
+/// same digest exists. The digest covers every file, so an image found by
+/// it holds the etcd versions collected here.
+pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
     let fs = RootFs::collect()?;
     let digest = fs.digest()?;
     let tag = format!("{REPO}:{digest}");

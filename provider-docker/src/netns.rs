@@ -1,17 +1,21 @@
-//! A lab container's routes and addresses, set from the host inside the
-//! container's network namespace, so that no lab container but the wan
-//! router needs NET_ADMIN.
+//! A lab container's routes and addresses, set inside the container's
+//! network namespace by a short-lived helper container that shares it
+//! (`Engine::run_in_netns`), so that no lab container but the wan router
+//! holds NET_ADMIN, and nothing on the host enters a namespace: the work
+//! goes through the Docker API alone, as it must where the engine runs in a
+//! VM (Docker Desktop, Colima) or the caller is not root.
 //!
-//! `cpmlab` enters the namespace (`setns` on `/proc/<pid>/ns/net`) on a
-//! thread of its own that is thrown away afterwards, and runs `ip` there
-//! with arguments, never through a shell. A child process inherits the
-//! namespace of the thread that spawned it.
+//! The helper runs `ip -batch` on a file of `ip` commands, never a shell.
 
-use std::fs::File;
 use std::net::Ipv4Addr;
-use std::process::Command;
+
+use anyhow::Result;
 
 use crate::addressing::Net24;
+use crate::engine::{Engine, FileSpec};
+
+/// Where the helper finds its `ip -batch` file.
+const BATCH: &str = "/run/cpmlab-netplan.ip";
 
 /// What a container's network namespace gets before its process starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,11 +27,12 @@ pub struct NetPlan {
 }
 
 impl NetPlan {
-    /// The `ip` invocations, in order: the default route goes (a lab
-    /// container reaches only the lab), then routes and addresses.
-    /// Each is idempotent (`replace`), so applying a plan twice is harmless.
+    /// The `ip` commands, in order: the default route goes (a lab container
+    /// reaches only the lab), then routes and addresses. Each is idempotent
+    /// (`flush` of nothing succeeds, `replace`), so applying a plan twice is
+    /// harmless.
     pub fn commands(&self) -> Vec<Vec<String>> {
-        let mut v = Vec::new();
+        let mut v = vec![argv(&["route", "flush", "exact", "0.0.0.0/0"])];
         for (net, via) in &self.routes {
             v.push(argv(&[
                 "route",
@@ -48,90 +53,41 @@ impl NetPlan {
         }
         v
     }
+
+    /// The commands as `ip -batch` reads them: one per line. `ip` stops at
+    /// the first that fails and names its line.
+    pub fn batch(&self) -> String {
+        self.commands().iter().map(|c| c.join(" ") + "\n").collect()
+    }
 }
 
 fn argv(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum NetnsError {
-    #[error("open the network namespace of pid {pid}: {source}")]
-    Open { pid: u32, source: std::io::Error },
-    #[error("enter the network namespace of pid {pid}: {source}")]
-    Enter { pid: u32, source: nix::Error },
-    #[error("run `ip {args}` in the network namespace of pid {pid}: {source}")]
-    Spawn {
-        pid: u32,
-        args: String,
-        source: std::io::Error,
-    },
-    #[error("`ip {args}` in the network namespace of pid {pid} failed: {stderr}")]
-    Failed {
-        pid: u32,
-        args: String,
-        stderr: String,
-    },
-    #[error("the thread that entered the network namespace of pid {pid} panicked")]
-    Panicked { pid: u32 },
-}
-
-impl NetnsError {
-    /// True when the host does not let cpmlab enter the namespace: not root,
-    /// or dockerd on another machine or in another PID namespace.
-    pub fn is_permission(&self) -> bool {
-        match self {
-            NetnsError::Open { source, .. } => {
-                matches!(
-                    source.kind(),
-                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::NotFound
-                )
-            }
-            NetnsError::Enter { source, .. } => *source == nix::Error::EPERM,
-            _ => false,
-        }
-    }
-}
-
-/// Applies `plan` in the network namespace of host process `pid` (a
-/// container's first process, from `docker inspect`). Blocks: call it from
-/// `spawn_blocking`.
-pub fn apply(pid: u32, plan: &NetPlan) -> Result<(), NetnsError> {
-    let commands = plan.commands();
-    let ns = File::open(format!("/proc/{pid}/ns/net"))
-        .map_err(|source| NetnsError::Open { pid, source })?;
-    // A fresh thread: setns changes the calling thread only, and this one
-    // ends with the work, so no thread of ours stays in the container's
-    // namespace.
-    std::thread::spawn(move || {
-        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-            .map_err(|source| NetnsError::Enter { pid, source })?;
-        // No default route: best effort, there may be none.
-        let _ = Command::new("ip")
-            .args(["route", "del", "default"])
-            .output();
-        for args in &commands {
-            let out =
-                Command::new("ip")
-                    .args(args)
-                    .output()
-                    .map_err(|source| NetnsError::Spawn {
-                        pid,
-                        args: args.join(" "),
-                        source,
-                    })?;
-            if !out.status.success() {
-                return Err(NetnsError::Failed {
-                    pid,
-                    args: args.join(" "),
-                    stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-                });
-            }
-        }
-        Ok(())
-    })
-    .join()
-    .map_err(|_| NetnsError::Panicked { pid })?
+/// Applies `plan` in the network namespace of the running container
+/// `target` of lab `lab`, through a helper of `image` (the lab's image,
+/// which has `ip`).
+pub async fn apply(
+    engine: &Engine,
+    lab: &str,
+    image: &str,
+    target: &str,
+    plan: &NetPlan,
+) -> Result<()> {
+    let cmd = argv(&["ip", "-batch", BATCH]);
+    let files = [FileSpec::new(BATCH, plan.batch().into_bytes(), 0o644)];
+    let out = engine
+        .run_in_netns(target, lab, image, &cmd, &files)
+        .await?;
+    anyhow::ensure!(
+        out.ok(),
+        "`ip -batch` in the network namespace of {target} exited {}: {}\nthe batch:\n{}",
+        out.code,
+        out.stderr.trim(),
+        plan.batch()
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -147,16 +103,16 @@ mod tests {
         assert_eq!(
             plan.commands(),
             vec![
+                argv(&["route", "flush", "exact", "0.0.0.0/0"]),
                 argv(&["route", "replace", "10.213.1.0/24", "via", "10.213.0.2"]),
                 argv(&["addr", "replace", "10.213.1.30/24", "dev", "eth0"]),
             ]
         );
-    }
-
-    #[test]
-    fn entering_a_namespace_that_does_not_exist_is_an_error_not_a_panic() {
-        let e = apply(u32::MAX, &NetPlan::default()).unwrap_err();
-        assert!(matches!(e, NetnsError::Open { .. }), "{e}");
-        assert!(e.is_permission());
+        assert_eq!(
+            plan.batch(),
+            "route flush exact 0.0.0.0/0\n\
+             route replace 10.213.1.0/24 via 10.213.0.2\n\
+             addr replace 10.213.1.30/24 dev eth0\n"
+        );
     }
 }

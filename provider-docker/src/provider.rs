@@ -228,21 +228,15 @@ impl Provider for DockerProvider {
         }
         let mut argv = vec![AGENT_BIN.to_string()];
         argv.extend(client.args.iter().cloned());
-        let volumes = vec![
-            (
-                cpmlab_provider::agent_exe()?.display().to_string(),
-                format!("{AGENT_BIN}:ro"),
-            ),
-            (client.out.display().to_string(), CLIENT_OUT.into()),
-        ]
-        .into_iter()
-        .chain(
-            client
-                .mounts
-                .iter()
-                .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
-        )
-        .collect();
+        let volumes = [(client.out.display().to_string(), CLIENT_OUT.into())]
+            .into_iter()
+            .chain(
+                client
+                    .mounts
+                    .iter()
+                    .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
+            )
+            .collect();
         let spec = client_workload(state, &name, "probe", PROBE_HOST, argv, volumes)?;
         let spec = ContainerSpec {
             files: client.files.clone(),

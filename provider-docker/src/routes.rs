@@ -1,11 +1,11 @@
-//! A lab container's routes and addresses, set from the host inside its
-//! network namespace: to every other lab network through the router, and
+//! A lab container's routes and addresses, set inside its network
+//! namespace (`netns`): to every other lab network through the router, and
 //! on a seed's gateway the addresses of the members it fronts.
 
 use anyhow::Result;
 
 use super::netns::{self, NetPlan};
-use crate::errors::EnvNotReady;
+use crate::engine::Engine;
 use crate::state::LabState;
 
 /// The routes of a container on `own` networks: to every other lab network
@@ -38,17 +38,13 @@ pub fn net_plan(state: &LabState, own: &[&str], gateway_of: Option<&str>) -> Net
     plan
 }
 
-/// Applies `plan` in the network namespace of host process `pid`. Not
-/// being allowed to is the environment's problem, with the fix.
-pub async fn set_routes(pid: u32, plan: NetPlan) -> Result<()> {
-    match tokio::task::spawn_blocking(move || netns::apply(pid, &plan)).await? {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_permission() => Err(EnvNotReady::new(
-            e.to_string(),
-            "cpmlab sets lab containers' routes from the host, inside their network \
-             namespaces: run it as root on the machine that runs dockerd",
-        )
-        .into()),
-        Err(e) => Err(e.into()),
-    }
+/// Applies `plan` in the network namespace of the running container
+/// `target`, through a helper container (see `netns`).
+pub async fn set_routes(
+    engine: &Engine,
+    state: &LabState,
+    target: &str,
+    plan: NetPlan,
+) -> Result<()> {
+    netns::apply(engine, &state.name, &state.image, target, &plan).await
 }

@@ -5,9 +5,10 @@
 //! and waits until the lab releases it, so that e.g. etcd starts only once
 //! DNS answers. Before the release, `cpmlab` sets the container's routes
 //! (to the other lab networks via the wan router, no default route) and a
-//! gateway's per-member addresses from the host, inside the container's
-//! network namespace (`netns`): no lab container but the router holds
-//! NET_ADMIN. The barrier's file lives on a tmpfs, so a container that is
+//! gateway's per-member addresses inside the container's network namespace,
+//! through a helper container that shares it (`netns`): no lab container
+//! but the router holds NET_ADMIN, and nothing on the host enters a
+//! namespace. The barrier's file lives on a tmpfs, so a container that is
 //! started again waits for the lab again, and gets its routes again.
 
 pub use super::routes::{net_plan, set_routes};
@@ -526,13 +527,11 @@ fn docker_network(state: &LabState, n: &str) -> String {
         .expect("planned network")
 }
 
-/// What every lab container shares: labels, image, the barrier, and the
-/// host's cpmlab binary for the in-container roles. No capabilities beyond
-/// Docker's defaults: the lab sets routes from the host (`netns`).
+/// What every lab container shares: labels, the image (which carries the
+/// cpmlab binary for the in-container roles at `AGENT_BIN`) and the
+/// barrier. No capabilities beyond Docker's defaults: a helper sets the
+/// routes (`netns`).
 fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> ContainerSpec {
-    let self_exe = cpmlab_provider::agent_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "/proc/self/exe".into());
     ContainerSpec {
         name: name.to_string(),
         lab: state.name.clone(),
@@ -543,7 +542,7 @@ fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> Co
         networks: vec![],
         cap_add: vec![],
         sysctls: lab_sysctls(state),
-        volumes: vec![(self_exe, format!("{AGENT_BIN}:ro"))],
+        volumes: vec![],
         devices: vec![],
         files: vec![],
     }
@@ -818,7 +817,7 @@ pub async fn start_released(engine: &Engine, state: &LabState, container: &str) 
     release_one(engine, state, container).await
 }
 
-/// Sets each container's routes from the host (its networks as Docker has
+/// Sets each container's routes (its networks as Docker has
 /// them), then releases its barrier.
 pub async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Result<()> {
     try_join_all(which.iter().map(|c| async move {
@@ -830,7 +829,7 @@ pub async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Res
             .map(|n| n.name.as_str())
             .collect();
         let gateway_of = (r.role == "gateway").then_some(r.seed.as_deref()).flatten();
-        set_routes(r.pid, net_plan(state, &own, gateway_of))
+        set_routes(engine, state, c, net_plan(state, &own, gateway_of))
             .await
             .with_context(|| format!("set the routes of {c}"))?;
         engine

@@ -32,9 +32,10 @@ pub struct Step {
 pub enum Action {
     /// Each node's CNI configuration and routes (`cni.rs`).
     PodNetwork { context: String, nodes: Vec<String> },
-    /// The running cpmlab binary copied into a node, as the agent the
-    /// migration's checks run from that seed (`Provider::vantage`).
-    AgentInNode { node: String },
+    /// The lab image's cpmlab binary copied into a node of lab `lab`, as
+    /// the agent the migration's checks run from that seed
+    /// (`Provider::vantage`).
+    AgentInNode { lab: String, node: String },
 }
 
 /// The node of `seed` that carries the agent (its cluster's control plane).
@@ -152,11 +153,14 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 "cpmlab:",
                 "docker",
                 "cp",
-                "<this binary>",
+                "<the lab image's cpmlab>",
                 &format!("{node}:{}", cpmlab_provider::AGENT_BIN),
             ],
         );
-        agent.action = Some(Action::AgentInNode { node });
+        agent.action = Some(Action::AgentInNode {
+            lab: lab.to_string(),
+            node,
+        });
         v.push(agent);
         v.push(kubectl(
             format!("{seed}: nodes ready"),
@@ -513,7 +517,7 @@ async fn run_step_once(step: &Step, log: &Path, timeout: Duration, tools: &Tooli
                 Action::PodNetwork { context, nodes } => {
                     super::cni::configure(context, nodes).await
                 }
-                Action::AgentInNode { node } => copy_agent(node).await,
+                Action::AgentInNode { lab, node } => copy_agent(lab, node).await,
             }
         };
         return tokio::time::timeout(timeout, run)
@@ -556,25 +560,26 @@ async fn run_step_once(step: &Step, log: &Path, timeout: Duration, tools: &Tooli
     Ok(())
 }
 
-/// Copies the running cpmlab binary into `node` at the agent's path.
-async fn copy_agent(node: &str) -> Result<()> {
-    let exe = cpmlab_provider::agent_exe().context("the cpmlab binary's path")?;
-    let out = tokio::process::Command::new("docker")
-        .arg("cp")
-        .arg(&exe)
-        .arg(format!("{node}:{}", cpmlab_provider::AGENT_BIN))
-        .kill_on_drop(true)
-        .output()
+/// Copies the cpmlab binary of the lab image (`images::ensure`: the Linux
+/// binary built for the engine, whatever the host runs) into `node` at the
+/// agent's path, through the Docker API.
+async fn copy_agent(lab: &str, node: &str) -> Result<()> {
+    let engine = cpmlab_provider_docker::engine::Engine::connect().await?;
+    let image = cpmlab_provider_docker::images::ensure(&engine).await?.tag;
+    let bin = engine
+        .image_file(lab, &image, cpmlab_provider::AGENT_BIN)
+        .await?;
+    engine
+        .upload(
+            node,
+            &[cpmlab_provider::FileSpec::new(
+                cpmlab_provider::AGENT_BIN,
+                bin,
+                0o755,
+            )],
+        )
         .await
-        .context("run `docker cp`")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "docker cp {} {node}:{}: {}",
-        exe.display(),
-        cpmlab_provider::AGENT_BIN,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
+        .with_context(|| format!("copy the cpmlab binary of {image} into {node}"))
 }
 
 /// The networks of a kind lab: the seeds' (kind's nodes join them) and the
@@ -691,6 +696,7 @@ mod tests {
         for seed in ["seed-a", "seed-b"] {
             assert!(
                 agents.contains(&&Action::AgentInNode {
+                    lab: "lab".into(),
                     node: format!("lab-{seed}-control-plane")
                 }),
                 "{agents:?}"
@@ -702,6 +708,7 @@ mod tests {
         let agent_a = s.iter().position(|s| {
             s.action
                 == Some(Action::AgentInNode {
+                    lab: "lab".into(),
                     node: agent_node("lab", "seed-a"),
                 })
         });

@@ -78,12 +78,12 @@ pub struct DownReport {
     pub removed: LabObjects,
 }
 
-/// Where every workload finds the host's cpmlab binary (its in-lab roles:
-/// router, probe agent, stand-in API server, peer check).
+/// Where every workload finds the cpmlab binary the lab image carries (its
+/// in-lab roles: router, probe agent, stand-in API server, peer check).
 pub const AGENT_BIN: &str = "/usr/local/bin/cpmlab";
 
-/// The cpmlab binary the lab's containers run (mounted at `AGENT_BIN`):
-/// this process's own, unless `CPMLAB_AGENT_EXE` names another (a program
+/// The cpmlab binary the lab image carries at `AGENT_BIN` (baked in by the
+/// docker provider's `images::with_agent`): this process's own, unless `CPMLAB_AGENT_EXE` names another (a program
 /// that uses the library and is not cpmlab itself, such as an integration
 /// test, points it at cpmlab).
 pub fn agent_exe() -> std::io::Result<std::path::PathBuf> {

@@ -51,11 +51,14 @@ pub enum Need {
     /// a script can install: where it is missing a test that needs it is
     /// skipped, with `CI=true` too (this project's machines have none).
     Netem,
+    /// Root with `useradd` and `runuser`: a test that runs cpmlab as a user
+    /// who is not root, in the `docker` group, makes that user.
+    Root,
 }
 
 impl Need {
     /// Every need there is.
-    pub const ALL: [Need; 10] = [
+    pub const ALL: [Need; 11] = [
         Need::Docker,
         Need::KubeApiserver,
         Need::GenericApiserver,
@@ -66,6 +69,7 @@ impl Need {
         Need::EtcdKubectl,
         Need::Druid,
         Need::Netem,
+        Need::Root,
     ];
 
     /// The cfg a build script sets when the need is met.
@@ -81,6 +85,7 @@ impl Need {
             Need::EtcdKubectl => "cpmlab_has_etcd_kubectl",
             Need::Druid => "cpmlab_has_druid",
             Need::Netem => "cpmlab_has_netem",
+            Need::Root => "cpmlab_has_root",
         }
     }
 
@@ -106,6 +111,10 @@ impl Need {
                 "the kernel has no sch_netem (no script can add it: run on a kernel \
                  with CONFIG_NET_SCH_NETEM; `cpmlab doctor` says `link backend: netem` there)"
             }
+            Need::Root => {
+                "not root, or no useradd/runuser: the test makes a user in the docker group \
+                 (run scripts/test as root, as CI does)"
+            }
         }
     }
 
@@ -127,6 +136,13 @@ impl Need {
             Need::EtcdKubectl => ["etcd", "etcdctl", "kubectl"].iter().all(|b| tool(b)),
             Need::Druid => part("etcd-druid", "CPMLAB_ETCD_DRUID"),
             Need::Netem => kernel_has("sch_netem"),
+            Need::Root => {
+                Command::new("id")
+                    .arg("-u")
+                    .output()
+                    .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+                    && ["useradd", "runuser"].iter().all(|b| tool(b))
+            }
         }
     }
 
@@ -216,9 +232,9 @@ pub fn build_script(needs: &[Need]) {
             Need::Envoy => vars.push("CPMLAB_ENVOY"),
             Need::Druid => vars.push("CPMLAB_ETCD_DRUID"),
             Need::KindTools | Need::EtcdKubectl => {}
-            Need::Netem => {}
+            Need::Netem | Need::Root => {}
         }
-        if !matches!(n, Need::Docker | Need::Chromium | Need::Netem) {
+        if !matches!(n, Need::Docker | Need::Chromium | Need::Netem | Need::Root) {
             parts = true;
         }
     }

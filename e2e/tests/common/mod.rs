@@ -699,3 +699,116 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A user who is not root, in the `docker` group, with a home of its own
+/// (`/tmp/cpmlab-nonroot`): the shape of a developer's Linux machine, where
+/// cpmlab runs with nothing but access to Docker's socket. Made by root
+/// (`Need::Root`), idempotently.
+pub struct NonRoot {
+    pub user: &'static str,
+    pub home: PathBuf,
+    /// A copy of the binary under test the user can run.
+    pub bin: PathBuf,
+}
+
+/// The Go parts a docker-form run uses, and their build records.
+const DOCKER_FORM_PARTS: &[&str] = &[
+    "kube-apiserver",
+    "cpmlab-apiserver",
+    "cpmlab-clientgo",
+    "envoy",
+    "etcd-3.4",
+    "etcd-3.5",
+    "etcd-3.6",
+    "etcdctl-3.6",
+];
+
+impl NonRoot {
+    pub fn prepare() -> NonRoot {
+        let user = "cpmlab-nonroot";
+        let home = PathBuf::from("/tmp").join(user);
+        let run = |args: &[&str]| {
+            let o = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")));
+            assert!(
+                o.status.success(),
+                "{}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let exists = std::process::Command::new("id")
+            .arg(user)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !exists {
+            run(&[
+                "useradd",
+                "--no-create-home",
+                "--home-dir",
+                home.to_str().unwrap(),
+                "--shell",
+                "/usr/sbin/nologin",
+                "--groups",
+                "docker",
+                user,
+            ]);
+        }
+        // The user's cache holds the Go parts as root built them: hard
+        // links (or copies across file systems), never root's files
+        // handed over (their owner stays root).
+        let parts = home.join("cache/cpmlab/bin");
+        std::fs::create_dir_all(&parts).unwrap();
+        let ours = cpmlab_core::go_parts::install_dir().expect("HOME or XDG_CACHE_HOME");
+        for p in DOCKER_FORM_PARTS {
+            for name in [p.to_string(), format!("{p}.json")] {
+                let (from, to) = (ours.join(&name), parts.join(&name));
+                if !from.is_file() {
+                    continue;
+                }
+                let _ = std::fs::remove_file(&to);
+                if std::fs::hard_link(&from, &to).is_err() {
+                    std::fs::copy(&from, &to).unwrap();
+                }
+            }
+        }
+        let bin = home.join("cpmlab");
+        let _ = std::fs::remove_file(&bin);
+        std::fs::copy(self::bin(), &bin).unwrap();
+        for d in [
+            home.clone(),
+            home.join("cache"),
+            home.join("cache/cpmlab"),
+            parts,
+        ] {
+            run(&["chown", user, d.to_str().unwrap()]);
+        }
+        NonRoot { user, home, bin }
+    }
+
+    /// The binary, run as the user (its HOME and cache, a plain PATH).
+    pub fn cpmlab(&self) -> Command {
+        let mut c = Command::new("runuser");
+        c.args(["-u", self.user, "--", "env"])
+            .arg(format!("HOME={}", self.home.display()))
+            .arg(format!(
+                "XDG_CACHE_HOME={}",
+                self.home.join("cache").display()
+            ))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin")
+            .arg(&self.bin);
+        c
+    }
+
+    /// Hands an (empty) directory root made to the user.
+    pub fn own(&self, dir: &Path) {
+        let o = std::process::Command::new("chown")
+            .arg(self.user)
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "chown {}", dir.display());
+    }
+}
