@@ -167,6 +167,13 @@ pub enum AgentCommand {
         #[arg(long, default_value = cpmlab_lab::gateway::INPUT)]
         input: PathBuf,
     },
+    /// A TCP connection to a lab address over stdin and stdout (the host's
+    /// way into the lab where it cannot reach the lab's networks).
+    Relay {
+        to: std::net::SocketAddr,
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Echo UDP datagrams and TCP bytes (far end of `agent rtt`).
     Echo {
         #[arg(long, default_value = "0.0.0.0:7007")]
@@ -220,6 +227,9 @@ fn run_blocking(command: AgentCommand) -> Result<u8> {
     match command {
         AgentCommand::Router { config } => cpmlab_lab::agent::router::run(&config).map(|_| 0),
         AgentCommand::Echo { listen } => cpmlab_lab::agent::echo::run(listen).map(|_| 0),
+        AgentCommand::Relay { to, timeout_ms } => {
+            cpmlab_lab::agent::relay::run(to, Duration::from_millis(timeout_ms)).map(|_| 0)
+        }
         AgentCommand::DockerAdapter { args } => cpmlab_provider_kind::adapter::run(&args),
         AgentCommand::Apiserver(_)
         | AgentCommand::Probe(_)

@@ -242,6 +242,29 @@ async fn interrupted() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Where this host cannot reach the lab's networks (`lab_net`), every
+/// connection to a lab address goes through the lab's toolbox over the
+/// Docker API: as `CPMLAB_LAB_ACCESS` says, else where the engine's bridge
+/// is not this host's.
+async fn reach_the_lab() -> Result<()> {
+    use cpmlab_core::lab_net::{self, Access};
+    let wanted = lab_net::wanted_access().map_err(cpmlab_core::errors::BadInput)?;
+    if wanted == Some(Access::Direct) {
+        return Ok(());
+    }
+    // Without an engine there is no lab to reach: the command says so.
+    let Ok(engine) = cpmlab_provider_docker::engine::Engine::connect().await else {
+        return Ok(());
+    };
+    if wanted.is_none() && cpmlab_provider_docker::relay::bridge_is_local(&engine).await {
+        return Ok(());
+    }
+    lab_net::set_relay(std::sync::Arc::new(
+        cpmlab_provider_docker::relay::ExecRelay::new(engine),
+    ));
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<u8> {
     // Agents run inside containers and need no state directory.
     let command = match cli.command {
@@ -262,6 +285,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Scenario { command } => return scenario::run(command),
         c => c,
     };
+    reach_the_lab().await?;
     let state_root = cpmlab_model::state::resolve_root(
         cli.state_dir,
         std::env::var_os("XDG_STATE_HOME"),

@@ -116,20 +116,48 @@ pub async fn query_a(
         message: e.to_string(),
     })?;
     let io = |source| DnsError::Io { server, source };
-    let sock = tokio::net::UdpSocket::bind("0.0.0.0:0").await.map_err(io)?;
-    sock.connect(server).await.map_err(io)?;
-    let exchange = async {
+    let parse = |b: &[u8]| {
+        Message::from_vec(b).map_err(|e| DnsError::Parse {
+            server,
+            message: e.to_string(),
+        })
+    };
+    let udp = async {
+        let sock = tokio::net::UdpSocket::bind("0.0.0.0:0").await.map_err(io)?;
+        sock.connect(server).await.map_err(io)?;
         sock.send(&bytes).await.map_err(io)?;
         let mut buf = vec![0u8; 4096];
         loop {
             let n = sock.recv(&mut buf).await.map_err(io)?;
-            let reply = Message::from_vec(&buf[..n]).map_err(|e| DnsError::Parse {
-                server,
-                message: e.to_string(),
-            })?;
+            let reply = parse(&buf[..n])?;
             if reply.id() == id {
                 return Ok(reply);
             }
+        }
+    };
+    // Through a relay (the lab's addresses are not this host's): over TCP
+    // (RFC 1035 4.2.2: each message after its two-byte length).
+    let tcp = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = crate::lab_net::connect(server).await.map_err(io)?;
+        let len = u16::try_from(bytes.len()).map_err(|_| DnsError::Parse {
+            server,
+            message: "query too long".into(),
+        })?;
+        let mut framed = len.to_be_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        s.write_all(&framed).await.map_err(io)?;
+        let mut len = [0u8; 2];
+        s.read_exact(&mut len).await.map_err(io)?;
+        let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        s.read_exact(&mut buf).await.map_err(io)?;
+        parse(&buf)
+    };
+    let exchange = async {
+        if crate::lab_net::relayed() {
+            tcp.await
+        } else {
+            udp.await
         }
     };
     let reply = tokio::time::timeout(timeout, exchange)

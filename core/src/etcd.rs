@@ -180,7 +180,29 @@ pub async fn member_client(
                 .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
                 .domain_name(host),
         );
-    Client::connect([format!("https://{gateway}:2379")], Some(opts)).await
+    if !crate::lab_net::relayed() {
+        return Client::connect([format!("https://{gateway}:2379")], Some(opts)).await;
+    }
+    // Through the relay: tonic's channel with the same TLS over a stream
+    // the relay opened (`lab_net`).
+    let addr = std::net::SocketAddr::from((gateway, 2379));
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))?
+        .tls_config(
+            TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+                .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
+                .domain_name(host),
+        )?
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    let channel = endpoint
+        .connect_with_connector(tower::service_fn(move |_| async move {
+            crate::lab_net::connect(addr)
+                .await
+                .map(hyper_util::rt::TokioIo::new)
+        }))
+        .await?;
+    Client::from_channel(etcd_client::Channel::Tonic(channel), Some(opts)).await
 }
 
 /// A client for the whole cluster: the first member of `state` that answers

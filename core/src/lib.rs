@@ -20,6 +20,7 @@ pub mod etcd;
 pub mod go_parts;
 pub mod kernel;
 pub mod kubeconfig;
+pub mod lab_net;
 pub mod pki;
 pub mod progress;
 pub mod raft_progress;

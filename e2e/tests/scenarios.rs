@@ -129,6 +129,61 @@ enum RunAs {
     Me,
     /// `common::NonRoot`: in the `docker` group, nothing else.
     NotRoot,
+    /// The lab image's own cpmlab in a container that has only the
+    /// engine's socket and its directories (state, report, a work
+    /// directory with the scenario and the Go parts), each at the host's
+    /// path, as Docker Desktop shares a macOS user's directories: not the
+    /// host's network, PID namespace or anything else of its files. It
+    /// reaches the lab's addresses through the lab's toolbox
+    /// (`lab_net`'s relay), as on a Mac.
+    InContainer,
+}
+
+/// `docker run … <lab image> cpmlab` for `RunAs::InContainer`; the
+/// scenario files copied into `work`. The container is named `name` (and
+/// removed by `in_container_gone`).
+fn in_container(
+    name: &str,
+    files: &[PathBuf],
+    state: &Path,
+    report: &Path,
+    work: &Path,
+) -> (Command, Vec<PathBuf>) {
+    let o = cpmlab()
+        .args(["images", "build", "-o", "json"])
+        .assert()
+        .success();
+    let out = stdout(&o);
+    let image: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap();
+    let image = image["image"].as_str().unwrap().to_string();
+    link_go_parts(&work.join("cache/cpmlab/bin"));
+    let copies: Vec<PathBuf> = files
+        .iter()
+        .map(|f| {
+            let to = work.join(f.file_name().unwrap());
+            std::fs::copy(f, &to).unwrap();
+            to
+        })
+        .collect();
+    let mut c = Command::new("docker");
+    c.args(["run", "--rm", "--name", name])
+        .args(["--label", "cpmlab.e2e=in-container"])
+        .args(["-v", "/var/run/docker.sock:/var/run/docker.sock"]);
+    for d in [state, report, work] {
+        c.arg("-v").arg(format!("{0}:{0}", d.display()));
+    }
+    c.arg("-w")
+        .arg(work)
+        .arg("-e")
+        .arg(format!("HOME={}", work.display()))
+        .arg("-e")
+        .arg(format!("XDG_CACHE_HOME={}", work.join("cache").display()))
+        .arg("-e")
+        .arg(format!("CPMLAB_STATE_DIR={}", state.display()))
+        .arg("-e")
+        .arg(format!("CPMLAB_IMAGE={image}"))
+        .args([&image, "cpmlab"]);
+    (c, copies)
 }
 
 /// Runs scenario files through `cpmlab run` with a state and report
@@ -148,6 +203,8 @@ fn run_as(
     let state = tempfile::tempdir().unwrap();
     let report = tempfile::tempdir().unwrap();
     let name = format!("sc{tag}{}", std::process::id() % 10000);
+    let work = tempfile::tempdir().unwrap();
+    let mut files = files.to_vec();
     let mut cmd = match who {
         RunAs::Me => cpmlab(),
         RunAs::NotRoot => {
@@ -156,10 +213,21 @@ fn run_as(
             user.own(report.path());
             user.cpmlab()
         }
+        RunAs::InContainer => {
+            let (c, copies) = in_container(
+                &format!("{name}-cli"),
+                &files,
+                state.path(),
+                report.path(),
+                work.path(),
+            );
+            files = copies;
+            c
+        }
     };
     let o = cmd
         .arg("run")
-        .args(files)
+        .args(&files)
         .args(["--name", &name, "--report-dir"])
         .arg(report.path())
         .env("CPMLAB_STATE_DIR", state.path())
@@ -168,6 +236,10 @@ fn run_as(
     let out = stdout(&o);
     let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
     eprintln!("{err}\n{out}");
+    if who == RunAs::InContainer {
+        // Gone with `--rm`, unless the run was cut short.
+        let _ = docker(&["rm", "-f", &format!("{name}-cli")]).output();
+    }
     let left = left_after_teardown(&name);
     assert!(left.is_empty(), "the run left objects behind: {left:?}");
     if o.get_output().status.code() != Some(0) {
@@ -210,6 +282,14 @@ fn fixture_passes_as(tag: &str, file: &str, who: RunAs) -> Option<(PathBuf, temp
             .uid();
         assert_ne!(uid, 0, "{} was written by root", log.display());
     }
+    let run_log = std::fs::read_to_string(report.path().join(name).join("run.log")).unwrap();
+    let told = std::env::var_os(cpmlab_core::lab_net::ACCESS_ENV).is_some();
+    assert!(
+        told && who != RunAs::InContainer
+            || run_log.contains("the lab's addresses: relayed") == (who == RunAs::InContainer),
+        "how the run reached the lab (run.log's first line): {}",
+        run_log.lines().next().unwrap_or("")
+    );
     let r = result(report.path(), name);
     assert_eq!(code, Some(0), "{file}: {out}\n{:#}", r["expectations"]);
     assert_eq!(r["passed"], true, "{r:#}");
@@ -1405,6 +1485,21 @@ fn scenario_mirror_25ms() {
 )]
 fn scenario_join_fails_then_abort_as_a_user_not_root() {
     fixture_passes_as("ja", "join-fails-then-abort.yaml", RunAs::NotRoot);
+}
+
+/// The abort again, by the lab image's cpmlab in a container with nothing
+/// but the engine's socket and its directories (`RunAs::InContainer`):
+/// the shape Docker Desktop and Colima give a Mac, where the lab's
+/// addresses cannot be reached and the host's binaries are not Linux ones
+/// (issue 44). The same expectations as any run, and run.log says the lab
+/// was reached through the relay (on the host, directly).
+#[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
+    ignore = "needs Docker (scripts/setup starts it); needs kube-apiserver (scripts/build-go)"
+)]
+fn scenario_join_fails_then_abort_from_a_container_with_only_the_docker_socket() {
+    fixture_passes_as("jc", "join-fails-then-abort.yaml", RunAs::InContainer);
 }
 
 // member-killed-during-join runs in the nightly matrix (scripts/nightly):

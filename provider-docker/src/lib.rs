@@ -2,7 +2,7 @@
 //! shoot's etcd, DNS and a toolbox client, all as labelled Docker objects.
 
 // The lower crates' modules under the paths the provider's code names.
-use cpmlab_core::{apiserver, dns, errors, etcd, go_parts, kernel, pki, progress};
+use cpmlab_core::{apiserver, dns, errors, etcd, go_parts, kernel, lab_net, pki, progress};
 use cpmlab_exposure as exposure;
 use cpmlab_lab::{gateway, link, migrate};
 use cpmlab_model::{addressing, labels, plan, state, topology};
@@ -15,6 +15,7 @@ pub mod gateway_sync;
 pub mod images;
 pub mod netns;
 pub mod provider;
+pub mod relay;
 pub mod routes;
 pub mod seed;
 pub mod up;

@@ -323,7 +323,9 @@ async fn http_get_version(
 ) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let work = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
+        let sock: std::net::SocketAddr =
+            addr.parse().map_err(|e| format!("address {addr}: {e}"))?;
+        let mut s = crate::lab_net::connect(sock)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
         s.write_all(

@@ -187,11 +187,18 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
     req.cancel.check()?;
     let step = p.step("routes through the wan router");
+    // The gateways come after the members listen (see the etcd step).
+    let gateways: Vec<String> = state
+        .seeds
+        .iter()
+        .map(|s| s.gateway.container.clone())
+        .collect();
     let late: Vec<&String> = state
         .members
         .iter()
         .map(|m| &m.container)
         .chain(state.apiservers.iter().map(|a| &a.container))
+        .chain(gateways.iter())
         .collect();
     let infra: Vec<String> = expected_containers(&state)
         .into_iter()
@@ -216,6 +223,22 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
     let t = Instant::now();
     release(engine, &state, &members).await?;
+    // The gateways start once every member listens. A member's peers dial
+    // it through its seed's gateway from their first moment, and the
+    // gateway's outlier detection (Envoy's defaults under Istio's
+    // rendering of Gardener's DestinationRule: 5 consecutive failures,
+    // 30 s ejection, panic threshold 0) ejects a member that is not
+    // listening yet for 30 s or more: the election then waited 60 s. The
+    // control plane the lab starts from has had its gateway in front of
+    // running members for months; a member that joins in a migration
+    // meets the gateway as production's would.
+    try_join_all(
+        members
+            .iter()
+            .map(|c| wait_listening(engine, c, &ETCD_PORTS)),
+    )
+    .await?;
+    release(engine, &state, &gateways).await?;
     let released = t.elapsed();
     let tls = crate::etcd::lab_tls(&dir)?;
     let last = wait_etcd(&state, &tls, &step, &req.cancel).await?;
@@ -841,6 +864,56 @@ pub async fn release(engine: &Engine, state: &LabState, which: &[String]) -> Res
     Ok(())
 }
 
+/// etcd's client and peer ports.
+const ETCD_PORTS: [u16; 2] = [2379, 2380];
+
+/// How long a released member may take to listen before the gateways
+/// start anyway.
+const LISTEN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits until `container` has a listening TCP socket on each of `ports`,
+/// as its own network namespace lists them (`/proc/net/tcp` and `tcp6`
+/// read inside the container); after `LISTEN_DEADLINE` it goes on, noting
+/// what was missing.
+async fn wait_listening(engine: &Engine, container: &str, ports: &[u16]) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        let mut table = String::new();
+        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            if let Ok(out) = engine.exec(container, &["cat", f], false).await {
+                table.push_str(&out.stdout);
+            }
+        }
+        let missing: Vec<u16> = ports
+            .iter()
+            .copied()
+            .filter(|p| !listens(&table, *p))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > LISTEN_DEADLINE {
+            tracing::warn!(
+                container,
+                ?missing,
+                "not listening yet; starting the gateways anyway"
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether a `/proc/net/tcp`-style table has a socket listening on `port`
+/// (state 0A) on any address.
+pub fn listens(table: &str, port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    table.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
+    })
+}
+
 /// Waits until the lab's DNS server answers the shoot API's name.
 pub async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
     let server = SocketAddr::from((state.dns.server.ip, 53));
@@ -914,6 +987,20 @@ async fn wait_etcd(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listening_socket_is_found_by_port_in_either_table() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 00000000:0951 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+   1: 0A00D50A:094C 0A00D50B:8A3C 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1\n";
+        let tcp6 = "   0: 00000000000000000000000000000000:094C 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3 1 0 100 0 0 10 0\n";
+        // 2385 listens; 2380 has only an established connection in tcp.
+        assert!(listens(tcp, 2385));
+        assert!(!listens(tcp, 2380));
+        // etcd's [::]:2380 is in tcp6.
+        assert!(listens(&format!("{tcp}{tcp6}"), 2380));
+        assert!(!listens(tcp, 2379));
+    }
 
     #[test]
     fn etcd_3_5_on_an_image_without_it_is_env_not_ready() {

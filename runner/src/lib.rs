@@ -180,6 +180,10 @@ pub async fn run_one(
         &opts.lab,
         &sdir.join("run.log"),
     )?;
+    cpm.log(&format!(
+        "the lab's addresses: {}",
+        cpmlab_core::lab_net::describe()
+    ));
     let mut r = ScenarioResult {
         name: name.clone(),
         file: sf.path.clone(),

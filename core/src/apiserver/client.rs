@@ -54,7 +54,7 @@ pub async fn exchange(
     timeout: Duration,
 ) -> Result<(u16, String)> {
     let work = async {
-        let tcp = tokio::net::TcpStream::connect(addr)
+        let tcp = crate::lab_net::connect(addr)
             .await
             .with_context(|| format!("connect {addr}"))?;
         let name = ServerName::try_from(sni.to_string()).context("server name")?;

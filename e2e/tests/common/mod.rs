@@ -723,6 +723,26 @@ const DOCKER_FORM_PARTS: &[&str] = &[
     "etcdctl-3.6",
 ];
 
+/// The docker form's Go parts, as this machine built them, placed in
+/// `parts` (another cache's `cpmlab/bin`): hard links, or copies across
+/// file systems.
+pub fn link_go_parts(parts: &Path) {
+    std::fs::create_dir_all(parts).unwrap();
+    let ours = cpmlab_core::go_parts::install_dir().expect("HOME or XDG_CACHE_HOME");
+    for p in DOCKER_FORM_PARTS {
+        for name in [p.to_string(), format!("{p}.json")] {
+            let (from, to) = (ours.join(&name), parts.join(&name));
+            if !from.is_file() {
+                continue;
+            }
+            let _ = std::fs::remove_file(&to);
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to).unwrap();
+            }
+        }
+    }
+}
+
 impl NonRoot {
     pub fn prepare() -> NonRoot {
         let user = "cpmlab-nonroot";
@@ -760,20 +780,7 @@ impl NonRoot {
         // links (or copies across file systems), never root's files
         // handed over (their owner stays root).
         let parts = home.join("cache/cpmlab/bin");
-        std::fs::create_dir_all(&parts).unwrap();
-        let ours = cpmlab_core::go_parts::install_dir().expect("HOME or XDG_CACHE_HOME");
-        for p in DOCKER_FORM_PARTS {
-            for name in [p.to_string(), format!("{p}.json")] {
-                let (from, to) = (ours.join(&name), parts.join(&name));
-                if !from.is_file() {
-                    continue;
-                }
-                let _ = std::fs::remove_file(&to);
-                if std::fs::hard_link(&from, &to).is_err() {
-                    std::fs::copy(&from, &to).unwrap();
-                }
-            }
-        }
+        link_go_parts(&parts);
         let bin = home.join("cpmlab");
         let _ = std::fs::remove_file(&bin);
         std::fs::copy(self::bin(), &bin).unwrap();

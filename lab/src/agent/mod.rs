@@ -1,8 +1,9 @@
 //! Roles that run inside the lab's containers, as hidden `cpmlab agent`
-//! subcommands (the host's binary is mounted into every container).
+//! subcommands (the lab image carries the binary).
 
 pub mod echo;
 pub mod peer_check;
+pub mod relay;
 pub mod router;
 pub mod rtt;
 pub mod tun;

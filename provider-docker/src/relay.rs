@@ -1,0 +1,278 @@
+//! The host's way into the lab where the lab's networks are not this
+//! host's bridges (`lab_net`): each connection is `cpmlab agent relay
+//! ADDR` run with `docker exec` in the toolbox of the lab whose network
+//! holds ADDR, its attached stdin and stdout the connection. Only the
+//! Docker API is used, so it works wherever the engine is: a Docker
+//! Desktop or Colima VM, a remote `DOCKER_HOST`, or cpmlab in a container
+//! with only the engine's socket.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use anyhow::{Context, Result};
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::engine::Engine;
+use crate::lab_net::{Dialed, LabStream, Relay};
+use crate::{LABEL_LAB, LABEL_ROLE};
+
+/// The role of the container the relay runs in.
+const TOOLBOX_ROLE: &str = "toolbox";
+
+pub struct ExecRelay {
+    engine: Engine,
+}
+
+impl ExecRelay {
+    pub fn new(engine: Engine) -> ExecRelay {
+        ExecRelay { engine }
+    }
+}
+
+impl Relay for ExecRelay {
+    fn dial(&self, addr: SocketAddr) -> Dialed {
+        let engine = self.engine.clone();
+        Box::pin(async move {
+            dial(&engine, addr)
+                .await
+                .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, format!("{e:#}")))
+        })
+    }
+
+    fn describe(&self) -> String {
+        "relayed: `docker exec <lab>-toolbox cpmlab agent relay` per connection, over the Docker API"
+            .into()
+    }
+}
+
+/// Whether the engine's default bridge has its gateway on this host
+/// (`lab_net::is_local`): then the lab's bridges are this host's too, and
+/// its addresses are reached directly. Unknown counts as local: the
+/// relay is for engines known to be elsewhere.
+pub async fn bridge_is_local(engine: &Engine) -> bool {
+    let Ok(net) = engine
+        .api
+        .inspect_network(
+            "bridge",
+            None::<bollard::query_parameters::InspectNetworkOptions>,
+        )
+        .await
+    else {
+        return true;
+    };
+    let gateways: Vec<std::net::IpAddr> = net
+        .ipam
+        .and_then(|i| i.config)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.gateway?.parse().ok())
+        .collect();
+    gateways.is_empty() || gateways.into_iter().any(crate::lab_net::is_local)
+}
+
+/// `a.b.c.d/n` holds `ip`.
+fn subnet_holds(cidr: &str, ip: Ipv4Addr) -> bool {
+    let Some((net, len)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(len)) = (net.parse::<Ipv4Addr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    if len > 32 {
+        return false;
+    }
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    u32::from(net) & mask == u32::from(ip) & mask
+}
+
+/// The running toolbox of the lab one of whose networks holds `ip`.
+async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<String> {
+    let nets = engine
+        .api
+        .list_networks(Some(
+            bollard::query_parameters::ListNetworksOptionsBuilder::default()
+                .filters(&std::collections::HashMap::from([(
+                    "label",
+                    vec![LABEL_LAB],
+                )]))
+                .build(),
+        ))
+        .await
+        .context("list the labs' networks")?;
+    let lab = nets
+        .iter()
+        .find(|n| {
+            n.ipam
+                .as_ref()
+                .and_then(|i| i.config.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .filter_map(|c| c.subnet.as_deref())
+                        .any(|s| subnet_holds(s, ip))
+                })
+        })
+        .and_then(|n| n.labels.as_ref()?.get(LABEL_LAB).cloned())
+        .with_context(|| format!("no lab network holds {ip}"))?;
+    let boxes = engine
+        .api
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::default()
+                .filters(&std::collections::HashMap::from([(
+                    "label",
+                    vec![
+                        format!("{LABEL_LAB}={lab}"),
+                        format!("{LABEL_ROLE}={TOOLBOX_ROLE}"),
+                    ],
+                )]))
+                .build(),
+        ))
+        .await
+        .context("list the lab's toolbox")?;
+    boxes
+        .iter()
+        .filter(|c| c.state.as_ref().is_some_and(|s| s.to_string() == "running"))
+        .find_map(|c| {
+            c.names
+                .as_ref()?
+                .first()
+                .map(|n| n.trim_start_matches('/').to_string())
+        })
+        .with_context(|| format!("lab {lab} has no running toolbox to relay through"))
+}
+
+async fn dial(engine: &Engine, addr: SocketAddr) -> Result<LabStream> {
+    let SocketAddr::V4(v4) = addr else {
+        anyhow::bail!("{addr}: the lab's addresses are IPv4");
+    };
+    let toolbox = toolbox_for(engine, *v4.ip()).await?;
+    let cmd = vec![
+        cpmlab_provider::AGENT_BIN.to_string(),
+        "agent".into(),
+        "relay".into(),
+        addr.to_string(),
+    ];
+    let exec = engine
+        .api
+        .create_exec(
+            &toolbox,
+            CreateExecOptions {
+                cmd: Some(cmd),
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .with_context(|| format!("exec the relay to {addr} in {toolbox}"))?;
+    let StartExecResults::Attached { mut output, input } = engine
+        .api
+        .start_exec(&exec.id, None::<bollard::exec::StartExecOptions>)
+        .await
+        .with_context(|| format!("start the relay to {addr} in {toolbox}"))?
+    else {
+        anyhow::bail!("the relay to {addr} in {toolbox} started detached");
+    };
+    // The relay's first byte says it is connected; stderr before it, or its
+    // end, says why not.
+    let mut stderr = String::new();
+    loop {
+        match output.next().await {
+            Some(Ok(LogOutput::StdOut { message })) if !message.is_empty() => {
+                anyhow::ensure!(
+                    message[0] == cpmlab_lab::agent::relay::CONNECTED,
+                    "the relay to {addr} in {toolbox} began with {:?}",
+                    String::from_utf8_lossy(&message)
+                );
+                return Ok(Box::new(ExecStream {
+                    output,
+                    input,
+                    pending: message.slice(1..),
+                }));
+            }
+            Some(Ok(LogOutput::StdErr { message })) => {
+                stderr.push_str(&String::from_utf8_lossy(&message))
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                return Err(e).with_context(|| format!("the relay to {addr} in {toolbox}"))
+            }
+            None => anyhow::bail!(
+                "{addr} through {toolbox}: {}",
+                stderr.trim().lines().last().unwrap_or("the relay ended")
+            ),
+        }
+    }
+}
+
+type Output = Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
+
+/// An exec's attached streams as one byte stream: stdout read, stdin
+/// written.
+struct ExecStream {
+    output: Output,
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    pending: Bytes,
+}
+
+impl AsyncRead for ExecStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if !self.pending.is_empty() {
+                let n = self.pending.len().min(buf.remaining());
+                let chunk = self.pending.split_to(n);
+                buf.put_slice(&chunk);
+                return Poll::Ready(Ok(()));
+            }
+            match self.output.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(io::Error::other(e))),
+                Poll::Ready(Some(Ok(LogOutput::StdOut { message }))) => self.pending = message,
+                Poll::Ready(Some(Ok(_))) => {}
+            }
+        }
+    }
+}
+
+impl AsyncWrite for ExecStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.input.as_mut().poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        self.input.as_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        self.input.as_mut().poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subnet_holds_its_addresses_only() {
+        assert!(subnet_holds("10.213.1.0/24", [10, 213, 1, 30].into()));
+        assert!(!subnet_holds("10.213.1.0/24", [10, 213, 2, 30].into()));
+        assert!(subnet_holds("0.0.0.0/0", [1, 2, 3, 4].into()));
+        assert!(!subnet_holds("10.213.1.0/33", [10, 213, 1, 1].into()));
+        assert!(!subnet_holds("nonsense", [10, 213, 1, 1].into()));
+    }
+}
