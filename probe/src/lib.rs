@@ -6,7 +6,7 @@
 // The lower crates' modules under the paths the probe code names.
 #[cfg(test)]
 use cpmlab_core::pki;
-use cpmlab_core::{apiserver, dns, errors, etcd, go_parts};
+use cpmlab_core::{apiserver, dns, errors, etcd, go_parts, lab_net};
 use cpmlab_exposure as exposure;
 use cpmlab_model::{link, state, topology, yaml_file};
 use cpmlab_provider as provider;

@@ -321,7 +321,7 @@ async fn connect_tls(
     to: Option<SocketAddr>,
 ) -> Result<
     (
-        tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+        tokio_rustls::client::TlsStream<crate::lab_net::LabStream>,
         SocketAddr,
     ),
     Failure,
@@ -335,7 +335,9 @@ async fn connect_tls(
         }
     };
     let left = deadline.saturating_duration_since(Instant::now());
-    let tcp = match tokio::time::timeout(left, tokio::net::TcpStream::connect(addr)).await {
+    // `lab_net`: direct in the lab's containers; on a host that cannot
+    // reach the lab (`cpmlab fill`), through the relay.
+    let tcp = match tokio::time::timeout(left, crate::lab_net::connect(addr)).await {
         Err(_) => {
             return Err(Failure::new(
                 Outcome::Timeout,
@@ -346,7 +348,6 @@ async fn connect_tls(
         Ok(Err(e)) => return Err(classify_io(&e, Some(addr))),
         Ok(Ok(s)) => s,
     };
-    let _ = tcp.set_nodelay(true);
     let mut cfg = (*t.tls).clone();
     cfg.alpn_protocols = if alpn_h2 {
         vec![b"h2".to_vec()]

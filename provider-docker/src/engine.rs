@@ -75,6 +75,13 @@ fn lab_filter(lab: Option<&str>) -> HashMap<String, Vec<String>> {
     HashMap::from([("label".to_string(), vec![v])])
 }
 
+/// A unique name for a short-lived helper container: `<stem>-<pid>-<n>`.
+fn helper_name(stem: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{stem}-{}-{n}", std::process::id())
+}
+
 /// A 404 from Docker: the object is already gone.
 pub fn is_not_found(e: &bollard::errors::Error) -> bool {
     matches!(
@@ -309,9 +316,7 @@ impl Engine {
         cmd: &[String],
         files: &[FileSpec],
     ) -> Result<ExecOutput> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("{target}-netns-{}-{n}", std::process::id());
+        let name = helper_name(&format!("{target}-netns"));
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(cmd.to_vec()),
@@ -323,11 +328,6 @@ impl Engine {
             }),
             ..Default::default()
         };
-        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-        self.api
-            .create_container(Some(opts), body)
-            .await
-            .with_context(|| format!("create {name} in the network namespace of {target}"))?;
         let ran = async {
             if !files.is_empty() {
                 self.upload(&name, files).await?;
@@ -349,10 +349,33 @@ impl Engine {
                 stdout: String::new(),
                 stderr: log,
             })
-        }
-        .await;
-        let removed = self.remove_container(&name).await;
-        let out = ran?;
+        };
+        self.with_helper(
+            &name,
+            body,
+            &format!("in the network namespace of {target}"),
+            ran,
+        )
+        .await
+    }
+
+    /// Creates the short-lived container `name` from `body`, awaits `work`
+    /// (which uses it) and removes the container, whatever `work` returned.
+    async fn with_helper<T>(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+        what: &str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let opts = CreateContainerOptionsBuilder::default().name(name).build();
+        self.api
+            .create_container(Some(opts), body)
+            .await
+            .with_context(|| format!("create {name} {what}"))?;
+        let out = work.await;
+        let removed = self.remove_container(name).await;
+        let out = out?;
         removed?;
         Ok(out)
     }
@@ -360,9 +383,7 @@ impl Engine {
     /// Reads one file out of an image: a container is created from it
     /// (never started), the file downloaded, the container removed.
     pub async fn image_file(&self, lab: &str, image: &str, path: &str) -> Result<Vec<u8>> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("cpmlab-{lab}-image-file-{}-{n}", std::process::id());
+        let name = helper_name(&format!("cpmlab-{lab}-image-file"));
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(vec!["true".into()]),
@@ -373,16 +394,13 @@ impl Engine {
             }),
             ..Default::default()
         };
-        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-        self.api
-            .create_container(Some(opts), body)
-            .await
-            .with_context(|| format!("create a container of {image} to read {path}"))?;
-        let read = self.download(&name, path).await;
-        let removed = self.remove_container(&name).await;
-        let bytes = read?;
-        removed?;
-        Ok(bytes)
+        self.with_helper(
+            &name,
+            body,
+            &format!("of {image} to read {path}"),
+            self.download(&name, path),
+        )
+        .await
     }
 
     /// Reads one file out of a container (Docker's archive of `path`, a tar

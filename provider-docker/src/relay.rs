@@ -1,7 +1,8 @@
 //! The host's way into the lab where the lab's networks are not this
 //! host's bridges (`lab_net`): each connection is `cpmlab agent relay
 //! ADDR` run with `docker exec` in the toolbox of the lab whose network
-//! holds ADDR, its attached stdin and stdout the connection. Only the
+//! holds ADDR, its attached stdin and stdout the connection (an address
+//! no lab's network holds is connected to directly). Only the
 //! Docker API is used, so it works wherever the engine is: a Docker
 //! Desktop or Colima VM, a remote `DOCKER_HOST`, or cpmlab in a container
 //! with only the engine's socket.
@@ -91,8 +92,10 @@ fn subnet_holds(cidr: &str, ip: Ipv4Addr) -> bool {
     u32::from(net) & mask == u32::from(ip) & mask
 }
 
-/// The running toolbox of the lab one of whose networks holds `ip`.
-async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<String> {
+/// The running toolbox of the lab one of whose networks holds `ip`; None
+/// where no lab's network does (an address outside the lab, reached
+/// directly).
+async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<Option<String>> {
     let nets = engine
         .api
         .list_networks(Some(
@@ -117,8 +120,10 @@ async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<String> {
                         .any(|s| subnet_holds(s, ip))
                 })
         })
-        .and_then(|n| n.labels.as_ref()?.get(LABEL_LAB).cloned())
-        .with_context(|| format!("no lab network holds {ip}"))?;
+        .and_then(|n| n.labels.as_ref()?.get(LABEL_LAB).cloned());
+    let Some(lab) = lab else {
+        return Ok(None);
+    };
     let boxes = engine
         .api
         .list_containers(Some(
@@ -144,13 +149,20 @@ async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<String> {
                 .map(|n| n.trim_start_matches('/').to_string())
         })
         .with_context(|| format!("lab {lab} has no running toolbox to relay through"))
+        .map(Some)
 }
 
 async fn dial(engine: &Engine, addr: SocketAddr) -> Result<LabStream> {
     let SocketAddr::V4(v4) = addr else {
         anyhow::bail!("{addr}: the lab's addresses are IPv4");
     };
-    let toolbox = toolbox_for(engine, *v4.ip()).await?;
+    let Some(toolbox) = toolbox_for(engine, *v4.ip()).await? else {
+        let s = tokio::net::TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connect {addr} (not a lab address: directly)"))?;
+        let _ = s.set_nodelay(true);
+        return Ok(Box::new(s));
+    };
     let cmd = vec![
         cpmlab_provider::AGENT_BIN.to_string(),
         "agent".into(),
