@@ -123,7 +123,8 @@ fn the_schema_describes_the_format() {
     assert_eq!(v["additionalProperties"], false, "unknown keys are refused");
 }
 
-/// Who runs `cpmlab`: this test's user, or a user who is not root.
+/// Who runs `cpmlab`: this test's user, a user who is not root, or the
+/// lab image's cpmlab in a container.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum RunAs {
     Me,
@@ -140,8 +141,8 @@ enum RunAs {
 }
 
 /// `docker run … <lab image> cpmlab` for `RunAs::InContainer`; the
-/// scenario files copied into `work`. The container is named `name` (and
-/// removed by `in_container_gone`).
+/// scenario files copied into `work`. The container is named `name`
+/// (`run_as` removes it after the run, should `--rm` not have).
 fn in_container(
     name: &str,
     files: &[PathBuf],
