@@ -875,14 +875,17 @@ async fn timeline_and_migration(
             fired.push(i);
         }
         pending.retain(|i| !fired.contains(i));
-        // Step triggers still pending can fire only while a migration runs
-        // (or just ended and its last conditions are being read).
+        // A step trigger whose event has not happened can fire only while a
+        // migration runs (or just ended and its last conditions are being
+        // read); one whose event happened is waited for until it is due (a
+        // heal 1 s after a failure, behind an abort that took longer than
+        // that, was left unfired).
         let settled = task.is_none()
             && started_mig
             && ended_at.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
-        let waiting = pending.iter().any(|&i| match c.timeline[i].trigger {
+        let waiting = pending.iter().any(|&i| match &c.timeline[i].trigger {
             Trigger::At(_) => true,
-            Trigger::Step { .. } => !settled,
+            Trigger::Step { step, on, .. } => !settled || watch.fired_at(step, *on).is_some(),
         });
         if settled && !waiting && elapsed >= c.duration {
             break;
