@@ -157,7 +157,8 @@ fn in_container(
     let out = stdout(&o);
     let image: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap();
     let image = image["image"].as_str().unwrap().to_string();
-    link_go_parts(&work.join("cache/cpmlab/bin"));
+    // Nothing of the host's Go parts: the image carries them (its
+    // `cpmlab.parts`), as it must for a Mac's engine.
     let copies: Vec<PathBuf> = files
         .iter()
         .map(|f| {

@@ -582,9 +582,9 @@ impl ApiServerKind {
         }
     }
 
-    /// Where its binary is mounted in a replica container (the stand-in is
-    /// the lab image's own `cpmlab`).
-    pub fn mounted_bin(self) -> Option<&'static str> {
+    /// Where its binary is in the lab image (the stand-in is the image's
+    /// own `cpmlab`).
+    pub fn image_bin(self) -> Option<&'static str> {
         match self {
             ApiServerKind::Standin => None,
             ApiServerKind::KubeApiserver => Some(KUBE_APISERVER_BIN),
@@ -593,9 +593,9 @@ impl ApiServerKind {
     }
 }
 
-/// Where kube-apiserver is mounted in a replica container.
+/// Where kube-apiserver is in the lab image.
 pub const KUBE_APISERVER_BIN: &str = "/usr/local/bin/kube-apiserver";
-/// Where cpmlab-apiserver is mounted in a replica container.
+/// Where cpmlab-apiserver is in the lab image.
 pub const GENERIC_APISERVER_BIN: &str = "/usr/local/bin/cpmlab-apiserver";
 /// How the seeds' `Etcd` resources and their members are named.
 #[derive(

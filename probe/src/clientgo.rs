@@ -29,7 +29,7 @@ pub use super::clientgo_config::{ClientGo, LeaseTimings};
 use super::context::Ctx;
 use super::record::{lease_event, ConnMode, Outcome, ProbeKind, Record};
 
-/// Where the lab mounts `cpmlab-clientgo` in the probe container.
+/// Where `cpmlab-clientgo` is in the lab image (the probe container's).
 pub const CONTAINER_BIN: &str = "/usr/local/bin/cpmlab-clientgo";
 /// The candidates' Lease, in the probes' namespace.
 pub const LEASE: &str = "cpmlab-leader";

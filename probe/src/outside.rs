@@ -21,6 +21,27 @@ use super::target::{from_kubeconfig, Target};
 use super::transport::{Resolver, Transport};
 use crate::errors::{BadInput, EnvNotReady};
 
+/// The host's `cpmlab-clientgo`, when the probes run one of its lanes
+/// (exit 3 with the fix when it is not built): the agent runs here, not in
+/// a lab image.
+fn clientgo_on_host(p: &super::run::Parsed) -> Result<Option<PathBuf>> {
+    if !super::run::needs_clientgo(p) {
+        return Ok(None);
+    }
+    let part = crate::go_parts::CLIENTGO;
+    match part.find() {
+        Some(f) => Ok(Some(f.path().clone())),
+        None => Err(EnvNotReady::new(
+            "the informer-go lane needs cpmlab-clientgo, which is not built",
+            format!(
+                "run `{} {}` (scripts/setup does), or set {}",
+                part.installer, part.name, part.env
+            ),
+        )
+        .into()),
+    }
+}
+
 /// A probe agent running on the host.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutsideRun {
@@ -87,7 +108,7 @@ pub async fn start(
         )
         .into());
     }
-    let clientgo = super::run::clientgo_bin(&parsed)?;
+    let clientgo = clientgo_on_host(&parsed)?;
     let target = from_kubeconfig(kubeconfig, context)?;
     let namespace = namespace
         .map(str::to_string)

@@ -320,7 +320,7 @@ pub async fn start(
             FileSpec::new("/etc/cpmlab/probe/token", state.api_token.clone(), 0o600),
         ],
         out: run.clone(),
-        mounts: Vec::new(),
+        image_parts: Vec::new(),
         node: None,
     };
     let mut client = client;
@@ -330,10 +330,10 @@ pub async fn start(
             .args
             .push(format!("--node={}", super::node::address(state)?));
     }
-    if let Some(bin) = clientgo_bin(&parsed)? {
+    if needs_clientgo(&parsed) {
         client
-            .mounts
-            .push((bin, super::clientgo::CONTAINER_BIN.into()));
+            .image_parts
+            .push(crate::go_parts::CLIENTGO.name.into());
         client
             .args
             .push(format!("--clientgo={}", super::clientgo::CONTAINER_BIN));
@@ -375,24 +375,10 @@ pub fn lease_criteria(k: &mut crate::verdict::Criteria, t: &super::clientgo::Lea
     k.handover_ms = (t.lease_duration + 2 * t.retry_period).as_secs_f64() * 1e3;
 }
 
-/// `cpmlab-clientgo`, when the probes run one of its lanes (exit 3 with
-/// the fix when it is not built).
-pub fn clientgo_bin(p: &Parsed) -> Result<Option<PathBuf>> {
-    if !p.probes.contains(&ProbeKind::InformerGo) && p.candidates.is_empty() {
-        return Ok(None);
-    }
-    let part = crate::go_parts::CLIENTGO;
-    match part.find() {
-        Some(f) => Ok(Some(f.path().clone())),
-        None => Err(EnvNotReady::new(
-            "the informer-go lane and leader-election candidates need cpmlab-clientgo, which is not built",
-            format!(
-                "run `{} {}` (scripts/setup does), or set {}",
-                part.installer, part.name, part.env
-            ),
-        )
-        .into()),
-    }
+/// Whether the probes run a lane of `cpmlab-clientgo` (the lab image's:
+/// `ClientSpec::image_parts`).
+pub fn needs_clientgo(p: &Parsed) -> bool {
+    p.probes.contains(&ProbeKind::InformerGo) || !p.candidates.is_empty()
 }
 
 pub struct StopOutcome {

@@ -506,9 +506,10 @@ pub fn current_tag() -> Result<String> {
         return Ok(tag);
     }
     let base = format!("{REPO}:{}", RootFs::collect()?.digest()?);
+    let parts = parts_tag(&base, parts_digest(&host_parts())?.as_deref());
     let exe = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
     let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
-    Ok(agent_tag(&base, &content_digest(&bin)))
+    Ok(agent_tag(&parts, &content_digest(&bin)))
 }
 
 /// The lab image `ensure` found or built.
@@ -519,11 +520,18 @@ pub struct LabImage {
     pub built: bool,
     /// The etcd versions it holds (3.4 always).
     pub etcd_versions: Vec<EtcdVersion>,
+    /// The Go parts baked into it (`IMAGE_PARTS` names), sorted.
+    pub parts: Vec<String>,
 }
 
 impl LabImage {
     pub fn has_etcd(&self, v: EtcdVersion) -> bool {
         self.etcd_versions.contains(&v)
+    }
+
+    /// Whether the Go part `name` (`kube-apiserver`, ...) is baked in.
+    pub fn has_part(&self, name: &str) -> bool {
+        self.parts.iter().any(|p| p == name)
     }
 
     /// `3.4,3.5`: the image label's value.
@@ -536,22 +544,28 @@ fn versions_label(v: &[EtcdVersion]) -> String {
     v.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
 }
 
-/// The lab image: the base (host binaries, `ensure_base`) with the cpmlab
-/// binary the lab's containers run baked in at `AGENT_BIN` as a layer of
-/// its own (`with_agent`). Each part is built only when its content
-/// changed.
+/// The lab image: the base (host binaries, `ensure_base`), the Go parts
+/// this host has built baked in as a layer of their own (`with_parts`),
+/// and the cpmlab binary the lab's containers run as the top layer
+/// (`with_agent`). Each layer is built only when its content changed.
 pub async fn ensure(engine: &Engine) -> Result<LabImage> {
     if let Some(tag) = given_image() {
         return given(engine, &tag).await;
     }
     let base = ensure_base(engine).await?;
-    with_agent(engine, base).await
+    let parts = with_parts(engine, base).await?;
+    with_agent(engine, parts).await
 }
 
 /// Names a lab image to use as it is, instead of building one from this
 /// host's binaries: where cpmlab runs in a container of the lab image
 /// (the image's own tag), or a host has no binaries to build from.
 pub const IMAGE_ENV: &str = "CPMLAB_IMAGE";
+
+/// Whether `IMAGE_ENV` names the lab image (else it is built here).
+pub fn image_is_given() -> bool {
+    given_image().is_some()
+}
 
 fn given_image() -> Option<String> {
     std::env::var(IMAGE_ENV).ok().filter(|t| !t.is_empty())
@@ -583,7 +597,148 @@ async fn given(engine: &Engine, tag: &str) -> Result<LabImage> {
         tag: tag.to_string(),
         built: false,
         etcd_versions,
+        parts: parts_of_label(labels.get(LABEL_PARTS).map(String::as_str)),
     })
+}
+
+/// Image label: the Go parts baked into the image, comma-separated.
+pub const LABEL_PARTS: &str = "cpmlab.parts";
+
+/// The Go parts a lab image carries when this host has them, each where
+/// the lab's containers run it from: the API servers in the replicas,
+/// client-go's stand-in in the probe container. Baked in, never mounted
+/// from the host: on Docker Desktop or a remote engine the host's file is
+/// not where the engine looks, or not a Linux binary.
+pub const IMAGE_PARTS: &[(crate::go_parts::Part, &str)] = &[
+    (
+        crate::go_parts::KUBE_APISERVER,
+        crate::apiserver::launch::KUBE_APISERVER_BIN,
+    ),
+    (
+        crate::go_parts::GENERIC_APISERVER,
+        crate::apiserver::launch::GENERIC_APISERVER_BIN,
+    ),
+    (
+        crate::go_parts::CLIENTGO,
+        crate::probe::clientgo::CONTAINER_BIN,
+    ),
+];
+
+fn parts_of_label(label: Option<&str>) -> Vec<String> {
+    let mut v: Vec<String> = label
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+/// The Go parts this host has (`Part::find`), with their image paths.
+fn host_parts() -> Vec<(&'static str, &'static str, PathBuf)> {
+    IMAGE_PARTS
+        .iter()
+        .filter_map(|(part, at)| Some((part.name, *at, part.find()?.path().clone())))
+        .collect()
+}
+
+/// The digest of the Go parts found: each one's name, size and
+/// modification time (as the base's files: a rebuilt part, a new
+/// digest; the same file under another path, as a hard link, the same).
+/// None where the host has none.
+fn parts_digest(found: &[(&str, &str, PathBuf)]) -> Result<Option<String>> {
+    if found.is_empty() {
+        return Ok(None);
+    }
+    let mut h = Sha256::new();
+    for (name, at, path) in found {
+        let (len, mtime) = size_and_mtime(path)?;
+        h.update(format!("{name} {at} {len} {mtime}\n"));
+    }
+    Ok(Some(hex::encode(&h.finalize()[..8])))
+}
+
+/// The tag of the image with the Go parts of digest `parts` on `base_tag`
+/// (the base itself where there are none).
+fn parts_tag(base_tag: &str, parts: Option<&str>) -> String {
+    match parts {
+        Some(d) => format!("{base_tag}-p{d}"),
+        None => base_tag.to_string(),
+    }
+}
+
+/// Bakes the Go parts this host has built (`IMAGE_PARTS`) into `base`, as
+/// a layer keyed by their digest (`parts_digest`), labelled with their
+/// names (`LABEL_PARTS`). The base itself where the host has none: the
+/// lab then runs the stand-in API server and no client-go lanes.
+pub async fn with_parts(engine: &Engine, base: LabImage) -> Result<LabImage> {
+    let found = host_parts();
+    let digest = parts_digest(&found)?;
+    let tag = parts_tag(&base.tag, digest.as_deref());
+    let mut names: Vec<String> = found.iter().map(|(n, _, _)| n.to_string()).collect();
+    names.sort();
+    let image = LabImage {
+        tag: tag.clone(),
+        parts: names.clone(),
+        ..base.clone()
+    };
+    if digest.is_none() || engine.image_exists(&tag).await? {
+        return Ok(image);
+    }
+    let mut dockerfile = format!("FROM {}\n", base.tag);
+    let mut files = Vec::new();
+    for (name, at, path) in &found {
+        let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+        dockerfile.push_str(&format!("COPY {name} {at}\n"));
+        files.push((name.to_string(), bytes, 0o755));
+    }
+    dockerfile.push_str(&format!("LABEL {LABEL_PARTS}={}\n", names.join(",")));
+    files.push(("Dockerfile".into(), dockerfile.into_bytes(), 0o644));
+    tracing::info!(
+        tag,
+        parts = names.join(","),
+        "baking the Go parts into the lab image"
+    );
+    build(engine, &tag, &files).await?;
+    Ok(LabImage {
+        built: true,
+        ..image
+    })
+}
+
+/// `docker build` of a context of `files` (name, contents, mode) whose
+/// Dockerfile is among them, tagged `tag`.
+async fn build(engine: &Engine, tag: &str, files: &[(String, Vec<u8>, u32)]) -> Result<()> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, bytes, mode) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(*mode);
+        h.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(&mut h, name, bytes.as_slice())
+            .context("build tar")?;
+    }
+    let context = tar.into_inner().context("build tar")?;
+    let opts = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(tag)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    let mut stream = engine
+        .api
+        .build_image(opts, None, Some(bollard::body_full(context.into())));
+    while let Some(item) = stream.next().await {
+        let info = item.with_context(|| format!("build {tag}"))?;
+        if let Some(e) = info.error_detail.and_then(|d| d.message) {
+            anyhow::bail!("build {tag}: {e}");
+        }
+    }
+    if !engine.image_exists(tag).await? {
+        anyhow::bail!("the build of {tag} reported success but the image does not exist");
+    }
+    Ok(())
 }
 
 /// Image label: the sha256 (first 16 hex digits) of the cpmlab binary
@@ -620,37 +775,16 @@ pub async fn with_agent(engine: &Engine, base: LabImage) -> Result<LabImage> {
         base.tag,
         cpmlab_provider::AGENT_BIN
     );
-    let mut tar = tar::Builder::new(Vec::new());
-    for (name, bytes, mode) in [
-        ("Dockerfile", dockerfile.as_bytes(), 0o644),
-        ("cpmlab", bin.as_slice(), 0o755),
-    ] {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(bytes.len() as u64);
-        h.set_mode(mode);
-        h.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut h, name, bytes).context("build tar")?;
-    }
-    let context = tar.into_inner().context("build tar")?;
     tracing::info!(tag, from = %exe.display(), "baking the cpmlab binary into the lab image");
-    let opts = bollard::query_parameters::BuildImageOptionsBuilder::default()
-        .dockerfile("Dockerfile")
-        .t(&tag)
-        .rm(true)
-        .forcerm(true)
-        .build();
-    let mut stream = engine
-        .api
-        .build_image(opts, None, Some(bollard::body_full(context.into())));
-    while let Some(item) = stream.next().await {
-        let info = item.with_context(|| format!("build {tag}"))?;
-        if let Some(e) = info.error_detail.and_then(|d| d.message) {
-            anyhow::bail!("build {tag}: {e}");
-        }
-    }
-    if !engine.image_exists(&tag).await? {
-        anyhow::bail!("the build of {tag} reported success but the image does not exist");
-    }
+    build(
+        engine,
+        &tag,
+        &[
+            ("Dockerfile".into(), dockerfile.into_bytes(), 0o644),
+            ("cpmlab".into(), bin, 0o755),
+        ],
+    )
+    .await?;
     remove_other_agents(engine, &base.tag, &tag).await;
     Ok(LabImage {
         tag,
@@ -704,6 +838,7 @@ pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
             tag,
             built: false,
             etcd_versions,
+            parts: Vec::new(),
         });
     }
     // Building: the binary placed as 3.5 must run here and be 3.5.
@@ -752,12 +887,45 @@ pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
         tag,
         built: true,
         etcd_versions,
+        parts: Vec::new(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_go_parts_digest_follows_their_files_not_their_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("kube-apiserver");
+        std::fs::write(&bin, b"v1").unwrap();
+        let link = dir.path().join("elsewhere");
+        std::fs::hard_link(&bin, &link).unwrap();
+        let at = "/usr/local/bin/kube-apiserver";
+        assert_eq!(parts_digest(&[]).unwrap(), None, "no parts, no layer");
+        let d = parts_digest(&[("kube-apiserver", at, bin.clone())]).unwrap();
+        assert!(d.is_some());
+        assert_eq!(
+            d,
+            parts_digest(&[("kube-apiserver", at, link)]).unwrap(),
+            "a hard link (the non-root user's copy) is the same part"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&bin, b"v2").unwrap();
+        assert_ne!(
+            d,
+            parts_digest(&[("kube-apiserver", at, bin)]).unwrap(),
+            "a rebuilt part, a new layer"
+        );
+        assert_eq!(parts_tag("cpmlab/lab:b", None), "cpmlab/lab:b");
+        assert_eq!(parts_tag("cpmlab/lab:b", Some("d")), "cpmlab/lab:b-pd");
+        assert_eq!(
+            parts_of_label(Some("kube-apiserver,cpmlab-clientgo")),
+            ["cpmlab-clientgo", "kube-apiserver"]
+        );
+        assert!(parts_of_label(None).is_empty());
+    }
 
     #[test]
     fn ldd_output_is_parsed() {
@@ -827,6 +995,7 @@ mod tests {
             tag: "t".into(),
             built: false,
             etcd_versions: fs.etcd_versions(),
+            parts: Vec::new(),
         };
         assert_eq!(img.etcd_versions_label(), "3.4,3.5");
         assert!(img.has_etcd(EtcdVersion::V3_5));

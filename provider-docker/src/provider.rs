@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::engine::{ContainerSpec, Engine};
-use super::{cpu, seed, up, LABEL_LAB, LABEL_ROLE, LABEL_SEED};
+use super::{cpu, images, seed, up, LABEL_LAB, LABEL_ROLE, LABEL_SEED};
 use crate::pki::Ca;
 use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
@@ -226,17 +226,10 @@ impl Provider for DockerProvider {
                 return Err(e);
             }
         }
+        self.check_image_parts(state, &client.image_parts).await?;
         let mut argv = vec![AGENT_BIN.to_string()];
         argv.extend(client.args.iter().cloned());
-        let volumes = [(client.out.display().to_string(), CLIENT_OUT.into())]
-            .into_iter()
-            .chain(
-                client
-                    .mounts
-                    .iter()
-                    .map(|(host, at)| (host.display().to_string(), format!("{at}:ro"))),
-            )
-            .collect();
+        let volumes = vec![(client.out.display().to_string(), CLIENT_OUT.into())];
         let spec = client_workload(state, &name, "probe", PROBE_HOST, argv, volumes)?;
         let spec = ContainerSpec {
             files: client.files.clone(),
@@ -277,6 +270,46 @@ fn client_workload(
 }
 
 impl DockerProvider {
+    /// Refuses, with the fix, a client that runs a Go part the lab's image
+    /// was made without (the parts this host had built when it was).
+    async fn check_image_parts(&self, state: &LabState, wanted: &[String]) -> Result<()> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let labels = self
+            .engine
+            .image_labels(&state.image)
+            .await?
+            .unwrap_or_default();
+        let baked = labels
+            .get(images::LABEL_PARTS)
+            .map(String::as_str)
+            .unwrap_or_default();
+        let missing: Vec<&str> = wanted
+            .iter()
+            .map(String::as_str)
+            .filter(|w| !baked.split(',').any(|b| b == *w))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let fix = missing
+            .iter()
+            .filter_map(|m| crate::go_parts::PARTS.iter().find(|p| p.name == *m))
+            .map(|p| format!("{} {}", p.installer, p.name))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        Err(crate::errors::EnvNotReady::new(
+            format!(
+                "the probes run {} (the informer-go lane, leader-election candidates), which the lab image {} was made without",
+                missing.join(", "),
+                state.image
+            ),
+            format!("run `{fix}` (scripts/setup does), then `cpmlab down` and `cpmlab up` (the image is made at `up`)"),
+        )
+        .into())
+    }
+
     /// The shoot node: on the clients network, routed through the router
     /// as the probe agent is; started, then waited for until it serves.
     async fn start_node(&self, state: &LabState, node: &NodeSpec) -> Result<()> {

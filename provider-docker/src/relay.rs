@@ -28,19 +28,29 @@ const TOOLBOX_ROLE: &str = "toolbox";
 
 pub struct ExecRelay {
     engine: Engine,
+    toolboxes: Toolboxes,
 }
+
+/// The toolbox found for each lab subnet (CIDR, container), so that a
+/// connection costs one exec, not two listings first; an entry goes when
+/// an exec in its toolbox cannot be created (the lab went or was remade).
+type Toolboxes = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
 
 impl ExecRelay {
     pub fn new(engine: Engine) -> ExecRelay {
-        ExecRelay { engine }
+        ExecRelay {
+            engine,
+            toolboxes: Toolboxes::default(),
+        }
     }
 }
 
 impl Relay for ExecRelay {
     fn dial(&self, addr: SocketAddr) -> Dialed {
         let engine = self.engine.clone();
+        let toolboxes = self.toolboxes.clone();
         Box::pin(async move {
-            dial(&engine, addr)
+            dial(&engine, &toolboxes, addr)
                 .await
                 .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, format!("{e:#}")))
         })
@@ -92,10 +102,10 @@ fn subnet_holds(cidr: &str, ip: Ipv4Addr) -> bool {
     u32::from(net) & mask == u32::from(ip) & mask
 }
 
-/// The running toolbox of the lab one of whose networks holds `ip`; None
-/// where no lab's network does (an address outside the lab, reached
-/// directly).
-async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<Option<String>> {
+/// The running toolbox of the lab one of whose networks holds `ip`, with
+/// that network's subnet; None where no lab's network does (an address
+/// outside the lab, reached directly).
+async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<Option<(String, String)>> {
     let nets = engine
         .api
         .list_networks(Some(
@@ -108,20 +118,21 @@ async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<Option<String>> {
         ))
         .await
         .context("list the labs' networks")?;
-    let lab = nets
-        .iter()
-        .find(|n| {
-            n.ipam
-                .as_ref()
-                .and_then(|i| i.config.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .filter_map(|c| c.subnet.as_deref())
-                        .any(|s| subnet_holds(s, ip))
-                })
-        })
-        .and_then(|n| n.labels.as_ref()?.get(LABEL_LAB).cloned());
-    let Some(lab) = lab else {
+    let found = nets.iter().find_map(|n| {
+        let subnet = n
+            .ipam
+            .as_ref()?
+            .config
+            .as_ref()?
+            .iter()
+            .filter_map(|c| c.subnet.as_deref())
+            .find(|s| subnet_holds(s, ip))?;
+        Some((
+            subnet.to_string(),
+            n.labels.as_ref()?.get(LABEL_LAB)?.clone(),
+        ))
+    });
+    let Some((subnet, lab)) = found else {
         return Ok(None);
     };
     let boxes = engine
@@ -149,20 +160,41 @@ async fn toolbox_for(engine: &Engine, ip: Ipv4Addr) -> Result<Option<String>> {
                 .map(|n| n.trim_start_matches('/').to_string())
         })
         .with_context(|| format!("lab {lab} has no running toolbox to relay through"))
-        .map(Some)
+        .map(|t| Some((subnet, t)))
 }
 
-async fn dial(engine: &Engine, addr: SocketAddr) -> Result<LabStream> {
+async fn dial(engine: &Engine, toolboxes: &Toolboxes, addr: SocketAddr) -> Result<LabStream> {
     let SocketAddr::V4(v4) = addr else {
         anyhow::bail!("{addr}: the lab's addresses are IPv4");
     };
-    let Some(toolbox) = toolbox_for(engine, *v4.ip()).await? else {
+    let ip = *v4.ip();
+    let known = toolboxes
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(subnet, _)| subnet_holds(subnet, ip))
+        .cloned();
+    if let Some((subnet, toolbox)) = known {
+        match create_relay(engine, &toolbox, addr).await {
+            Ok(exec) => return attach(engine, &toolbox, &exec, addr).await,
+            // Gone or remade: looked up again below.
+            Err(_) => toolboxes.lock().unwrap().retain(|(s, _)| *s != subnet),
+        }
+    }
+    let Some((subnet, toolbox)) = toolbox_for(engine, ip).await? else {
         let s = tokio::net::TcpStream::connect(addr)
             .await
             .with_context(|| format!("connect {addr} (not a lab address: directly)"))?;
         let _ = s.set_nodelay(true);
         return Ok(Box::new(s));
     };
+    let exec = create_relay(engine, &toolbox, addr).await?;
+    toolboxes.lock().unwrap().push((subnet, toolbox.clone()));
+    attach(engine, &toolbox, &exec, addr).await
+}
+
+/// Creates (not starts) the exec of `cpmlab agent relay ADDR` in `toolbox`.
+async fn create_relay(engine: &Engine, toolbox: &str, addr: SocketAddr) -> Result<String> {
     let cmd = vec![
         cpmlab_provider::AGENT_BIN.to_string(),
         "agent".into(),
@@ -172,7 +204,7 @@ async fn dial(engine: &Engine, addr: SocketAddr) -> Result<LabStream> {
     let exec = engine
         .api
         .create_exec(
-            &toolbox,
+            toolbox,
             CreateExecOptions {
                 cmd: Some(cmd),
                 attach_stdin: Some(true),
@@ -183,9 +215,15 @@ async fn dial(engine: &Engine, addr: SocketAddr) -> Result<LabStream> {
         )
         .await
         .with_context(|| format!("exec the relay to {addr} in {toolbox}"))?;
+    Ok(exec.id)
+}
+
+/// Starts the relay's exec and returns its streams once it says it is
+/// connected.
+async fn attach(engine: &Engine, toolbox: &str, exec: &str, addr: SocketAddr) -> Result<LabStream> {
     let StartExecResults::Attached { mut output, input } = engine
         .api
-        .start_exec(&exec.id, None::<bollard::exec::StartExecOptions>)
+        .start_exec(exec, None::<bollard::exec::StartExecOptions>)
         .await
         .with_context(|| format!("start the relay to {addr} in {toolbox}"))?
     else {

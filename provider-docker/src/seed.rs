@@ -93,8 +93,7 @@ pub async fn start_apiserver(
     etcd_servers: &[String],
     sa: &(String, String),
 ) -> Result<()> {
-    let api_server = up::resolve_api_server(up::choice_of(state.api_kind))?;
-    let spec = up::apiserver_spec(state, ca, a, etcd_servers, &api_server, sa)?;
+    let spec = up::apiserver_spec(state, ca, a, etcd_servers, sa)?;
     engine.create_container(&spec).await?;
     up::start_released(engine, state, &a.container).await
 }

@@ -139,8 +139,15 @@ pub async fn preflight(engine: &Engine, req: &UpRequest) -> Result<Option<LabSta
 /// Builds the lab; call after `preflight` said there is none.
 pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<LabState> {
     let dir = LabDir::new(&req.state_root, &req.lab);
-    // Before anything exists: which API server, and is it there?
-    let api_server = resolve_api_server(req.topology.api.server)?;
+    // Before anything exists: is the API server asked for there? (On this
+    // host, where the lab image is built here; the image is asked below.)
+    if !images::image_is_given() {
+        resolve_api_server(
+            req.topology.api.server,
+            |p| p.find().is_some(),
+            "on this host",
+        )?;
+    }
     if let Some(cc) = req.topology.network.congestion_control() {
         crate::kernel::check_congestion_control(cc)?;
     }
@@ -149,6 +156,11 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let lab_image = images::ensure(engine).await?;
     check_etcd_version(&req.topology, &lab_image)?;
     let image = lab_image.tag.clone();
+    let api_kind = resolve_api_server(
+        req.topology.api.server,
+        |p| lab_image.has_part(p.name),
+        &format!("in the lab image {image}"),
+    )?;
     step.done_with(&format!(
         "{image}{}, etcd {}",
         if lab_image.built {
@@ -168,7 +180,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let step = p.step("certificates and state");
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
     let mut state = plan.initial_state(crate::pki::random_secret());
-    state.api_kind = api_server.kind;
+    state.api_kind = api_kind;
     state.api_token = crate::pki::random_token();
     dir.create()?;
     let keys = LabKeys::generate(&dir, &mut state)?;
@@ -177,7 +189,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
 
     req.cancel.check()?;
     let step = p.step("containers: router, dns, toolbox, gateways, etcd");
-    let specs = container_specs(&state, &keys, &api_server)?;
+    let specs = container_specs(&state, &keys)?;
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
     }
@@ -357,64 +369,36 @@ pub fn check_etcd_version(topo: &Topology, image: &images::LabImage) -> Result<(
     .into())
 }
 
-/// The API server a lab runs: its kind and, unless it is the stand-in (the
-/// lab image's own binary), the host binary mounted into the replicas.
-#[derive(Debug, Clone)]
-pub struct ApiServerBinary {
-    pub kind: crate::apiserver::launch::ApiServerKind,
-    pub bin: Option<std::path::PathBuf>,
-}
-
-/// Which API server `choice` means on this host, or why it cannot be had.
-pub fn resolve_api_server(choice: crate::topology::ApiServerChoice) -> Result<ApiServerBinary> {
-    use crate::apiserver::launch::{find_generic_apiserver, find_kube_apiserver, ApiServerKind};
-    use crate::topology::ApiServerChoice;
-    let with = |kind, bin| ApiServerBinary {
-        kind,
-        bin: Some(bin),
-    };
-    let standin = ApiServerBinary {
-        kind: ApiServerKind::Standin,
-        bin: None,
-    };
-    Ok(match choice {
-        ApiServerChoice::Standin => standin,
-        ApiServerChoice::Auto => match (find_kube_apiserver(), find_generic_apiserver()) {
-            (Some(k), _) => with(ApiServerKind::KubeApiserver, k),
-            (None, Some(g)) => with(ApiServerKind::Generic, g),
-            (None, None) => standin,
-        },
-        ApiServerChoice::KubeApiserver => match find_kube_apiserver() {
-            Some(k) => with(ApiServerKind::KubeApiserver, k),
-            None => return Err(EnvNotReady::new(
-                "the topology asks for kube-apiserver (api.server), and no binary was found",
-                "run scripts/build-go kube-apiserver (scripts/setup does), set CPMLAB_KUBE_APISERVER or KUBEBUILDER_ASSETS, or use api.server: generic or standin",
-            )
-            .into()),
-        },
-        ApiServerChoice::Generic => match find_generic_apiserver() {
-            Some(g) => with(ApiServerKind::Generic, g),
-            None => return Err(EnvNotReady::new(
-                "the topology asks for the generic API server (api.server: generic), and cpmlab-apiserver was not found",
-                "run scripts/build-go cpmlab-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
-            )
-            .into()),
-        },
-    })
-}
-
-/// The choice that gives a lab's API server kind again (replicas started
-/// during a migration run what the lab's first ones run).
-pub fn choice_of(
-    kind: crate::apiserver::launch::ApiServerKind,
-) -> crate::topology::ApiServerChoice {
+/// Which API server `choice` means where `has` tells which Go parts can
+/// be had (`whence` says where: this host, before its image is built; the
+/// lab image, whose replicas run its baked-in binary), or why it cannot be
+/// had.
+pub fn resolve_api_server(
+    choice: crate::topology::ApiServerChoice,
+    has: impl Fn(&crate::go_parts::Part) -> bool,
+    whence: &str,
+) -> Result<crate::apiserver::launch::ApiServerKind> {
     use crate::apiserver::launch::ApiServerKind;
+    use crate::go_parts::{GENERIC_APISERVER, KUBE_APISERVER};
     use crate::topology::ApiServerChoice;
-    match kind {
-        ApiServerKind::Standin => ApiServerChoice::Standin,
-        ApiServerKind::KubeApiserver => ApiServerChoice::KubeApiserver,
-        ApiServerKind::Generic => ApiServerChoice::Generic,
-    }
+    Ok(match choice {
+        ApiServerChoice::Standin => ApiServerKind::Standin,
+        ApiServerChoice::Auto if has(&KUBE_APISERVER) => ApiServerKind::KubeApiserver,
+        ApiServerChoice::Auto if has(&GENERIC_APISERVER) => ApiServerKind::Generic,
+        ApiServerChoice::Auto => ApiServerKind::Standin,
+        ApiServerChoice::KubeApiserver if has(&KUBE_APISERVER) => ApiServerKind::KubeApiserver,
+        ApiServerChoice::KubeApiserver => return Err(EnvNotReady::new(
+            format!("the topology asks for kube-apiserver (api.server), and no binary was found {whence}"),
+            "run scripts/build-go kube-apiserver (scripts/setup does), set CPMLAB_KUBE_APISERVER or KUBEBUILDER_ASSETS, or use api.server: generic or standin",
+        )
+        .into()),
+        ApiServerChoice::Generic if has(&GENERIC_APISERVER) => ApiServerKind::Generic,
+        ApiServerChoice::Generic => return Err(EnvNotReady::new(
+            format!("the topology asks for the generic API server (api.server: generic), and cpmlab-apiserver was not found {whence}"),
+            "run scripts/build-go cpmlab-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
+        )
+        .into()),
+    })
 }
 
 /// Creates the lab's networks, re-allocating if another creator raced us.
@@ -633,7 +617,6 @@ pub fn apiserver_spec(
     ca: &Ca,
     a: &crate::state::ApiServerState,
     etcd_servers: &[String],
-    api_server: &ApiServerBinary,
     sa: &(String, String),
 ) -> Result<ContainerSpec> {
     use crate::apiserver::launch::{self, ApiServerKind, DIR};
@@ -673,27 +656,27 @@ pub fn apiserver_spec(
         watch_termination_grace: &state.topology.api.watch_termination_grace,
         send_retry_after: state.topology.api.shutdown_send_retry_after,
     };
-    if let (Some(bin), Some(mounted)) = (&api_server.bin, api_server.kind.mounted_bin()) {
-        c.volumes
-            .push((bin.display().to_string(), format!("{mounted}:ro")));
+    // The binary is the lab image's (`images::with_parts`), never the
+    // host's: the image was asked for it when the lab was made.
+    if state.api_kind.image_bin().is_some() {
         c.files.push(FileSpec::new(
             format!("{DIR}/tokens.csv"),
             launch::tokens_csv(&state.api_token),
             0o600,
         ));
     }
-    c.cmd = match (api_server.kind, &api_server.bin) {
-        (ApiServerKind::KubeApiserver, Some(_)) => {
+    c.cmd = match state.api_kind {
+        ApiServerKind::KubeApiserver => {
             c.files
                 .push(FileSpec::new(format!("{DIR}/sa.key"), sa.0.clone(), 0o600));
             c.files
                 .push(FileSpec::new(format!("{DIR}/sa.pub"), sa.1.clone(), 0o644));
             behind_barrier(state, launch::kube_apiserver_command(&replica))
         }
-        (ApiServerKind::Generic, Some(_)) => {
-            behind_barrier(state, launch::generic_command(&replica))
+        ApiServerKind::Generic => behind_barrier(state, launch::generic_command(&replica)),
+        ApiServerKind::Standin => {
+            behind_barrier(state, launch::standin_command(AGENT_BIN, &replica))
         }
-        _ => behind_barrier(state, launch::standin_command(AGENT_BIN, &replica)),
     };
     Ok(c)
 }
@@ -780,11 +763,7 @@ pub fn infra_specs(state: &LabState, ca: &Ca, client: &crate::pki::CertKey) -> V
     specs
 }
 
-fn container_specs(
-    state: &LabState,
-    keys: &LabKeys,
-    api_server: &ApiServerBinary,
-) -> Result<Vec<ContainerSpec>> {
+fn container_specs(state: &LabState, keys: &LabKeys) -> Result<Vec<ContainerSpec>> {
     let docker_net = |n: &str| docker_network(state, n);
     let base = |name: &str, role: &str, seed: Option<&str>| base_spec(state, name, role, seed);
     let (ca, sa_key) = (&keys.ca, &keys.sa_key);
@@ -816,14 +795,7 @@ fn container_specs(
             .members_of(&a.seed)
             .map(|m| format!("https://{}:2379", m.ip))
             .collect();
-        specs.push(apiserver_spec(
-            state,
-            ca,
-            a,
-            &etcd_servers,
-            api_server,
-            &sa,
-        )?);
+        specs.push(apiserver_spec(state, ca, a, &etcd_servers, &sa)?);
     }
     Ok(specs)
 }
@@ -1009,6 +981,7 @@ mod tests {
             tag: "cpmlab/lab:x".into(),
             built: false,
             etcd_versions: v,
+            parts: Vec::new(),
         };
         let mut topo = Topology::default();
         check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4])).unwrap();
@@ -1058,11 +1031,22 @@ mod tests {
         let lab = LabDir::new(dir.path(), "t");
         lab.create().unwrap();
         let keys = LabKeys::generate(&lab, &mut s).unwrap();
-        let api = ApiServerBinary {
-            kind: crate::apiserver::launch::ApiServerKind::Standin,
-            bin: None,
-        };
-        let specs = container_specs(&s, &keys, &api).unwrap();
+        s.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
+        let specs = container_specs(&s, &keys).unwrap();
+        // kube-apiserver is the lab image's: nothing of the host is mounted.
+        for spec in &specs {
+            let binds: Vec<_> = spec
+                .volumes
+                .iter()
+                .filter(|(src, _)| src.starts_with('/'))
+                .collect();
+            assert!(binds.is_empty(), "{}: {binds:?}", spec.name);
+        }
+        let api = specs.iter().find(|c| c.role == "apiserver").unwrap();
+        assert!(api
+            .cmd
+            .iter()
+            .any(|a| a == crate::apiserver::launch::KUBE_APISERVER_BIN));
         // The gateway gets Envoy's bootstrap, the lab's input and its keys.
         let gw = specs.iter().find(|c| c.role == "gateway").unwrap();
         for f in [

@@ -193,9 +193,9 @@ pub struct ClientSpec {
     pub args: Vec<String>,
     pub files: Vec<FileSpec>,
     pub out: std::path::PathBuf,
-    /// Host files mounted read-only at a path in the workload (binaries
-    /// the agent runs, e.g. cpmlab-clientgo).
-    pub mounts: Vec<(std::path::PathBuf, String)>,
+    /// Go parts the agent runs from the lab image (`cpmlab-clientgo`):
+    /// a lab whose image lacks one is refused with the fix.
+    pub image_parts: Vec<String>,
     /// A shoot node to start first (the `node` lane's apiserver-proxy).
     pub node: Option<NodeSpec>,
 }

@@ -175,15 +175,20 @@ pub async fn doctor() -> DoctorReport {
             });
         }
         Ok(tag) => {
-            let exists = match &engine {
-                Some(e) => e.image_exists(&tag).await.unwrap_or(false),
-                None => false,
+            let labels = match &engine {
+                Some(e) => e.image_labels(&tag).await.ok().flatten(),
+                None => None,
             };
-            checks.push(if exists {
+            checks.push(if let Some(labels) = labels {
+                let parts = labels
+                    .get(images::LABEL_PARTS)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| p.replace(',', ", "))
+                    .unwrap_or_else(|| "none (the stand-in API server only)".into());
                 Check {
                     name: "lab image",
                     level: Level::Ok,
-                    detail: format!("{tag} is built"),
+                    detail: format!("{tag} is built; Go parts in it: {parts}"),
                     fix: None,
                 }
             } else {

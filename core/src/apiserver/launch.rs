@@ -239,7 +239,7 @@ mod tests {
         let has = |f: &str| cmd.iter().any(|a| a == f);
         assert_eq!(cmd[0], GENERIC_APISERVER_BIN);
         assert_eq!(
-            ApiServerKind::Generic.mounted_bin(),
+            ApiServerKind::Generic.image_bin(),
             Some(GENERIC_APISERVER_BIN)
         );
         assert!(has("--etcd-servers=https://10.213.0.10:2379"));

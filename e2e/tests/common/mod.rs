@@ -202,6 +202,38 @@ fn note_stale(networks: &[String]) {
     }
 }
 
+/// The bind mounts (host paths) of `lab`'s containers, as
+/// `container: source -> destination`.
+pub fn host_mounts(lab: &str) -> Vec<String> {
+    let filter = format!("label=cpmlab.lab={lab}");
+    let ids = stdout(
+        &docker(&["ps", "-aq", "--filter", &filter])
+            .assert()
+            .success(),
+    );
+    let mut v = Vec::new();
+    for id in ids.lines().filter(|l| !l.is_empty()) {
+        let out = stdout(
+            &docker(&[
+                "inspect",
+                "-f",
+                "{{.Name}}{{range .Mounts}}{{if eq .Type \"bind\"}}|{{.Source}} -> {{.Destination}}{{end}}{{end}}",
+                id,
+            ])
+            .assert()
+            .success(),
+        );
+        let mut fields = out.trim().split('|');
+        let name = fields
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string();
+        v.extend(fields.map(|m| format!("{name}: {m}")));
+    }
+    v
+}
+
 /// Names of labelled Docker objects of `lab`: containers, networks, volumes
 /// (networks dockerd's stale-endpoint bug kept, see `STALE`, left out).
 pub fn lab_objects(lab: &str) -> Vec<String> {
