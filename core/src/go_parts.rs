@@ -121,6 +121,64 @@ pub fn install_dir() -> Option<PathBuf> {
     Some(cache.join("cpmlab").join("bin"))
 }
 
+/// This host's architecture as Go and Docker name it (`amd64`, `arm64`).
+pub fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// Where `scripts/build-arch ARCH` installs every part of a lab image for
+/// linux/ARCH, another architecture than this host's.
+pub fn arch_dir(arch: &str) -> Option<PathBuf> {
+    install_dir().map(|d| d.join(format!("linux-{arch}")))
+}
+
+/// What a lab image for another architecture takes from `arch_dir`: the
+/// file, what it is, and whether the lab can run without it.
+pub const ARCH_PARTS: &[(&str, &str, bool)] = &[
+    (
+        "cpmlab",
+        "the agent (cargo, aarch64-unknown-linux-gnu)",
+        true,
+    ),
+    ("envoy", "Envoy, PyPI's aarch64 wheel", true),
+    ("etcd-3.4", "etcd 3.4.34", true),
+    (
+        "root",
+        "Debian's userland: bind9, iproute2, iptables, nftables, iperf3, busybox",
+        true,
+    ),
+    ("kube-apiserver", "kube-apiserver", false),
+    ("cpmlab-apiserver", "the generic API server", false),
+    ("cpmlab-clientgo", "the controller stand-in", false),
+    ("etcd-3.5", "etcd 3.5", false),
+];
+
+/// The `ARCH_PARTS` not in `dir`: (required, optional). The root counts
+/// once scripts/build-arch finished it (its key file).
+pub fn missing_in(dir: &std::path::Path) -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut required = Vec::new();
+    let mut optional = Vec::new();
+    for (name, _, needed) in ARCH_PARTS {
+        let there = if *name == "root" {
+            dir.join("root/.cpmlab-key").is_file()
+        } else {
+            dir.join(name).is_file()
+        };
+        if !there {
+            if *needed {
+                required.push(*name);
+            } else {
+                optional.push(*name);
+            }
+        }
+    }
+    (required, optional)
+}
+
 /// Where a part's binary is found, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
@@ -198,6 +256,32 @@ impl Part {
             (Found::Env(p), _) => format!("{} (from {})", p.display(), self.env),
             (Found::Path(p), _) => format!("{} (found on PATH)", p.display()),
         })
+    }
+}
+
+#[cfg(test)]
+mod arch_tests {
+    use super::*;
+
+    #[test]
+    fn the_parts_of_another_architecture_are_named_when_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (req, opt) = missing_in(dir.path());
+        assert_eq!(req, ["cpmlab", "envoy", "etcd-3.4", "root"]);
+        assert_eq!(opt.len(), 4);
+        for f in ["cpmlab", "envoy", "etcd-3.4", "kube-apiserver"] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("root")).unwrap();
+        assert_eq!(
+            missing_in(dir.path()).0,
+            ["root"],
+            "an unfinished root is missing"
+        );
+        std::fs::write(dir.path().join("root/.cpmlab-key"), "k").unwrap();
+        let (req, opt) = missing_in(dir.path());
+        assert!(req.is_empty());
+        assert_eq!(opt, ["cpmlab-apiserver", "cpmlab-clientgo", "etcd-3.5"]);
     }
 }
 

@@ -120,6 +120,13 @@ impl Engine {
         ))
     }
 
+    /// The engine's (os, architecture) as Docker names them (`linux`,
+    /// `amd64` or `arm64`).
+    pub async fn platform(&self) -> Result<(String, String)> {
+        let v = self.api.version().await.context("docker version")?;
+        Ok((v.os.unwrap_or_default(), v.arch.unwrap_or_default()))
+    }
+
     pub async fn image_exists(&self, image: &str) -> Result<bool> {
         match self.api.inspect_image(image).await {
             Ok(_) => Ok(true),

@@ -132,11 +132,88 @@ pub fn lab_files(state_root: &std::path::Path) -> Check {
     }
 }
 
+/// Whether the lab image can be built for the engine's platform: from
+/// this host's binaries where the engine runs this host's (Linux)
+/// architecture; else from the parts `scripts/build-arch` builds for the
+/// engine's architecture, in `dir` (each one missing named).
+pub fn image_platform(
+    engine: (&str, &str),
+    host: (&str, &str),
+    dir: Option<&std::path::Path>,
+) -> Check {
+    let (engine_os, engine_arch) = engine;
+    let name = "image platform";
+    if engine_os != "linux" {
+        return Check {
+            name,
+            level: Level::Fail,
+            detail: format!("the engine runs {engine_os} containers; the lab's are Linux"),
+            fix: Some("switch the engine to Linux containers".into()),
+        };
+    }
+    if host == ("linux", engine_arch) {
+        return Check {
+            name,
+            level: Level::Ok,
+            detail: format!(
+                "linux/{engine_arch}, this host's: the lab image is built of its binaries"
+            ),
+            fix: None,
+        };
+    }
+    let fix = format!("scripts/build-arch {engine_arch} (on a linux/amd64 host)");
+    let Some(dir) = dir else {
+        return Check {
+            name,
+            level: Level::Fail,
+            detail: format!("the engine runs linux/{engine_arch}, this host is {}/{}, and there is no cache directory to find linux/{engine_arch} parts in", host.0, host.1),
+            fix: Some(fix),
+        };
+    };
+    let (required, optional) = cpmlab_core::go_parts::missing_in(dir);
+    if !required.is_empty() {
+        return Check {
+            name,
+            level: Level::Fail,
+            detail: format!(
+                "the engine runs linux/{engine_arch} and this host is {}/{}: the lab image needs linux/{engine_arch} builds of its parts, and {} lacks {}{}",
+                host.0,
+                host.1,
+                dir.display(),
+                required.join(", "),
+                if optional.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (and, for some labs, {})", optional.join(", "))
+                }
+            ),
+            fix: Some(fix),
+        };
+    }
+    Check {
+        name,
+        level: Level::Warn,
+        detail: format!(
+            "every linux/{engine_arch} part is built in {}{}, but cpmlab does not yet assemble a lab image from them",
+            dir.display(),
+            if optional.is_empty() {
+                String::new()
+            } else {
+                format!(" (not: {})", optional.join(", "))
+            }
+        ),
+        fix: Some(format!(
+            "build the image on a linux/{engine_arch} host (`cpmlab images build`) and name it with CPMLAB_IMAGE"
+        )),
+    }
+}
+
 pub async fn doctor() -> DoctorReport {
     let mut checks = Vec::new();
     let engine = match Engine::connect().await {
         Ok(e) => {
             let v = e.version().await.unwrap_or_default();
+            let platform = e.platform().await.unwrap_or_default();
             checks.push(Check {
                 name: "docker",
                 level: Level::Ok,
@@ -148,6 +225,16 @@ pub async fn doctor() -> DoctorReport {
                 ),
                 fix: None,
             });
+            if cpmlab_provider_docker::images::image_is_given() {
+                // The image is given as it is: its platform is the user's.
+            } else {
+                let arch = cpmlab_core::go_parts::arch_dir(&platform.1);
+                checks.push(image_platform(
+                    (&platform.0, &platform.1),
+                    (std::env::consts::OS, cpmlab_core::go_parts::host_arch()),
+                    arch.as_deref(),
+                ));
+            }
             Some(e)
         }
         Err(e) => {
@@ -357,4 +444,40 @@ pub fn go_parts() -> Vec<Check> {
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_of_another_architecture_names_the_parts_it_lacks() {
+        let here = image_platform(("linux", "amd64"), ("linux", "amd64"), None);
+        assert_eq!(here.level, Level::Ok, "{here:?}");
+        let dir = tempfile::tempdir().unwrap();
+        // A Mac on Apple silicon: its engine is linux/arm64.
+        let mac = image_platform(("linux", "arm64"), ("macos", "arm64"), Some(dir.path()));
+        assert_eq!(mac.level, Level::Fail, "{mac:?}");
+        for part in ["cpmlab", "envoy", "etcd-3.4", "root"] {
+            assert!(mac.detail.contains(part), "{part}: {}", mac.detail);
+        }
+        assert_eq!(
+            mac.fix.as_deref(),
+            Some("scripts/build-arch arm64 (on a linux/amd64 host)")
+        );
+        for f in ["cpmlab", "envoy", "etcd-3.4"] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("root")).unwrap();
+        std::fs::write(dir.path().join("root/.cpmlab-key"), "k").unwrap();
+        let built = image_platform(("linux", "arm64"), ("linux", "amd64"), Some(dir.path()));
+        assert_eq!(built.level, Level::Warn, "{built:?}");
+        assert!(
+            built.detail.contains("not: kube-apiserver"),
+            "{}",
+            built.detail
+        );
+        let windows = image_platform(("windows", "amd64"), ("linux", "amd64"), None);
+        assert_eq!(windows.level, Level::Fail);
+    }
 }
