@@ -190,6 +190,98 @@ fn kind_clusters() -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A kind lab whose `up` crashed and whose state directory is gone (a
+/// test's temporary directory, another `--state-dir`): `down --name`
+/// finds its clusters by the engine alone, through the lab's label on
+/// each node container (the adapter puts it on kind's node runs), and
+/// deletes them with `kind delete cluster`, which also takes their
+/// kubeconfig entries; a lab whose name begins with this one's keeps
+/// its own. The nodes are containers created as kind's run leaves them
+/// (its cluster label and the lab's), not started: `kind delete` finds
+/// and removes nodes by kind's label alone.
+#[test]
+#[cfg_attr(
+    not(all(cpmlab_has_docker, cpmlab_has_kind_tools)),
+    ignore = "needs Docker and kind (scripts/setup --kind builds it)"
+)]
+fn down_without_state_deletes_a_crashed_kind_lab_s_clusters() {
+    if !needs_docker("down_without_state_deletes_a_crashed_kind_lab_s_clusters") {
+        return;
+    }
+    let lab = format!("kcrash{}", std::process::id() % 10000);
+    let other = format!("{lab}-x");
+    let built = assert_cmd::Command::new(bin())
+        .args(["images", "build", "-o", "json"])
+        .assert()
+        .success();
+    let image: serde_json::Value =
+        serde_json::from_str(stdout(&built).lines().last().unwrap_or("")).unwrap();
+    let image = image["image"].as_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut entries = (String::new(), String::new(), String::new());
+    for (l, seed) in [(&lab, "seed-a"), (&lab, "seed-b"), (&other, "seed-a")] {
+        let cluster = format!("{l}-{seed}");
+        docker(&[
+            "create",
+            "--name",
+            &format!("{cluster}-control-plane"),
+            "--label",
+            &format!("io.x-k8s.kind.cluster={cluster}"),
+            "--label",
+            "io.x-k8s.kind.role=control-plane",
+            "--label",
+            &format!("cpmlab.lab={l}"),
+            "--label",
+            "cpmlab.role=kind-node",
+            &image,
+            "sleep",
+            "60",
+        ])
+        .assert()
+        .success();
+        let k = format!("kind-{cluster}");
+        entries.0 += &format!("- name: {k}\n  cluster: {{server: \"https://127.0.0.1:1\"}}\n");
+        entries.1 += &format!("- name: {k}\n  context: {{cluster: {k}, user: {k}}}\n");
+        entries.2 += &format!("- name: {k}\n  user: {{}}\n");
+    }
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n{}contexts:\n{}users:\n{}current-context: \"\"\n",
+            entries.0, entries.1, entries.2
+        ),
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let down = assert_cmd::Command::new(bin())
+        .args(["down", "--name", &lab])
+        .env("CPMLAB_STATE_DIR", state.path())
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("RUST_LOG")
+        .assert();
+    let left = lab_objects(&lab);
+    let kept = lab_objects(&other);
+    let config = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
+    // The other lab goes too, whatever the assertions below say.
+    let _ = docker(&["rm", "-f", &format!("{other}-seed-a-control-plane")]).output();
+    down.success();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "the crashed lab's nodes are gone"
+    );
+    assert_eq!(kept, vec![format!("{other}-seed-a-control-plane")]);
+    // Only `kind delete cluster` takes a cluster's kubeconfig entries.
+    for seed in ["seed-a", "seed-b"] {
+        assert!(
+            !config.contains(&format!("kind-{lab}-{seed}\n")),
+            "kind delete cluster {lab}-{seed} ran: {config}"
+        );
+    }
+    assert!(config.contains(&format!("kind-{other}-seed-a")), "{config}");
+}
+
 /// The live kind form, as CI runs it (scripts/test builds its parts and
 /// images first, `scripts/setup --kind`): `cpmlab run --provider kind` on
 /// the six-member fixture with TLS passthrough, two kind clusters with

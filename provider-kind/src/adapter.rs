@@ -11,10 +11,14 @@
 //! OOM watcher reads it), and the cgroup hierarchy writable (kind's
 //! entrypoint makes the kubelet's cgroup root in it). The adapter is a
 //! `docker` on the PATH of kind's own process only (`up` puts
-//! `<lab dir>/adapter/docker` first there): it rewrites `--privileged` in
-//! kind's `run` and `exec` calls to those flags and passes every other
-//! call through unchanged. It is used only where a probe finds
-//! `--privileged` refused; `cpmlab doctor --provider kind` says which.
+//! `<lab dir>/adapter/docker` first there). Where a probe finds
+//! `--privileged` refused (`cpmlab doctor --provider kind` says whether),
+//! it rewrites `--privileged` in kind's `run` and `exec` calls to those
+//! flags. Everywhere, it adds the lab's labels to kind's node `run`s
+//! (`label_nodes`), so that every node container carries them as every
+//! other object of the lab does, and `down` finds a crashed kind lab's
+//! nodes and clusters by the engine alone. Every other call passes
+//! through unchanged.
 //!
 //! The cgroup hierarchy: kind gives each node a private cgroup namespace
 //! (`--cgroupns=private`), in which Docker mounts the node's own cgroup
@@ -266,6 +270,42 @@ pub fn real_docker() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The lab whose nodes kind makes: each node container is labelled with
+/// it (`label_nodes`), so that `down` finds a crashed kind lab's nodes by
+/// the engine alone, its state directory gone.
+pub const LAB_ENV: &str = "CPMLAB_KIND_LAB";
+
+/// Set to `1` where Docker refuses `--privileged`: the adapter then gives
+/// kind's privileged calls the grant instead (`rewrite`); else it passes
+/// them on as they are.
+pub const GRANT_ENV: &str = "CPMLAB_KIND_GRANT";
+
+/// Role label of a kind node container.
+pub const NODE_ROLE: &str = "kind-node";
+
+/// kind's `docker run`/`create` of a node (it carries kind's own
+/// `io.x-k8s.kind.cluster` label) with the lab's labels added; every other
+/// call unchanged.
+pub fn label_nodes(args: &[String], lab: &str) -> Vec<String> {
+    let node = args.iter().any(|a| {
+        a.starts_with("io.x-k8s.kind.cluster=") || a.starts_with("--label=io.x-k8s.kind.cluster=")
+    });
+    match args.first().map(String::as_str) {
+        Some("run" | "create") if node => {
+            let mut out = vec![args[0].clone()];
+            out.extend([
+                "--label".to_string(),
+                format!("{}={lab}", crate::labels::LABEL_LAB),
+                "--label".to_string(),
+                format!("{}={NODE_ROLE}", crate::labels::LABEL_ROLE),
+            ]);
+            out.extend(args[1..].iter().cloned());
+            out
+        }
+        _ => args.to_vec(),
+    }
+}
+
 /// `cpmlab agent docker-adapter -- ARGS`: the real docker with the
 /// rewritten arguments, in this process's place.
 pub fn run(args: &[String]) -> anyhow::Result<u8> {
@@ -273,9 +313,15 @@ pub fn run(args: &[String]) -> anyhow::Result<u8> {
     let docker = real_docker().ok_or_else(|| {
         anyhow::anyhow!("the privileged adapter finds no docker on PATH (or {REAL_DOCKER_ENV})")
     })?;
-    let args = rewrite(args, &Grant::of_host(), |image| {
-        image_entrypoint(&docker, image)
-    });
+    let mut args = args.to_vec();
+    if let Some(lab) = std::env::var(LAB_ENV).ok().filter(|l| !l.is_empty()) {
+        args = label_nodes(&args, &lab);
+    }
+    if std::env::var(GRANT_ENV).is_ok_and(|g| g == "1") {
+        args = rewrite(&args, &Grant::of_host(), |image| {
+            image_entrypoint(&docker, image)
+        });
+    }
     let err = std::process::Command::new(&docker).args(&args).exec();
     Err(anyhow::anyhow!("exec {}: {err}", docker.display()))
 }
@@ -420,6 +466,39 @@ mod tests {
             std::fs::read_to_string(&config).unwrap(),
             "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n"
         );
+    }
+
+    #[test]
+    fn kind_s_node_runs_carry_the_lab_s_labels_and_nothing_else_changes() {
+        let node = s(&[
+            "run",
+            "--name",
+            "lab-seed-a-control-plane",
+            "--label",
+            "io.x-k8s.kind.cluster=lab-seed-a",
+            "--privileged",
+            "kindest/node:v1.36.3",
+        ]);
+        let out = label_nodes(&node, "lab");
+        assert_eq!(
+            out[..5],
+            s(&[
+                "run",
+                "--label",
+                "cpmlab.lab=lab",
+                "--label",
+                "cpmlab.role=kind-node"
+            ])
+        );
+        assert_eq!(out[5..], node[1..], "kind's own arguments, in order");
+        for other in [
+            s(&["run", "--rm", "busybox"]),
+            s(&["exec", "--privileged", "node", "true"]),
+            s(&["ps", "-a", "--filter", "label=io.x-k8s.kind.cluster"]),
+            s(&[]),
+        ] {
+            assert_eq!(label_nodes(&other, "lab"), other);
+        }
     }
 
     #[test]

@@ -379,10 +379,20 @@ pub struct Tooling {
     pub env: Vec<(String, String)>,
 }
 
+/// The adapter kind's docker calls go through (`adapter.rs`): its
+/// directory, the lab whose node containers it labels, and whether it
+/// gives privileged calls the grant (where Docker refuses `--privileged`).
+#[derive(Debug, Clone)]
+pub struct Adapter<'a> {
+    pub dir: &'a Path,
+    pub lab: &'a str,
+    pub grant: bool,
+}
+
 impl Tooling {
-    pub fn new(adapter: Option<&Path>) -> Tooling {
+    pub fn new(adapter: Option<Adapter<'_>>) -> Tooling {
         let mut dirs: Vec<std::path::PathBuf> = Vec::new();
-        dirs.extend(adapter.map(Path::to_path_buf));
+        dirs.extend(adapter.as_ref().map(|a| a.dir.to_path_buf()));
         dirs.extend(crate::go_parts::install_dir());
         if let Some(p) = std::env::var_os("PATH") {
             dirs.extend(std::env::split_paths(&p));
@@ -393,12 +403,16 @@ impl Tooling {
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         )];
-        if adapter.is_some() {
+        if let Some(a) = &adapter {
             if let Some(d) = super::adapter::real_docker() {
                 env.push((
                     super::adapter::REAL_DOCKER_ENV.to_string(),
                     d.display().to_string(),
                 ));
+            }
+            env.push((super::adapter::LAB_ENV.to_string(), a.lab.to_string()));
+            if a.grant {
+                env.push((super::adapter::GRANT_ENV.to_string(), "1".into()));
             }
         }
         Tooling { env }
@@ -926,21 +940,25 @@ pub async fn make(
         render_all(lab, t, s, &nets, &render_keys, &render)?;
         let log = render.join("up.log");
         let step = progress.step("docker run --privileged");
-        let tools = match super::adapter::privileged_refused(super::KIND_NODE_IMAGE).await? {
-            None => {
-                step.done_with("allowed: kind runs its nodes as it does everywhere");
-                Tooling::new(None)
-            }
-            Some(why) => {
-                let exe = cpmlab_provider::agent_exe().context("the cpmlab binary's path")?;
-                let adapter = super::adapter::dir(&dir.root);
-                super::adapter::install(&adapter, &exe)?;
-                step.done_with(&format!(
-                    "refused ({why}): kind runs through the privileged adapter"
-                ));
-                Tooling::new(Some(&adapter))
-            }
-        };
+        // kind's docker calls go through the adapter everywhere: it labels
+        // each node container with the lab (a crashed kind lab's nodes
+        // are then found by `down` without its state), and where Docker
+        // refuses `--privileged` it also gives the nodes the grant.
+        let exe = cpmlab_provider::agent_exe().context("the cpmlab binary's path")?;
+        let adapter = super::adapter::dir(&dir.root);
+        super::adapter::install(&adapter, &exe)?;
+        let refused = super::adapter::privileged_refused(super::KIND_NODE_IMAGE).await?;
+        match &refused {
+            None => step.done_with("allowed: kind runs its nodes as it does everywhere"),
+            Some(why) => step.done_with(&format!(
+                "refused ({why}): kind runs through the privileged adapter"
+            )),
+        }
+        let tools = Tooling::new(Some(Adapter {
+            dir: &adapter,
+            lab,
+            grant: refused.is_some(),
+        }));
         // Each seed's steps touch only its own cluster and nodes: the seeds
         // are made side by side, each its steps in order (most of a step's
         // time is a wait on its cluster: MetalLB's pods, CoreDNS, istiod).
@@ -1017,22 +1035,27 @@ pub async fn make(
     Ok(())
 }
 
-/// Removes a kind lab's clusters (as `kind.json` lists them); the docker
+/// Removes a kind lab's clusters (as `kind.json` lists them; without it,
+/// those whose node containers carry the lab's label); the docker
 /// provider's `down` removes its containers and networks after it.
-/// Nothing to do for a lab that has no `kind.json`.
 pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
     let file = crate::state::LabDir::new(state_root, lab)
         .root
         .join(KIND_FILE);
-    let Ok(text) = std::fs::read_to_string(&file) else {
-        return Ok(());
+    let clusters = match std::fs::read_to_string(&file) {
+        Ok(text) => {
+            let made: KindLab =
+                serde_json::from_str(&text).with_context(|| format!("read {}", file.display()))?;
+            made.clusters
+        }
+        // No state (a crash took it, or another state directory): the
+        // clusters whose nodes carry the lab's label (the adapter's).
+        Err(_) => labelled_clusters(lab).await,
     };
-    let made: KindLab =
-        serde_json::from_str(&text).with_context(|| format!("read {}", file.display()))?;
     // One after the other: kind locks the kubeconfig it edits, and a
     // second `kind delete` finding the lock fails ("failed to lock config
     // file"), which left a lab behind when they ran side by side.
-    for c in &made.clusters {
+    for c in &clusters {
         let step = Step::new(
             format!("delete kind cluster {c}"),
             &["kind", "delete", "cluster", "--name", c],
@@ -1042,6 +1065,41 @@ pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
     }
     // The networks carry the lab's labels: the docker provider's `down`
     // removes them with the router, DNS server and probe agent on them.
-    std::fs::remove_file(&file).with_context(|| format!("remove {}", file.display()))?;
+    if file.exists() {
+        std::fs::remove_file(&file).with_context(|| format!("remove {}", file.display()))?;
+    }
     Ok(())
+}
+
+/// The kind clusters of `lab` by the engine alone: kind's cluster label of
+/// every node container the adapter labelled with the lab.
+async fn labelled_clusters(lab: &str) -> Vec<String> {
+    let out = tokio::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={}={lab}", crate::labels::LABEL_LAB),
+            "--filter",
+            &format!(
+                "label={}={}",
+                crate::labels::LABEL_ROLE,
+                super::adapter::NODE_ROLE
+            ),
+            "--format",
+            "{{.Label \"io.x-k8s.kind.cluster\"}}",
+        ])
+        .output()
+        .await;
+    let mut clusters: Vec<String> = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
+    clusters.sort();
+    clusters.dedup();
+    clusters
 }
