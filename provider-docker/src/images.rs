@@ -624,6 +624,15 @@ pub const IMAGE_PARTS: &[(crate::go_parts::Part, &str)] = &[
     ),
 ];
 
+/// The Go parts baked into image `tag` (its `LABEL_PARTS`, sorted); None
+/// where the engine does not have the image.
+pub async fn parts_of(engine: &Engine, tag: &str) -> Result<Option<Vec<String>>> {
+    Ok(engine
+        .image_labels(tag)
+        .await?
+        .map(|labels| parts_of_label(labels.get(LABEL_PARTS).map(String::as_str))))
+}
+
 fn parts_of_label(label: Option<&str>) -> Vec<String> {
     let mut v: Vec<String> = label
         .unwrap_or_default()

@@ -276,19 +276,13 @@ impl DockerProvider {
         if wanted.is_empty() {
             return Ok(());
         }
-        let labels = self
-            .engine
-            .image_labels(&state.image)
+        let baked = images::parts_of(&self.engine, &state.image)
             .await?
-            .unwrap_or_default();
-        let baked = labels
-            .get(images::LABEL_PARTS)
-            .map(String::as_str)
             .unwrap_or_default();
         let missing: Vec<&str> = wanted
             .iter()
             .map(String::as_str)
-            .filter(|w| !baked.split(',').any(|b| b == *w))
+            .filter(|w| !baked.iter().any(|b| b == w))
             .collect();
         if missing.is_empty() {
             return Ok(());

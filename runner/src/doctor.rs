@@ -262,16 +262,16 @@ pub async fn doctor() -> DoctorReport {
             });
         }
         Ok(tag) => {
-            let labels = match &engine {
-                Some(e) => e.image_labels(&tag).await.ok().flatten(),
+            let parts = match &engine {
+                Some(e) => images::parts_of(e, &tag).await.ok().flatten(),
                 None => None,
             };
-            checks.push(if let Some(labels) = labels {
-                let parts = labels
-                    .get(images::LABEL_PARTS)
-                    .filter(|p| !p.is_empty())
-                    .map(|p| p.replace(',', ", "))
-                    .unwrap_or_else(|| "none (the stand-in API server only)".into());
+            checks.push(if let Some(parts) = parts {
+                let parts = if parts.is_empty() {
+                    "none (the stand-in API server only)".to_string()
+                } else {
+                    parts.join(", ")
+                };
                 Check {
                     name: "lab image",
                     level: Level::Ok,
