@@ -590,3 +590,120 @@ fn docker_unreachable_is_an_environment_error() {
     status.code(3);
     assert!(!lab.dir().exists());
 }
+
+/// `dpkg-query`'s list of the lab's Debian packages in `image`, and the
+/// lab's own files under /usr/local/bin.
+fn debian_content(image: &str) -> String {
+    let o = docker(&[
+        "run",
+        "--rm",
+        "--entrypoint",
+        "/usr/bin/dpkg-query",
+        image,
+        "-W",
+        "-f",
+        "${Package} ${Version}\\n",
+        "bind9",
+        "bind9-dnsutils",
+        "iproute2",
+        "iptables",
+        "nftables",
+        "iperf3",
+        "busybox-static",
+        "etcd-client",
+    ])
+    .assert()
+    .success();
+    let l = docker(&["run", "--rm", image, "ls", "/usr/local/bin"])
+        .assert()
+        .success();
+    format!("{}{}", stdout(&o), stdout(&l))
+}
+
+#[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
+fn the_lab_image_s_base_is_built_by_apt_in_a_container_from_either_debian_image() {
+    if !needs_docker("the_lab_image_s_base_is_built_by_apt_in_a_container_from_either_debian_image")
+    {
+        return;
+    }
+    let lab = Lab::new("imgbase");
+    let build = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = lab.cmd();
+        c.args(["images", "build", "-o", "json"]).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.assert()
+    };
+    let json = |a: &assert_cmd::assert::Assert| -> Value {
+        let out = stdout(a);
+        serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap()
+    };
+    // The local Debian image (scripts/debian-base; scripts/setup makes it).
+    let local = json(&build(&[], &["--base", "local"]).code(0));
+    let local_tag = local["image"].as_str().unwrap().to_string();
+    let base = local["base"].as_str().unwrap();
+    assert!(
+        base.starts_with("local cpmlab/debian:bookworm sha256:"),
+        "{local:#}"
+    );
+    let local_id = base.rsplit(' ').next().unwrap().to_string();
+    let content = debian_content(&local_tag);
+    for p in [
+        "bind9 1:9.18",
+        "iproute2 6.1",
+        "nftables 1.0.6",
+        "busybox-static 1:1.35",
+    ] {
+        assert!(content.contains(p), "{p} not installed by apt: {content}");
+    }
+    for f in ["cpmlab\n", "envoy\n", "kube-apiserver\n"] {
+        assert!(content.contains(f), "{f} not in /usr/local/bin: {content}");
+    }
+
+    // The registry's way, from a reference the engine has: the same
+    // Debian image under another name (a registry mirror's, say), so the
+    // two builds differ only in where their base came from.
+    let mirror = "cpmlab-test/debian:bookworm-slim";
+    docker(&["tag", "cpmlab/debian:bookworm", mirror])
+        .assert()
+        .success();
+    let reg = build(&[("CPMLAB_DEBIAN_IMAGE", mirror)], &["--base", "registry"]);
+    let _ = docker(&["rmi", mirror]).output();
+    let reg = json(&reg.code(0));
+    let reg_tag = reg["image"].as_str().unwrap().to_string();
+    assert_eq!(
+        reg["base"].as_str().unwrap(),
+        format!("registry {mirror} {local_id}"),
+        "{reg:#}"
+    );
+    assert_ne!(reg_tag, local_tag, "the base is in the tag");
+    assert_eq!(
+        debian_content(&reg_tag),
+        content,
+        "the registry's way and the local way install the same packages and files"
+    );
+    // The test's images: the registry build's three layers.
+    let base_tag = reg_tag.split("-p").next().unwrap().to_string();
+    let parts_tag = reg_tag.rsplit_once("-a").unwrap().0.to_string();
+    let _ = docker(&["rmi", &reg_tag, &parts_tag, &base_tag]).output();
+
+    // A registry reference that cannot be pulled: exit 3, with the fix.
+    build(
+        &[("CPMLAB_DEBIAN_IMAGE", "cpmlab-test/no-such-image:none")],
+        &["--base", "registry"],
+    )
+    .code(3)
+    .stderr(predicate::str::contains("its pull failed"))
+    .stderr(predicate::str::contains("fix:"))
+    .stderr(predicate::str::contains("CPMLAB_IMAGE_BASE=local"));
+    // A setting that names no way: exit 2, naming it.
+    build(&[("CPMLAB_IMAGE_BASE", "docker-hub")], &[])
+        .code(2)
+        .stderr(predicate::str::contains("CPMLAB_IMAGE_BASE=docker-hub"));
+    assert!(!lab.dir().exists() || lab_objects(&lab.name).is_empty());
+}

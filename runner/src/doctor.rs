@@ -248,7 +248,7 @@ pub async fn doctor() -> DoctorReport {
         }
     };
 
-    match images::current_tag() {
+    match images::current_tag(engine.as_ref()).await {
         Err(e) => {
             let (detail, fix) = match e.downcast_ref::<crate::errors::EnvNotReady>() {
                 Some(env) => (env.problem.clone(), env.fix.clone()),
@@ -266,6 +266,15 @@ pub async fn doctor() -> DoctorReport {
                 Some(e) => images::parts_of(e, &tag).await.ok().flatten(),
                 None => None,
             };
+            let base = match &engine {
+                Some(e) => e
+                    .image_labels(&tag)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|l| l.get(images::LABEL_BASE).cloned()),
+                None => None,
+            };
             checks.push(if let Some(parts) = parts {
                 let parts = if parts.is_empty() {
                     "none (the stand-in API server only)".to_string()
@@ -275,7 +284,10 @@ pub async fn doctor() -> DoctorReport {
                 Check {
                     name: "lab image",
                     level: Level::Ok,
-                    detail: format!("{tag} is built; Go parts in it: {parts}"),
+                    detail: format!(
+                        "{tag} is built (base: {}); Go parts in it: {parts}",
+                        base.as_deref().unwrap_or("not labelled")
+                    ),
                     fix: None,
                 }
             } else {

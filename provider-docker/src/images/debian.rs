@@ -1,0 +1,449 @@
+//! The lab image's base built in containers, from a Debian bookworm image:
+//! the registry's `debian:bookworm-slim` where a registry is reachable (a
+//! laptop, GitHub's runners), else `cpmlab/debian:bookworm`, which
+//! `scripts/debian-base` makes with debootstrap where none is (this
+//! project's machines). Debian's packages (bind9, iproute2, nftables,
+//! iptables, iperf3, busybox) are installed by apt in a build container;
+//! etcd and Envoy, which Debian does not package at the versions the lab
+//! runs, are copied in from where `scripts/build-go` and
+//! `scripts/fetch-envoy` put them. Nothing is taken from the host's own
+//! package manager or its libraries, so the same steps build the image on
+//! any host whose engine runs Linux containers.
+//!
+//! The tag is a digest of the Dockerfile, the Debian base's image ID and
+//! each copied file's size and modification time; the label `cpmlab.base`
+//! says which Debian base it was built from.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::{
+    etcd_34_source, etcd_35_source, size_and_mtime, versions_label, LabImage, APPLETS,
+    ETCD_34_IN_IMAGE, ETCD_35_IN_IMAGE, LABEL_ETCD_VERSIONS, REPO,
+};
+use crate::engine::Engine;
+use crate::errors::{BadInput, EnvNotReady};
+use crate::topology::EtcdVersion;
+use crate::LABEL_IMAGE;
+
+/// The setting that chooses the lab image's base.
+pub const BASE_ENV: &str = "CPMLAB_IMAGE_BASE";
+
+/// The registry's Debian image, as Docker Hub serves it.
+pub const REGISTRY_BASE: &str = "debian:bookworm-slim";
+
+/// Names another registry reference for it (a mirror: `mirror.example/debian:bookworm-slim`).
+pub const REGISTRY_BASE_ENV: &str = "CPMLAB_DEBIAN_IMAGE";
+
+/// The registry reference the build starts from: `CPMLAB_DEBIAN_IMAGE`, else Docker Hub's.
+pub fn registry_base() -> String {
+    std::env::var(REGISTRY_BASE_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| REGISTRY_BASE.to_string())
+}
+
+/// The Debian image `scripts/debian-base` makes with debootstrap and loads
+/// with `docker import`, where no registry is reachable.
+pub const LOCAL_BASE: &str = "cpmlab/debian:bookworm";
+
+/// Image label: which base the lab image was built from (`registry
+/// debian:bookworm-slim sha256:…`, `local cpmlab/debian:bookworm sha256:…`,
+/// or `host`).
+pub const LABEL_BASE: &str = "cpmlab.base";
+
+/// Bumped whenever the steps below change, to force a rebuild.
+const STEPS_VERSION: &str = "1";
+
+/// Debian bookworm's packages the lab's roles run: DNS (named, nsupdate,
+/// dig), routes and shaping (ip, tc, ss), the router's rules (nft,
+/// iptables), iperf3 for the link's benchmarks, busybox for a shell and
+/// small tools, and etcdctl.
+pub const PACKAGES: &[&str] = &[
+    "bind9",
+    "bind9-dnsutils",
+    "iproute2",
+    "iptables",
+    "nftables",
+    "iperf3",
+    "busybox-static",
+    "etcd-client",
+];
+
+/// Directories the lab's roles write to, with their modes.
+const DIRS: &[(&str, u32)] = &[
+    ("/run/cpmlab", 0o755),
+    ("/var/cache/bind", 0o755),
+    ("/var/lib/bind", 0o755),
+    ("/var/lib/etcd", 0o700),
+    ("/etc/bind", 0o755),
+    ("/etc/envoy", 0o755),
+    ("/etc/envoy/xds", 0o755),
+    ("/etc/envoy/tls", 0o755),
+    ("/etc/cpmlab/gateway", 0o755),
+    ("/var/log/cpmlab", 0o755),
+    ("/etc/etcd/pki", 0o755),
+    ("/etc/cpmlab", 0o755),
+];
+
+/// Where the lab image's base comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaseSource {
+    /// The registry's Debian image where the engine has it or can pull
+    /// it, else the local one; an error naming both fixes where neither.
+    Auto,
+    /// The registry's `debian:bookworm-slim`, pulled where missing.
+    Registry,
+    /// `cpmlab/debian:bookworm`, made by `scripts/debian-base`.
+    Local,
+    /// The host's own binaries and libraries, packed with `docker import`
+    /// (a Debian host only; the way before the container build).
+    Host,
+}
+
+impl BaseSource {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "auto" => Self::Auto,
+            "registry" => Self::Registry,
+            "local" => Self::Local,
+            "host" => Self::Host,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Registry => "registry",
+            Self::Local => "local",
+            Self::Host => "host",
+        }
+    }
+
+    /// `CPMLAB_IMAGE_BASE`, `auto` when unset; any other value is bad input.
+    pub fn from_env() -> Result<Self, BadInput> {
+        match std::env::var(BASE_ENV) {
+            Err(_) => Ok(Self::Auto),
+            Ok(v) if v.is_empty() => Ok(Self::Auto),
+            Ok(v) => Self::parse(&v).ok_or_else(|| {
+                BadInput(format!(
+                    "{BASE_ENV}={v}: not one of auto, registry, local, host"
+                ))
+            }),
+        }
+    }
+}
+
+/// The Debian image a build starts from: its reference, its image ID and
+/// which way it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DebianBase {
+    pub reference: String,
+    pub id: String,
+    pub source: BaseSource,
+}
+
+impl DebianBase {
+    /// The `cpmlab.base` label's value.
+    pub fn label(&self) -> String {
+        format!("{} {} {}", self.source.as_str(), self.reference, self.id)
+    }
+}
+
+fn local_fix() -> String {
+    format!("run scripts/debian-base (scripts/setup does) to make {LOCAL_BASE} with debootstrap")
+}
+
+/// Finds the Debian base `source` asks for, pulling the registry's when
+/// that is allowed and it is missing. `pull: false` never pulls (doctor's
+/// view); a base it cannot find is then an environment not ready, with
+/// the command that gets it.
+pub async fn find(engine: &Engine, source: BaseSource, pull: bool) -> Result<DebianBase> {
+    let registry = registry_base();
+    let found = |reference: &str, id: String, source| DebianBase {
+        reference: reference.to_string(),
+        id,
+        source,
+    };
+    if source == BaseSource::Host {
+        anyhow::bail!("the host's binaries are not a Debian base");
+    }
+    if source != BaseSource::Local {
+        if let Some(id) = engine.image_id(&registry).await? {
+            return Ok(found(&registry, id, BaseSource::Registry));
+        }
+    }
+    if source != BaseSource::Registry {
+        if let Some(id) = engine.image_id(LOCAL_BASE).await? {
+            return Ok(found(LOCAL_BASE, id, BaseSource::Local));
+        }
+    }
+    let missing = match source {
+        BaseSource::Local => format!("{BASE_ENV}=local and the engine has no {LOCAL_BASE}"),
+        BaseSource::Registry => format!("{BASE_ENV}=registry and the engine has no {registry}"),
+        _ => format!(
+            "the lab image is built from a Debian image, and the engine has neither {registry} nor {LOCAL_BASE}"
+        ),
+    };
+    if source == BaseSource::Local || !pull {
+        let fix = match source {
+            BaseSource::Local => local_fix(),
+            BaseSource::Registry => format!("cpmlab images build (pulls {registry})"),
+            _ => format!(
+                "cpmlab images build (pulls {registry}), or where no registry is reachable {}",
+                local_fix()
+            ),
+        };
+        return Err(EnvNotReady::new(missing, fix).into());
+    }
+    match pull_image(engine, &registry).await {
+        Ok(id) => Ok(found(&registry, id, BaseSource::Registry)),
+        Err(e) => Err(EnvNotReady::new(
+            format!("{missing}, and its pull failed: {e:#}"),
+            match source {
+                BaseSource::Registry => format!(
+                    "make the registry reachable (or name a mirror with {REGISTRY_BASE_ENV}), or set {BASE_ENV}=local and {}",
+                    local_fix()
+                ),
+                _ => format!("{}, or make a registry reachable", local_fix()),
+            },
+        )
+        .into()),
+    }
+}
+
+/// `docker pull` of `reference`; its image ID.
+async fn pull_image(engine: &Engine, reference: &str) -> Result<String> {
+    use futures_util::StreamExt;
+    let (image, tag) = reference.split_once(':').unwrap_or((reference, "latest"));
+    let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
+        .from_image(image)
+        .tag(tag)
+        .build();
+    tracing::info!(reference, "pulling the Debian base");
+    let mut stream = engine.api.create_image(Some(opts), None, None);
+    while let Some(item) = stream.next().await {
+        item.with_context(|| format!("docker pull {reference}"))?;
+    }
+    engine.image_id(reference).await?.with_context(|| {
+        format!("docker pull {reference} reported success but the image is missing")
+    })
+}
+
+/// The files copied into the image: (name in the build context, image
+/// path, host path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copied {
+    pub name: &'static str,
+    pub at: &'static str,
+    pub from: PathBuf,
+}
+
+/// What the build copies in: etcd 3.4 (`scripts/build-go`'s, else
+/// Debian's `etcd-server` is installed instead), etcd 3.5 where built,
+/// and Envoy.
+pub fn copied() -> Result<Vec<Copied>> {
+    let mut v = Vec::new();
+    if let Some(p) = etcd_34_source()? {
+        v.push(Copied {
+            name: "etcd-3.4",
+            at: ETCD_34_IN_IMAGE,
+            from: p,
+        });
+    }
+    if let Some(p) = etcd_35_source()? {
+        v.push(Copied {
+            name: "etcd-3.5",
+            at: ETCD_35_IN_IMAGE,
+            from: p,
+        });
+    }
+    let envoy = crate::go_parts::ENVOY.find().ok_or_else(|| {
+        EnvNotReady::new(
+            "the lab image needs Envoy (the seed gateways' proxy), and none was found",
+            "run scripts/fetch-envoy (scripts/setup does), or set CPMLAB_ENVOY to an envoy binary",
+        )
+    })?;
+    v.push(Copied {
+        name: "envoy",
+        at: crate::gateway::ENVOY_IN_IMAGE,
+        from: envoy.path().clone(),
+    });
+    Ok(v)
+}
+
+/// The etcd versions an image of `copied` holds.
+pub fn etcd_versions(copied: &[Copied]) -> Vec<EtcdVersion> {
+    let mut v = vec![EtcdVersion::V3_4];
+    if copied.iter().any(|c| c.at == ETCD_35_IN_IMAGE) {
+        v.push(EtcdVersion::V3_5);
+    }
+    v
+}
+
+/// The Dockerfile of the base: apt in a build container, the lab's
+/// directories, busybox's applets ahead of Debian's tools on the PATH (as
+/// the lab's scripts were written against them), the copied files.
+pub fn dockerfile(base: &DebianBase, copied: &[Copied], versions: &[EtcdVersion]) -> String {
+    let mut packages: Vec<&str> = PACKAGES.to_vec();
+    if !copied.iter().any(|c| c.at == ETCD_34_IN_IMAGE) {
+        packages.push("etcd-server");
+    }
+    let mut f = format!("FROM {}\n", base.reference);
+    f.push_str(&format!(
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*\n",
+        packages.join(" ")
+    ));
+    let mut dirs = String::new();
+    for (d, mode) in DIRS {
+        dirs.push_str(&format!(" && mkdir -p {d} && chmod {mode:o} {d}"));
+    }
+    let applets: Vec<&str> = APPLETS.to_vec();
+    f.push_str(&format!(
+        "RUN for a in {}; do ln -sf /bin/busybox /usr/local/bin/$a; done{dirs}\n",
+        applets
+            .iter()
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    for c in copied {
+        f.push_str(&format!("COPY {} {}\n", c.name, c.at));
+    }
+    f.push_str("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
+    f.push_str(&format!(
+        "LABEL {LABEL_IMAGE}=lab {LABEL_ETCD_VERSIONS}={} {LABEL_BASE}=\"{}\"\n",
+        versions_label(versions),
+        base.label()
+    ));
+    f
+}
+
+/// The tag: a digest of the steps, the base's ID and the copied files.
+pub fn tag(dockerfile: &str, copied: &[Copied]) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(STEPS_VERSION);
+    h.update(dockerfile);
+    for c in copied {
+        let (len, mtime) = size_and_mtime(&c.from)?;
+        h.update(format!("c {} {} {len} {mtime}\n", c.name, c.at));
+    }
+    Ok(format!("{REPO}:d{}", hex::encode(&h.finalize()[..8])))
+}
+
+/// The tag the base would have now, without building (doctor's view), or
+/// why it cannot be known.
+pub async fn current_tag(engine: &Engine, source: BaseSource) -> Result<String> {
+    let base = find(engine, source, false).await?;
+    let copied = copied()?;
+    tag(
+        &dockerfile(&base, &copied, &etcd_versions(&copied)),
+        &copied,
+    )
+}
+
+/// The lab image's base, built in a container from the Debian base
+/// `source` finds (once per content).
+pub async fn ensure(engine: &Engine, source: BaseSource) -> Result<LabImage> {
+    let base = find(engine, source, true).await?;
+    let copied = copied()?;
+    let versions = etcd_versions(&copied);
+    let dockerfile = dockerfile(&base, &copied, &versions);
+    let tag = tag(&dockerfile, &copied)?;
+    let image = LabImage {
+        tag: tag.clone(),
+        built: false,
+        etcd_versions: versions,
+        parts: Vec::new(),
+    };
+    if engine.image_exists(&tag).await? {
+        return Ok(image);
+    }
+    if let Some(c) = copied.iter().find(|c| c.at == ETCD_35_IN_IMAGE) {
+        super::check_etcd_35(&c.from)?;
+    }
+    let mut files = vec![("Dockerfile".to_string(), dockerfile.into_bytes(), 0o644)];
+    for c in &copied {
+        let bytes = std::fs::read(&c.from).with_context(|| format!("read {}", c.from.display()))?;
+        files.push((c.name.to_string(), bytes, 0o755));
+    }
+    tracing::info!(tag, base = %base.label(), "building the lab image's base in a container (apt)");
+    super::build(engine, &tag, &files).await?;
+    Ok(LabImage {
+        built: true,
+        ..image
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> DebianBase {
+        DebianBase {
+            reference: LOCAL_BASE.into(),
+            id: "sha256:abc".into(),
+            source: BaseSource::Local,
+        }
+    }
+
+    fn envoy() -> Copied {
+        Copied {
+            name: "envoy",
+            at: "/usr/local/bin/envoy",
+            from: PathBuf::from("/nonexistent/envoy"),
+        }
+    }
+
+    #[test]
+    fn the_setting_is_parsed_and_a_bad_value_named() {
+        for s in ["auto", "registry", "local", "host"] {
+            assert_eq!(BaseSource::parse(s).unwrap().as_str(), s);
+        }
+        assert_eq!(BaseSource::parse("docker-hub"), None);
+    }
+
+    #[test]
+    fn debian_s_etcd_is_installed_only_where_none_is_copied() {
+        let without = dockerfile(&base(), &[envoy()], &[EtcdVersion::V3_4]);
+        assert!(without.contains(" etcd-server "), "{without}");
+        let etcd = Copied {
+            name: "etcd-3.4",
+            at: ETCD_34_IN_IMAGE,
+            from: PathBuf::from("/x/etcd"),
+        };
+        let with = dockerfile(&base(), &[etcd, envoy()], &[EtcdVersion::V3_4]);
+        assert!(!with.contains("etcd-server"), "{with}");
+        assert!(with.contains("COPY etcd-3.4 /usr/bin/etcd\n"), "{with}");
+        assert!(with.starts_with("FROM cpmlab/debian:bookworm\n"), "{with}");
+        assert!(
+            with.contains("cpmlab.base=\"local cpmlab/debian:bookworm sha256:abc\""),
+            "{with}"
+        );
+    }
+
+    #[test]
+    fn the_tag_follows_the_base_s_id_and_the_copied_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("envoy");
+        std::fs::write(&f, b"one").unwrap();
+        let c = vec![Copied {
+            from: f.clone(),
+            ..envoy()
+        }];
+        let a = tag(&dockerfile(&base(), &c, &[EtcdVersion::V3_4]), &c).unwrap();
+        let other = DebianBase {
+            id: "sha256:def".into(),
+            ..base()
+        };
+        let b = tag(&dockerfile(&other, &c, &[EtcdVersion::V3_4]), &c).unwrap();
+        assert_ne!(a, b, "another base, another tag");
+        std::fs::write(&f, b"three").unwrap();
+        let d = tag(&dockerfile(&base(), &c, &[EtcdVersion::V3_4]), &c).unwrap();
+        assert_ne!(a, d, "a changed file, another tag");
+        assert!(a.starts_with("cpmlab/lab:d"), "{a}");
+    }
+}
