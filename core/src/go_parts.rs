@@ -146,29 +146,20 @@ pub const ARCH_PARTS: &[(&str, &str, bool)] = &[
     ),
     ("envoy", "Envoy, PyPI's aarch64 wheel", true),
     ("etcd-3.4", "etcd 3.4.34", true),
-    (
-        "root",
-        "Debian's userland: bind9, iproute2, iptables, nftables, iperf3, busybox",
-        true,
-    ),
     ("kube-apiserver", "kube-apiserver", false),
     ("cpmlab-apiserver", "the generic API server", false),
     ("cpmlab-clientgo", "the controller stand-in", false),
     ("etcd-3.5", "etcd 3.5", false),
 ];
 
-/// The `ARCH_PARTS` not in `dir`: (required, optional). The root counts
-/// once scripts/build-arch finished it (its key file).
+/// The `ARCH_PARTS` not in `dir`: (required, optional). (Debian's
+/// userland comes from apt in the image's build container, on the
+/// engine's own platform; scripts/build-arch's `root/` is for its checks.)
 pub fn missing_in(dir: &std::path::Path) -> (Vec<&'static str>, Vec<&'static str>) {
     let mut required = Vec::new();
     let mut optional = Vec::new();
     for (name, _, needed) in ARCH_PARTS {
-        let there = if *name == "root" {
-            dir.join("root/.cpmlab-key").is_file()
-        } else {
-            dir.join(name).is_file()
-        };
-        if !there {
+        if !dir.join(name).is_file() {
             if *needed {
                 required.push(*name);
             } else {
@@ -267,18 +258,11 @@ mod arch_tests {
     fn the_parts_of_another_architecture_are_named_when_missing() {
         let dir = tempfile::tempdir().unwrap();
         let (req, opt) = missing_in(dir.path());
-        assert_eq!(req, ["cpmlab", "envoy", "etcd-3.4", "root"]);
+        assert_eq!(req, ["cpmlab", "envoy", "etcd-3.4"]);
         assert_eq!(opt.len(), 4);
         for f in ["cpmlab", "envoy", "etcd-3.4", "kube-apiserver"] {
             std::fs::write(dir.path().join(f), "x").unwrap();
         }
-        std::fs::create_dir(dir.path().join("root")).unwrap();
-        assert_eq!(
-            missing_in(dir.path()).0,
-            ["root"],
-            "an unfinished root is missing"
-        );
-        std::fs::write(dir.path().join("root/.cpmlab-key"), "k").unwrap();
         let (req, opt) = missing_in(dir.path());
         assert!(req.is_empty());
         assert_eq!(opt, ["cpmlab-apiserver", "cpmlab-clientgo", "etcd-3.5"]);

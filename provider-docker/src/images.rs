@@ -30,10 +30,12 @@ use crate::topology::EtcdVersion;
 pub const REPO: &str = "cpmlab/lab";
 
 mod debian;
+pub mod platform;
 pub use debian::{
     registry_base, BaseSource, DebianBase, BASE_ENV, LABEL_BASE, LOCAL_BASE, PACKAGES,
     REGISTRY_BASE, REGISTRY_BASE_ENV,
 };
+pub use platform::PartsFrom;
 
 pub use crate::etcd::ETCD_35_IN_IMAGE;
 /// The host binary of etcd 3.5 when not at its usual place.
@@ -513,15 +515,19 @@ pub async fn current_tag(engine: Option<&Engine>) -> Result<String> {
     if let Some(tag) = given_image() {
         return Ok(tag);
     }
+    let from = match engine {
+        Some(e) => platform::of(e).await?,
+        None => PartsFrom::Host,
+    };
     let base = match BaseSource::from_env()? {
         BaseSource::Host => format!("{REPO}:{}", RootFs::collect()?.digest()?),
         source => {
             let engine = engine.context("the lab image's tag needs the Docker engine")?;
-            debian::current_tag(engine, source).await?
+            debian::current_tag(engine, source, &from).await?
         }
     };
-    let parts = parts_tag(&base, parts_digest(&host_parts())?.as_deref());
-    let exe = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
+    let parts = parts_tag(&base, parts_digest(&image_parts(&from))?.as_deref());
+    let exe = agent_exe(&from)?;
     let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
     Ok(agent_tag(&parts, &content_digest(&bin)))
 }
@@ -571,9 +577,10 @@ pub async fn ensure_from(engine: &Engine, source: BaseSource) -> Result<LabImage
     if let Some(tag) = given_image() {
         return given(engine, &tag).await;
     }
-    let base = ensure_base_from(engine, source).await?;
-    let parts = with_parts(engine, base).await?;
-    with_agent(engine, parts).await
+    let from = platform::of(engine).await?;
+    let base = ensure_base_from(engine, source, &from).await?;
+    let parts = with_parts(engine, base, &from).await?;
+    with_agent(engine, parts, &from).await
 }
 
 /// Names a lab image to use as it is, instead of building one from this
@@ -663,12 +670,30 @@ fn parts_of_label(label: Option<&str>) -> Vec<String> {
     v
 }
 
-/// The Go parts this host has (`Part::find`), with their image paths.
-fn host_parts() -> Vec<(&'static str, &'static str, PathBuf)> {
+/// The Go parts built for the image (`Part::find` for this host's, the
+/// `linux-<arch>/` builds for another engine's), with their image paths.
+fn image_parts(from: &PartsFrom) -> Vec<(&'static str, &'static str, PathBuf)> {
     IMAGE_PARTS
         .iter()
-        .filter_map(|(part, at)| Some((part.name, *at, part.find()?.path().clone())))
+        .filter_map(|(part, at)| {
+            let path = match from {
+                PartsFrom::Host => part.find()?.path().clone(),
+                PartsFrom::Arch { .. } => from.arch_file(part.name)?,
+            };
+            Some((part.name, *at, path))
+        })
         .collect()
+}
+
+/// The cpmlab binary baked into the image: `CPMLAB_AGENT_EXE`, else this
+/// process's own (this host's platform) or the `linux-<arch>/` build.
+fn agent_exe(from: &PartsFrom) -> Result<PathBuf> {
+    if let (PartsFrom::Arch { dir, .. }, None) = (from, std::env::var_os("CPMLAB_AGENT_EXE")) {
+        return from
+            .arch_file("cpmlab")
+            .with_context(|| format!("no linux build of cpmlab in {}", dir.display()));
+    }
+    cpmlab_provider::agent_exe().context("locate the cpmlab binary")
 }
 
 /// The digest of the Go parts found: each one's name, size and
@@ -700,8 +725,8 @@ fn parts_tag(base_tag: &str, parts: Option<&str>) -> String {
 /// a layer keyed by their digest (`parts_digest`), labelled with their
 /// names (`LABEL_PARTS`). The base itself where the host has none: the
 /// lab then runs the stand-in API server and no client-go lanes.
-pub async fn with_parts(engine: &Engine, base: LabImage) -> Result<LabImage> {
-    let found = host_parts();
+pub async fn with_parts(engine: &Engine, base: LabImage, from: &PartsFrom) -> Result<LabImage> {
+    let found = image_parts(from);
     let digest = parts_digest(&found)?;
     let tag = parts_tag(&base.tag, digest.as_deref());
     let mut names: Vec<String> = found.iter().map(|(n, _, _)| n.to_string()).collect();
@@ -797,8 +822,8 @@ fn content_digest(bytes: &[u8]) -> String {
 /// Docker Desktop the host's file is not where the engine looks, or not a
 /// Linux binary). Images of the same base with another agent are removed
 /// when no container uses them.
-pub async fn with_agent(engine: &Engine, base: LabImage) -> Result<LabImage> {
-    let exe = cpmlab_provider::agent_exe().context("locate the cpmlab binary")?;
+pub async fn with_agent(engine: &Engine, base: LabImage, from: &PartsFrom) -> Result<LabImage> {
+    let exe = agent_exe(from)?;
     let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
     let digest = content_digest(&bin);
     let tag = agent_tag(&base.tag, &digest);
@@ -864,14 +889,24 @@ async fn remove_other_agents(engine: &Engine, base_tag: &str, keep: &str) {
 /// where `CPMLAB_IMAGE_BASE` says: a Debian image with apt run in a build
 /// container (`debian`), or the host's own binaries (`host_base`).
 pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
-    ensure_base_from(engine, BaseSource::from_env()?).await
+    let from = platform::of(engine).await?;
+    ensure_base_from(engine, BaseSource::from_env()?, &from).await
 }
 
-/// The lab image's base from `source`.
-pub async fn ensure_base_from(engine: &Engine, source: BaseSource) -> Result<LabImage> {
-    match source {
-        BaseSource::Host => host_base(engine).await,
-        source => debian::ensure(engine, source).await,
+/// The lab image's base from `source`, with the parts `from` says.
+pub async fn ensure_base_from(
+    engine: &Engine,
+    source: BaseSource,
+    from: &PartsFrom,
+) -> Result<LabImage> {
+    match (source, from) {
+        (BaseSource::Host, PartsFrom::Host) => host_base(engine).await,
+        (BaseSource::Host, PartsFrom::Arch { arch, .. }) => Err(EnvNotReady::new(
+            format!("{BASE_ENV}=host packs this host's binaries, and the engine runs linux/{arch}"),
+            format!("unset {BASE_ENV} (the Debian image's way builds for the engine's platform)"),
+        )
+        .into()),
+        (source, from) => debian::ensure(engine, source, from).await,
     }
 }
 

@@ -132,79 +132,47 @@ pub fn lab_files(state_root: &std::path::Path) -> Check {
     }
 }
 
-/// Whether the lab image can be built for the engine's platform: from
-/// this host's binaries where the engine runs this host's (Linux)
-/// architecture; else from the parts `scripts/build-arch` builds for the
-/// engine's architecture, in `dir` (each one missing named).
+/// Whether the lab image can be built for the engine's platform
+/// (`engine`: os and arch) from this host (`host`), with `dir` the
+/// directory of that architecture's Linux builds: the decision
+/// `cpmlab images build` makes (`images::platform::decide`), as a check.
 pub fn image_platform(
     engine: (&str, &str),
     host: (&str, &str),
     dir: Option<&std::path::Path>,
 ) -> Check {
-    let (engine_os, engine_arch) = engine;
     let name = "image platform";
-    if engine_os != "linux" {
-        return Check {
+    let arch = engine.1;
+    match images::platform::decide(engine, host, dir.map(std::path::Path::to_path_buf)) {
+        Err(e) => Check {
             name,
             level: Level::Fail,
-            detail: format!("the engine runs {engine_os} containers; the lab's are Linux"),
-            fix: Some("switch the engine to Linux containers".into()),
-        };
-    }
-    if host == ("linux", engine_arch) {
-        return Check {
+            detail: e.problem,
+            fix: Some(e.fix),
+        },
+        Ok(images::PartsFrom::Host) => Check {
             name,
             level: Level::Ok,
-            detail: format!(
-                "linux/{engine_arch}, this host's: the lab image is built of its binaries"
-            ),
+            detail: format!("linux/{arch}, this host's: the lab image takes this host's builds"),
             fix: None,
-        };
-    }
-    let fix = format!("scripts/build-arch {engine_arch} (on a linux/amd64 host)");
-    let Some(dir) = dir else {
-        return Check {
-            name,
-            level: Level::Fail,
-            detail: format!("the engine runs linux/{engine_arch}, this host is {}/{}, and there is no cache directory to find linux/{engine_arch} parts in", host.0, host.1),
-            fix: Some(fix),
-        };
-    };
-    let (required, optional) = cpmlab_core::go_parts::missing_in(dir);
-    if !required.is_empty() {
-        return Check {
-            name,
-            level: Level::Fail,
-            detail: format!(
-                "the engine runs linux/{engine_arch} and this host is {}/{}: the lab image needs linux/{engine_arch} builds of its parts, and {} lacks {}{}",
-                host.0,
-                host.1,
-                dir.display(),
-                required.join(", "),
-                if optional.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (and, for some labs, {})", optional.join(", "))
-                }
-            ),
-            fix: Some(fix),
-        };
-    }
-    Check {
-        name,
-        level: Level::Warn,
-        detail: format!(
-            "every linux/{engine_arch} part is built in {}{}, but cpmlab does not yet assemble a lab image from them",
-            dir.display(),
-            if optional.is_empty() {
-                String::new()
-            } else {
-                format!(" (not: {})", optional.join(", "))
+        },
+        Ok(images::PartsFrom::Arch { dir, .. }) => {
+            let (_, optional) = cpmlab_core::go_parts::missing_in(&dir);
+            Check {
+                name,
+                level: Level::Warn,
+                detail: format!(
+                    "the engine runs linux/{arch}: `cpmlab images build` assembles the lab image from the builds in {}{} on the registry's Debian image (never yet run on an engine of another architecture than this host's)",
+                    dir.display(),
+                    if optional.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (not built: {})", optional.join(", "))
+                    }
+                ),
+                fix: None,
             }
-        ),
-        fix: Some(format!(
-            "build the image on a linux/{engine_arch} host (`cpmlab images build`) and name it with CPMLAB_IMAGE"
-        )),
+        }
     }
 }
 
@@ -470,22 +438,20 @@ mod tests {
         // A Mac on Apple silicon: its engine is linux/arm64.
         let mac = image_platform(("linux", "arm64"), ("macos", "arm64"), Some(dir.path()));
         assert_eq!(mac.level, Level::Fail, "{mac:?}");
-        for part in ["cpmlab", "envoy", "etcd-3.4", "root"] {
+        for part in ["cpmlab", "envoy", "etcd-3.4"] {
             assert!(mac.detail.contains(part), "{part}: {}", mac.detail);
         }
         assert_eq!(
             mac.fix.as_deref(),
-            Some("scripts/build-arch arm64 (on a linux/amd64 host)")
+            Some("scripts/build-arch arm64 (on a linux/amd64 host), then cpmlab images build")
         );
         for f in ["cpmlab", "envoy", "etcd-3.4"] {
             std::fs::write(dir.path().join(f), "x").unwrap();
         }
-        std::fs::create_dir_all(dir.path().join("root")).unwrap();
-        std::fs::write(dir.path().join("root/.cpmlab-key"), "k").unwrap();
         let built = image_platform(("linux", "arm64"), ("linux", "amd64"), Some(dir.path()));
         assert_eq!(built.level, Level::Warn, "{built:?}");
         assert!(
-            built.detail.contains("not: kube-apiserver"),
+            built.detail.contains("not built: kube-apiserver"),
             "{}",
             built.detail
         );

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
+use super::PartsFrom;
 use super::{
     etcd_34_source, etcd_35_source, size_and_mtime, versions_label, LabImage, APPLETS,
     ETCD_34_IN_IMAGE, ETCD_35_IN_IMAGE, LABEL_ETCD_VERSIONS, REPO,
@@ -161,8 +162,19 @@ fn local_fix() -> String {
 /// that is allowed and it is missing. `pull: false` never pulls (doctor's
 /// view); a base it cannot find is then an environment not ready, with
 /// the command that gets it.
-pub async fn find(engine: &Engine, source: BaseSource, pull: bool) -> Result<DebianBase> {
+pub async fn find(
+    engine: &Engine,
+    source: BaseSource,
+    pull: bool,
+    arch: Option<&str>,
+) -> Result<DebianBase> {
     let registry = registry_base();
+    // An image of another architecture than the engine's parts (the local
+    // amd64 image on an arm64 engine) is not a base for them.
+    let usable = |id: Option<(String, String)>| {
+        id.filter(|(_, a)| arch.is_none_or(|want| a == want))
+            .map(|(id, _)| id)
+    };
     let found = |reference: &str, id: String, source| DebianBase {
         reference: reference.to_string(),
         id,
@@ -172,12 +184,12 @@ pub async fn find(engine: &Engine, source: BaseSource, pull: bool) -> Result<Deb
         anyhow::bail!("the host's binaries are not a Debian base");
     }
     if source != BaseSource::Local {
-        if let Some(id) = engine.image_id(&registry).await? {
+        if let Some(id) = usable(engine.image_id_arch(&registry).await?) {
             return Ok(found(&registry, id, BaseSource::Registry));
         }
     }
     if source != BaseSource::Registry {
-        if let Some(id) = engine.image_id(LOCAL_BASE).await? {
+        if let Some(id) = usable(engine.image_id_arch(LOCAL_BASE).await?) {
             return Ok(found(LOCAL_BASE, id, BaseSource::Local));
         }
     }
@@ -245,7 +257,24 @@ pub struct Copied {
 /// What the build copies in: etcd 3.4 (`scripts/build-go`'s, else
 /// Debian's `etcd-server` is installed instead), etcd 3.5 where built,
 /// and Envoy.
-pub fn copied() -> Result<Vec<Copied>> {
+pub fn copied(from: &PartsFrom) -> Result<Vec<Copied>> {
+    if let PartsFrom::Arch { .. } = from {
+        // platform::decide checked that the required ones are there.
+        return Ok([
+            ("etcd-3.4", ETCD_34_IN_IMAGE),
+            ("etcd-3.5", ETCD_35_IN_IMAGE),
+            ("envoy", crate::gateway::ENVOY_IN_IMAGE),
+        ]
+        .into_iter()
+        .filter_map(|(name, at)| {
+            Some(Copied {
+                name,
+                at,
+                from: from.arch_file(name)?,
+            })
+        })
+        .collect());
+    }
     let mut v = Vec::new();
     if let Some(p) = etcd_34_source()? {
         v.push(Copied {
@@ -287,7 +316,12 @@ pub fn etcd_versions(copied: &[Copied]) -> Vec<EtcdVersion> {
 /// The Dockerfile of the base: apt in a build container, the lab's
 /// directories, busybox's applets ahead of Debian's tools on the PATH (as
 /// the lab's scripts were written against them), the copied files.
-pub fn dockerfile(base: &DebianBase, copied: &[Copied], versions: &[EtcdVersion]) -> String {
+pub fn dockerfile(
+    base: &DebianBase,
+    copied: &[Copied],
+    versions: &[EtcdVersion],
+    arch: Option<&str>,
+) -> String {
     let mut packages: Vec<&str> = PACKAGES.to_vec();
     if !copied.iter().any(|c| c.at == ETCD_34_IN_IMAGE) {
         packages.push("etcd-server");
@@ -314,6 +348,11 @@ pub fn dockerfile(base: &DebianBase, copied: &[Copied], versions: &[EtcdVersion]
         f.push_str(&format!("COPY {} {}\n", c.name, c.at));
     }
     f.push_str("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
+    if arch == Some("arm64") {
+        // etcd 3.4 refuses arm64 without it (v3.4.34 etcdmain/etcd.go,
+        // checkSupportArch); 3.5 supports arm64 and ignores it.
+        f.push_str("ENV ETCD_UNSUPPORTED_ARCH=arm64\n");
+    }
     f.push_str(&format!(
         "LABEL {LABEL_IMAGE}=lab {LABEL_ETCD_VERSIONS}={} {LABEL_BASE}=\"{}\"\n",
         versions_label(versions),
@@ -336,22 +375,22 @@ pub fn tag(dockerfile: &str, copied: &[Copied]) -> Result<String> {
 
 /// The tag the base would have now, without building (doctor's view), or
 /// why it cannot be known.
-pub async fn current_tag(engine: &Engine, source: BaseSource) -> Result<String> {
-    let base = find(engine, source, false).await?;
-    let copied = copied()?;
+pub async fn current_tag(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Result<String> {
+    let base = find(engine, source, false, from.arch()).await?;
+    let copied = copied(from)?;
     tag(
-        &dockerfile(&base, &copied, &etcd_versions(&copied)),
+        &dockerfile(&base, &copied, &etcd_versions(&copied), from.arch()),
         &copied,
     )
 }
 
 /// The lab image's base, built in a container from the Debian base
 /// `source` finds (once per content).
-pub async fn ensure(engine: &Engine, source: BaseSource) -> Result<LabImage> {
-    let base = find(engine, source, true).await?;
-    let copied = copied()?;
+pub async fn ensure(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Result<LabImage> {
+    let base = find(engine, source, true, from.arch()).await?;
+    let copied = copied(from)?;
     let versions = etcd_versions(&copied);
-    let dockerfile = dockerfile(&base, &copied, &versions);
+    let dockerfile = dockerfile(&base, &copied, &versions, from.arch());
     let tag = tag(&dockerfile, &copied)?;
     let image = LabImage {
         tag: tag.clone(),
@@ -362,7 +401,9 @@ pub async fn ensure(engine: &Engine, source: BaseSource) -> Result<LabImage> {
     if engine.image_exists(&tag).await? {
         return Ok(image);
     }
-    if let Some(c) = copied.iter().find(|c| c.at == ETCD_35_IN_IMAGE) {
+    // The binary placed as 3.5 must be 3.5, where this host can run it
+    // (scripts/build-arch checked another architecture's under qemu).
+    if let (Some(c), PartsFrom::Host) = (copied.iter().find(|c| c.at == ETCD_35_IN_IMAGE), from) {
         super::check_etcd_35(&c.from)?;
     }
     let mut files = vec![("Dockerfile".to_string(), dockerfile.into_bytes(), 0o644)];
@@ -408,14 +449,14 @@ mod tests {
 
     #[test]
     fn debian_s_etcd_is_installed_only_where_none_is_copied() {
-        let without = dockerfile(&base(), &[envoy()], &[EtcdVersion::V3_4]);
+        let without = dockerfile(&base(), &[envoy()], &[EtcdVersion::V3_4], None);
         assert!(without.contains(" etcd-server "), "{without}");
         let etcd = Copied {
             name: "etcd-3.4",
             at: ETCD_34_IN_IMAGE,
             from: PathBuf::from("/x/etcd"),
         };
-        let with = dockerfile(&base(), &[etcd, envoy()], &[EtcdVersion::V3_4]);
+        let with = dockerfile(&base(), &[etcd, envoy()], &[EtcdVersion::V3_4], None);
         assert!(!with.contains("etcd-server"), "{with}");
         assert!(with.contains("COPY etcd-3.4 /usr/bin/etcd\n"), "{with}");
         assert!(with.starts_with("FROM cpmlab/debian:bookworm\n"), "{with}");
@@ -434,16 +475,42 @@ mod tests {
             from: f.clone(),
             ..envoy()
         }];
-        let a = tag(&dockerfile(&base(), &c, &[EtcdVersion::V3_4]), &c).unwrap();
+        let a = tag(&dockerfile(&base(), &c, &[EtcdVersion::V3_4], None), &c).unwrap();
         let other = DebianBase {
             id: "sha256:def".into(),
             ..base()
         };
-        let b = tag(&dockerfile(&other, &c, &[EtcdVersion::V3_4]), &c).unwrap();
+        let b = tag(&dockerfile(&other, &c, &[EtcdVersion::V3_4], None), &c).unwrap();
         assert_ne!(a, b, "another base, another tag");
         std::fs::write(&f, b"three").unwrap();
-        let d = tag(&dockerfile(&base(), &c, &[EtcdVersion::V3_4]), &c).unwrap();
+        let d = tag(&dockerfile(&base(), &c, &[EtcdVersion::V3_4], None), &c).unwrap();
         assert_ne!(a, d, "a changed file, another tag");
         assert!(a.starts_with("cpmlab/lab:d"), "{a}");
+    }
+
+    #[test]
+    fn an_arm64_image_takes_the_arm64_builds_and_tells_etcd_3_4_its_arch() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["etcd-3.4", "envoy", "cpmlab"] {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        let from = PartsFrom::Arch {
+            arch: "arm64".into(),
+            dir: dir.path().to_path_buf(),
+        };
+        let c = copied(&from).unwrap();
+        let names: Vec<_> = c.iter().map(|c| (c.name, c.from.clone())).collect();
+        assert_eq!(
+            names,
+            [
+                ("etcd-3.4", dir.path().join("etcd-3.4")),
+                ("envoy", dir.path().join("envoy"))
+            ]
+        );
+        assert_eq!(etcd_versions(&c), [EtcdVersion::V3_4]);
+        let f = dockerfile(&base(), &c, &etcd_versions(&c), from.arch());
+        assert!(f.contains("ENV ETCD_UNSUPPORTED_ARCH=arm64\n"), "{f}");
+        let amd64 = dockerfile(&base(), &c, &etcd_versions(&c), None);
+        assert!(!amd64.contains("ETCD_UNSUPPORTED_ARCH"), "{amd64}");
     }
 }
