@@ -594,7 +594,7 @@ fn docker_unreachable_is_an_environment_error() {
 /// `dpkg-query`'s list of the lab's Debian packages in `image`, and the
 /// lab's own files under /usr/local/bin.
 fn debian_content(image: &str) -> String {
-    let o = docker(&[
+    let mut args = vec![
         "run",
         "--rm",
         "--entrypoint",
@@ -603,17 +603,9 @@ fn debian_content(image: &str) -> String {
         "-W",
         "-f",
         "${Package} ${Version}\\n",
-        "bind9",
-        "bind9-dnsutils",
-        "iproute2",
-        "iptables",
-        "nftables",
-        "iperf3",
-        "busybox-static",
-        "etcd-client",
-    ])
-    .assert()
-    .success();
+    ];
+    args.extend(cpmlab_provider_docker::images::PACKAGES);
+    let o = docker(&args).assert().success();
     let l = docker(&["run", "--rm", image, "ls", "/usr/local/bin"])
         .assert()
         .success();

@@ -123,6 +123,22 @@ const APPLETS: &[&str] = &[
     "base64",
 ];
 
+/// Directories the lab's roles write to, with their modes (in every base).
+const LAB_DIRS: &[(&str, u32)] = &[
+    ("/run/cpmlab", 0o755),
+    ("/var/cache/bind", 0o755),
+    ("/var/lib/bind", 0o755),
+    ("/var/lib/etcd", 0o700),
+    ("/etc/bind", 0o755),
+    ("/etc/envoy", 0o755),
+    ("/etc/envoy/xds", 0o755),
+    ("/etc/envoy/tls", 0o755),
+    ("/etc/cpmlab/gateway", 0o755),
+    ("/var/log/cpmlab", 0o755),
+    ("/etc/etcd/pki", 0o755),
+    ("/etc/cpmlab", 0o755),
+];
+
 /// The files of the image: regular files by canonical path, symlinks as found.
 #[derive(Debug, Default)]
 pub struct RootFs {
@@ -356,23 +372,14 @@ impl RootFs {
         for (d, mode) in [
             ("/tmp", 0o1777),
             ("/root", 0o700),
-            ("/run/cpmlab", 0o755),
-            ("/var/cache/bind", 0o755),
-            ("/var/lib/bind", 0o755),
-            ("/var/lib/etcd", 0o700),
-            ("/etc/bind", 0o755),
-            ("/etc/envoy", 0o755),
-            ("/etc/envoy/xds", 0o755),
-            ("/etc/envoy/tls", 0o755),
-            ("/etc/cpmlab/gateway", 0o755),
-            ("/var/log/cpmlab", 0o755),
-            ("/etc/etcd/pki", 0o755),
-            ("/etc/cpmlab", 0o755),
             ("/proc", 0o555),
             ("/sys", 0o555),
             ("/dev", 0o755),
-        ] {
-            fs.dirs.insert(PathBuf::from(d), mode);
+        ]
+        .iter()
+        .chain(LAB_DIRS)
+        {
+            fs.dirs.insert(PathBuf::from(d), *mode);
         }
         Ok(fs)
     }

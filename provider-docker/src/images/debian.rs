@@ -19,11 +19,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::PartsFrom;
 use super::{
     etcd_34_source, etcd_35_source, size_and_mtime, versions_label, LabImage, APPLETS,
     ETCD_34_IN_IMAGE, ETCD_35_IN_IMAGE, LABEL_ETCD_VERSIONS, REPO,
 };
+use super::{PartsFrom, LAB_DIRS};
 use crate::engine::Engine;
 use crate::errors::{BadInput, EnvNotReady};
 use crate::topology::EtcdVersion;
@@ -71,22 +71,6 @@ pub const PACKAGES: &[&str] = &[
     "iperf3",
     "busybox-static",
     "etcd-client",
-];
-
-/// Directories the lab's roles write to, with their modes.
-const DIRS: &[(&str, u32)] = &[
-    ("/run/cpmlab", 0o755),
-    ("/var/cache/bind", 0o755),
-    ("/var/lib/bind", 0o755),
-    ("/var/lib/etcd", 0o700),
-    ("/etc/bind", 0o755),
-    ("/etc/envoy", 0o755),
-    ("/etc/envoy/xds", 0o755),
-    ("/etc/envoy/tls", 0o755),
-    ("/etc/cpmlab/gateway", 0o755),
-    ("/var/log/cpmlab", 0o755),
-    ("/etc/etcd/pki", 0o755),
-    ("/etc/cpmlab", 0o755),
 ];
 
 /// Where the lab image's base comes from.
@@ -332,7 +316,7 @@ pub fn dockerfile(
         packages.join(" ")
     ));
     let mut dirs = String::new();
-    for (d, mode) in DIRS {
+    for (d, mode) in LAB_DIRS {
         dirs.push_str(&format!(" && mkdir -p {d} && chmod {mode:o} {d}"));
     }
     let applets: Vec<&str> = APPLETS.to_vec();
