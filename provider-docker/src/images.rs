@@ -44,7 +44,7 @@ pub const ETCD_35_ENV: &str = crate::go_parts::ETCD_35.env;
 pub const LABEL_ETCD_VERSIONS: &str = "cpmlab.etcd-versions";
 
 /// Bumped whenever the layout below changes, to force a rebuild.
-const LAYOUT_VERSION: &str = "3";
+const LAYOUT_VERSION: &str = "4";
 
 /// (host path, Debian package that provides it)
 pub const BINARIES: &[(&str, &str)] = &[
