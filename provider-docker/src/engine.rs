@@ -135,15 +135,6 @@ impl Engine {
         }
     }
 
-    /// An image's ID (`sha256:…`), or None when it is not present.
-    pub async fn image_id(&self, image: &str) -> Result<Option<String>> {
-        match self.api.inspect_image(image).await {
-            Ok(i) => Ok(Some(i.id.unwrap_or_default())),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("inspect image {image}")),
-        }
-    }
-
     /// An image's ID and architecture, or None when it is not present.
     pub async fn image_id_arch(&self, image: &str) -> Result<Option<(String, String)>> {
         match self.api.inspect_image(image).await {

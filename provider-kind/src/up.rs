@@ -1074,31 +1074,21 @@ pub async fn down(state_root: &Path, lab: &str) -> Result<()> {
 /// The kind clusters of `lab` by the engine alone: kind's cluster label of
 /// every node container the adapter labelled with the lab.
 async fn labelled_clusters(lab: &str) -> Vec<String> {
-    let out = tokio::process::Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label={}={lab}", crate::labels::LABEL_LAB),
-            "--filter",
-            &format!(
-                "label={}={}",
-                crate::labels::LABEL_ROLE,
-                super::adapter::NODE_ROLE
-            ),
-            "--format",
-            "{{.Label \"io.x-k8s.kind.cluster\"}}",
-        ])
-        .output()
-        .await;
-    let mut clusters: Vec<String> = match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect(),
-        _ => Vec::new(),
+    let Ok(engine) = cpmlab_provider_docker::engine::Engine::connect().await else {
+        return Vec::new();
     };
+    let mut clusters: Vec<String> = engine
+        .containers(Some(lab))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| {
+            let labels = c.labels?;
+            (labels.get(crate::labels::LABEL_ROLE)?.as_str() == super::adapter::NODE_ROLE)
+                .then(|| labels.get("io.x-k8s.kind.cluster").cloned())
+                .flatten()
+        })
+        .collect();
     clusters.sort();
     clusters.dedup();
     clusters

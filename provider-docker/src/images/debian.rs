@@ -224,9 +224,13 @@ async fn pull_image(engine: &Engine, reference: &str) -> Result<String> {
     while let Some(item) = stream.next().await {
         item.with_context(|| format!("docker pull {reference}"))?;
     }
-    engine.image_id(reference).await?.with_context(|| {
-        format!("docker pull {reference} reported success but the image is missing")
-    })
+    engine
+        .image_id_arch(reference)
+        .await?
+        .map(|(id, _)| id)
+        .with_context(|| {
+            format!("docker pull {reference} reported success but the image is missing")
+        })
 }
 
 /// The files copied into the image: (name in the build context, image
@@ -357,25 +361,47 @@ pub fn tag(dockerfile: &str, copied: &[Copied]) -> Result<String> {
     Ok(format!("{REPO}:d{}", hex::encode(&h.finalize()[..8])))
 }
 
+/// What a build of the base from `source` would be: its Debian image,
+/// the files copied in, the etcd versions, the Dockerfile and the tag.
+struct Plan {
+    base: DebianBase,
+    copied: Vec<Copied>,
+    versions: Vec<EtcdVersion>,
+    dockerfile: String,
+    tag: String,
+}
+
+async fn plan(engine: &Engine, source: BaseSource, from: &PartsFrom, pull: bool) -> Result<Plan> {
+    let base = find(engine, source, pull, from.arch()).await?;
+    let copied = copied(from)?;
+    let versions = etcd_versions(&copied);
+    let dockerfile = dockerfile(&base, &copied, &versions, from.arch());
+    let tag = tag(&dockerfile, &copied)?;
+    Ok(Plan {
+        base,
+        copied,
+        versions,
+        dockerfile,
+        tag,
+    })
+}
+
 /// The tag the base would have now, without building (doctor's view), or
 /// why it cannot be known.
 pub async fn current_tag(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Result<String> {
-    let base = find(engine, source, false, from.arch()).await?;
-    let copied = copied(from)?;
-    tag(
-        &dockerfile(&base, &copied, &etcd_versions(&copied), from.arch()),
-        &copied,
-    )
+    Ok(plan(engine, source, from, false).await?.tag)
 }
 
 /// The lab image's base, built in a container from the Debian base
 /// `source` finds (once per content).
 pub async fn ensure(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Result<LabImage> {
-    let base = find(engine, source, true, from.arch()).await?;
-    let copied = copied(from)?;
-    let versions = etcd_versions(&copied);
-    let dockerfile = dockerfile(&base, &copied, &versions, from.arch());
-    let tag = tag(&dockerfile, &copied)?;
+    let Plan {
+        base,
+        copied,
+        versions,
+        dockerfile,
+        tag,
+    } = plan(engine, source, from, true).await?;
     let image = LabImage {
         tag: tag.clone(),
         built: false,
