@@ -106,8 +106,25 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
         // The lab's own up and down are measured apart from the scenario.
         let lab = r["values"]["lab_s"].as_f64().expect("lab_s measured");
         assert!(lab > 1.0 && lab < r["wall_s"].as_f64().unwrap(), "{r}");
-        // The lab at rest passes, whichever way the API is exposed.
-        assert_eq!(r["passed"], true, "{r}");
+        // The lab at rest fails no request and loses no write, whichever
+        // way the API is exposed. Whether it also meets the latency SLOs
+        // is the machine's: a CI run saw etcd apply for 4 s on a starved
+        // 2-core machine and the verdict fail its write p99 (1.37 s); the
+        // comparison must then count that run as failed, checked below.
+        assert_eq!(r["values"]["failed_requests"], 0.0, "{r}");
+        assert_eq!(r["values"]["lost_writes"], 0.0, "{r}");
+        // A run that failed names the expectation it failed.
+        let passed = r["passed"].as_bool().expect("each run is judged");
+        let result: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap())
+                .unwrap();
+        let failed = result["expectations"]
+            .as_array()
+            .expect("expectations")
+            .iter()
+            .filter(|e| e["passed"] == false)
+            .count();
+        assert_eq!(passed, failed == 0, "{r}\n{result:#}");
     }
     // Repetition i meets the same seed under every variant.
     for rep in [1, 2] {
@@ -119,13 +136,25 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
         assert_eq!(seeds.len(), 2);
         assert_eq!(seeds[0], seeds[1], "repetition {rep}");
     }
+    // Each variant's pass rate is its runs' own verdicts, with Wilson's
+    // 95 % interval (2 of 2: [0.342, 1]; 1 of 2: [0.095, 0.905]).
     for v in c["summary"]["variants"].as_array().unwrap() {
         assert_eq!(v["runs"], 2, "{v}");
-        assert_eq!(v["passed"], 2, "{v}");
-        // Wilson's 95 % interval for 2 of 2: [0.342, 1].
-        let lo = v["pass_interval"][0].as_f64().unwrap();
-        let hi = v["pass_interval"][1].as_f64().unwrap();
-        assert!((lo - 0.342).abs() < 0.01 && (hi - 1.0).abs() < 1e-9, "{v}");
+        let name = v["name"].as_str().expect("named");
+        let k = runs
+            .iter()
+            .filter(|r| r["variant"] == name && r["passed"] == true)
+            .count();
+        assert_eq!(v["passed"], k, "{v}");
+        let (lo, hi) = wilson(k as f64, 2.0);
+        let got = (
+            v["pass_interval"][0].as_f64().unwrap(),
+            v["pass_interval"][1].as_f64().unwrap(),
+        );
+        assert!(
+            (got.0 - lo).abs() < 1e-3 && (got.1 - hi).abs() < 1e-3,
+            "{v}: Wilson's interval for {k} of 2 is [{lo:.3}, {hi:.3}]"
+        );
     }
     let md = std::fs::read_to_string(report.join("compare.md")).unwrap();
     assert!(
@@ -134,6 +163,16 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
     );
     let html = std::fs::read_to_string(report.join("compare.html")).unwrap();
     assert!(html.contains("<svg"), "the page draws its plots");
+}
+
+/// Wilson's score interval at 95 % for `k` of `n`.
+fn wilson(k: f64, n: f64) -> (f64, f64) {
+    let z = 1.959_963_984_540_054_f64;
+    let p = k / n;
+    let d = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / d;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / d;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
 /// Before any lab: `--list` without `--report-dir` prints the variants and
