@@ -199,6 +199,16 @@ pub fn link_set_args(l: &LinkSpec, seed: Option<u64>) -> Vec<String> {
         a.push("--direction".into());
         a.push(d.flag().into());
     }
+    if let Some(b) = l.loss_by {
+        a.push("--loss-by".into());
+        a.push(
+            match b {
+                crate::link::profile::LossBy::Shaper => "shaper",
+                crate::link::profile::LossBy::Kernel => "kernel",
+            }
+            .into(),
+        );
+    }
     if let Some(s) = seed {
         a.push("--seed".into());
         a.push(s.to_string());
@@ -304,5 +314,44 @@ pub async fn perform(
                 MigrateAction::Abort => "--abort",
             }
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::LinkSpec;
+
+    /// Every field of a scenario's link reaches `link set` as its flag:
+    /// `loss_by` once did not, and a grid of the kernel's loss ran the
+    /// delay line's instead. Fields are enumerated through serde, so a
+    /// field added later is checked too.
+    #[test]
+    fn every_link_field_reaches_link_set() {
+        let l = LinkSpec {
+            between: "seed-a:seed-b".into(),
+            direction: Some(crate::link::profile::Direction::AToB),
+            delay: Some("30ms".into()),
+            jitter: Some("2ms".into()),
+            distribution: Some(crate::link::profile::Distribution::Pareto),
+            loss: Some("0.5%".into()),
+            loss_by: Some(crate::link::profile::LossBy::Kernel),
+            rate: Some("100mbit".into()),
+        };
+        let a = link_set_args(&l, Some(7));
+        let fields = serde_json::to_value(&l).unwrap();
+        for (k, v) in fields.as_object().unwrap() {
+            if k == "between" {
+                assert_eq!(a[2], "seed-a:seed-b");
+                continue;
+            }
+            let flag = format!("--{}", k.replace('_', "-"));
+            let at = a
+                .iter()
+                .position(|x| *x == flag)
+                .unwrap_or_else(|| panic!("{k} is not passed: {a:?}"));
+            assert_eq!(Some(a[at + 1].as_str()), v.as_str(), "{k}: {a:?}");
+        }
+        assert!(a.ends_with(&["--seed".into(), "7".into()]), "{a:?}");
     }
 }

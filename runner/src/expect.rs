@@ -32,6 +32,9 @@ pub struct EntryResult {
     /// to account only when it fired and failed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scheduled: bool,
+    /// The file's `optional`: no failed expectation when never triggered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// Everything the expectations are checked against.
@@ -269,24 +272,7 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
             }
         }
     }
-    for t in o.timeline {
-        if t.scheduled {
-            if t.at_s.is_some() && !t.ok {
-                out.push(res(
-                    format!("leader election: {}", t.action),
-                    false,
-                    t.detail.clone(),
-                ));
-            }
-            continue;
-        }
-        let name = format!("timeline[{}] {}", t.index, t.action);
-        let msg = match t.at_s {
-            Some(at) => format!("at {at:.1} s: {}", t.detail),
-            None => format!("never triggered: {}", t.detail),
-        };
-        out.push(res(name, t.ok && t.at_s.is_some(), msg));
-    }
+    out.extend(o.timeline.iter().filter_map(timeline_outcome));
     for kind in &e.etcd_said {
         out.push(diagnosis(*kind, o.etcd_said));
     }
@@ -300,6 +286,28 @@ const STAYED_FULL_DROPS: u64 = 100;
 
 /// Whether the members' logs show `kind` (for a full peer buffer: while the
 /// peer was connected, since a member that is not up yet fills it too).
+/// A timeline entry's expectation: it fired and did what it says. A
+/// scheduled entry (the leader-election schedule's) is held to account
+/// only when it fired and failed; an optional one (a branch the run may
+/// not take) holds when it never fired.
+fn timeline_outcome(t: &EntryResult) -> Option<ExpectResult> {
+    if t.scheduled {
+        return (t.at_s.is_some() && !t.ok).then(|| {
+            res(
+                format!("leader election: {}", t.action),
+                false,
+                t.detail.clone(),
+            )
+        });
+    }
+    let name = format!("timeline[{}] {}", t.index, t.action);
+    Some(match t.at_s {
+        Some(at) => res(name, t.ok, format!("at {at:.1} s: {}", t.detail)),
+        None if t.optional => res(name, true, format!("not taken (optional): {}", t.detail)),
+        None => res(name, false, format!("never triggered: {}", t.detail)),
+    })
+}
+
 fn diagnosis(
     kind: crate::verdict::etcd_said::Kind,
     said: &[crate::verdict::etcd_said::Finding],
@@ -391,6 +399,37 @@ mod tests {
         let (ok, msg) = outcome(VerdictExpect::Pass, &[excused], &reasons);
         assert!(ok, "{msg}");
         assert!(msg.contains("PASSED WITH KNOWN HAZARDS"), "{msg}");
+    }
+
+    fn entry(at_s: Option<f64>, ok: bool, optional: bool) -> EntryResult {
+        EntryResult {
+            index: 0,
+            action: "migrate --abort".into(),
+            at_s,
+            detail: "DestinationEtcdPeersJoined Failed + 0.0 s".into(),
+            ok,
+            scheduled: false,
+            optional,
+        }
+    }
+
+    #[test]
+    fn an_optional_entry_holds_untaken_but_not_when_it_fired_and_failed() {
+        let r = timeline_outcome(&entry(None, false, false)).unwrap();
+        assert!(
+            !r.passed && r.message.starts_with("never triggered"),
+            "{r:?}"
+        );
+        let r = timeline_outcome(&entry(None, false, true)).unwrap();
+        assert!(
+            r.passed && r.message.starts_with("not taken (optional)"),
+            "{r:?}"
+        );
+        let r = timeline_outcome(&entry(Some(3.0), false, true)).unwrap();
+        assert!(!r.passed, "{r:?}");
+        let r = timeline_outcome(&entry(Some(3.0), true, true)).unwrap();
+        assert!(r.passed, "{r:?}");
+        assert_eq!(r.name, "timeline[0] migrate --abort");
     }
 
     #[test]

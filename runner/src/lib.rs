@@ -768,6 +768,7 @@ async fn timeline_and_migration(
             },
             ok: false,
             scheduled: p.scheduled,
+            optional: p.optional,
         })
         .collect();
     let mut pending: Vec<usize> = (0..c.timeline.len()).collect();

@@ -53,6 +53,8 @@ pub struct Planned {
     /// of the file's timeline: carried out alike, but a step the run never
     /// reaches is no failed expectation.
     pub scheduled: bool,
+    /// The file's `optional`: a branch that may not be taken.
+    pub optional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -391,6 +393,7 @@ fn leader_election_schedule(s: &Scenario, first: usize) -> Vec<Planned> {
             trigger,
             action,
             scheduled: true,
+            optional: false,
         })
         .collect()
 }
@@ -457,6 +460,12 @@ fn planned(
 ) -> Result<Planned, Problem> {
     let f = format!("timeline[{i}]");
     let trigger = match (&e.at, &e.when) {
+        (Some(_), None) if e.optional => {
+            return Err(p(
+                format!("{f}.optional"),
+                "belongs to a `when` entry: an `at` entry always fires",
+            ))
+        }
         (Some(at), None) => Trigger::At(time(&format!("{f}.at"), at)?),
         (None, Some(w)) => {
             known_step(&format!("{f}.when.step"), &w.step)?;
@@ -548,6 +557,7 @@ fn planned(
             trigger,
             action: actions.remove(0),
             scheduled: false,
+            optional: e.optional,
         }),
         0 => Err(p(
             &f,

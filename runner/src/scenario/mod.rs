@@ -428,6 +428,11 @@ pub struct TimelineEntry {
     /// `resume` or `abort` the migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migrate: Option<MigrateAction>,
+    /// A branch the run may not take (a `when` entry only): held to
+    /// account when it fires, no failed expectation when its transition
+    /// never happens (the abort of a join that may complete).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// A step's transition, optionally some time after it.
