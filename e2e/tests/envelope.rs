@@ -87,11 +87,7 @@ fn one_learner_cell_with_the_kernel_s_loss() {
     let joined = c["joined"].as_bool().expect("joined or not");
     let migration = c["migration"].as_str().unwrap_or("");
     // Joined: the migration stopped after the join; not: it was aborted.
-    assert_eq!(
-        migration,
-        if joined { "stopped" } else { "aborted" },
-        "{c}"
-    );
+    assert_eq!(migration, if joined { "stopped" } else { "aborted" }, "{c}");
     if joined {
         assert!(c["join_s"].as_f64().is_some_and(|s| s > 0.0), "{c}");
     }
