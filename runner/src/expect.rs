@@ -284,8 +284,6 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
 /// stall drops ~80 a second for minutes).
 const STAYED_FULL_DROPS: u64 = 100;
 
-/// Whether the members' logs show `kind` (for a full peer buffer: while the
-/// peer was connected, since a member that is not up yet fills it too).
 /// A timeline entry's expectation: it fired and did what it says. A
 /// scheduled entry (the leader-election schedule's) is held to account
 /// only when it fired and failed; an optional one (a branch the run may
@@ -308,6 +306,8 @@ fn timeline_outcome(t: &EntryResult) -> Option<ExpectResult> {
     })
 }
 
+/// Whether the members' logs show `kind` (for a full peer buffer: while the
+/// peer was connected, since a member that is not up yet fills it too).
 fn diagnosis(
     kind: crate::verdict::etcd_said::Kind,
     said: &[crate::verdict::etcd_said::Finding],
