@@ -446,15 +446,6 @@ fn assert_excused_within_budget(file: &str, dir: &Path, r: &Value) -> bool {
     n > 0
 }
 
-/// The JSON lines of a run's file (`events.ndjson`, `records.ndjson`).
-fn ndjson(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// A phase band's start and end, from a run's events.
 fn phase_of(events: &[Value], name: &str, file: &str) -> (f64, f64) {
     events

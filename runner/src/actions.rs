@@ -201,13 +201,7 @@ pub fn link_set_args(l: &LinkSpec, seed: Option<u64>) -> Vec<String> {
     }
     if let Some(b) = l.loss_by {
         a.push("--loss-by".into());
-        a.push(
-            match b {
-                crate::link::profile::LossBy::Shaper => "shaper",
-                crate::link::profile::LossBy::Kernel => "kernel",
-            }
-            .into(),
-        );
+        a.push(b.flag().into());
     }
     if let Some(s) = seed {
         a.push("--seed".into());

@@ -107,6 +107,15 @@ pub fn needs_generic(test: &str) -> bool {
     needs(test, cpmlab_testenv::Need::GenericApiserver)
 }
 
+/// The JSON lines of a run's file (`events.ndjson`, `raft.ndjson`, ...).
+pub fn ndjson(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display())))
+        .collect()
+}
+
 /// A command's stdout, as text.
 pub fn stdout(a: &Assert) -> String {
     String::from_utf8_lossy(&a.get_output().stdout).into_owned()

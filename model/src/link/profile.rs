@@ -64,6 +64,16 @@ pub enum LossBy {
     Kernel,
 }
 
+impl LossBy {
+    /// As `--loss-by` takes it (`shaper`, `kernel`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            LossBy::Shaper => "shaper",
+            LossBy::Kernel => "kernel",
+        }
+    }
+}
+
 /// What one direction of a link does to packets.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct LinkProfile {
