@@ -16,8 +16,8 @@ pub struct CompareArgs {
     /// The scenario file every variant starts from.
     pub scenario: PathBuf,
     /// KNOB=V1,V2,...: a knob (plan, handover, order, gateway, max_age, cc,
-    /// pre_vote, etcd, dns_ttl, shutdown_delay, exposure, delay, loss,
-    /// jitter, rate; docs/cli.md says what each sets) or a scenario
+    /// pre_vote, etcd, etcd_operator, dns_ttl, shutdown_delay, exposure,
+    /// delay, loss, jitter, rate; docs/cli.md says what each sets) or a scenario
     /// field's dotted path, and the values to try; the first value is the
     /// reference. Several flags: their cross product.
     #[arg(long, required = true, value_name = "KNOB=V1,V2")]
@@ -38,6 +38,10 @@ pub struct CompareArgs {
     /// The labs' name (with --jobs N: NAME-1 .. NAME-N).
     #[arg(long, env = "CPMLAB_NAME", default_value = "compare")]
     pub name: String,
+    /// The form every run's lab takes: docker, or kind (two kind clusters
+    /// with Istio; `cpmlab doctor --provider kind` says what it needs).
+    #[arg(long, value_enum, default_value = "docker")]
+    pub provider: crate::up::ProviderChoice,
     /// Print the variants that would run (variant, repetition, seed, and
     /// with --report-dir the scenario file written there), and run nothing.
     #[arg(long)]
@@ -98,6 +102,17 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
             return Err(e);
         }
     };
+    let kind = a.provider.kind();
+    if let Some(e) = prepared
+        .files
+        .iter()
+        .find_map(|(_, _, sf)| cpmlab_runner::scenario::check_form(sf, kind).err())
+    {
+        if created {
+            let _ = std::fs::remove_dir_all(&out);
+        }
+        return Err(e.into());
+    }
     if a.list {
         for (vi, rep, sf) in &prepared.files {
             let file = match scratch {
@@ -120,15 +135,14 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
         a.scenario.display(),
         out.display()
     );
-    let provider =
-        cpmlab_runner::provider::connect_for(cpmlab_model::state::ProviderKind::Docker).await?;
+    let provider = cpmlab_runner::provider::connect_for(kind).await?;
     let opts = cpmlab_runner::Options {
         exe: std::env::current_exe().context("find the cpmlab binary")?,
         state_root: state_root.to_path_buf(),
         report_dir: out.join("runs"),
         keep: false,
         lab: a.name.clone(),
-        provider: cpmlab_model::state::ProviderKind::Docker,
+        provider: kind,
         kind_up_args: vec![],
     };
     std::fs::create_dir_all(&opts.report_dir)?;

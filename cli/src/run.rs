@@ -84,8 +84,11 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
     let paths = cpmlab_runner::scenario::expand(&a.scenarios)?;
     let mut files = Vec::new();
     let mut bad = 0;
+    let kind = a.provider.kind();
     for p in &paths {
-        match cpmlab_runner::scenario::load(p) {
+        match cpmlab_runner::scenario::load(p)
+            .and_then(|f| cpmlab_runner::scenario::check_form(&f, kind).map(|()| f))
+        {
             Ok(f) => files.push(f),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -138,10 +141,6 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
         }
         return Ok(0);
     }
-    let kind = match a.provider {
-        crate::up::ProviderChoice::Docker => cpmlab_model::state::ProviderKind::Docker,
-        crate::up::ProviderChoice::Kind => cpmlab_model::state::ProviderKind::Kind,
-    };
     let provider = cpmlab_runner::provider::connect_for(kind).await?;
     let report_dir = match a.report_dir {
         Some(d) => d,

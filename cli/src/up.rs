@@ -45,13 +45,13 @@ pub struct FormArgs {
     /// kind: etcd through etcd-druid's Etcd resources.
     #[arg(long)]
     pub with_etcd_druid: bool,
-    /// kind, with --with-etcd-druid: how the seeds' Etcd resources are
+    /// kind, with --with-etcd-druid (or the topology's etcd.operator): how the seeds' Etcd resources are
     /// named. `distinct` (the default): druid's documented way, each seed's
     /// Etcd its own name (`etcd-main`, `etcd-main-<destination seed>`) and
     /// no member name prefix. `gardener`: `etcd-main` in both seeds, the
     /// seed as member name prefix, under which druid v0.38.1 drops the
     /// cross-seed peer URLs (docs/etcd-druid.md).
-    #[arg(long, value_enum, requires = "with_etcd_druid")]
+    #[arg(long, value_enum)]
     pub druid_naming: Option<cpmlab_model::kind::DruidNaming>,
 }
 
@@ -63,11 +63,22 @@ impl FormArgs {
                 .peer_exposure
                 .or(t.network.peer_exposure)
                 .unwrap_or(cpmlab_model::topology::PeerExposure::Port),
-            with_etcd_druid: self.with_etcd_druid,
+            with_etcd_druid: self.with_etcd_druid
+                || t.etcd.operator == cpmlab_model::topology::EtcdOperator::EtcdDruid,
             druid_naming: self.druid_naming.unwrap_or_default(),
         };
         s.check()?;
         Ok(s)
+    }
+}
+
+impl ProviderChoice {
+    /// The lab's form this choice names.
+    pub fn kind(self) -> ProviderKind {
+        match self {
+            ProviderChoice::Docker => ProviderKind::Docker,
+            ProviderChoice::Kind => ProviderKind::Kind,
+        }
     }
 }
 
@@ -88,6 +99,7 @@ pub async fn run(
 ) -> Result<u8> {
     // All input is checked before anything is created.
     check_name(&lab.name)?;
+    let topology_path = topology;
     let mut topology = match topology {
         Some(p) => Topology::load(p)?,
         None => Topology::default(),
@@ -97,6 +109,28 @@ pub async fn run(
     }
     if let Some(x) = overrides.api_exposure {
         topology.api.exposure = x;
+    }
+    if form.provider == ProviderChoice::Docker
+        && topology.etcd.operator == cpmlab_model::topology::EtcdOperator::EtcdDruid
+    {
+        return Err(cpmlab_core::errors::BadInput(format!(
+            "{}: etcd.operator: etcd-druid belongs to the kind form: add --provider kind",
+            topology_name(topology_path)
+        ))
+        .into());
+    }
+    if form.with_etcd_druid {
+        with_etcd_druid_flag(&mut topology);
+    }
+    if form.druid_naming.is_some()
+        && topology.etcd.operator != cpmlab_model::topology::EtcdOperator::EtcdDruid
+    {
+        return Err(cpmlab_core::errors::BadInput(
+            "--druid-naming names etcd-druid's Etcds: add --with-etcd-druid \
+             (or etcd.operator: etcd-druid in the topology)"
+                .into(),
+        )
+        .into());
     }
     if form.provider == ProviderChoice::Docker
         && (form.render.is_some()
@@ -208,6 +242,30 @@ pub async fn run(
             }
             Err(e)
         }
+    }
+}
+
+/// How an error names the topology: its file, or the default topology.
+fn topology_name(path: Option<&Path>) -> String {
+    path.map_or_else(
+        || "the default topology".into(),
+        |p| p.display().to_string(),
+    )
+}
+
+/// `--with-etcd-druid` is the topology's `etcd.operator: etcd-druid`. druid
+/// runs etcd 3.5 (its `UpgradeEtcdVersion` images; the lab's launcher
+/// embeds 3.5.27), so the lab's record of the version says so, whatever
+/// the topology asked.
+fn with_etcd_druid_flag(t: &mut Topology) {
+    use cpmlab_model::topology::{EtcdOperator, EtcdVersion};
+    t.etcd.operator = EtcdOperator::EtcdDruid;
+    if t.etcd.etcd_version() != Ok(EtcdVersion::V3_5) {
+        eprintln!(
+            "note: --with-etcd-druid: etcd-druid runs etcd 3.5, not the topology's {}",
+            t.etcd.version
+        );
+        t.etcd.version = EtcdVersion::V3_5.as_str().into();
     }
 }
 

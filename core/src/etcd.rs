@@ -9,7 +9,10 @@ use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use serde::Serialize;
 
 use crate::state::{LabState, MemberState};
-use crate::topology::EtcdVersion;
+use crate::topology::{EtcdSpec, EtcdVersion};
+
+/// etcd-druid's `defaultSnapshotCount` (internal/component/configmap/etcdconfig.go).
+pub const DRUID_SNAPSHOT_COUNT: u64 = 10_000;
 
 /// Paths inside a member container.
 pub const PKI_DIR: &str = "/etc/etcd/pki";
@@ -47,14 +50,15 @@ pub fn binary(version: EtcdVersion) -> &'static str {
 /// of every member, itself included: `--initial-cluster`). Every flag means
 /// the same to etcd 3.4 and 3.5; pre-vote, which 3.5 turns on by default,
 /// is left at each version's default, as etcd-druid leaves it, unless
-/// `pre_vote` says otherwise (`etcd.pre_vote` in the topology).
+/// the topology's `etcd.pre_vote` says otherwise; `etcd.snapshot_count` and
+/// `etcd.snapshot_catchup_entries` likewise replace druid's and etcd's.
 pub fn member_command(
     member: &MemberState,
     cluster: &[(String, String)],
     state: ClusterState,
     token: &str,
     version: EtcdVersion,
-    pre_vote: Option<bool>,
+    tuning: &EtcdSpec,
 ) -> Vec<String> {
     let initial: Vec<String> = cluster
         .iter()
@@ -93,7 +97,10 @@ pub fn member_command(
         // change the lab silently). See `DRUID` in the tests for sources.
         "--heartbeat-interval=100".into(),
         "--election-timeout=1000".into(),
-        "--snapshot-count=10000".into(),
+        format!(
+            "--snapshot-count={}",
+            tuning.snapshot_count.unwrap_or(DRUID_SNAPSHOT_COUNT)
+        ),
         "--quota-backend-bytes=8589934592".into(),
         "--auto-compaction-mode=periodic".into(),
         "--auto-compaction-retention=30m".into(),
@@ -107,8 +114,11 @@ pub fn member_command(
         "--logger=zap".into(),
         "--log-outputs=stderr".into(),
     ];
-    if let Some(on) = pre_vote {
+    if let Some(on) = tuning.pre_vote {
         args.push(format!("--pre-vote={on}"));
+    }
+    if let Some(n) = tuning.snapshot_catchup_entries {
+        args.push(format!("--experimental-snapshot-catchup-entries={n}"));
     }
     args.shrink_to_fit();
     args
@@ -459,7 +469,7 @@ mod tests {
             ClusterState::New,
             "tok",
             EtcdVersion::V3_4,
-            None,
+            &EtcdSpec::default(),
         );
         assert_eq!(cmd[0], "etcd", "3.4 is the host's etcd, on the PATH");
         let has = |f: &str| cmd.iter().any(|a| a == f);
@@ -520,7 +530,11 @@ mod tests {
     ) -> Vec<String> {
         let s = crate::plan::sample_state();
         let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
-        member_command(&s.members[0], &all, state, "tok", version, pre_vote)
+        let tuning = EtcdSpec {
+            pre_vote,
+            ..EtcdSpec::default()
+        };
+        member_command(&s.members[0], &all, state, "tok", version, &tuning)
     }
 
     #[test]
@@ -537,6 +551,35 @@ mod tests {
             "--pre-vote=true",
             "etcd.pre_vote asks for it"
         );
+    }
+
+    #[test]
+    fn the_topology_s_snapshot_settings_replace_druid_s_and_etcd_s() {
+        let s = crate::plan::sample_state();
+        let all = vec![(s.members[0].name.clone(), s.members[0].peer_url())];
+        let tuning = EtcdSpec {
+            version: "3.5".into(),
+            snapshot_count: Some(500),
+            snapshot_catchup_entries: Some(50),
+            ..EtcdSpec::default()
+        };
+        let cmd = member_command(
+            &s.members[0],
+            &all,
+            ClusterState::New,
+            "tok",
+            EtcdVersion::V3_5,
+            &tuning,
+        );
+        let with = |p: &str| cmd.iter().filter(|a| a.starts_with(p)).collect::<Vec<_>>();
+        assert_eq!(with("--snapshot-count="), ["--snapshot-count=500"]);
+        assert_eq!(
+            with("--experimental-snapshot-catchup-entries="),
+            ["--experimental-snapshot-catchup-entries=50"]
+        );
+        // Absent, etcd keeps its own catch-up (the flag is not given).
+        let plain = first_member(ClusterState::New, EtcdVersion::V3_5, None);
+        assert!(!plain.iter().any(|a| a.contains("catchup")), "{plain:?}");
     }
 
     #[test]

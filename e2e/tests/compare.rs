@@ -220,3 +220,59 @@ fn listing_and_bad_input_leave_nothing_behind() {
     assert_eq!(o.get_output().status.code(), Some(2), "{o}");
     assert!(!out.exists(), "bad input left {}", out.display());
 }
+
+/// etcd-druid beside the lab's etcd is a knob of the kind form: listed
+/// there, refused on the docker form before any lab (exit 2, the variant's
+/// file, line and field, no comparison directory left).
+#[test]
+fn etcd_druid_is_a_kind_form_variant() {
+    let state = tempfile::tempdir().unwrap();
+    let scenario = root().join("fixtures/scenarios/five-member-25ms-drain-gateway-in-place.yaml");
+    let variants = [
+        "--variants",
+        "etcd=3.5",
+        "--variants",
+        "etcd_operator=lab,etcd-druid",
+        "--repeat",
+        "1",
+        "--seed",
+        "7",
+    ];
+    let o = Command::new(bin())
+        .arg("compare")
+        .arg(&scenario)
+        .args(variants)
+        .args(["--provider", "kind", "--list"])
+        .env("CPMLAB_STATE_DIR", state.path())
+        .assert()
+        .success();
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("etcd=3.5,etcd_operator=lab\t1\t"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("etcd=3.5,etcd_operator=etcd-druid\t1\t"),
+        "{text}"
+    );
+
+    let out = state.path().join("cmp-out");
+    let o = Command::new(bin())
+        .arg("compare")
+        .arg(&scenario)
+        .args(variants)
+        .arg("--report-dir")
+        .arg(&out)
+        .env("CPMLAB_STATE_DIR", state.path())
+        .assert();
+    assert_eq!(o.get_output().status.code(), Some(2), "{o}");
+    let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
+    assert!(
+        err.contains("etcd_operator-etcd-druid--r1.yaml:")
+            && err.contains(": topology.etcd.operator: etcd-druid runs only on the kind form"),
+        "{err}"
+    );
+    assert!(!out.exists(), "bad input left {}", out.display());
+}

@@ -455,6 +455,7 @@ fn bad_topologies_are_refused_before_anything_is_created() {
         ("duplicate-seed.yaml", 4, "seeds[1].name"),
         ("unparseable.yaml", 5, "-"),
         ("etcd-version.yaml", 4, "etcd.version"),
+        ("etcd-druid-version.yaml", 4, "etcd.operator"),
         ("probe-period.yaml", 5, "api.readiness_probe.period"),
         ("api-exposure.yaml", 5, "api.exposure"),
         // Names reach container names, DNS, Envoy configs and scripts.
@@ -477,6 +478,16 @@ fn bad_topologies_are_refused_before_anything_is_created() {
             );
         }
     }
+    // etcd-druid belongs to the kind form: the docker form refuses a
+    // topology that asks for it, naming the file and the field.
+    let druid = fixtures.join("../etcd-druid.yaml");
+    lab.cpmlab(&["up", "--topology", druid.to_str().unwrap()])
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "{}: etcd.operator: etcd-druid belongs to the kind form",
+            druid.display()
+        )));
+    assert!(!lab.dir().exists(), "etcd-druid.yaml: state dir created");
     // A bad lab name is bad input too.
     lab.cpmlab(&["up", "--name", "Not_A_Name"])
         .code(2)

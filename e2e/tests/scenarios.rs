@@ -60,6 +60,13 @@ fn every_good_fixture_validates() {
             .assert()
             .success();
     }
+    // The files only `cpmlab compare` varies (the nightly's compare part).
+    let o = cpmlab()
+        .args(["scenario", "validate"])
+        .arg(dir.join("variants"))
+        .assert()
+        .success();
+    assert!(stdout(&o).lines().any(|l| l.starts_with("ok ")), "{o}");
 }
 
 /// Each bad fixture: exit 2 with `file:line: field: message`, from both

@@ -354,6 +354,25 @@ pub struct EtcdSpec {
     /// campaigns, and cannot depose a leader the others still follow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_vote: Option<bool>,
+    /// Who runs the members: the lab (`lab`, the default: the members as
+    /// etcd-wrapper would start them) or etcd-druid (`etcd-druid`, the
+    /// kind form only: druid's `Etcd`s, backup-restore beside each member,
+    /// as `up --with-etcd-druid`). druid runs etcd 3.5 (its
+    /// `UpgradeEtcdVersion` images), so `version` must say "3.5".
+    #[serde(default, skip_serializing_if = "EtcdOperator::is_lab")]
+    pub operator: EtcdOperator,
+    /// `--snapshot-count`: applied entries between etcd's snapshots, after
+    /// which it compacts its in-memory raft log. Absent: etcd-druid's
+    /// 10000 (`defaultSnapshotCount`, internal/component/configmap/etcdconfig.go).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_count: Option<u64>,
+    /// etcd 3.5's `--experimental-snapshot-catchup-entries`: entries kept
+    /// behind a snapshot for a slow follower; one further behind gets a
+    /// snapshot instead of appends. Absent: etcd's 5000
+    /// (`DefaultSnapshotCatchUpEntries`, server/etcdserver/server.go), which
+    /// etcd 3.4 fixes (no flag there, so 3.4 refuses the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_catchup_entries: Option<u64>,
 }
 
 impl Default for EtcdSpec {
@@ -363,7 +382,40 @@ impl Default for EtcdSpec {
             placement: None,
             version: default_etcd_version(),
             pre_vote: None,
+            operator: EtcdOperator::Lab,
+            snapshot_count: None,
+            snapshot_catchup_entries: None,
         }
+    }
+}
+
+/// Who makes and runs the shoot's etcd members.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum EtcdOperator {
+    /// The lab's own members (the docker form's containers, the kind
+    /// form's pods).
+    #[default]
+    Lab,
+    /// etcd-druid v0.38.1 from `Etcd` resources, etcd-backup-restore
+    /// beside each member (kind form only; docs/etcd-druid.md).
+    EtcdDruid,
+}
+
+impl EtcdOperator {
+    pub fn is_lab(&self) -> bool {
+        *self == EtcdOperator::Lab
     }
 }
 
@@ -699,6 +751,38 @@ impl Topology {
         if let Err(msg) = self.etcd.etcd_version() {
             return e("etcd.version".into(), msg);
         }
+        if self.etcd.snapshot_count == Some(0) {
+            return e(
+                "etcd.snapshot_count".into(),
+                "at least 1 (etcd takes 0 as its own default)".into(),
+            );
+        }
+        match self.etcd.snapshot_catchup_entries {
+            Some(0) => {
+                return e(
+                    "etcd.snapshot_catchup_entries".into(),
+                    "at least 1 (etcd 3.5 takes 0 as its own default, 5000)".into(),
+                )
+            }
+            Some(_) if self.etcd.etcd_version() != Ok(EtcdVersion::V3_5) => {
+                return e(
+                    "etcd.snapshot_catchup_entries".into(),
+                    "etcd 3.4 keeps 5000 entries and has no flag for it; set etcd.version: \"3.5\""
+                        .into(),
+                )
+            }
+            _ => {}
+        }
+        if self.etcd.operator == EtcdOperator::EtcdDruid
+            && self.etcd.etcd_version() != Ok(EtcdVersion::V3_5)
+        {
+            return e(
+                "etcd.operator".into(),
+                "etcd-druid runs etcd 3.5 (its UpgradeEtcdVersion images, which the lab builds); \
+                 set etcd.version: \"3.5\" beside it"
+                    .into(),
+            );
+        }
         if let Err(msg) = check_label(&self.shoot.name, 30) {
             return e("shoot.name".into(), msg);
         }
@@ -879,6 +963,54 @@ mod tests {
         assert!(e.message.contains("odd"), "{e}");
         let e = parse("etcd:\n  members: 0\n").unwrap_err();
         assert_eq!(e.field, "etcd.members");
+    }
+
+    #[test]
+    fn etcd_druid_is_asked_for_with_etcd_3_5_and_refused_beside_3_4() {
+        assert_eq!(parse("").unwrap().etcd.operator, EtcdOperator::Lab);
+        let t = parse("etcd:\n  version: \"3.5\"\n  operator: etcd-druid\n").unwrap();
+        assert_eq!(t.etcd.operator, EtcdOperator::EtcdDruid);
+        // The default is not written back, so a lab topology reads as before.
+        let lab = parse("etcd:\n  operator: lab\n").unwrap();
+        assert!(!serde_json::to_string(&lab).unwrap().contains("operator"));
+        for text in [
+            "etcd:\n  operator: etcd-druid\n",
+            "etcd:\n  version: \"3.4\"\n  operator: etcd-druid\n",
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.field, "etcd.operator", "{text}: {e}");
+            assert!(e.message.contains("3.5"), "{text}: {e}");
+        }
+        let e = parse("etcd:\n  operator: druid\n").unwrap_err();
+        assert!(e.message.contains("etcd-druid"), "{e}");
+    }
+
+    #[test]
+    fn snapshot_settings_are_positive_and_the_catch_up_is_3_5_s() {
+        let t = parse(
+            "etcd:\n  version: \"3.5\"\n  snapshot_count: 500\n  snapshot_catchup_entries: 50\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (t.etcd.snapshot_count, t.etcd.snapshot_catchup_entries),
+            (Some(500), Some(50))
+        );
+        for (text, line, field) in [
+            ("etcd:\n  snapshot_count: 0\n", 2, "etcd.snapshot_count"),
+            (
+                "etcd:\n  version: \"3.5\"\n  snapshot_catchup_entries: 0\n",
+                3,
+                "etcd.snapshot_catchup_entries",
+            ),
+            (
+                "etcd:\n  snapshot_catchup_entries: 50\n",
+                2,
+                "etcd.snapshot_catchup_entries",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (line, field), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -605,7 +605,7 @@ pub fn member_spec(
             cluster_state,
             &format!("cpmlab-{}", state.name),
             version,
-            state.topology.etcd.pre_vote,
+            &state.topology.etcd,
         ),
     );
     Ok(c)

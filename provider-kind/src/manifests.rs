@@ -238,7 +238,7 @@ pub fn member_command(
         state,
         &format!("{}-etcd", t.shoot.name),
         version,
-        t.etcd.pre_vote,
+        &t.etcd,
     );
     // The image's etcd, on its PATH.
     std::iter::once("etcd".to_string())

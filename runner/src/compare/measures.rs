@@ -84,6 +84,9 @@ fn ndjson(path: &Path) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// The step whose length and outcome are a run's join.
+const JOIN_STEP: &str = "DestinationEtcdPeersJoined";
+
 /// The measures of the scenario run in `dir` (a `cpmlab run` scenario
 /// directory).
 pub fn of_run(dir: &Path) -> RunMeasures {
@@ -202,11 +205,36 @@ pub fn of_run(dir: &Path) -> RunMeasures {
     } else if m.status.is_empty() {
         m.status = "no verdict".into();
     }
-    let phases: Vec<(f64, f64)> = ndjson(&run.join("events.ndjson"))
+    let events = ndjson(&run.join("events.ndjson"));
+    let phases: Vec<(f64, f64)> = events
         .iter()
         .filter(|e| e["kind"] == "phase")
         .filter_map(|e| Some((e["at_unix_ms"].as_f64()?, e["end_unix_ms"].as_f64()?)))
         .collect();
+    // The destination members' joins, from the first ask to the last vote
+    // or to the step's failure; and whether they joined: a step followed
+    // the join, or the run stopped there (`stop_after`) or completed.
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "phase")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    if let Some(j) = events
+        .iter()
+        .filter(|e| e["kind"] == "phase" && e["name"] == JOIN_STEP)
+        .find_map(|e| Some(e["end_unix_ms"].as_f64()? - e["at_unix_ms"].as_f64()?))
+    {
+        m.values.insert("join_s".into(), j / 1000.0);
+        let outcome = read(&dir.join("result.json"))
+            .and_then(|r| r["migration"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let after = names.iter().skip_while(|n| **n != JOIN_STEP).count() > 1;
+        let joined = after
+            || outcome == "completed"
+            || (outcome == "stopped" && names.last() == Some(&JOIN_STEP));
+        m.values
+            .insert("joined".into(), if joined { 1.0 } else { 0.0 });
+    }
     if let (Some(start), Some(end)) = (
         phases.iter().map(|p| p.0).reduce(f64::min),
         phases.iter().map(|p| p.1).reduce(f64::max),
@@ -263,7 +291,7 @@ mod tests {
             run.join("events.ndjson"),
             "{\"kind\":\"phase\",\"name\":\"A\",\"at_unix_ms\":1000,\"end_unix_ms\":2000}\n\
              {\"kind\":\"fault\",\"name\":\"kill\",\"at_unix_ms\":0,\"end_unix_ms\":99000}\n\
-             {\"kind\":\"phase\",\"name\":\"B\",\"at_unix_ms\":2000,\"end_unix_ms\":31000}\n",
+             {\"kind\":\"phase\",\"name\":\"DestinationEtcdPeersJoined\",\"at_unix_ms\":2000,\"end_unix_ms\":31000}\n",
         )
         .unwrap();
         std::fs::write(
@@ -279,6 +307,11 @@ mod tests {
         assert_eq!(m.values["write_p99_ms"], 300.0);
         assert_eq!(m.values["lost_writes"], 0.0);
         assert_eq!(m.values["migration_s"], 30.0);
+        assert_eq!(m.values["join_s"], 29.0);
+        assert_eq!(
+            m.values["joined"], 0.0,
+            "the join was the last step, and the run failed"
+        );
         assert_eq!(m.values["wan_mib"], 3.0);
         assert_eq!(m.values["lab_s"], 17.5);
         assert_eq!(m.values["failed_new"], 0.0);
@@ -288,5 +321,12 @@ mod tests {
         assert_eq!(m.values["failed_node"], 7.0);
         assert_eq!(m.values["node_window_s"], 93.0);
         assert_eq!(m.values["watch_silence_s"], 42.0);
+        // A run that stopped at the join (`stop_after`) joined.
+        std::fs::write(
+            d.path().join("result.json"),
+            r#"{"passed": true, "wall_s": 40.0, "migration": "stopped"}"#,
+        )
+        .unwrap();
+        assert_eq!(of_run(d.path()).values["joined"], 1.0);
     }
 }

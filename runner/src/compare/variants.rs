@@ -43,6 +43,11 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("pre_vote", "topology.etcd.pre_vote", "etcd --pre-vote"),
     ("etcd", "topology.etcd.version", "etcd minor (3.4, 3.5)"),
     (
+        "etcd_operator",
+        "topology.etcd.operator",
+        "who runs etcd: lab or etcd-druid (kind form, etcd 3.5)",
+    ),
+    (
         "dns_ttl",
         "topology.dns.ttl",
         "the API record's TTL, seconds",
@@ -187,13 +192,16 @@ pub fn cross(axes: &[Axis]) -> Vec<Variant> {
     out
 }
 
-/// A value as the knobs need it: an integer, a boolean, else a string
-/// (`3.5` stays a string: versions are written as strings).
+/// A value as the knobs need it: an integer, a boolean, `default` (the
+/// field left out), else a string (`3.5` stays a string: versions are
+/// written as strings).
 fn scalar(v: &str) -> Value {
     if let Ok(i) = v.parse::<i64>() {
         return Value::from(i);
     }
     match v {
+        // The field left out: whatever the lab takes when a file omits it.
+        "default" => Value::Null,
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
         _ => Value::from(v.to_string()),
@@ -371,6 +379,7 @@ mod tests {
         assert_eq!(scalar("true"), Value::Bool(true));
         assert_eq!(scalar("3.5"), Value::from("3.5"));
         assert_eq!(scalar("bbr"), Value::from("bbr"));
+        assert_eq!(scalar("default"), Value::Null);
     }
 
     #[test]

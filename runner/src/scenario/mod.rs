@@ -681,6 +681,25 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, FileError> {
     })
 }
 
+/// Refuses, before any lab exists, a scenario the chosen form cannot run:
+/// etcd-druid (`topology.etcd.operator: etcd-druid`) runs only on the kind
+/// form. The error names the file, the line and the field.
+pub fn check_form(sf: &ScenarioFile, kind: crate::state::ProviderKind) -> Result<(), FileError> {
+    use crate::topology::EtcdOperator;
+    if kind == crate::state::ProviderKind::Kind
+        || sf.scenario.topology.etcd.operator == EtcdOperator::Lab
+    {
+        return Ok(());
+    }
+    let text = crate::yaml_file::read(&sf.path)?;
+    let (_, lines): (Scenario, _) = crate::yaml_file::parse(&text, &sf.path)?;
+    Err(lines.error(
+        &sf.path,
+        "topology.etcd.operator",
+        "etcd-druid runs only on the kind form: add --provider kind",
+    ))
+}
+
 /// Scenario files named on the command line: files as given, directories
 /// expanded to their `*.yaml` files in name order.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FileError> {
@@ -870,6 +889,35 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "timeline[0].when.on", "{e}");
+    }
+
+    #[test]
+    fn etcd_druid_is_refused_on_the_docker_form_at_its_line() {
+        use crate::state::ProviderKind;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("druid.yaml");
+        std::fs::write(
+            &path,
+            "description: x\ntopology:\n  etcd:\n    version: \"3.5\"\n    operator: etcd-druid\nmigration: {}\n",
+        )
+        .unwrap();
+        let f = load(&path).unwrap();
+        check_form(&f, ProviderKind::Kind).unwrap();
+        let e = check_form(&f, ProviderKind::Docker).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (5, "topology.etcd.operator"),
+            "{e}"
+        );
+        assert!(e.message.contains("--provider kind"), "{e}");
+        // The lab's own etcd runs on either form.
+        std::fs::write(&path, "description: x\nmigration: {}\n").unwrap();
+        let f = load(&path).unwrap();
+        check_form(&f, ProviderKind::Docker).unwrap();
+        // druid's etcd is 3.5: beside 3.4 the file itself is refused.
+        let e =
+            parse_str("description: x\ntopology:\n  etcd: {operator: etcd-druid}\n").unwrap_err();
+        assert_eq!(e.field, "topology.etcd.operator", "{e}");
     }
 
     #[test]
