@@ -44,6 +44,12 @@ pub const MEASURES: &[(&str, &str, &str)] = &[
     ("write_p99_ms", "ms", "write p99 (worst lane)"),
     ("lost_writes", "", "acknowledged writes lost"),
     ("migration_s", "s", "migration time (first step to last)"),
+    (
+        "joined",
+        "",
+        "the destination members joined (1) or not (0)",
+    ),
+    ("join_s", "s", "DestinationEtcdPeersJoined, start to end"),
     ("wan_mib", "MiB", "bytes between the seeds"),
     (
         "lab_s",
