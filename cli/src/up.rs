@@ -121,6 +121,23 @@ pub async fn run(
     }
     if form.with_etcd_druid {
         with_etcd_druid_flag(&mut topology);
+        if let Some(field) = [
+            ("snapshot_count", topology.etcd.snapshot_count),
+            (
+                "snapshot_catchup_entries",
+                topology.etcd.snapshot_catchup_entries,
+            ),
+        ]
+        .iter()
+        .find_map(|(f, v)| v.map(|_| *f))
+        {
+            return Err(cpmlab_core::errors::BadInput(format!(
+                "{}: etcd.{field}: the lab's own members only; --with-etcd-druid's \
+                 members take etcd-druid's configuration: leave it out",
+                topology_name(topology_path)
+            ))
+            .into());
+        }
     }
     if form.druid_naming.is_some()
         && topology.etcd.operator != cpmlab_model::topology::EtcdOperator::EtcdDruid

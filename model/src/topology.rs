@@ -783,6 +783,27 @@ impl Topology {
                     .into(),
             );
         }
+        if self.etcd.operator == EtcdOperator::EtcdDruid {
+            // druid writes its members' configuration itself (its ConfigMap);
+            // a lab setting it would not pass on must not pass silently.
+            for (set, field) in [
+                (self.etcd.snapshot_count.is_some(), "etcd.snapshot_count"),
+                (
+                    self.etcd.snapshot_catchup_entries.is_some(),
+                    "etcd.snapshot_catchup_entries",
+                ),
+            ] {
+                if set {
+                    return e(
+                        field.into(),
+                        "the lab's own members only: etcd-druid writes its members' \
+                         configuration (its snapshot count is 10000); leave it out beside \
+                         etcd.operator: etcd-druid"
+                            .into(),
+                    );
+                }
+            }
+        }
         if let Err(msg) = check_label(&self.shoot.name, 30) {
             return e("shoot.name".into(), msg);
         }
@@ -1005,6 +1026,17 @@ mod tests {
             (
                 "etcd:\n  snapshot_catchup_entries: 50\n",
                 2,
+                "etcd.snapshot_catchup_entries",
+            ),
+            // druid's members take druid's configuration, not the lab's.
+            (
+                "etcd:\n  version: \"3.5\"\n  operator: etcd-druid\n  snapshot_count: 1000\n",
+                4,
+                "etcd.snapshot_count",
+            ),
+            (
+                "etcd:\n  version: \"3.5\"\n  operator: etcd-druid\n  snapshot_catchup_entries: 100\n",
+                4,
                 "etcd.snapshot_catchup_entries",
             ),
         ] {
