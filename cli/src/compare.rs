@@ -158,7 +158,7 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
         &cancel,
     );
     tokio::pin!(work);
-    let (runs, complete) = tokio::select! {
+    let ran = tokio::select! {
         r = &mut work => r?,
         _ = interrupted() => {
             progress.note("interrupted: stopping the run, writing what ran, tearing down");
@@ -174,8 +174,11 @@ pub async fn run(state_root: &Path, a: CompareArgs) -> Result<u8> {
     if cancel.check().is_err() {
         return Ok(EXIT_INTERRUPTED);
     }
-    if runs.iter().any(|r| r.status.starts_with("ERROR")) && runs.is_empty() {
+    if !ran.env_problems.is_empty() {
+        for p in &ran.env_problems {
+            eprintln!("error: {p}");
+        }
         return Ok(EXIT_ENV);
     }
-    Ok(if complete { 0 } else { EXIT_FAILED })
+    Ok(if ran.complete { 0 } else { EXIT_FAILED })
 }

@@ -250,17 +250,25 @@ async fn reach_the_lab() -> Result<()> {
     use cpmlab_core::lab_net::{self, Access};
     let wanted = lab_net::wanted_access().map_err(cpmlab_core::errors::BadInput)?;
     if wanted == Some(Access::Direct) {
+        lab_net::set_direct_because(format!("{}=direct", lab_net::ACCESS_ENV));
         return Ok(());
     }
     // Without an engine there is no lab to reach: the command says so.
     let Ok(engine) = cpmlab_provider_docker::engine::Engine::connect().await else {
         return Ok(());
     };
-    if wanted.is_none() && cpmlab_provider_docker::relay::bridge_is_local(&engine).await {
-        return Ok(());
-    }
+    let because = match wanted {
+        Some(_) => format!("{}=relay", lab_net::ACCESS_ENV),
+        None => match cpmlab_provider_docker::relay::bridge_is_local(&engine).await {
+            Ok(why) => {
+                lab_net::set_direct_because(why);
+                return Ok(());
+            }
+            Err(why) => why,
+        },
+    };
     lab_net::set_relay(std::sync::Arc::new(
-        cpmlab_provider_docker::relay::ExecRelay::new(engine),
+        cpmlab_provider_docker::relay::ExecRelay::new(engine, because),
     ));
     Ok(())
 }

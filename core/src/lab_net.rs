@@ -35,11 +35,18 @@ pub trait Relay: Send + Sync + 'static {
 }
 
 static RELAY: OnceLock<Arc<dyn Relay>> = OnceLock::new();
+static DIRECT_BECAUSE: OnceLock<String> = OnceLock::new();
 
 /// Sends every later [`connect`] through `relay`. Once per process: false
 /// when one was set already.
 pub fn set_relay(relay: Arc<dyn Relay>) -> bool {
     RELAY.set(relay).is_ok()
+}
+
+/// Why connections go direct, for [`describe`] (what the engine's bridge
+/// showed, or that `ACCESS_ENV` said so). Once per process.
+pub fn set_direct_because(why: String) {
+    let _ = DIRECT_BECAUSE.set(why);
 }
 
 /// Whether connections go through a relay.
@@ -52,7 +59,12 @@ pub fn describe() -> String {
     RELAY
         .get()
         .map(|r| r.describe())
-        .unwrap_or_else(|| "direct (the lab's networks are this host's bridges)".into())
+        .unwrap_or_else(|| match DIRECT_BECAUSE.get() {
+            Some(why) => format!(
+                "direct (the lab's networks are this host's bridges: {why}; {ACCESS_ENV}=relay goes through the lab's toolbox)"
+            ),
+            None => "direct (the lab's networks are this host's bridges)".into(),
+        })
 }
 
 /// A connection to `addr`, a lab address: direct, or through the relay.

@@ -29,6 +29,8 @@ const TOOLBOX_ROLE: &str = "toolbox";
 pub struct ExecRelay {
     engine: Engine,
     toolboxes: Toolboxes,
+    /// Why the lab is relayed to, for `describe`.
+    because: String,
 }
 
 /// The toolbox found for each lab subnet (CIDR, container), so that a
@@ -37,10 +39,13 @@ pub struct ExecRelay {
 type Toolboxes = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
 
 impl ExecRelay {
-    pub fn new(engine: Engine) -> ExecRelay {
+    /// A relay through `engine`; `because` says why the lab is not
+    /// reached directly (for messages and run.log).
+    pub fn new(engine: Engine, because: String) -> ExecRelay {
         ExecRelay {
             engine,
             toolboxes: Toolboxes::default(),
+            because,
         }
     }
 }
@@ -57,25 +62,45 @@ impl Relay for ExecRelay {
     }
 
     fn describe(&self) -> String {
-        "relayed: `docker exec <lab>-toolbox cpmlab agent relay` per connection, over the Docker API"
-            .into()
+        format!(
+            "relayed: `docker exec <lab>-toolbox cpmlab agent relay` per connection, over the Docker API ({})",
+            self.because
+        )
     }
 }
 
 /// Whether the engine's default bridge has its gateway on this host
 /// (`lab_net::is_local`): then the lab's bridges are this host's too, and
-/// its addresses are reached directly. Unknown counts as local: the
-/// relay is for engines known to be elsewhere.
-pub async fn bridge_is_local(engine: &Engine) -> bool {
-    let Ok(net) = engine
+/// its addresses are reached directly. `Err` says why not, or why it is not
+/// known; `Ok` says why it is. Unknown (no bridge to inspect, or no
+/// gateway on it) counts as local, the relay being for engines known to be
+/// elsewhere, except in a container (`/.dockerenv`, `/run/.containerenv`):
+/// a container given the engine's socket is not the engine's host.
+pub async fn bridge_is_local(engine: &Engine) -> std::result::Result<String, String> {
+    let in_container = ["/.dockerenv", "/run/.containerenv"]
+        .iter()
+        .any(|f| std::path::Path::new(f).exists());
+    let unknown = |why: String| {
+        if in_container {
+            Err(format!("{why}, and this process runs in a container"))
+        } else {
+            Ok(why)
+        }
+    };
+    let net = match engine
         .api
         .inspect_network(
             "bridge",
             None::<bollard::query_parameters::InspectNetworkOptions>,
         )
         .await
-    else {
-        return true;
+    {
+        Ok(net) => net,
+        Err(e) => {
+            return unknown(format!(
+                "the engine's `bridge` network could not be inspected ({e})"
+            ))
+        }
     };
     let gateways: Vec<std::net::IpAddr> = net
         .ipam
@@ -84,7 +109,16 @@ pub async fn bridge_is_local(engine: &Engine) -> bool {
         .into_iter()
         .filter_map(|c| c.gateway?.parse().ok())
         .collect();
-    gateways.is_empty() || gateways.into_iter().any(crate::lab_net::is_local)
+    if gateways.is_empty() {
+        return unknown("the engine's `bridge` network names no gateway".into());
+    }
+    match gateways.iter().find(|g| crate::lab_net::is_local(**g)) {
+        Some(g) => Ok(format!("the engine's bridge gateway {g} is this host's")),
+        None => Err(format!(
+            "the engine's bridge gateway {} is not this host's",
+            gateways[0]
+        )),
+    }
 }
 
 /// `a.b.c.d/n` holds `ip`.

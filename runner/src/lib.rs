@@ -78,8 +78,14 @@ pub struct ScenarioResult {
     pub incomplete: bool,
     /// The run could not get to its expectations (e.g. `up` failed).
     pub error: Option<String>,
-    /// The error was the environment's (exit 3).
+    /// The error was the environment's (exit 3); also set when `down`
+    /// failed (`teardown_error`).
     pub env_error: bool,
+    /// `down` failed after the run: the lab's objects it names are left
+    /// (what `down` said, with its fix). The run's verdict and
+    /// expectations stand; the command exits 3 all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teardown_error: Option<String>,
     pub wall_s: f64,
     /// Of `wall_s`, the time spent bringing the lab up and down: what
     /// reusing a lab between runs would save at most.
@@ -194,6 +200,7 @@ pub async fn run_one(
         incomplete: false,
         error: None,
         env_error: false,
+        teardown_error: None,
         wall_s: 0.0,
         lab_s: 0.0,
         settings: Some(settings::RunSettings::of(&sf.scenario)),
@@ -225,9 +232,12 @@ pub async fn run_one(
         let t = Instant::now();
         let d = cpm.run(&args(&["down"]), &Cancel::default()).await;
         r.lab_s += t.elapsed().as_secs_f64();
-        if let Err(e) = d {
-            r.error.get_or_insert(format!("down: {e:#}"));
-        }
+        r.teardown_error = match d {
+            Err(e) => Some(format!("{e:#}")),
+            Ok(done) if !done.ok() => Some(said_by(&done)),
+            Ok(_) => None,
+        };
+        r.env_error |= r.teardown_error.is_some();
     }
     r.wall_s = t0.elapsed().as_secs_f64();
     r.passed = r.error.is_none()
@@ -259,7 +269,11 @@ pub async fn run_one(
                 .join(", ")
         ),
     };
-    if r.passed {
+    let summary = match &r.teardown_error {
+        Some(e) => format!("{summary}; down failed: {e}"),
+        None => summary,
+    };
+    if r.passed && r.teardown_error.is_none() {
         step.done_with(&summary);
     } else {
         for said in &r.etcd_said {
@@ -268,6 +282,23 @@ pub async fn run_one(
         step.fail(&summary);
     }
     Ok(r)
+}
+
+/// What a failed command said: its `error:` line and the `fix:` lines
+/// after it (`down`'s names what is left and how to clear it).
+fn said_by(done: &child::Done) -> String {
+    let lines: Vec<&str> = done
+        .stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("error:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        format!("exit {}: {}", done.code, done.error_line())
+    } else {
+        lines.join(" ")
+    }
 }
 
 /// Reuses a kept lab only when it is as the scenario would build it.
@@ -971,7 +1002,26 @@ pub async fn run_all(
 
 #[cfg(test)]
 mod tests {
-    use super::lab_for;
+    use super::{lab_for, said_by};
+
+    #[test]
+    fn a_failed_down_is_told_with_its_fix() {
+        let done = crate::child::Done {
+            code: 3,
+            stdout: String::new(),
+            stderr: "==> remove lab l\n    FAILED remove lab l (24.2s)\nerror: lab `l`: 1 objects could not be removed: a stale endpoint\n  fix: restart dockerd, then run `cpmlab down` again\n".into(),
+        };
+        assert_eq!(
+            said_by(&done),
+            "error: lab `l`: 1 objects could not be removed: a stale endpoint fix: restart dockerd, then run `cpmlab down` again"
+        );
+        let bare = crate::child::Done {
+            code: 1,
+            stdout: String::new(),
+            stderr: "killed\n".into(),
+        };
+        assert_eq!(said_by(&bare), "exit 1: killed");
+    }
 
     #[test]
     fn each_scenario_of_a_run_gets_its_own_lab_unless_labs_are_kept() {

@@ -99,6 +99,14 @@ fn figures(r: &ScenarioResult) -> String {
 }
 
 fn why(r: &ScenarioResult) -> String {
+    let why = why_run(r);
+    match &r.teardown_error {
+        Some(_) => format!("down failed (below); {why}"),
+        None => why,
+    }
+}
+
+fn why_run(r: &ScenarioResult) -> String {
     if let Some(e) = &r.error {
         return e.lines().next().unwrap_or("").to_string();
     }
@@ -171,6 +179,12 @@ pub fn in_words(results: &[ScenarioResult]) -> String {
     let mut out = String::new();
     for r in ordered(results) {
         let _ = writeln!(out, "\n{}:", r.name);
+        if let Some(e) = &r.teardown_error {
+            let _ = writeln!(
+                out,
+                "  down failed after the run, its lab's objects are left: {e}"
+            );
+        }
         let failed = r.failed_expectations();
         match (status(r), &r.error) {
             (_, Some(e)) => {
@@ -532,6 +546,20 @@ mod tests {
         assert!(
             clean.contains("The verdict PASSED: no request failed"),
             "{clean}"
+        );
+    }
+
+    #[test]
+    fn a_failed_down_is_said_beside_a_passed_run() {
+        let mut r = result("leaky", true, Some(Status::Passed));
+        r.teardown_error =
+            Some("error: lab `l`: 1 objects could not be removed fix: restart dockerd".into());
+        let t = table(std::slice::from_ref(&r));
+        assert!(t.contains("down failed (below)"), "{t}");
+        let w = in_words(&[r]);
+        assert!(
+            w.contains("down failed after the run, its lab's objects are left: error: lab `l`: 1 objects could not be removed fix: restart dockerd"),
+            "{w}"
         );
     }
 }

@@ -584,6 +584,32 @@ mod tests {
         );
     }
 
+    /// A damaged record: a watch event 2^62 values on. The values jumped
+    /// over are counted at once and the first of them listed: the work is
+    /// the records', not the jump's (walking them would take centuries).
+    #[test]
+    fn a_jump_of_the_counter_is_counted_not_walked() {
+        let mut recs = clean(2);
+        recs.push(inf(1_000.0, event::APPLY, Some(1 << 62)));
+        let c = run(&recs, &[]);
+        assert_eq!(c.missed_count, (1 << 62) - 3);
+        assert_eq!(c.missed.len(), MAX_LISTED_ANOMALIES);
+        assert_eq!(c.missed[..3], [3, 4, 5]);
+        assert_eq!(c.last_value, Some(1 << 62));
+        // At the top of the range: listed again at u64::MAX, nothing to
+        // expect after it, no overflow.
+        let top = vec![
+            inf(1.0, event::INIT, None),
+            inf(2.0, event::INIT_APPLY, Some(u64::MAX)),
+            inf(3.0, event::SYNCED, None),
+            inf(4.0, event::INIT, None),
+            inf(5.0, event::INIT_APPLY, Some(u64::MAX)),
+        ];
+        let c = run(&top, &[]);
+        assert_eq!(c.initial_value, Some(u64::MAX));
+        assert_eq!((c.expected, c.missed_count, c.relists), (0, 0, 1));
+    }
+
     #[test]
     fn a_value_skipped_between_watch_events_is_missed() {
         let recs: Vec<Record> = clean(10)

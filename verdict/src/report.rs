@@ -2355,6 +2355,52 @@ mod tests {
         assert!(page.contains("<svg"));
     }
 
+    /// A damaged events file: the probes noted as started and stopped
+    /// near 1.7e32 ms, and no record. One float step there is ~2e16 ms, so
+    /// `t0 + k * step` stays `t0` for ~1e15 ticks: the axis must count its
+    /// ticks, not walk them to the end (it hung and filled memory).
+    #[test]
+    fn verdict_report_axis_is_bounded_where_times_lose_precision() {
+        let at = T0 * 1e20;
+        let note = |name: &str| LabEvent {
+            at_unix_ms: at,
+            end_unix_ms: None,
+            kind: "note".into(),
+            name: name.into(),
+            detail: String::new(),
+        };
+        let events = vec![note("probes started"), note("probes stopped")];
+        let v = compute(&[], &events, &nothing(), &Thresholds::default());
+        assert_eq!(v.window.start_unix_ms, at);
+        let page = html(&v, &[], &events, &[], &[], &[], "far");
+        let ticks = page.matches(r##"stroke="#e4e4e4"/><text"##).count();
+        assert!((1..=13).contains(&ticks), "{ticks} ticks");
+    }
+
+    /// A damaged record: a get that took 1e300 ms. The latency axis stops
+    /// at its top decade (1e12 ms) instead of drawing 300 decades, whose
+    /// labels overflowed (`10u64.pow`: a panic in a debug build).
+    #[test]
+    fn verdict_report_latency_axis_is_bounded() {
+        let mut recs = series(ProbeKind::Get, ConnMode::Reused, 0.0, 10_000.0, 100.0, None);
+        recs.push(rec(
+            ProbeKind::Get,
+            ConnMode::Reused,
+            10_000.0,
+            1e300,
+            Outcome::Ok,
+        ));
+        let v = compute(&recs, &[], &nothing(), &Thresholds::default());
+        let page = html(&v, &recs, &[], &[], &[], &[], "slow");
+        // The decades' grid lines: 1 ms to 1e12 ms, one lane.
+        let grid = page
+            .split("<line ")
+            .filter(|l| l.split('>').next().unwrap().contains(r##"stroke="#eee""##))
+            .count();
+        assert_eq!(grid, 13);
+        assert!(page.contains(">100000000s</text>"), "the 1e11 ms label");
+    }
+
     #[test]
     fn verdict_report_handles_no_records() {
         let v = compute(&[], &[], &nothing(), &Thresholds::default());

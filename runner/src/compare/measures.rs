@@ -97,7 +97,8 @@ const JOIN_STEP: &str = "DestinationEtcdPeersJoined";
 /// directory).
 pub fn of_run(dir: &Path) -> RunMeasures {
     let mut m = RunMeasures::default();
-    if let Some(r) = read(&dir.join("result.json")) {
+    let result = read(&dir.join("result.json"));
+    if let Some(r) = &result {
         m.passed = r["passed"].as_bool().unwrap_or(false);
         m.wall_s = r["wall_s"].as_f64().unwrap_or(0.0);
         m.seed = r["seed"].as_u64().unwrap_or(0);
@@ -108,6 +109,7 @@ pub fn of_run(dir: &Path) -> RunMeasures {
             m.status = format!("ERROR: {}", e.lines().next().unwrap_or(""));
         }
     }
+
     let run = dir.join("run");
     if let Some(v) = read(&run.join("verdict.json")) {
         if m.status.is_empty() {
@@ -211,6 +213,11 @@ pub fn of_run(dir: &Path) -> RunMeasures {
     } else if m.status.is_empty() {
         m.status = "no verdict".into();
     }
+    // A lab `down` could not remove: the run's status says so, whatever
+    // the verdict (the command exits 3 with down's fix).
+    if result.is_some_and(|r| r["teardown_error"].is_string()) {
+        m.status.push_str(" (down failed)");
+    }
     let events = ndjson(&run.join("events.ndjson"));
     let phases: Vec<(f64, f64)> = events
         .iter()
@@ -268,6 +275,25 @@ pub fn of_run(dir: &Path) -> RunMeasures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_down_marks_the_run_s_status() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("run")).unwrap();
+        std::fs::write(
+            d.path().join("result.json"),
+            r#"{"passed": true, "wall_s": 60.0, "seed": 7, "error": null, "teardown_error": "error: lab `l`: 1 objects could not be removed"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("run/verdict.json"),
+            r#"{"status": "PASSED", "passed": true}"#,
+        )
+        .unwrap();
+        let m = of_run(d.path());
+        assert_eq!(m.status, "PASSED (down failed)");
+        assert!(m.passed, "the run's expectations held all the same");
+    }
 
     #[test]
     fn measures_come_from_the_runs_own_files() {

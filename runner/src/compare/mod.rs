@@ -90,8 +90,18 @@ pub struct CompareFile<'a> {
     pub runs: &'a [RunMeasures],
 }
 
-/// Runs a prepared comparison and writes its results. Returns the runs'
-/// measures and whether every run got to its verdict.
+/// What a comparison ran.
+pub struct Ran {
+    pub runs: Vec<RunMeasures>,
+    /// Every run got to its verdict and its lab was removed.
+    pub complete: bool,
+    /// The environment's problems, a line each with the lab and its fix
+    /// (a `down` that left objects, an `up` the host could not do): the
+    /// command exits 3 with them.
+    pub env_problems: Vec<String>,
+}
+
+/// Runs a prepared comparison and writes its results.
 pub async fn run(
     provider: &dyn Provider,
     plan: &Plan,
@@ -100,18 +110,27 @@ pub async fn run(
     jobs: usize,
     progress: &Progress,
     cancel: &Cancel,
-) -> Result<(Vec<RunMeasures>, bool)> {
+) -> Result<Ran> {
     let files: Vec<crate::scenario::ScenarioFile> =
         prepared.files.iter().map(|(_, _, f)| f.clone()).collect();
     let results = crate::run_all(provider, &files, opts, jobs, progress, cancel).await;
     let mut runs = Vec::new();
     let mut complete = results.len() == files.len();
+    let mut env_problems = Vec::new();
     for (vi, rep, sf) in &prepared.files {
         let name = sf.name();
         let Some(r) = results.iter().find(|r| r.name == name) else {
             continue;
         };
-        complete &= r.error.is_none() && !r.incomplete;
+        complete &= r.error.is_none() && !r.incomplete && r.teardown_error.is_none();
+        if r.env_error {
+            let what = match (&r.error, &r.teardown_error) {
+                (Some(e), _) => e.clone(),
+                (None, Some(e)) => format!("down failed: {e}"),
+                (None, None) => "the environment failed".into(),
+            };
+            env_problems.push(format!("{} (lab {}): {what}", r.name, r.lab));
+        }
         let mut m = measures::of_run(&opts.report_dir.join(&name));
         m.variant = prepared.variants[*vi].name.clone();
         m.repetition = *rep;
@@ -119,7 +138,11 @@ pub async fn run(
         runs.push(m);
     }
     write(plan, prepared, &runs)?;
-    Ok((runs, complete))
+    Ok(Ran {
+        runs,
+        complete,
+        env_problems,
+    })
 }
 
 /// Writes compare.json, compare.html and compare.md from the runs.
