@@ -322,15 +322,19 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
                             capped(&mut c.out_of_order, &mut c.out_of_order_count, a);
                         }
                     }
-                    Some(p) if v > p + 1 || (listed && v > p) => {
+                    Some(p) if v > p.saturating_add(1) || (listed && v > p) => {
                         if listed {
                             // Skipped, and the listed value itself: the list
                             // reflects it, no event will.
                             superseded.push((p + 1, v));
                         } else {
-                            for m in p + 1..v {
-                                capped(&mut c.missed, &mut c.missed_count, m);
-                            }
+                            // Every value jumped over is missed: counted
+                            // at once, the first listed, so a damaged
+                            // value (a jump of 2^62) costs no more than
+                            // a jump of one (walking it would never end).
+                            c.missed_count += v - p - 1;
+                            let room = MAX_LISTED_ANOMALIES.saturating_sub(c.missed.len());
+                            c.missed.extend((p + 1..v).take(room));
                         }
                     }
                     _ => {}
@@ -344,8 +348,9 @@ pub fn check(all: &[&Record], events: &[LabEvent], kind: ProbeKind) -> InformerC
 
     // Every acknowledged write after the initial list must be reflected.
     let mut delays = Vec::new();
-    if let Some(first) = c.initial_value {
-        for (&v, &ack) in acked.range(first + 1..) {
+    // (None after u64::MAX, a damaged initial list's value.)
+    if let Some(after) = c.initial_value.and_then(|v| v.checked_add(1)) {
+        for (&v, &ack) in acked.range(after..) {
             c.expected += 1;
             if let Some(&seen) = delivered.get(&v) {
                 c.delivered += 1;
@@ -598,12 +603,17 @@ mod tests {
         assert_eq!(c.last_value, Some(1 << 62));
         // At the top of the range: listed again at u64::MAX, nothing to
         // expect after it, no overflow.
+        let listed_top = |t: f64| {
+            let mut r = inf(t, event::INIT_APPLY, None);
+            r.value = Some(u64::MAX);
+            r
+        };
         let top = vec![
             inf(1.0, event::INIT, None),
-            inf(2.0, event::INIT_APPLY, Some(u64::MAX)),
+            listed_top(2.0),
             inf(3.0, event::SYNCED, None),
             inf(4.0, event::INIT, None),
-            inf(5.0, event::INIT_APPLY, Some(u64::MAX)),
+            listed_top(5.0),
         ];
         let c = run(&top, &[]);
         assert_eq!(c.initial_value, Some(u64::MAX));

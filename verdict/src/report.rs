@@ -272,7 +272,21 @@ fn lat_cells(l: &Option<Latency>) -> String {
     }
 }
 
-/// Axis tick step: the smallest "nice" step giving at most 12 ticks.
+/// The time axis' most gaps between ticks (so at most 13 ticks):
+/// [`tick_step`] picks its step for it, and the axis stops there. The cap
+/// is what bounds the axis where `t0 + k * step` cannot leave `t0`: times a
+/// damaged file puts near 1e32 ms, where one float step is ~2e16 ms,
+/// would otherwise add ticks ~1e15 times over (the report hung, filling
+/// memory). A sane span never reaches it: its step leaves at most 12 gaps.
+const MAX_TICK_GAPS: f64 = 12.0;
+
+/// The latency axis' highest top decade (log10 ms: 1e12 ms, ~31 years): no
+/// request of a run takes that long, and a damaged record's 1e300 ms would
+/// otherwise draw 300 decades, whose labels overflow (`10u64.pow`).
+const MAX_LAT_DEC: f64 = 12.0;
+
+/// Axis tick step: the smallest "nice" step giving at most
+/// [`MAX_TICK_GAPS`] gaps between ticks.
 fn tick_step(span_ms: f64) -> f64 {
     const STEPS: [f64; 20] = [
         10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3,
@@ -281,8 +295,8 @@ fn tick_step(span_ms: f64) -> f64 {
     STEPS
         .iter()
         .copied()
-        .find(|s| span_ms / s <= 12.0)
-        .unwrap_or(span_ms / 12.0)
+        .find(|s| span_ms / s <= MAX_TICK_GAPS)
+        .unwrap_or(span_ms / MAX_TICK_GAPS)
 }
 
 fn tick_label(off_ms: f64, step: f64) -> String {
@@ -411,8 +425,9 @@ impl<'a> Timeline<'a> {
             bucket_requests(v, &per_lane, &sc, &classify, &excused, &seed_ids);
         bucket_watch_events(&mut lanes, &sorted, &retried, &sc);
         // Latency axis: log10 from 1 ms to the decade above the slowest request
-        // (at least 1 s, so that the SLO line is on it).
-        let lat_hi_dec = max_lat.log10().ceil().max(3.0);
+        // (at least 1 s, so that the SLO line is on it; at most
+        // `MAX_LAT_DEC`, above it a latency is drawn at the top).
+        let lat_hi_dec = max_lat.log10().ceil().clamp(3.0, MAX_LAT_DEC);
 
         // Overall unavailability: the union of the lanes' intervals.
         let overall: Vec<Interval> = merge_intervals(
@@ -813,7 +828,8 @@ fn timeline_section(v: &Verdict, tl: &Timeline) -> String {
     // Axis grid and labels.
     let step = tick_step(t1 - t0);
     let mut k = 0.0;
-    while t0 + k * step <= t1 + 1e-9 {
+    // At most `MAX_TICK_GAPS` + 1 ticks, whatever the floats say.
+    while k <= MAX_TICK_GAPS && t0 + k * step <= t1 + 1e-9 {
         let x = sc.x(t0 + k * step);
         let _ = writeln!(
             s,
