@@ -113,11 +113,11 @@ pub async fn run(
     if form.provider == ProviderChoice::Docker
         && topology.etcd.operator == cpmlab_model::topology::EtcdOperator::EtcdDruid
     {
-        return Err(cpmlab_core::errors::BadInput(format!(
-            "{}: etcd.operator: etcd-druid belongs to the kind form: add --provider kind",
-            topology_name(topology_path)
-        ))
-        .into());
+        return Err(topology_error(
+            topology_path,
+            "etcd.operator",
+            "etcd-druid belongs to the kind form: add --provider kind",
+        ));
     }
     if form.with_etcd_druid {
         with_etcd_druid_flag(&mut topology);
@@ -131,12 +131,12 @@ pub async fn run(
         .iter()
         .find_map(|(f, v)| v.map(|_| *f))
         {
-            return Err(cpmlab_core::errors::BadInput(format!(
-                "{}: etcd.{field}: the lab's own members only; --with-etcd-druid's \
+            return Err(topology_error(
+                topology_path,
+                &format!("etcd.{field}"),
+                "the lab's own members only; --with-etcd-druid's \
                  members take etcd-druid's configuration: leave it out",
-                topology_name(topology_path)
-            ))
-            .into());
+            ));
         }
     }
     if form.druid_naming.is_some()
@@ -262,12 +262,14 @@ pub async fn run(
     }
 }
 
-/// How an error names the topology: its file, or the default topology.
-fn topology_name(path: Option<&Path>) -> String {
-    path.map_or_else(
-        || "the default topology".into(),
-        |p| p.display().to_string(),
-    )
+/// Bad input at `field` of the topology (exit 2): its file's line, or
+/// the default topology's field.
+fn topology_error(path: Option<&Path>, field: &str, message: &str) -> anyhow::Error {
+    match path {
+        Some(p) => Topology::error_at(p, field, message).into(),
+        None => cpmlab_core::errors::BadInput(format!("the default topology: {field}: {message}"))
+            .into(),
+    }
 }
 
 /// `--with-etcd-druid` is the topology's `etcd.operator: etcd-druid`. druid

@@ -484,10 +484,29 @@ fn bad_topologies_are_refused_before_anything_is_created() {
     lab.cpmlab(&["up", "--topology", druid.to_str().unwrap()])
         .code(2)
         .stderr(predicate::str::contains(format!(
-            "{}: etcd.operator: etcd-druid belongs to the kind form",
+            "{}:9: etcd.operator: etcd-druid belongs to the kind form",
             druid.display()
         )));
     assert!(!lab.dir().exists(), "etcd-druid.yaml: state dir created");
+    // The lab's own members' snapshot settings beside druid's members (the
+    // flag, not the file, asks for druid): refused at the setting's line.
+    let tmp = tempfile::tempdir().unwrap();
+    let snap = tmp.path().join("snapshots.yaml");
+    std::fs::write(&snap, "etcd:\n  version: \"3.5\"\n  snapshot_count: 1000\n").unwrap();
+    lab.cpmlab(&[
+        "up",
+        "--provider",
+        "kind",
+        "--with-etcd-druid",
+        "--topology",
+        snap.to_str().unwrap(),
+    ])
+    .code(2)
+    .stderr(predicate::str::contains(format!(
+        "{}:3: etcd.snapshot_count: the lab's own members only",
+        snap.display()
+    )));
+    assert!(!lab.dir().exists(), "snapshots.yaml: state dir created");
     // A bad lab name is bad input too.
     lab.cpmlab(&["up", "--name", "Not_A_Name"])
         .code(2)

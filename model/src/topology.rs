@@ -668,6 +668,25 @@ impl Topology {
         Ok(topo)
     }
 
+    /// An error at `field` of the topology file `path` (read again for
+    /// the line): for checks made after loading, against flags and forms
+    /// the file does not know. Where the file cannot be read again, the
+    /// error names the file and the field.
+    pub fn error_at(path: &Path, field: &str, message: impl Into<String>) -> TopologyError {
+        let message = message.into();
+        match crate::yaml_file::read(path)
+            .and_then(|text| crate::yaml_file::parse::<Topology>(&text, path))
+        {
+            Ok((_, lines)) => lines.error(path, field, message),
+            Err(_) => crate::yaml_file::FileError {
+                file: path.to_path_buf(),
+                line: 0,
+                field: field.into(),
+                message,
+            },
+        }
+    }
+
     /// Semantic checks; the error is `(field path, message)`.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let e = |f: String, m: String| Err((f, m));
@@ -1069,6 +1088,26 @@ mod tests {
             );
             assert!(e.message.contains("\"3.4\" or \"3.5\""), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn an_error_after_loading_names_the_field_s_line() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.yaml");
+        std::fs::write(
+            &p,
+            "# a comment\netcd:\n  version: \"3.5\"\n  snapshot_count: 1000\n",
+        )
+        .unwrap();
+        let e = Topology::error_at(&p, "etcd.snapshot_count", "not here");
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (4, "etcd.snapshot_count"),
+            "{e}"
+        );
+        // A file gone since: the file and the field all the same.
+        let e = Topology::error_at(&d.path().join("gone.yaml"), "etcd.operator", "x");
+        assert_eq!((e.line, e.field.as_str()), (0, "etcd.operator"), "{e}");
     }
 
     #[test]
