@@ -668,23 +668,10 @@ impl Topology {
         Ok(topo)
     }
 
-    /// An error at `field` of the topology file `path` (read again for
-    /// the line): for checks made after loading, against flags and forms
-    /// the file does not know. Where the file cannot be read again, the
-    /// error names the file and the field.
+    /// An error at `field` of the topology file `path`, at its line
+    /// ([`crate::yaml_file::error_at`]).
     pub fn error_at(path: &Path, field: &str, message: impl Into<String>) -> TopologyError {
-        let message = message.into();
-        match crate::yaml_file::read(path)
-            .and_then(|text| crate::yaml_file::parse::<Topology>(&text, path))
-        {
-            Ok((_, lines)) => lines.error(path, field, message),
-            Err(_) => crate::yaml_file::FileError {
-                file: path.to_path_buf(),
-                line: 0,
-                field: field.into(),
-                message,
-            },
-        }
+        crate::yaml_file::error_at::<Topology>(path, field, message)
     }
 
     /// Semantic checks; the error is `(field path, message)`.

@@ -34,6 +34,27 @@ impl FileError {
     }
 }
 
+/// An error at `field` of the file `path`, a `T` document read again for
+/// the field's line: for checks made after loading, against flags and
+/// forms the file does not know. Where the file cannot be read again,
+/// the error names the file and the field.
+pub fn error_at<T: DeserializeOwned + Default>(
+    path: &Path,
+    field: &str,
+    message: impl Into<String>,
+) -> FileError {
+    let message = message.into();
+    match read(path).and_then(|text| parse::<T>(&text, path)) {
+        Ok((_, lines)) => lines.error(path, field, message),
+        Err(_) => FileError {
+            file: path.to_path_buf(),
+            line: 0,
+            field: field.into(),
+            message,
+        },
+    }
+}
+
 /// Reads a user file, refusing what is not a small text file.
 pub fn read(path: &Path) -> Result<String, FileError> {
     let meta = std::fs::metadata(path)

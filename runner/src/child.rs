@@ -46,6 +46,22 @@ impl Done {
             .trim()
             .to_string()
     }
+    /// What a failed command said: its `error:` line and the `fix:` lines
+    /// after it (`down`'s names what is left and how to clear it).
+    pub fn said(&self) -> String {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("error:"))
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if lines.is_empty() {
+            format!("exit {}: {}", self.code, self.error_line())
+        } else {
+            lines.join(" ")
+        }
+    }
 }
 
 impl Cpmlab {
@@ -151,4 +167,28 @@ impl Cpmlab {
 /// `["a", "b"]` as owned arguments.
 pub fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Done;
+
+    #[test]
+    fn a_failed_down_is_told_with_its_fix() {
+        let done = Done {
+            code: 3,
+            stdout: String::new(),
+            stderr: "==> remove lab l\n    FAILED remove lab l (24.2s)\nerror: lab `l`: 1 objects could not be removed: a stale endpoint\n  fix: restart dockerd, then run `cpmlab down` again\n".into(),
+        };
+        assert_eq!(
+            done.said(),
+            "error: lab `l`: 1 objects could not be removed: a stale endpoint fix: restart dockerd, then run `cpmlab down` again"
+        );
+        let bare = Done {
+            code: 1,
+            stdout: String::new(),
+            stderr: "killed\n".into(),
+        };
+        assert_eq!(bare.said(), "exit 1: killed");
+    }
 }

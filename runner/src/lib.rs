@@ -234,7 +234,7 @@ pub async fn run_one(
         r.lab_s += t.elapsed().as_secs_f64();
         r.teardown_error = match d {
             Err(e) => Some(format!("{e:#}")),
-            Ok(done) if !done.ok() => Some(said_by(&done)),
+            Ok(done) if !done.ok() => Some(done.said()),
             Ok(_) => None,
         };
         r.env_error |= r.teardown_error.is_some();
@@ -282,23 +282,6 @@ pub async fn run_one(
         step.fail(&summary);
     }
     Ok(r)
-}
-
-/// What a failed command said: its `error:` line and the `fix:` lines
-/// after it (`down`'s names what is left and how to clear it).
-fn said_by(done: &child::Done) -> String {
-    let lines: Vec<&str> = done
-        .stderr
-        .lines()
-        .skip_while(|l| !l.starts_with("error:"))
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if lines.is_empty() {
-        format!("exit {}: {}", done.code, done.error_line())
-    } else {
-        lines.join(" ")
-    }
 }
 
 /// Reuses a kept lab only when it is as the scenario would build it.
@@ -1002,26 +985,7 @@ pub async fn run_all(
 
 #[cfg(test)]
 mod tests {
-    use super::{lab_for, said_by};
-
-    #[test]
-    fn a_failed_down_is_told_with_its_fix() {
-        let done = crate::child::Done {
-            code: 3,
-            stdout: String::new(),
-            stderr: "==> remove lab l\n    FAILED remove lab l (24.2s)\nerror: lab `l`: 1 objects could not be removed: a stale endpoint\n  fix: restart dockerd, then run `cpmlab down` again\n".into(),
-        };
-        assert_eq!(
-            said_by(&done),
-            "error: lab `l`: 1 objects could not be removed: a stale endpoint fix: restart dockerd, then run `cpmlab down` again"
-        );
-        let bare = crate::child::Done {
-            code: 1,
-            stdout: String::new(),
-            stderr: "killed\n".into(),
-        };
-        assert_eq!(said_by(&bare), "exit 1: killed");
-    }
+    use super::lab_for;
 
     #[test]
     fn each_scenario_of_a_run_gets_its_own_lab_unless_labs_are_kept() {

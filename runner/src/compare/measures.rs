@@ -109,7 +109,6 @@ pub fn of_run(dir: &Path) -> RunMeasures {
             m.status = format!("ERROR: {}", e.lines().next().unwrap_or(""));
         }
     }
-
     let run = dir.join("run");
     if let Some(v) = read(&run.join("verdict.json")) {
         if m.status.is_empty() {

@@ -92,7 +92,6 @@ pub struct CompareFile<'a> {
 
 /// What a comparison ran.
 pub struct Ran {
-    pub runs: Vec<RunMeasures>,
     /// Every run got to its verdict and its lab was removed.
     pub complete: bool,
     /// The environment's problems, a line each with the lab and its fix
@@ -139,7 +138,6 @@ pub async fn run(
     }
     write(plan, prepared, &runs)?;
     Ok(Ran {
-        runs,
         complete,
         env_problems,
     })

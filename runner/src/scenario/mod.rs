@@ -691,9 +691,7 @@ pub fn check_form(sf: &ScenarioFile, kind: crate::state::ProviderKind) -> Result
     {
         return Ok(());
     }
-    let text = crate::yaml_file::read(&sf.path)?;
-    let (_, lines): (Scenario, _) = crate::yaml_file::parse(&text, &sf.path)?;
-    Err(lines.error(
+    Err(crate::yaml_file::error_at::<Scenario>(
         &sf.path,
         "topology.etcd.operator",
         "etcd-druid runs only on the kind form: add --provider kind",
