@@ -70,15 +70,20 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
         "{}\n{text}",
         String::from_utf8_lossy(&o.get_output().stderr)
     );
+    // Each run had a lab of its own (`<name>-<n>`), named in its result.
+    let labs = labs_in(&report);
+    assert_eq!(labs.len(), 4, "{labs:?}");
+    for lab in labs.iter().chain([&name]) {
+        let left = left_after_teardown(lab);
+        assert!(
+            left.is_empty(),
+            "the comparison left objects of {lab} behind: {left:?}"
+        );
+    }
     assert_eq!(
-        o.get_output().status.code(),
+        exit_past_stale_teardown(o.get_output().status.code(), &report, Exits::Compare),
         Some(0),
         "every run got to its verdict"
-    );
-    let left = left_after_teardown(&name);
-    assert!(
-        left.is_empty(),
-        "the comparison left objects behind: {left:?}"
     );
 
     let c: Value =

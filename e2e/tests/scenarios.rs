@@ -251,10 +251,11 @@ fn run_as(
     }
     let left = left_after_teardown(&name);
     assert!(left.is_empty(), "the run left objects behind: {left:?}");
-    if o.get_output().status.code() != Some(0) {
+    let code = exit_past_stale_teardown(o.get_output().status.code(), report.path(), Exits::Run);
+    if code != Some(0) {
         explain_failure(report.path(), &name);
     }
-    (o.get_output().status.code(), out, state, report)
+    (code, out, state, report)
 }
 
 fn read_json(path: &Path) -> Value {
