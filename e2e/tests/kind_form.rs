@@ -61,7 +61,10 @@ fn kind_form_renders_without_creating_anything() {
 }
 
 /// Without kind's tools, `up --provider kind` exits 3 naming each missing
-/// one, and `doctor --provider kind` lists them with how to get each.
+/// one, and `doctor --provider kind` lists them with how to get each. On a
+/// host that has them all (CI's), the commands run as on a host without
+/// them: an empty cache directory (`XDG_CACHE_HOME`, where `scripts/build-go
+/// --kind` installs them) and a `PATH` with nothing on it.
 #[test]
 #[cfg_attr(
     not(cpmlab_has_docker),
@@ -71,37 +74,67 @@ fn kind_form_names_what_is_missing() {
     if !needs_docker("kind_form_names_what_is_missing") {
         return;
     }
-    let doctor = assert_cmd::Command::new(bin())
-        .args(["doctor", "--provider", "kind", "-o", "json"])
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let bare = tempfile::tempdir().unwrap();
+    let empty_path = bare.path().join("bin");
+    std::fs::create_dir(&empty_path).unwrap();
+    let doctor_json = |bare_host: bool| -> (Option<i32>, serde_json::Value) {
+        let mut c = assert_cmd::Command::new(bin());
+        c.args(["doctor", "--provider", "kind", "-o", "json"])
+            .env_remove("RUST_LOG");
+        if bare_host {
+            c.env("XDG_CACHE_HOME", bare.path())
+                .env("PATH", &empty_path);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), serde_json::from_slice(&o.stdout).unwrap())
+    };
+    let failing_of = |report: &serde_json::Value| -> Vec<String> {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["level"] == "fail")
+            .map(|c| c["detail"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (mut code, mut report) = doctor_json(false);
     assert_eq!(report["provider"], "kind");
-    let failing: Vec<String> = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["level"] == "fail")
-        .map(|c| c["detail"].as_str().unwrap().to_string())
-        .collect();
-    if failing.is_empty() {
-        eprintln!("this host has everything the kind form needs: kind_live_form runs");
-        return;
+    let bare_host = failing_of(&report).is_empty();
+    if bare_host {
+        eprintln!("this host has everything the kind form needs: asked again without its tools");
+        (code, report) = doctor_json(true);
     }
-    assert_eq!(doctor.status.code(), Some(3));
+    let failing = failing_of(&report);
+    assert!(!failing.is_empty(), "{report:#}");
+    if bare_host {
+        for tool in ["kind", "istioctl"] {
+            assert!(
+                failing.iter().any(|f| f.contains(tool)),
+                "{tool} is named: {failing:?}"
+            );
+        }
+    }
+    assert_eq!(code, Some(3));
     assert!(report["checks"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|c| c["level"] == "fail")
         .all(|c| c["fix"].as_str().is_some_and(|f| !f.is_empty())));
-    eprintln!("not run here (kind_live_form): {}", failing.join("; "));
+    eprintln!("missing: {}", failing.join("; "));
     let state = tempfile::tempdir().unwrap();
-    assert_cmd::Command::new(bin())
-        .env("CPMLAB_STATE_DIR", state.path())
-        .env("CPMLAB_NAME", "kindmissing")
-        .env_remove("RUST_LOG")
+    let cpmlab = || {
+        let mut c = assert_cmd::Command::new(bin());
+        c.env("CPMLAB_STATE_DIR", state.path())
+            .env("CPMLAB_NAME", "kindmissing")
+            .env_remove("RUST_LOG");
+        if bare_host {
+            c.env("XDG_CACHE_HOME", bare.path())
+                .env("PATH", &empty_path);
+        }
+        c
+    };
+    cpmlab()
         .args(["up", "--provider", "kind"])
         .assert()
         .code(3)
@@ -114,10 +147,7 @@ fn kind_form_names_what_is_missing() {
     let report = tempfile::tempdir().unwrap();
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/scenarios/six-member-25ms.yaml");
-    assert_cmd::Command::new(bin())
-        .env("CPMLAB_STATE_DIR", state.path())
-        .env("CPMLAB_NAME", "kindmissing")
-        .env_remove("RUST_LOG")
+    cpmlab()
         .args(["run", "--provider", "kind", "--report-dir"])
         .arg(report.path())
         .arg(&fixture)
@@ -294,8 +324,8 @@ fn down_without_state_deletes_a_crashed_kind_lab_s_clusters() {
 /// migration, requests) to the test's output.
 ///
 /// Compiled as ignored where kind, kubectl or istioctl is missing (the
-/// build says so), except with CI=true, where a kind form that cannot run
-/// fails.
+/// build says so), except with CI=true; where it is compiled in, a kind
+/// form that cannot run (exit 3) fails it, with the fix.
 #[test]
 #[cfg_attr(
     not(cpmlab_has_kind_tools),
@@ -314,13 +344,16 @@ fn kind_live_form() {
     let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
     eprintln!("{err}\n{out}");
     let code = o.get_output().status.code();
-    if code == Some(3) {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("kind_live_form: CI=true and the kind form cannot run here (exit 3): {err}");
-        }
-        eprintln!("not run: {err}");
-        return;
-    }
+    // The tools are here (else the test is compiled as ignored), so an
+    // environment problem (exit 3: an image not built, a host limit) fails
+    // it with the fix, in CI and out: a kind form that did not run is
+    // never a pass.
+    assert_ne!(
+        code,
+        Some(3),
+        "kind_live_form: the kind form could not run here (exit 3; `scripts/setup --kind` \
+         builds its parts, `CPMLAB_CI_KIND=0 scripts/test` leaves it out): {err}"
+    );
     let left = lab_objects(&name);
     let clusters = kind_clusters();
     if code != Some(0) {
