@@ -22,6 +22,20 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// `scripts/envelope --grid learner` over `delays` and `losses` (etcd 3.4,
+/// one run a cell) into `out`, running `cpmlab` as lab `name`, without
+/// scripts/setup.
+fn learner_grid(delays: &str, losses: &str, out: &Path, cpmlab: &Path, name: &str) -> Command {
+    let mut c = Command::new(root().join("scripts/envelope"));
+    c.args(["--grid", "learner", "--delays", delays, "--losses", losses])
+        .args(["--etcd-versions", "3.4", "--repeat", "1", "--out"])
+        .arg(out)
+        .env("ENVELOPE_NO_SETUP", "1")
+        .env("CPMLAB_BIN", cpmlab)
+        .env("CPMLAB_NAME", name);
+    c
+}
+
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver)),
@@ -35,26 +49,8 @@ fn one_learner_cell_with_the_kernel_s_loss() {
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let name = format!("env{}", std::process::id() % 10000);
-    let o = Command::new(root().join("scripts/envelope"))
-        .args([
-            "--grid",
-            "learner",
-            "--delays",
-            "10",
-            "--losses",
-            "0.05",
-            "--loss-by",
-            "kernel",
-            "--etcd-versions",
-            "3.4",
-            "--repeat",
-            "1",
-            "--out",
-        ])
-        .arg(out.path())
-        .env("ENVELOPE_NO_SETUP", "1")
-        .env("CPMLAB_BIN", bin())
-        .env("CPMLAB_NAME", &name)
+    let o = learner_grid("10", "0.05", out.path(), &bin(), &name)
+        .args(["--loss-by", "kernel"])
         .env("CPMLAB_STATE_DIR", state.path())
         .timeout(Duration::from_secs(600))
         .assert();
@@ -175,25 +171,8 @@ fn fake_grid(error: bool) -> (Option<i32>, String, tempfile::TempDir) {
     std::fs::write(&bin, FAKE_CPMLAB).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut c = Command::new(root().join("scripts/envelope"));
-    c.args([
-        "--grid",
-        "learner",
-        "--delays",
-        "10,60",
-        "--losses",
-        "0",
-        "--etcd-versions",
-        "3.4",
-        "--repeat",
-        "1",
-        "--out",
-    ])
-    .arg(out.path())
-    .env("ENVELOPE_NO_SETUP", "1")
-    .env("CPMLAB_BIN", &bin)
-    .env("CPMLAB_NAME", "fakegrid")
-    .timeout(Duration::from_secs(60));
+    let mut c = learner_grid("10,60", "0", out.path(), &bin, "fakegrid");
+    c.timeout(Duration::from_secs(60));
     if error {
         c.env("FAKE_ERROR", "1");
     }

@@ -46,6 +46,23 @@ impl Done {
             .trim()
             .to_string()
     }
+    /// The fix a failed command named: its `fix:` line and the lines
+    /// after it, joined (`None` when it named none).
+    pub fn fix(&self) -> Option<String> {
+        let mut lines = self
+            .stderr
+            .lines()
+            .map(str::trim)
+            .skip_while(|l| !l.starts_with("fix:"))
+            .filter(|l| !l.is_empty());
+        let first = lines.next()?.trim_start_matches("fix:").trim();
+        Some(
+            std::iter::once(first)
+                .chain(lines)
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
+    }
     /// What a failed command said: its `error:` line and the `fix:` lines
     /// after it (`down`'s names what is left and how to clear it).
     pub fn said(&self) -> String {
@@ -190,5 +207,24 @@ mod tests {
             stderr: "killed\n".into(),
         };
         assert_eq!(bare.said(), "exit 1: killed");
+    }
+
+    #[test]
+    fn a_fix_is_read_from_its_line_on() {
+        let done = Done {
+            code: 3,
+            stdout: String::new(),
+            stderr: "error: lab `l`: a stale endpoint\n  fix: restart dockerd,\n  then run `cpmlab down` again\n".into(),
+        };
+        assert_eq!(
+            done.fix().as_deref(),
+            Some("restart dockerd, then run `cpmlab down` again")
+        );
+        let none = Done {
+            code: 3,
+            stdout: String::new(),
+            stderr: "error: no fix named\n".into(),
+        };
+        assert_eq!(none.fix(), None);
     }
 }

@@ -318,7 +318,10 @@ async fn drive(
     let t = Instant::now();
     if dir.exists() && !reusable(opts, sf) {
         step.detail("down (a lab of that name is up)");
-        cpm.run(&args(&["down"]), cancel).await?;
+        // A `down` that fails leaves the lab half there: the run stops with
+        // its error (and its fix), never goes on as if the lab were reused.
+        let d = cpm.run(&args(&["down"]), cancel).await?;
+        ensure_ok(&d, "down (a lab of that name was up)")?;
     }
     if !dir.exists() {
         step.detail("up");
@@ -612,7 +615,8 @@ fn ensure_ok(d: &child::Done, what: &str) -> Result<()> {
         0 => Ok(()),
         3 => Err(crate::errors::EnvNotReady::new(
             format!("cpmlab {what}: {}", d.error_line()),
-            "see run.log in the scenario's directory",
+            d.fix()
+                .unwrap_or_else(|| "see run.log in the scenario's directory".into()),
         )
         .into()),
         130 => Err(crate::errors::Interrupted.into()),
