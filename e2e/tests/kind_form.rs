@@ -77,15 +77,21 @@ fn kind_form_names_what_is_missing() {
     let bare = tempfile::tempdir().unwrap();
     let empty_path = bare.path().join("bin");
     std::fs::create_dir(&empty_path).unwrap();
-    let doctor_json = |bare_host: bool| -> (Option<i32>, serde_json::Value) {
+    // cpmlab, on this host or (`bare_host`) on one without kind's tools.
+    let cpmlab_on = |bare_host: bool| {
         let mut c = assert_cmd::Command::new(bin());
-        c.args(["doctor", "--provider", "kind", "-o", "json"])
-            .env_remove("RUST_LOG");
+        c.env_remove("RUST_LOG");
         if bare_host {
             c.env("XDG_CACHE_HOME", bare.path())
                 .env("PATH", &empty_path);
         }
-        let o = c.output().unwrap();
+        c
+    };
+    let doctor_json = |bare_host: bool| -> (Option<i32>, serde_json::Value) {
+        let o = cpmlab_on(bare_host)
+            .args(["doctor", "--provider", "kind", "-o", "json"])
+            .output()
+            .unwrap();
         (o.status.code(), serde_json::from_slice(&o.stdout).unwrap())
     };
     let failing_of = |report: &serde_json::Value| -> Vec<String> {
@@ -124,14 +130,9 @@ fn kind_form_names_what_is_missing() {
     eprintln!("missing: {}", failing.join("; "));
     let state = tempfile::tempdir().unwrap();
     let cpmlab = || {
-        let mut c = assert_cmd::Command::new(bin());
+        let mut c = cpmlab_on(bare_host);
         c.env("CPMLAB_STATE_DIR", state.path())
-            .env("CPMLAB_NAME", "kindmissing")
-            .env_remove("RUST_LOG");
-        if bare_host {
-            c.env("XDG_CACHE_HOME", bare.path())
-                .env("PATH", &empty_path);
-        }
+            .env("CPMLAB_NAME", "kindmissing");
         c
     };
     cpmlab()
