@@ -729,3 +729,74 @@ fn the_lab_image_s_base_is_built_by_apt_in_a_container_from_either_debian_image(
         .stderr(predicate::str::contains("CPMLAB_IMAGE_BASE=docker-hub"));
     assert!(!lab.dir().exists() || lab_objects(&lab.name).is_empty());
 }
+
+/// Two labs brought up at the same moment both get networks: each reads the
+/// engine's taken subnets, both take the pool's lowest free /24s, one
+/// network create of each may fail as overlapping, and each lab then
+/// removes its networks and tries again. Before 2026-11-29 both tried the
+/// same /24s again, in step, five times, and `up` failed with "other labs
+/// kept taking the same subnets" (it did so in the comparison test when the
+/// suite ran two labs at a time). Now each retry waits and reads the pool
+/// from an offset of its own lab's. Both `up`s succeed, their networks do
+/// not overlap, and `down` leaves nothing of either.
+#[test]
+#[cfg_attr(
+    not(cpmlab_has_docker),
+    ignore = "needs Docker (scripts/setup starts it)"
+)]
+fn two_labs_brought_up_together_both_get_networks() {
+    if !needs_docker("two_labs_brought_up_together_both_get_networks") {
+        return;
+    }
+    let labs = [Lab::new("twa"), Lab::new("twb")];
+    let children: Vec<std::process::Child> = labs
+        .iter()
+        .map(|lab| {
+            lab.std_cmd()
+                .arg("up")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn up")
+        })
+        .collect();
+    let outs: Vec<std::process::Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait for up"))
+        .collect();
+    let subnets = |lab: &Lab| -> Vec<String> {
+        let filter = format!("label=cpmlab.lab={}", lab.name);
+        let ids = stdout(&docker(&["network", "ls", "-q", "--filter", &filter]).assert());
+        ids.split_whitespace()
+            .map(|id| {
+                let o = docker(&[
+                    "network",
+                    "inspect",
+                    "-f",
+                    "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+                    id,
+                ])
+                .assert();
+                stdout(&o).trim().to_string()
+            })
+            .collect()
+    };
+    let nets: Vec<Vec<String>> = labs.iter().map(subnets).collect();
+    for lab in &labs {
+        lab.ok(&["down"]);
+    }
+    for (lab, o) in labs.iter().zip(&outs) {
+        assert!(
+            o.status.success(),
+            "{}: up exited {:?}: {}",
+            lab.name,
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
+    }
+    assert!(!nets[0].is_empty() && !nets[1].is_empty(), "{nets:?}");
+    for n in &nets[0] {
+        assert!(!nets[1].contains(n), "both labs have {n}: {nets:?}");
+    }
+}

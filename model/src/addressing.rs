@@ -90,11 +90,23 @@ impl Pool {
         (0..count).map(move |i| Net24(Ipv4Addr::from(self.base + (i << 8))))
     }
 
-    /// `n` /24s of the pool that overlap none of `taken` (Docker CIDRs).
+    /// `n` /24s of the pool that overlap none of `taken` (Docker CIDRs),
+    /// the lowest first.
     pub fn allocate(&self, n: usize, taken: &[String]) -> Option<Vec<Net24>> {
+        self.allocate_from(n, taken, 0)
+    }
+
+    /// `allocate`, reading the pool from its `start`th /24 on and wrapping
+    /// round: two labs that raced for the same lowest free /24s start apart
+    /// on their next attempt (each from its own `start`), instead of
+    /// taking the same ones again.
+    pub fn allocate_from(&self, n: usize, taken: &[String], start: usize) -> Option<Vec<Net24>> {
         let taken: Vec<(u32, u8)> = taken.iter().filter_map(|s| parse_cidr(s)).collect();
-        let free: Vec<Net24> = self
-            .nets()
+        let mut nets: Vec<Net24> = self.nets().collect();
+        let len = nets.len();
+        nets.rotate_left(start % len);
+        let free: Vec<Net24> = nets
+            .into_iter()
             .filter(|net| !taken.iter().any(|t| overlaps(*t, (u32::from(net.0), 24))))
             .take(n)
             .collect();
@@ -122,6 +134,23 @@ mod tests {
         let got: Vec<String> = got.iter().map(|n| n.cidr()).collect();
         assert_eq!(got, ["10.213.1.0/24", "10.213.4.0/24", "10.213.5.0/24"]);
         assert!(pool.allocate(3, &["10.0.0.0/8".into()]).is_none());
+    }
+
+    #[test]
+    fn allocation_from_an_offset_wraps_round_the_pool() {
+        let pool = Pool::parse("10.213.0.0/22").unwrap();
+        let cidrs = |got: Option<Vec<Net24>>| -> Vec<String> {
+            got.unwrap().iter().map(|n| n.cidr()).collect()
+        };
+        assert_eq!(
+            cidrs(pool.allocate_from(2, &["10.213.3.0/24".into()], 2)),
+            ["10.213.2.0/24", "10.213.0.0/24"]
+        );
+        // The offset is taken modulo the pool's four /24s.
+        assert_eq!(cidrs(pool.allocate_from(1, &[], 5)), ["10.213.1.0/24"]);
+        assert!(pool
+            .allocate_from(2, &["10.213.0.0/23".into(), "10.213.3.0/24".into()], 1)
+            .is_none());
     }
 
     #[test]

@@ -402,13 +402,29 @@ pub fn resolve_api_server(
 }
 
 /// Creates the lab's networks, re-allocating if another creator raced us.
+/// The first attempt takes the pool's lowest free /24s. Two labs that
+/// start together both take those, both find them overlapping and remove
+/// theirs: each then waits a while of its own and reads the pool from an
+/// offset of its own (both drawn from a hash of the lab's name and the
+/// attempt), so that they part instead of racing again in step.
 async fn create_networks(engine: &Engine, lab: &str, topo: &Topology) -> Result<Vec<Net24>> {
     let pool = Pool::parse(&topo.network.pool).map_err(BadInput)?;
     let names = topo.network_names();
-    for _attempt in 0..5 {
+    for attempt in 0..5u64 {
+        let draw = if attempt == 0 {
+            0
+        } else {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (lab, attempt).hash(&mut h);
+            let draw = h.finish();
+            tokio::time::sleep(std::time::Duration::from_millis(100 + draw % 900)).await;
+            draw
+        };
         let taken = engine.taken_subnets().await?;
-        let nets =
-            pool.allocate(names.len(), &taken).ok_or_else(|| {
+        let nets = pool
+            .allocate_from(names.len(), &taken, (draw >> 16) as usize)
+            .ok_or_else(|| {
                 EnvNotReady::new(
                 format!("no {} free /24 networks left in pool {}", names.len(), topo.network.pool),
                 "run `cpmlab down --all` to remove old labs, or set network.pool in the topology",
