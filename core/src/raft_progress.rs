@@ -90,26 +90,52 @@ impl Client {
 
     /// The `raft.status` of the member `host`, through its seed's gateway
     /// (etcd's client port, by SNI, as every lab client reaches a member).
-    /// HTTP/1.0, so that Go answers with the body as it is (no chunks).
     pub async fn fetch(
         &self,
         gateway: Ipv4Addr,
         host: &str,
         timeout: Duration,
     ) -> Result<RaftStatus, String> {
+        parse(&self.get(gateway, host, "/debug/vars", timeout).await?)
+    }
+
+    /// The member's Prometheus metrics from its client port, the same way.
+    /// etcd serves `/metrics` on its client listeners whether or not it
+    /// has a metrics listener of its own (`--listen-metrics-urls`), which
+    /// etcd-druid v0.38.1's configuration does not set: this is how the
+    /// lab reads the metrics of druid's members.
+    pub async fn metrics(
+        &self,
+        gateway: Ipv4Addr,
+        host: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        self.get(gateway, host, "/metrics", timeout).await
+    }
+
+    /// `GET path` on the member's client port, HTTP/1.0, so that Go
+    /// answers with the body as it is (no chunks); anything but 200 is an
+    /// error naming the member.
+    async fn get(
+        &self,
+        gateway: Ipv4Addr,
+        host: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let (code, body) = crate::apiserver::client::exchange(
             SocketAddr::from((gateway, 2379)),
             host,
             self.tls.clone(),
-            &format!("GET /debug/vars HTTP/1.0\r\nHost: {host}\r\n\r\n"),
+            &format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n"),
             timeout,
         )
         .await
         .map_err(|e| format!("{host}: {e:#}"))?;
         if code != 200 {
-            return Err(format!("{host}: /debug/vars answered {code}"));
+            return Err(format!("{host}: {path} answered {code}"));
         }
-        parse(&body)
+        Ok(body)
     }
 }
 

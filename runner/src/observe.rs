@@ -219,11 +219,21 @@ pub async fn observe(
             Some(t) => Some(crate::etcd::cluster_view(&state, t, Duration::from_millis(800)).await),
             None => None,
         };
+        // etcd-druid's members have no metrics listener (its configuration
+        // sets no `--listen-metrics-urls`): their metrics are read from
+        // their client port, through the seed's gateway, as raft.ndjson's
+        // status is; the lab's members from their metrics port.
+        let druid = state.etcd_druid.is_some();
+        let (raft_client, st) = (&raft_client, &state);
         let scrapes = futures_util::future::join_all(state.members.iter().map(|m| async move {
-            provider
-                .member_metrics(m, Duration::from_millis(800))
-                .await
-                .map_err(|e| format!("{e:#}"))
+            let timeout = Duration::from_millis(800);
+            match (druid, raft_client, st.seed(&m.seed)) {
+                (true, Some(c), Some(seed)) => c.metrics(seed.gateway.ip, &m.host, timeout).await,
+                _ => provider
+                    .member_metrics(m, timeout)
+                    .await
+                    .map_err(|e| format!("{e:#}")),
+            }
         }))
         .await;
         let mut lines = Vec::new();
