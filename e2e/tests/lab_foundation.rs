@@ -229,9 +229,33 @@ fn lab_lifecycle() {
         return;
     }
     let lab = Lab::new("life");
+    // A twin brought up at the same moment (`twin_up_got_its_own_networks`).
+    let twin = Lab::new("lifetw");
     let started = Instant::now();
-    lab.ok(&["up"]);
-    eprintln!("up took {:.1}s", started.elapsed().as_secs_f64());
+    let [up, twin_up] = [&lab, &twin].map(|l| {
+        l.std_cmd()
+            .arg("up")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn up")
+    });
+    let o = up.wait_with_output().expect("wait for up");
+    eprintln!(
+        "up took {:.1}s (beside a twin's)",
+        started.elapsed().as_secs_f64()
+    );
+    if !o.status.success() {
+        // The twin goes too, whatever it did.
+        let _ = twin_up.wait_with_output();
+        let _ = twin.cpmlab(&["down"]);
+        panic!(
+            "up exited {:?}: {}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    twin_up_got_its_own_networks(&lab, &twin, twin_up);
     let gw = assert_fresh_lab(&lab);
 
     // Every object carries the lab's label, and the expected ones exist.
@@ -730,73 +754,55 @@ fn the_lab_image_s_base_is_built_by_apt_in_a_container_from_either_debian_image(
     assert!(!lab.dir().exists() || lab_objects(&lab.name).is_empty());
 }
 
-/// Two labs brought up at the same moment both get networks: each reads the
-/// engine's taken subnets, both take the pool's lowest free /24s, one
-/// network create of each may fail as overlapping, and each lab then
-/// removes its networks and tries again. Before 2026-11-29 both tried the
-/// same /24s again, in step, five times, and `up` failed with "other labs
-/// kept taking the same subnets" (it did so in the comparison test when the
-/// suite ran two labs at a time). Now each retry waits and reads the pool
-/// from an offset of its own lab's. Both `up`s succeed, their networks do
-/// not overlap, and `down` leaves nothing of either.
-#[test]
-#[cfg_attr(
-    not(cpmlab_has_docker),
-    ignore = "needs Docker (scripts/setup starts it)"
-)]
-fn two_labs_brought_up_together_both_get_networks() {
-    if !needs_docker("two_labs_brought_up_together_both_get_networks") {
-        return;
-    }
-    let labs = [Lab::new("twa"), Lab::new("twb")];
-    let children: Vec<std::process::Child> = labs
-        .iter()
-        .map(|lab| {
-            lab.std_cmd()
-                .arg("up")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn up")
+/// The Docker subnets of a lab's networks.
+fn subnets(lab: &Lab) -> Vec<String> {
+    let filter = format!("label=cpmlab.lab={}", lab.name);
+    let ids = stdout(&docker(&["network", "ls", "-q", "--filter", &filter]).assert());
+    ids.split_whitespace()
+        .map(|id| {
+            let o = docker(&[
+                "network",
+                "inspect",
+                "-f",
+                "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+                id,
+            ])
+            .assert();
+            stdout(&o).trim().to_string()
         })
-        .collect();
-    let outs: Vec<std::process::Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("wait for up"))
-        .collect();
-    let subnets = |lab: &Lab| -> Vec<String> {
-        let filter = format!("label=cpmlab.lab={}", lab.name);
-        let ids = stdout(&docker(&["network", "ls", "-q", "--filter", &filter]).assert());
-        ids.split_whitespace()
-            .map(|id| {
-                let o = docker(&[
-                    "network",
-                    "inspect",
-                    "-f",
-                    "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
-                    id,
-                ])
-                .assert();
-                stdout(&o).trim().to_string()
-            })
-            .collect()
-    };
-    let nets: Vec<Vec<String>> = labs.iter().map(subnets).collect();
-    for lab in &labs {
-        lab.ok(&["down"]);
-    }
-    for (lab, o) in labs.iter().zip(&outs) {
+        .collect()
+}
+
+/// A second lab's `up`, started at the same moment as `lab_lifecycle`'s
+/// own, once that one is up: both got networks, and they do not overlap.
+/// Each `up` reads the engine's taken subnets, both take the pool's lowest
+/// free /24s, one network create of each may fail as overlapping, and each
+/// lab removes its networks and tries again. Before 2026-11-29 both tried
+/// the same /24s again, in step, five times, and `up` failed with "other
+/// labs kept taking the same subnets" (a binary of then failed this 3 of 3
+/// times); now each retry waits and reads the pool from an offset of its
+/// own lab's. The twin is taken down here, and leaves nothing.
+fn twin_up_got_its_own_networks(lab: &Lab, twin: &Lab, up: std::process::Child) {
+    let o = up.wait_with_output().expect("wait for the twin's up");
+    let (mine, theirs) = (subnets(lab), subnets(twin));
+    twin.ok(&["down"]);
+    assert!(
+        o.status.success(),
+        "{}: up beside {} exited {:?}: {}",
+        twin.name,
+        lab.name,
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(lab_objects(&twin.name), Vec::<String>::new());
+    assert!(
+        !mine.is_empty() && !theirs.is_empty(),
+        "{mine:?} {theirs:?}"
+    );
+    for n in &mine {
         assert!(
-            o.status.success(),
-            "{}: up exited {:?}: {}",
-            lab.name,
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr)
+            !theirs.contains(n),
+            "both labs have {n}: {mine:?} {theirs:?}"
         );
-        assert_eq!(lab_objects(&lab.name), Vec::<String>::new());
-    }
-    assert!(!nets[0].is_empty() && !nets[1].is_empty(), "{nets:?}");
-    for n in &nets[0] {
-        assert!(!nets[1].contains(n), "both labs have {n}: {nets:?}");
     }
 }
