@@ -6,6 +6,7 @@ mod compare;
 mod completion;
 mod doctor;
 mod down;
+mod envelope;
 mod fill;
 mod images;
 mod kubeconfig;
@@ -155,6 +156,13 @@ pub enum Command {
     /// p-values. Exit 0 when every run got to its verdict, 1 when one did
     /// not, 2 bad input, 3 environment.
     Compare(compare::CompareArgs),
+    /// The operating envelope (each plan across delay × jitter × loss, or
+    /// shoot sizes) or the learner grid (does a join complete over a lossy
+    /// WAN: loss × delay × etcd version × who drops): each cell a compare
+    /// variant of a generated scenario, one lab at a time, resumable, in
+    /// shards; envelope.md/.html/.json or learner.md/.json. Exit 0 when the
+    /// grid ran, 2 bad input, 3 environment (re-run to resume).
+    Envelope(envelope::EnvelopeArgs),
     /// Reports over many runs: `report merge DIR... --out DIR` (shards of
     /// one nightly run, or several nights): exit 0 when every scenario
     /// passed, 1 when one did not, 2 bad input.
@@ -331,6 +339,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Fill(args) => fill::run(root, &args).await,
         Command::Run(args) => run::run(root, args).await,
         Command::Compare(args) => compare::run(root, args).await,
+        Command::Envelope(args) => envelope::run(root, args).await,
         Command::Agent { .. }
         | Command::Scenario { .. }
         | Command::Doctor { .. }

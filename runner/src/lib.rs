@@ -27,6 +27,7 @@ pub mod watch;
 
 pub mod compare;
 pub mod doctor;
+pub mod envelope;
 pub mod provider;
 pub mod scenario;
 

@@ -888,11 +888,11 @@ pub enum Exits {
     Run,
     /// `cpmlab compare`: 0 when every run got to its verdict, else 1.
     Compare,
-    /// scripts/envelope: 0 (it stops with 3 after a run whose `down` failed).
+    /// `cpmlab envelope`: 0 (it stops with 3 after a run whose `down` failed).
     Envelope,
 }
 
-/// The exit of `cpmlab run`, `compare` or scripts/envelope read past
+/// The exit of `cpmlab run`, `compare` or `envelope` read past
 /// dockerd's stale-endpoint bug at a run's teardown. A run whose `down`
 /// failed exits 3 (an environment problem, rightly); when the only such
 /// problems under `report` (the result.json files of its runs) are that bug
