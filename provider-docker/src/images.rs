@@ -975,7 +975,7 @@ pub async fn host_base(engine: &Engine) -> Result<LabImage> {
 
 /// Checks that the binary to be placed as etcd 3.5 runs here and is 3.5.
 fn check_etcd_35(host: &Path) -> Result<()> {
-    let fix = "run scripts/build-go etcd-3.5 (scripts/setup does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary";
+    let fix = "run scripts/build-go etcd-3.5 (`scripts/setup --tests` does), or point CPMLAB_ETCD_35 at an etcd 3.5 binary";
     let v = etcd_version_of(host).map_err(|e| {
         EnvNotReady::new(
             format!("etcd 3.5 ({}) does not run here: {e:#}", host.display()),

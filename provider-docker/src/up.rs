@@ -364,7 +364,12 @@ pub fn check_etcd_version(topo: &Topology, image: &images::LabImage) -> Result<(
             image.tag,
             image.etcd_versions_label()
         ),
-        "run scripts/setup (scripts/build-go builds etcd 3.5 from the Go module proxy), or point CPMLAB_ETCD_35 at an etcd 3.5 binary",
+        format!(
+            "run `{} {}` (`scripts/setup --tests` does; built from the Go module proxy), and the next `cpmlab up` makes the lab image with it; or point {} at an etcd 3.5 binary",
+            crate::go_parts::ETCD_35.installer,
+            crate::go_parts::ETCD_35.name,
+            crate::go_parts::ETCD_35.env,
+        ),
     )
     .into())
 }
@@ -395,7 +400,7 @@ pub fn resolve_api_server(
         ApiServerChoice::Generic if has(&GENERIC_APISERVER) => ApiServerKind::Generic,
         ApiServerChoice::Generic => return Err(EnvNotReady::new(
             format!("the topology asks for the generic API server (api.server: generic), and cpmlab-apiserver was not found {whence}"),
-            "run scripts/build-go cpmlab-apiserver (scripts/setup does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
+            "run `scripts/build-go cpmlab-apiserver` (`scripts/setup --tests` does), set CPMLAB_APISERVER to the binary, or use api.server: standin",
         )
         .into()),
     })
@@ -1007,7 +1012,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("etcd 3.5 (etcd.version)"), "{msg}");
         assert!(
-            msg.contains("fix: run scripts/setup (scripts/build-go"),
+            msg.contains("fix: run `scripts/build-go etcd-3.5` (`scripts/setup --tests` does"),
             "{msg}"
         );
         check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4, EtcdVersion::V3_5])).unwrap();

@@ -49,19 +49,7 @@ impl Done {
     /// The fix a failed command named: its `fix:` line and the lines
     /// after it, joined (`None` when it named none).
     pub fn fix(&self) -> Option<String> {
-        let mut lines = self
-            .stderr
-            .lines()
-            .map(str::trim)
-            .skip_while(|l| !l.starts_with("fix:"))
-            .filter(|l| !l.is_empty());
-        let first = lines.next()?.trim_start_matches("fix:").trim();
-        Some(
-            std::iter::once(first)
-                .chain(lines)
-                .collect::<Vec<_>>()
-                .join(" "),
-        )
+        crate::errors::fix_of(&self.stderr)
     }
     /// What a failed command said: its `error:` line and the `fix:` lines
     /// after it (`down`'s names what is left and how to clear it).

@@ -257,7 +257,7 @@ pub async fn run_one(
     let failed = r.failed_expectations();
     let summary = match (&r.error, r.incomplete) {
         (_, true) => "incomplete (interrupted)".to_string(),
-        (Some(e), _) => e.lines().next().unwrap_or("").to_string(),
+        (Some(e), _) => crate::errors::said(e),
         (None, _) if failed.is_empty() => format!("{} expectations held", r.expectations.len()),
         (None, _) => format!(
             "{} of {} expectations failed: {}",
@@ -611,13 +611,17 @@ mod judge {
     }
 }
 
-fn ensure_ok(d: &child::Done, what: &str) -> Result<()> {
+/// A lab command's exit as the runner takes it: 3 (the environment) stays
+/// a refusal with the fix the command named, 130 an interruption, any
+/// other failure an error with the command's last word.
+pub fn ensure_ok(d: &child::Done, what: &str) -> Result<()> {
     match d.code {
         0 => Ok(()),
         3 => Err(crate::errors::EnvNotReady::new(
             format!("cpmlab {what}: {}", d.error_line()),
-            d.fix()
-                .unwrap_or_else(|| "see run.log in the scenario's directory".into()),
+            d.fix().unwrap_or_else(|| {
+                "read run.log in the scenario's directory for what it said, and `cpmlab doctor` for what this host lacks".into()
+            }),
         )
         .into()),
         130 => Err(crate::errors::Interrupted.into()),

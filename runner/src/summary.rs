@@ -108,7 +108,7 @@ fn why(r: &ScenarioResult) -> String {
 
 fn why_run(r: &ScenarioResult) -> String {
     if let Some(e) = &r.error {
-        return e.lines().next().unwrap_or("").to_string();
+        return crate::errors::said(e);
     }
     let failed: Vec<String> = r
         .failed_expectations()
@@ -193,6 +193,9 @@ pub fn in_words(results: &[ScenarioResult]) -> String {
                     "  it could not run to its end: {}",
                     e.lines().next().unwrap_or("")
                 );
+                if let Some(fix) = crate::errors::fix_of(e) {
+                    let _ = writeln!(out, "  fix: {fix}");
+                }
             }
             ("INCOMPLETE", _) => {
                 let _ = writeln!(out, "  interrupted: the report covers what ran.");
@@ -546,6 +549,31 @@ mod tests {
         assert!(
             clean.contains("The verdict PASSED: no request failed"),
             "{clean}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_of_the_environment_is_said_with_its_fix() {
+        let mut r = result("needs-3-5", false, None);
+        r.env_error = true;
+        r.error = Some(
+            "cpmlab up: error: the topology asks for etcd 3.5 (etcd.version), and the lab image cpmlab/lab:x holds etcd 3.4 only\n  fix: run `scripts/build-go etcd-3.5`".into(),
+        );
+        let t = table(std::slice::from_ref(&r));
+        assert!(
+            t.contains("holds etcd 3.4 only; fix: run `scripts/build-go etcd-3.5`"),
+            "{t}"
+        );
+        let w = in_words(&[r]);
+        assert!(
+            w.contains(
+                "it could not run to its end: cpmlab up: error: the topology asks for etcd 3.5"
+            ),
+            "{w}"
+        );
+        assert!(
+            w.contains("\n  fix: run `scripts/build-go etcd-3.5`\n"),
+            "{w}"
         );
     }
 
