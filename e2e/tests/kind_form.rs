@@ -319,7 +319,7 @@ fn down_without_state_deletes_a_crashed_kind_lab_s_clusters() {
 /// Istio, etcd and kube-apiserver, the migration under the probes, and every
 /// expectation of the fixture held (with Gardener's default, TLS ends at the
 /// ingress, clients kept on the source gateway get 503 once the source
-/// replicas are gone: issue 28's finding, which the scenario
+/// replicas are gone: the serving path's finding, which the scenario
 /// `six-member-25ms` shows on this form too). Then nothing is left: no lab
 /// object, no kind cluster. Prints the run's figures (lab up and down,
 /// migration, requests) to the test's output.
@@ -336,7 +336,7 @@ fn kind_live_form() {
     kind_live("kind_live_form", "six-member-25ms-passthrough.yaml", "kind");
 }
 
-/// CI's live kind run through etcd-druid (issue 43): the same six-member
+/// CI's live kind run through etcd-druid: the same six-member
 /// passthrough migration as `kind_live_form` with the shoot's etcd made by
 /// druid v0.38.1 from the seeds' `Etcd`s and served by backup-restore
 /// v0.44.1 beside each member
@@ -459,7 +459,7 @@ fn kind_live(test: &str, file: &str, prefix: &str) -> KindRun {
 }
 
 /// The source seed's etcd as etcd-druid runs it (`up --provider kind
-/// --with-etcd-druid`, issue 43): druid v0.38.1 deployed as gardenlet
+/// --with-etcd-druid`): druid v0.38.1 deployed as gardenlet
 /// deploys it makes every member from the `Etcd` (its StatefulSet owned by
 /// the `Etcd`, its pods running the lab's launcher to etcd-wrapper's
 /// contract beside the real etcd-backup-restore v0.44.1), each member's
@@ -604,7 +604,7 @@ fn kind_etcd_druid_up() {
     assert!(!clusters.contains(&name), "kind clusters left: {clusters}");
 }
 
-/// The migration through etcd-druid on the kind form (issue 43):
+/// The migration through etcd-druid on the kind form:
 /// `cpmlab run --provider kind --with-etcd-druid` on the default scenario.
 /// It completes with every etcd step done by its actor, and those actors
 /// are named in the run's events:

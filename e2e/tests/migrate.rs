@@ -623,7 +623,7 @@ fn bad_migrate_input_exits_2_and_changes_nothing() {
     let lab = Lab::new("mbi");
     up(&lab);
     // The replicas run kube-apiserver from the lab image: no container of
-    // the lab mounts a file of the host (issue 44: on Docker Desktop or a
+    // the lab mounts a file of the host (docs/hosts.md: on Docker Desktop or a
     // remote engine the host's files are not where the engine looks).
     assert_eq!(lab.status()["api"]["server"], "kube-apiserver");
     assert_eq!(host_mounts(&lab.name), Vec::<String>::new());

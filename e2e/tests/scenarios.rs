@@ -575,7 +575,7 @@ fn scenario_six_member_25ms_etcd_3_5() {
 
 /// Gardener's defaults (TLS ends at the gateway, the leader removed): every
 /// safety rule holds and no read, list or watch on a new connection failed; the
-/// requests that failed are exactly issue 28's finding — a 503 "no healthy
+/// requests that failed are exactly the serving path's finding — a 503 "no healthy
 /// upstream" from the source gateway on a reused connection, after the
 /// source replicas' endpoints went (their pods deleted) and before the
 /// source's exposure was removed in SourceSeedCleanup.
@@ -1485,7 +1485,7 @@ fn scenario_mirror_25ms() {
 
 /// The abort, run by a user who is not root and has nothing but the
 /// `docker` group (its own home, cache and copy of the binary): the lab
-/// needs no root on the host (issue 44). The same expectations as any run.
+/// needs no root on the host (docs/hosts.md). The same expectations as any run.
 #[test]
 #[cfg_attr(
     not(all(cpmlab_has_docker, cpmlab_has_kube_apiserver, cpmlab_has_root)),
@@ -1499,7 +1499,7 @@ fn scenario_join_fails_then_abort_as_a_user_not_root() {
 /// but the engine's socket and its directories (`RunAs::InContainer`):
 /// the shape Docker Desktop and Colima give a Mac, where the lab's
 /// addresses cannot be reached and the host's binaries are not Linux ones
-/// (issue 44). The same expectations as any run, and run.log says the lab
+/// (docs/hosts.md). The same expectations as any run, and run.log says the lab
 /// was reached through the relay (on the host, directly).
 #[test]
 #[cfg_attr(
@@ -1514,7 +1514,7 @@ fn scenario_join_fails_then_abort_from_a_container_with_only_the_docker_socket()
 // CI's 30 minutes go to the stall's reproduction, the etcd 3.5 plan and
 // the leader kill.
 
-/// Issue 13's stall in its smallest form: a learner joining over a lossy
+/// The learner stall in its smallest form: a learner joining over a lossy
 /// 60 ms WAN under load never catches up, and the lab says why in etcd's
 /// words (the leader's stream to it stayed full while connected), how much
 /// the leader sent it, and that the source served throughout.
@@ -1544,7 +1544,7 @@ fn scenario_learner_stalls_over_lossy_wan() {
     assert!(etcd.contains("peer_sent_bytes"), "per-peer bytes are kept");
     // The leader's raft progress for the learner (run/raft.ndjson, each
     // second): the stalled learner sits in probe, not replicate or
-    // snapshot, and ends far behind the leader's commit (issue 45).
+    // snapshot, and ends far behind the leader's commit (why a learner stalls).
     let raft = std::fs::read_to_string(dir.join("run/raft.ndjson")).unwrap();
     let learner: Vec<Value> = raft
         .lines()
