@@ -2,7 +2,11 @@
 //! `cpmlab ...` command they show parses with cpmlab's own command line
 //! (clap's parser, nothing is run), every `scripts/...` and `fixtures/...`
 //! path they name exists, and every link between them (file and anchor)
-//! resolves. A failure names the page, the line and why.
+//! resolves. A failure names the page, the line and why. Two more rules
+//! keep the pages reference, not a diary: no page, and no file of the
+//! repository's code, names an issue of the tracker (users cannot follow
+//! it: name the capability), and no page is longer than a reader takes in
+//! for one task (`PAGE_LINES`, with the reference pages exempt by name).
 //!
 //! A command is a line of a fenced code block that starts with `cpmlab`,
 //! `$cpmlab` or `target/release/cpmlab` (after a `$ ` prompt and `VAR=value`
@@ -30,16 +34,23 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// README.md and every page in docs/, as (path relative to the repo, text).
+/// README.md and every page under docs/ (`docs/findings/` included), as
+/// (path relative to the repo, text).
 fn pages() -> Vec<(String, String)> {
     let root = repo();
     let mut names = vec!["README.md".to_string()];
-    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".md"))
-        .map(|n| format!("docs/{n}"))
-        .collect();
+    let mut docs = Vec::new();
+    let mut stack = vec![root.join("docs")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                docs.push(p.strip_prefix(&root).unwrap().display().to_string());
+            }
+        }
+    }
     docs.sort();
     names.extend(docs);
     names
@@ -717,4 +728,176 @@ fn usage_notation_expands_to_each_form() {
         slug("`up`, `down`, the link and the probes"),
         "up-down-the-link-and-the-probes"
     );
+}
+
+/// Where an issue of the tracker is named in `text`: the word `issue`
+/// (or `issues`), then a number, with spaces or a `#` between; or an
+/// anchor made from such a heading (`issue-` and a number). Each with its
+/// line. Upstream's own references (`etcd#8975`, a GitHub URL's
+/// `issues/1373`) are not this project's tracker and do not match.
+fn issue_references(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let lower = line.to_lowercase();
+        let b = lower.as_bytes();
+        let mut from = 0;
+        while let Some(k) = lower[from..].find("issue") {
+            let at = from + k;
+            from = at + 5;
+            if at > 0 && (b[at - 1] as char).is_ascii_alphanumeric() {
+                continue;
+            }
+            let mut j = at + 5;
+            if j < b.len() && b[j] == b's' {
+                j += 1;
+            }
+            let gap_start = j;
+            while j < b.len() && (b[j] == b' ' || b[j] == b'#' || b[j] == b'-') {
+                j += 1;
+            }
+            let gap = &lower[gap_start..j];
+            let anchor = gap == "-";
+            let spaced = !gap.is_empty() && !gap.contains('-');
+            if (anchor || spaced) && j < b.len() && b[j].is_ascii_digit() {
+                let end = (j + 8).min(line.len());
+                out.push((i + 1, line[at..end].trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Every file of the repository a person reads: the pages, and the code
+/// with its comments (Rust, Go, shell, YAML, TOML, the scripts), as paths
+/// relative to the repository. Not read: build output, git's own files,
+/// lock files, and `fixtures/upstream/` (upstream's files, vendored
+/// unchanged).
+fn repository_files() -> Vec<String> {
+    let root = repo();
+    let skip_dirs = ["target", ".git", "node_modules"];
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rel = p.strip_prefix(&root).unwrap().display().to_string();
+            if p.is_dir() {
+                if !skip_dirs.contains(&name.as_str()) && rel != "fixtures/upstream" {
+                    stack.push(p);
+                }
+                continue;
+            }
+            let read = ["rs", "go", "md", "yaml", "yml", "toml", "sh", "py", "tpl"]
+                .iter()
+                .any(|x| name.ends_with(&format!(".{x}")))
+                || rel.starts_with("scripts/")
+                || rel.starts_with(".ci/");
+            if read && name != "Cargo.lock" && !name.ends_with(".sum") {
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_page_and_no_code_comment_names_an_issue_of_the_tracker() {
+    let root = repo();
+    let files = repository_files();
+    // README, docs, every crate, the Go parts, scripts, fixtures, CI.
+    assert!(files.len() >= 300, "only {} files found", files.len());
+    for must in ["README.md", "scripts/nightly", ".github/workflows/nightly.yml", "go/README.md"] {
+        assert!(files.iter().any(|f| f == must), "{must} is read");
+    }
+    let mut found = Vec::new();
+    for f in &files {
+        let Ok(text) = std::fs::read_to_string(root.join(f)) else {
+            continue;
+        };
+        for (n, what) in issue_references(&text) {
+            found.push(format!("{f}:{n}: `{what}`"));
+        }
+    }
+    println!("{} files checked for issue numbers", files.len());
+    assert!(
+        found.is_empty(),
+        "issue numbers the reader cannot follow (name the capability instead):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The most lines a page may have: about 3,000 words at this project's
+/// ten or so a line, which a reader takes in at one sitting for one task
+/// (some ten minutes; kind's and nextest's pages, the model, run from a
+/// few hundred to a few thousand words). A page that needs more is split
+/// by task, as `docs/findings/` splits the findings.
+const PAGE_LINES: usize = 300;
+
+/// Pages exempt from `PAGE_LINES`, and why: reference pages that are
+/// looked up, a row or a rule at a time, not read through.
+const REFERENCE_PAGES: &[(&str, &str)] = &[
+    (
+        "docs/verdict.md",
+        "the verdict's rules, each with its exact definition, inputs and statuses",
+    ),
+    ("docs/topology.md", "the topology file's fields, one row each"),
+];
+
+/// `docs/ci.md` says what CI runs and how long each step takes in fewer
+/// lines than this; the findings' index fits on one screen.
+const CI_PAGE_LINES: usize = 250;
+const FINDINGS_INDEX_LINES: usize = 40;
+
+#[test]
+fn every_page_is_short_enough_to_read_for_one_task() {
+    let mut long = Vec::new();
+    for (page, text) in pages() {
+        let n = text.lines().count();
+        let limit = match page.as_str() {
+            "docs/ci.md" => CI_PAGE_LINES - 1,
+            "docs/findings.md" => FINDINGS_INDEX_LINES,
+            p if REFERENCE_PAGES.iter().any(|(r, _)| *r == p) => usize::MAX,
+            _ => PAGE_LINES,
+        };
+        if n > limit {
+            long.push(format!("{page}: {n} lines, over {limit}"));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "pages too long to read for one task (split them by task; a reference page is exempt by name in REFERENCE_PAGES, with why):\n{}",
+        long.join("\n")
+    );
+    // Every exemption names a page that exists.
+    let names: Vec<String> = pages().into_iter().map(|(p, _)| p).collect();
+    for (r, why) in REFERENCE_PAGES {
+        assert!(names.iter().any(|n| n == r), "{r} ({why}) is no page");
+    }
+}
+
+/// The reading of an issue reference: what counts and what does not.
+#[test]
+fn issue_references_are_found_in_their_forms() {
+    let n = 45;
+    let cases = [
+        (format!("see (issue {n})"), true),
+        (format!("Issue {n}'s question"), true),
+        (format!("issues {n} and 43"), true),
+        (format!("[x](findings.md#the-serving-path-issue-{n})"), true),
+        (format!("issue #{n}"), true),
+        (format!("etcd#{n} upstream"), false),
+        (format!("github.com/gardener/etcd-druid/issues/{n}"), false),
+        ("fn issue(&self)".to_string(), false),
+        ("an issue the lab found".to_string(), false),
+        (format!("tissue {n}"), false),
+    ];
+    for (text, hit) in cases {
+        assert_eq!(!issue_references(&text).is_empty(), hit, "{text}");
+    }
+    assert_eq!(issue_references(&format!("a\nb (issue {n})"))[0].0, 2);
 }

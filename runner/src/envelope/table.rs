@@ -124,13 +124,14 @@ struct Row<'a> {
 }
 
 fn setting(spec: &Spec) -> String {
-    let ttl = spec
-        .ttl
-        .map_or("the topology's (30 s)".to_string(), |t| format!("{t} s"));
-    let delay = spec
-        .shutdown_delay
-        .clone()
-        .unwrap_or_else(|| "the topology's (Gardener's 15s)".into());
+    let defaults = crate::topology::Topology::default();
+    let ttl = spec.ttl.map_or(
+        format!("the topology's ({} s)", defaults.dns.ttl),
+        |t| format!("{t} s"),
+    );
+    let delay = spec.shutdown_delay.clone().unwrap_or_else(|| {
+        format!("the topology's (Gardener's {})", defaults.api.shutdown_delay)
+    });
     format!(
         "write load {}/s; probe timeout {}; DNS TTL {ttl}; API shutdown delay {delay}; join timeout {}; delay line seed {}",
         spec.write_rate, spec.timeout, spec.join_timeout, spec.seed
