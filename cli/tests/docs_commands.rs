@@ -811,7 +811,12 @@ fn no_page_and_no_code_comment_names_an_issue_of_the_tracker() {
     let files = repository_files();
     // README, docs, every crate, the Go parts, scripts, fixtures, CI.
     assert!(files.len() >= 300, "only {} files found", files.len());
-    for must in ["README.md", "scripts/nightly", ".github/workflows/nightly.yml", "go/README.md"] {
+    for must in [
+        "README.md",
+        "scripts/nightly",
+        ".github/workflows/nightly.yml",
+        "go/README.md",
+    ] {
         assert!(files.iter().any(|f| f == must), "{must} is read");
     }
     let mut found = Vec::new();
@@ -845,7 +850,10 @@ const REFERENCE_PAGES: &[(&str, &str)] = &[
         "docs/verdict.md",
         "the verdict's rules, each with its exact definition, inputs and statuses",
     ),
-    ("docs/topology.md", "the topology file's fields, one row each"),
+    (
+        "docs/topology.md",
+        "the topology file's fields, one row each",
+    ),
 ];
 
 /// `docs/ci.md` says what CI runs and how long each step takes in fewer

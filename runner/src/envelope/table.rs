@@ -125,12 +125,16 @@ struct Row<'a> {
 
 fn setting(spec: &Spec) -> String {
     let defaults = crate::topology::Topology::default();
-    let ttl = spec.ttl.map_or(
-        format!("the topology's ({} s)", defaults.dns.ttl),
-        |t| format!("{t} s"),
-    );
+    let ttl = spec
+        .ttl
+        .map_or(format!("the topology's ({} s)", defaults.dns.ttl), |t| {
+            format!("{t} s")
+        });
     let delay = spec.shutdown_delay.clone().unwrap_or_else(|| {
-        format!("the topology's (Gardener's {})", defaults.api.shutdown_delay)
+        format!(
+            "the topology's (Gardener's {})",
+            defaults.api.shutdown_delay
+        )
     });
     format!(
         "write load {}/s; probe timeout {}; DNS TTL {ttl}; API shutdown delay {delay}; join timeout {}; delay line seed {}",
