@@ -74,6 +74,7 @@ fn clean() -> Run {
             kind: "phase".into(),
             name: n.to_string(),
             detail: String::new(),
+            status: None,
         })
         .collect();
     for (at, name) in [
@@ -92,6 +93,7 @@ fn clean() -> Run {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         });
     }
     let history = (0..600)

@@ -218,6 +218,7 @@ pub fn record_lab_event(
             kind: kind.into(),
             name: name.into(),
             detail: detail.into(),
+            status: None,
         };
         if let Err(e) = append_event(&run, &ev) {
             tracing::warn!("could not record event {name}: {e:#}");
@@ -247,6 +248,7 @@ pub fn note(run: &Path, name: &str) -> Result<()> {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         },
     )
 }

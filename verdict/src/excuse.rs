@@ -661,6 +661,7 @@ mod tests {
             kind: kind.into(),
             name: name.into(),
             detail: detail.into(),
+            status: None,
         }
     }
 

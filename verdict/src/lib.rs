@@ -61,9 +61,11 @@ pub mod election;
 pub mod error;
 pub mod etcd_said;
 pub mod excuse;
+pub mod history;
 pub mod informer;
 pub mod integrity;
 pub mod junit;
+pub mod layout;
 pub mod lease;
 pub mod ledger;
 pub mod linearizable;
@@ -74,6 +76,7 @@ pub mod reads;
 pub mod record;
 pub mod report;
 pub mod run_dir;
+pub mod saturation;
 pub mod size;
 pub mod slo;
 pub mod validator;
@@ -413,6 +416,16 @@ pub struct Verdict {
     /// Whether the records are what the probes could have written.
     #[serde(default)]
     pub integrity: integrity::Integrity,
+    /// What the run directory held: its layout, what was dropped, what
+    /// the rules needed and did not find (see [`layout`]).
+    #[serde(default)]
+    pub inputs: layout::InputsCheck,
+    /// The windows in which the lab's machine was saturated (see
+    /// [`saturation`]), and how many failed requests lie in them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub saturated: Vec<saturation::Saturated>,
+    #[serde(default)]
+    pub saturated_failures: u64,
     pub rv_regressions: Vec<RvRegression>,
     pub rv_regression_count: u64,
     /// In band order, `outside` last.
@@ -601,6 +614,10 @@ pub struct Inputs<'a> {
     pub plan: Option<&'a ProbePlan>,
     /// The API servers' listeners closing, from their logs.
     pub listeners_closed: &'a [drained_readyz::ListenerClosed],
+    /// What the run directory held (none: records judged without one).
+    pub present: Option<&'a layout::Present>,
+    /// The machine's CPU over the run (`cpu.ndjson`).
+    pub cpu: &'a [context::CpuSample],
 }
 
 /// Compute the verdict from the records and lab events of one run and what
@@ -620,6 +637,8 @@ pub fn compute(
             elections: &[],
             plan: None,
             listeners_closed: &[],
+            present: None,
+            cpu: &[],
         },
         &Criteria {
             thresholds: thresholds.clone(),
@@ -677,7 +696,8 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
         end_unix_ms: probes().next_back().map_or(0.0, |r| r.start_unix_ms),
     };
-    let integrity = integrity::check(&all, inputs.events);
+    let dropped = inputs.present.map_or(&[][..], |p| &p.dropped[..]);
+    let integrity = integrity::check(&all, inputs.events, inputs.plan, dropped);
     let window = match integrity.window {
         Some((start_unix_ms, end_unix_ms)) => Window {
             start_unix_ms,
@@ -694,8 +714,18 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         .map(|s| (s.lane.clone(), s.interval()))
         .collect();
     let mut avail = availability::availability(&all, &classify, &silent);
+    // Failures where the lab's machine was saturated: no hazard excuses
+    // them (see `saturation`).
+    let saturated = saturation::windows(inputs.cpu, criteria.saturation_pct);
+    let excusable: Vec<&Record> = avail
+        .failed
+        .iter()
+        .copied()
+        .filter(|r| saturation::of(&saturated, r).next().is_none())
+        .collect();
+    let saturated_failures = (avail.failed.len() - excusable.len()) as u64;
     let excuses = excuse::excuse(
-        &avail.failed,
+        &excusable,
         &all,
         inputs.events,
         inputs.elections,
@@ -786,12 +816,41 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         lease::handover_rule(&lease, candidates),
         ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
         reads::rule(&stale_reads, writes && reads),
-        linearizable::rule(&linearizable, writes),
-        migration::rule(inputs.events, criteria.migration.as_deref()),
+        linearizable::rule(
+            &linearizable,
+            writes,
+            inputs.final_read.history_error.as_deref(),
+        ),
+        migration::rule(
+            inputs.events,
+            criteria,
+            inputs.present.is_some_and(|p| p.layout >= 2),
+        ),
     ];
     for ph in &phases {
         rules.extend(slo::rules(ph, thresholds));
     }
+    // What the run directory lacks: its rules not covered or degraded.
+    let inputs_check = match inputs.present {
+        Some(p) => {
+            let c = layout::check(p, criteria, inputs.plan, inputs.records, inputs.events);
+            layout::apply(&mut rules, &c);
+            c
+        }
+        None => layout::InputsCheck::default(),
+    };
+    let mut mechanisms = mechanisms::explain(
+        &avail.failed,
+        inputs.events,
+        &classify,
+        window.start_unix_ms,
+    );
+    mechanisms::mark_saturated(
+        &mut mechanisms,
+        &saturated,
+        criteria.saturation_pct,
+        window.start_unix_ms,
+    );
     let accepted = accepted(&rules, &coverage, criteria);
     let status = Status::of(&rules, &accepted);
     let reasons: Vec<String> = rules
@@ -816,12 +875,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         rules,
         accepted,
         failed_requests: availability::first_failures(&avail.requests, &classify),
-        mechanisms: mechanisms::explain(
-            &avail.failed,
-            inputs.events,
-            &classify,
-            window.start_unix_ms,
-        ),
+        mechanisms,
         silent_watches,
         overall: avail.overall,
         probes: avail.probes,
@@ -836,6 +890,9 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         stale_reads,
         linearizable,
         integrity,
+        inputs: inputs_check,
+        saturated,
+        saturated_failures,
         rv_regressions,
         rv_regression_count,
         phases,
@@ -948,14 +1005,18 @@ pub(crate) mod testutil {
             50.0,
             None,
         ));
-        v.extend(series(
-            ProbeKind::Get,
-            ConnMode::Reused,
-            0.0,
-            10_000.0,
-            50.0,
-            None,
-        ));
+        // Each get reads what the writes acknowledged before it began (0,
+        // at the counter's first revision, before any).
+        let mut gets = series(ProbeKind::Get, ConnMode::Reused, 0.0, 10_000.0, 50.0, None);
+        for g in &mut gets {
+            let t = g.start_unix_ms - T0;
+            let acked = (0..100u64)
+                .filter(|i| 10.0 + *i as f64 * 100.0 + 5.0 <= t)
+                .count() as u64;
+            g.value = Some(acked);
+            g.rv = Some(if acked == 0 { 999 } else { 999 + acked });
+        }
+        v.extend(gets);
         for (i, r) in v.iter_mut().enumerate() {
             r.seq = i as u64;
         }
@@ -1002,6 +1063,8 @@ pub(crate) mod testutil {
                 elections: &[],
                 plan,
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
             },
             &Criteria::default(),
         )
@@ -1018,6 +1081,7 @@ pub(crate) mod testutil {
             kind: "phase".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         }
     }
 
@@ -1030,6 +1094,7 @@ pub(crate) mod testutil {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         };
         vec![
             note(5_000.0, "moving leadership from a to b"),
@@ -1072,6 +1137,8 @@ pub(crate) mod testutil {
                 elections: &[],
                 plan: None,
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
             },
             c,
         )

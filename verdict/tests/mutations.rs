@@ -323,7 +323,10 @@ fn a_lane_that_went_quiet_fails_coverage() {
 fn a_migration_that_did_not_finish_fails_migration_completed() {
     let r = Run::of("quiet");
     r.criteria("migration", "completed".into());
-    r.must_fail("migration-completed", "show no MigrationCompleted step");
+    r.must_fail(
+        "migration-completed",
+        "stop early: no MigrationCompleted step",
+    );
 }
 
 /// How `zero-downtime` names `n` failures nothing excused.
