@@ -138,6 +138,36 @@ impl Captured {
     }
 }
 
+/// Where a writer resumes the capture: the last section's cluster and the
+/// revision after the last one it accounts for (the last version seen,
+/// or where a compaction it was told of left it, or where its first watch
+/// began); `None` when the capture holds no watch yet.
+pub fn resume(lines: &[HistoryLine]) -> Option<(String, u64)> {
+    let mut at: Option<(String, u64)> = None;
+    for l in lines {
+        let next = match l {
+            HistoryLine::Watch {
+                from_rev, cluster, ..
+            } => {
+                if at.as_ref().is_none_or(|(c, _)| c != cluster) {
+                    at = Some((cluster.clone(), *from_rev));
+                    continue;
+                }
+                *from_rev
+            }
+            HistoryLine::Version { rev, .. }
+            | HistoryLine::Deleted { rev }
+            | HistoryLine::Unreadable { rev, .. } => rev + 1,
+            HistoryLine::Compacted { compact_rev, .. } => *compact_rev,
+            HistoryLine::Broken { .. } | HistoryLine::End { .. } => continue,
+        };
+        if let Some((_, n)) = at.as_mut() {
+            *n = (*n).max(next);
+        }
+    }
+    at
+}
+
 /// Reads a capture's lines (see the module doc).
 pub fn read(lines: &[HistoryLine]) -> Captured {
     let mut c = Captured::default();
@@ -360,6 +390,17 @@ mod tests {
                 HistoryEntry { value: 2, rev: 6 }
             ]
         );
+    }
+
+    #[test]
+    fn a_writer_resumes_after_what_it_accounts_for() {
+        assert_eq!(resume(&[]), None);
+        let lines = [watch(10, "c1"), v(12, 1), v(15, 2)];
+        assert_eq!(resume(&lines), Some(("c1".into(), 16)));
+        let lines = [watch(10, "c1"), compacted(10, 40, Some(30)), v(30, 5)];
+        assert_eq!(resume(&lines), Some(("c1".into(), 40)));
+        let lines = [watch(10, "c1"), v(12, 1), watch(1, "c2")];
+        assert_eq!(resume(&lines), Some(("c2".into(), 1)));
     }
 
     #[test]
