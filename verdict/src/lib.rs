@@ -658,7 +658,14 @@ fn accepted(
     rules: &[Rule],
     cov: &coverage::CoverageCheck,
     criteria: &Criteria,
+    inputs: &layout::InputsCheck,
 ) -> BTreeMap<String, String> {
+    // Rules the run directory's inputs left not covered or degraded: only
+    // the scenario's naming them accepts that.
+    let by_inputs = |name: &str| {
+        inputs.missing.iter().any(|m| m.rules.iter().any(|r| r == name))
+            || inputs.lacking.iter().any(|l| l.rules.iter().any(|r| r == name))
+    };
     let mut out = BTreeMap::new();
     for r in rules {
         if !matches!(r.status, RuleStatus::NotCovered | RuleStatus::Degraded) {
@@ -666,7 +673,12 @@ fn accepted(
         }
         if let Some(why) = criteria.uncovered.get(&r.name) {
             out.insert(r.name.clone(), why.clone());
-        } else if r.name == coverage::RULE && cov.gaps.iter().all(|g| g.accepted.is_some()) {
+        } else if r.name == coverage::RULE
+            && r.status == RuleStatus::NotCovered
+            && !by_inputs(&r.name)
+            && !cov.gaps.is_empty()
+            && cov.gaps.iter().all(|g| g.accepted.is_some())
+        {
             let why: Vec<String> = cov
                 .gaps
                 .iter()
@@ -851,7 +863,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         criteria.saturation_pct,
         window.start_unix_ms,
     );
-    let accepted = accepted(&rules, &coverage, criteria);
+    let accepted = accepted(&rules, &coverage, criteria, &inputs_check);
     let status = Status::of(&rules, &accepted);
     let reasons: Vec<String> = rules
         .iter()

@@ -1,0 +1,1 @@
+head -c 600 final.json > f && mv f final.json

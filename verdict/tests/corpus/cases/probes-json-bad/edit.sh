@@ -1,0 +1,2 @@
+sed 's/"get",/"gett",/' probes.json > p && mv p probes.json
+grep -q gett probes.json
