@@ -684,6 +684,33 @@ mod tests {
     }
 
     #[test]
+    fn what_was_checked_and_what_was_not_are_both_said() {
+        let (mut recs, fin) = writes();
+        // A read of a value from before the history, and one of none.
+        recs.push(get(1.0, 3.0, 0));
+        recs.push(rec(ProbeKind::Get, ConnMode::New, 50.0, 3.0, Outcome::Ok));
+        let fin = FinalRead {
+            history: fin.history.map(|h| h.into_iter().skip(1).collect()),
+            ..fin
+        };
+        let l = run(&recs, &fin);
+        let m = rule(&l, true, None).message;
+        assert!(m.starts_with(&format!("checked {} read(s)", l.reads)), "{m}");
+        assert!(
+            m.contains("not checked: 1 successful read(s) carried no value")
+                && m.contains("read(s) of a value from before the history's first version"),
+            "{m}"
+        );
+        // Without a history: what went unchecked, counted.
+        let l = run(&recs, &FinalRead::default());
+        let m = rule(&l, true, Some("etcd compacted it")).message;
+        assert!(
+            m.contains("was not read (etcd compacted it): checked nothing; not checked:"),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn without_a_history_nothing_is_checked() {
         let (recs, _) = writes();
         let l = run(&recs, &FinalRead::default());

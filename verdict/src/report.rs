@@ -2747,6 +2747,95 @@ mod judged {
     }
 
     #[test]
+    fn a_failure_on_a_saturated_machine_says_so_is_not_excused_and_the_cpu_is_a_lane() {
+        let events = leadership_move_events();
+        let mut recs = clean_run();
+        let mut dropped = rec(
+            ProbeKind::Write,
+            ConnMode::New,
+            5_050.0,
+            4_000.0,
+            Outcome::Http,
+        );
+        dropped.seq = 90_000;
+        dropped.value = Some(52);
+        dropped.http_status = Some(500);
+        dropped.error = Some("etcdserver: request timed out".into());
+        recs.push(dropped);
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        // The machine at 98-100 % from +4 s to +10 s, 40 % before and after.
+        let cpu: Vec<context::CpuSample> = (0..7)
+            .map(|i| context::CpuSample {
+                at_unix_ms: T0 + i as f64 * 2_000.0,
+                machine_busy_pct: if (3..=5).contains(&i) {
+                    98.0 + (i - 3) as f64
+                } else {
+                    40.0
+                },
+                cores: 2,
+                ..Default::default()
+            })
+            .collect();
+        let fin = read_back(&recs, Some(100));
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &events,
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+                listeners_closed: &[],
+                present: None,
+                cpu: &cpu,
+            },
+            &c,
+        );
+        assert_eq!(v.status, Status::Failed, "no hazard excuses it");
+        assert_eq!(v.saturated_failures, 1);
+        assert_eq!(v.excuses.excused_count, 0);
+        let line = &v.mechanisms[0].line;
+        assert!(
+            line.contains(
+                "the lab's machine was saturated from +4.0 s to +10.0 s (98–100 % of all cores, at or above 95 %)"
+            ),
+            "{line}"
+        );
+        let html = report::html(&v, &recs, &events, &[], &[], &cpu, "t");
+        assert!(html.contains(">machine CPU</text>"), "the CPU is a lane");
+        assert!(html.contains(super::CPU_SATURATED_COLOR));
+        // Below the bound the same failure is excused as before.
+        let calm: Vec<context::CpuSample> = cpu
+            .iter()
+            .map(|s| context::CpuSample {
+                machine_busy_pct: 40.0,
+                ..s.clone()
+            })
+            .collect();
+        let v = judge(
+            &Inputs {
+                records: &recs,
+                events: &events,
+                final_read: &fin,
+                elections: &[],
+                plan: None,
+                listeners_closed: &[],
+                present: None,
+                cpu: &calm,
+            },
+            &c,
+        );
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+    }
+
+    #[test]
     fn the_header_says_what_ran_and_why_requests_failed() {
         let mut events = leadership_move_events();
         events.push(LabEvent {
