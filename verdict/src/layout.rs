@@ -204,7 +204,7 @@ pub fn check(
             names(&[crate::coverage::RULE]),
         );
     }
-    if !present.has(crate::criteria::CRITERIA_FILE) && !l1 {
+    if !present.has(crate::criteria::CRITERIA_FILE) && !l1 && migration_ran(events) {
         missing(
             crate::criteria::CRITERIA_FILE,
             "how the migration had to end",
@@ -288,12 +288,12 @@ pub fn check(
 
 /// Applies `inputs` to the rules: a missing file leaves its rules not
 /// covered, an older layout's lack leaves its rules degraded; a rule that
-/// does not apply (skipped) stays so, but the migration's, which an older
-/// layout's criteria skip for want of an expectation.
+/// does not apply (skipped) stays so, but the migration's, which criteria
+/// missing or of an older layout skip for want of an expectation.
 pub fn apply(rules: &mut [Rule], inputs: &InputsCheck) {
     for m in &inputs.missing {
         for r in rules.iter_mut().filter(|r| m.rules.contains(&r.name)) {
-            if r.status == RuleStatus::Skipped {
+            if r.status == RuleStatus::Skipped && r.name != crate::migration::RULE {
                 continue;
             }
             r.message = format!(
@@ -493,10 +493,7 @@ mod tests {
         let rec = crate::testutil::write(0.0, 1, 1);
         let inputs = check(&present, &Criteria::default(), None, &[rec.clone()], &[]);
         let files: Vec<&str> = inputs.missing.iter().map(|m| m.file.as_str()).collect();
-        assert_eq!(
-            files,
-            [PROBES_FILE, "criteria.json", "final.json", HISTORY_FILE]
-        );
+        assert_eq!(files, [PROBES_FILE, "final.json", HISTORY_FILE]);
         let mut rules = vec![
             rule("coverage", RuleStatus::Passed),
             rule("lost-writes", RuleStatus::Failed),
@@ -508,6 +505,21 @@ mod tests {
         assert_eq!(rules[1].status, RuleStatus::NotCovered);
         assert!(rules[1].message.contains("final.json is missing"));
         assert_eq!(rules[2].status, RuleStatus::Skipped);
+        // Criteria missing where the events show a migration: how it had
+        // to end is unknown.
+        let step = LabEvent {
+            at_unix_ms: 0.0,
+            end_unix_ms: Some(1.0),
+            kind: "phase".into(),
+            name: "MigrationCompleted".into(),
+            detail: String::new(),
+            status: Some("True".into()),
+        };
+        let inputs = check(&present, &Criteria::default(), None, &[], &[step]);
+        let mut rules = vec![rule("migration-completed", RuleStatus::Skipped)];
+        apply(&mut rules, &inputs);
+        assert_eq!(rules[0].status, RuleStatus::NotCovered);
+        assert!(rules[0].message.starts_with("criteria.json is missing"));
 
         // Layout 1: no probes.json is a lack, not a missing file.
         let old = Present {

@@ -32,10 +32,14 @@ impl Saturated {
 
     /// "from +26.0 s to +75.0 s (98–100 % of all cores, at or above 95 %)"
     pub fn words(&self, t0: f64, bound: f64) -> String {
-        let pct = if (self.max_pct - self.min_pct).abs() < 0.5 {
-            format!("{:.0} %", self.max_pct)
+        let (lo, hi) = (
+            format!("{:.0}", self.min_pct),
+            format!("{:.0}", self.max_pct),
+        );
+        let pct = if lo == hi {
+            format!("{hi} %")
         } else {
-            format!("{:.0}–{:.0} %", self.min_pct, self.max_pct)
+            format!("{lo}–{hi} %")
         };
         format!(
             "from {:+.1} s to {:+.1} s ({pct} of all cores, at or above {bound:.0} %)",
