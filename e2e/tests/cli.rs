@@ -137,7 +137,9 @@ fn verdict_refuses_bad_input_with_exit_2() {
         .args(["verdict", dir.path().to_str().unwrap()])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("records.ndjson:1: malformed line"))
+        .stderr(predicate::str::contains(
+            "records.ndjson:1: a line that does not parse",
+        ))
         .stderr(predicate::str::contains(
             "the earlier judgement's verdict.json, junit.xml, report.html removed",
         ));

@@ -52,7 +52,15 @@ fn clean() -> Run {
         let t = i as f64 * 100.0;
         for p in [ProbeKind::Readyz, ProbeKind::Get, ProbeKind::List] {
             for m in [ConnMode::New, ConnMode::Reused] {
-                records.push(rec(next(), p, m, t + 3.0, 4.0));
+                let mut r = rec(next(), p, m, t + 3.0, 4.0);
+                // What a read read: the write acknowledged before it
+                // (none yet before the first: the counter's first value).
+                match p {
+                    ProbeKind::Get => (r.value, r.rv) = (Some(i), Some(1000 + i)),
+                    ProbeKind::List => r.rv = Some(1000 + i),
+                    _ => {}
+                }
+                records.push(r);
             }
         }
         let mode = if i % 2 == 0 {
@@ -78,6 +86,11 @@ fn clean() -> Run {
         })
         .collect();
     for (at, name) in [
+        (
+            -50.0,
+            "probes started; the kube-apiserver API server serves",
+        ),
+        (61_000.0, "probes stopped"),
         (
             MOVE.0,
             "moving leadership from seed-a-etcd-0 to seed-b-etcd-1",

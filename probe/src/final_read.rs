@@ -30,18 +30,28 @@ pub fn lease_key() -> String {
 /// What is read back; `candidates`: the run had leader-election candidates
 /// (their Lease's history is read too). The counter's history is the one
 /// watched during the run (`history.ndjson`, see `history`), completed
-/// here up to its last version; only a run directory without it has its
-/// history read back from etcd here.
+/// here up to its last version and copied into `final.json`; only a run
+/// directory without it has its history read back from etcd here.
 pub async fn read(dir: &LabDir, state: &LabState, candidates: bool, run: &Path) -> FinalRead {
     let mut f = FinalRead::default();
     read_counter(&mut f, || counter(dir, state)).await;
-    if super::history::Capture::of(run).exists() {
+    let capture = super::history::Capture::of(run);
+    if capture.exists() {
         super::history::complete(
             || super::history::connect(dir, state),
             run,
             super::history::COMPLETE_WITHIN,
         )
         .await;
+        // What the capture holds, for the readers of final.json (the
+        // verdict reads the capture itself).
+        match capture
+            .lines()
+            .and_then(|l| crate::verdict::history::read(&l).history())
+        {
+            Ok(h) => f.history = Some(h),
+            Err(e) => f.history_error = Some(e),
+        }
         read_lease(&mut f, dir, state, candidates).await;
         return f;
     }

@@ -207,11 +207,8 @@ pub async fn observe(
 ) {
     let dir = LabDir::new(state_root, lab);
     // The counter's history, watched beside the samples.
-    let history = crate::probe::history::follow(
-        || crate::probe::history::connect_now(&dir),
-        &run,
-        &stop,
-    );
+    let history =
+        crate::probe::history::follow(|| crate::probe::history::connect_now(&dir), &run, &stop);
     tokio::join!(history, sample(provider, &dir, lab, &run, &stop));
 }
 

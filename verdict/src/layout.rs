@@ -17,7 +17,8 @@
 //!   always keeps `probes.json` and `criteria.json` (the migration's
 //!   expected end and its steps, when one is expected). Each step event
 //!   carries its outcome (`status`: `True`, `False` or `Unknown`).
-//!   `final.json` holds the counter read back, no longer its history.
+//!   `final.json` holds the counter read back and a copy of what the
+//!   capture holds; the rules read the capture.
 //!
 //! The verdict refuses a layout newer than it knows (bad input, exit 2,
 //! naming the layouts it reads). Of the files a run needs, a missing one
@@ -491,7 +492,7 @@ mod tests {
             ..Present::default()
         };
         let rec = crate::testutil::write(0.0, 1, 1);
-        let inputs = check(&present, &Criteria::default(), None, &[rec.clone()], &[]);
+        let inputs = check(&present, &Criteria::default(), None, &[rec], &[]);
         let files: Vec<&str> = inputs.missing.iter().map(|m| m.file.as_str()).collect();
         assert_eq!(files, [PROBES_FILE, "final.json", HISTORY_FILE]);
         let mut rules = vec![

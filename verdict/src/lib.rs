@@ -663,8 +663,14 @@ fn accepted(
     // Rules the run directory's inputs left not covered or degraded: only
     // the scenario's naming them accepts that.
     let by_inputs = |name: &str| {
-        inputs.missing.iter().any(|m| m.rules.iter().any(|r| r == name))
-            || inputs.lacking.iter().any(|l| l.rules.iter().any(|r| r == name))
+        inputs
+            .missing
+            .iter()
+            .any(|m| m.rules.iter().any(|r| r == name))
+            || inputs
+                .lacking
+                .iter()
+                .any(|l| l.rules.iter().any(|r| r == name))
     };
     let mut out = BTreeMap::new();
     for r in rules {

@@ -695,7 +695,10 @@ mod tests {
         };
         let l = run(&recs, &fin);
         let m = rule(&l, true, None).message;
-        assert!(m.starts_with(&format!("checked {} read(s)", l.reads)), "{m}");
+        assert!(
+            m.starts_with(&format!("checked {} read(s)", l.reads)),
+            "{m}"
+        );
         assert!(
             m.contains("not checked: 1 successful read(s) carried no value")
                 && m.contains("read(s) of a value from before the history's first version"),

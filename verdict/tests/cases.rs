@@ -86,8 +86,7 @@ fn check(dir: &Path) -> Result<(), String> {
     let c: Case = serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap())
         .map_err(|e| format!("case.json: {e}"))?;
     let run = prepare(dir, &c);
-    let judged =
-        run_dir::read_criteria(run.path()).and_then(|k| run_dir::judge(run.path(), &k));
+    let judged = run_dir::read_criteria(run.path()).and_then(|k| run_dir::judge(run.path(), &k));
     if let Some(words) = &c.refused {
         return match judged {
             Err(e) if e.is_bad_input() && e.to_string().contains(words.as_str()) => Ok(()),

@@ -387,7 +387,9 @@ mod tests {
         .unwrap();
         let m = of_run(d.path());
         assert!(
-            m.saturated.as_deref().is_some_and(|s| s.contains("+26.0 s to +75.0 s")),
+            m.saturated
+                .as_deref()
+                .is_some_and(|s| s.contains("+26.0 s to +75.0 s")),
             "{m:?}"
         );
     }

@@ -254,6 +254,8 @@ pub(crate) mod tests {
         let b = &s.variants[1];
         assert_eq!((b.runs, b.passed, b.saturated), (3, 3, 1));
         assert_eq!(b.measures["downtime_ms"].max, 10.0, "not in its measures");
-        assert!(s.differences[0].statement.starts_with("b: 0 of 3 runs failed"));
+        assert!(s.differences[0]
+            .statement
+            .starts_with("b: 0 of 3 runs failed"));
     }
 }
