@@ -187,9 +187,26 @@ impl Run {
             serde_json::to_string(&plan).unwrap(),
         )
         .unwrap();
-        if let Some(c) = criteria {
-            std::fs::write(dir.join("criteria.json"), c).unwrap();
-        }
+        // As this cpmlab writes a run directory (layout 2): its layout,
+        // criteria always, and the counter's history as watched.
+        std::fs::write(dir.join("criteria.json"), criteria.unwrap_or("{}")).unwrap();
+        std::fs::write(dir.join("layout.json"), r#"{"layout": 2}"#).unwrap();
+        let h = self.fin.history.clone().unwrap_or_default();
+        let mut lines = vec![format!(
+            r#"{{"kind":"watch","at_unix_ms":{T0},"from_rev":{},"cluster":"c","by":"probe start"}}"#,
+            h.first().map_or(1, |e| e.rev)
+        )];
+        lines.extend(h.iter().map(|e| {
+            format!(
+                r#"{{"kind":"version","rev":{},"value":{}}}"#,
+                e.rev, e.value
+            )
+        }));
+        lines.push(format!(
+            r#"{{"kind":"end","at_unix_ms":{T0},"rev":{}}}"#,
+            h.iter().map(|e| e.rev).max().unwrap_or(0)
+        ));
+        std::fs::write(dir.join("history.ndjson"), nd(lines)).unwrap();
     }
 }
 
@@ -382,7 +399,10 @@ fn a_rewritten_old_run_is_judged_on_all_its_records() {
         .map(|x| serde_json::to_string(x).unwrap() + "\n")
         .collect();
     std::fs::write(d.join("records.ndjson"), kept).unwrap();
-    std::fs::remove_file(d.join("probes.json")).unwrap();
+    // As an older cpmlab wrote it: no layout, no plan, no watched history.
+    for f in ["probes.json", "layout.json", "history.ndjson"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+    }
     let (code, out, v, _) = verdict(&d);
     assert_eq!(code, Some(1), "{out}");
     assert_eq!(v["overall"]["failures"]["http"], 1);

@@ -3,7 +3,7 @@
 //! with "nothing to check".
 //!
 //! Whoever makes a run directory (`cpmlab probe start`, and for a probe
-//! outside the lab `cpmlab probe outside start`) writes `layout.json`
+//! outside the lab `cpmlab probe start --kubeconfig`) writes `layout.json`
 //! first: `{"layout": N}`. A directory without it is of layout 1.
 //!
 //! - **Layout 1**: `records.ndjson` and `events.ndjson`; `final.json` (the
