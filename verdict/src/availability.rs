@@ -442,24 +442,20 @@ fn set_aside_text(o: &ProbeStats) -> String {
             how.join(", ")
         ));
     }
-    if o.superseded > 0 {
-        v.push(format!(
-            "{} write(s) superseded by another of the writer's writes (409 Conflict)",
-            o.superseded
-        ));
-    }
-    if o.drained_readyz > 0 {
-        v.push(format!(
-            "{} readyz answered by a draining API server whose etcd checks had stopped, as kube-apiserver's do once its requests drained",
-            o.drained_readyz
-        ));
-    }
-    if o.watch_ends > 0 {
-        v.push(format!(
-            "{} watch stream(s) the peer closed, ended as client-go ends a watch and judged by the reconnect",
-            o.watch_ends
-        ));
-    }
+    v.extend(super::counted(&[
+        (
+            o.superseded,
+            "write(s) superseded by another of the writer's writes (409 Conflict)",
+        ),
+        (
+            o.drained_readyz,
+            "readyz answered by a draining API server whose etcd checks had stopped, as kube-apiserver's do once its requests drained",
+        ),
+        (
+            o.watch_ends,
+            "watch stream(s) the peer closed, ended as client-go ends a watch and judged by the reconnect",
+        ),
+    ]));
     if v.is_empty() {
         String::new()
     } else {

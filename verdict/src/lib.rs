@@ -567,6 +567,15 @@ fn fmt_list<T: std::fmt::Display>(v: &[T], total: u64) -> String {
     }
 }
 
+/// Each count that is not zero, as "<n> <what>".
+pub(crate) fn counted(items: &[(u64, &str)]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect()
+}
+
 /// A phase name as a rule-name fragment: lowercase, `-` for anything odd.
 pub fn slug(s: &str) -> String {
     let mut out = String::new();
@@ -1118,6 +1127,32 @@ pub(crate) mod testutil {
             note(5_000.0, "moving leadership from a to b"),
             note(5_300.0, "leadership moved from a to b"),
         ]
+    }
+
+    /// A write MoveLeader dropped in `leadership_move_events`' move: value
+    /// 52 (the next acknowledged write's), failed with etcd's timeout
+    /// after `dur` ms.
+    pub fn dropped_in_the_move(dur: f64) -> Record {
+        let mut r = rec(ProbeKind::Write, ConnMode::New, 5_050.0, dur, Outcome::Http);
+        r.seq = 90_000;
+        r.value = Some(52);
+        r.http_status = Some(500);
+        r.error = Some("etcdserver: request timed out".into());
+        r
+    }
+
+    /// Criteria that accept one write MoveLeader dropped, of at most 7.5 s.
+    pub fn one_move_leader() -> Criteria {
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        c
     }
 
     pub fn th() -> Thresholds {

@@ -404,25 +404,20 @@ pub fn check(all: &[&Record], fin: &FinalRead) -> Linearizability {
 /// What went unchecked, in words ("; not checked: ..."), empty when all
 /// was.
 fn unchecked(l: &Linearizability) -> String {
-    let mut parts = Vec::new();
-    if l.reads_without_value > 0 {
-        parts.push(format!(
-            "{} successful read(s) carried no value and were not checked",
-            l.reads_without_value
-        ));
-    }
-    if l.reads_before_history > 0 {
-        parts.push(format!(
-            "{} read(s) of a value from before the history's first version",
-            l.reads_before_history
-        ));
-    }
-    if l.writes_not_in_history > 0 {
-        parts.push(format!(
-            "{} write(s) of a value no version holds (failed, never applied)",
-            l.writes_not_in_history
-        ));
-    }
+    let parts = super::counted(&[
+        (
+            l.reads_without_value,
+            "successful read(s) carried no value and were not checked",
+        ),
+        (
+            l.reads_before_history,
+            "read(s) of a value from before the history's first version",
+        ),
+        (
+            l.writes_not_in_history,
+            "write(s) of a value no version holds (failed, never applied)",
+        ),
+    ]);
     if parts.is_empty() {
         String::new()
     } else {

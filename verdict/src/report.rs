@@ -2710,27 +2710,8 @@ mod judged {
     fn verdict_report_shows_the_outcome_and_the_excused() {
         let events = leadership_move_events();
         let mut recs = clean_run();
-        let mut dropped = rec(
-            ProbeKind::Write,
-            ConnMode::New,
-            5_050.0,
-            4_000.0,
-            Outcome::Http,
-        );
-        dropped.seq = 90_000;
-        dropped.value = Some(52);
-        dropped.http_status = Some(500);
-        dropped.error = Some("etcdserver: request timed out".into());
-        recs.push(dropped);
-        let mut c = Criteria::default();
-        c.excuse.insert(
-            Hazard::MoveLeader,
-            Budget {
-                max: 1,
-                max_ms: 7_500.0,
-                lanes: vec![],
-            },
-        );
+        recs.push(dropped_in_the_move(4_000.0));
+        let c = one_move_leader();
         let v = judged(&recs, &events, &c);
         let html = report::html(&v, &recs, &events, &[], &[], &[], "t");
         assert!(html.contains("PASSED WITH KNOWN HAZARDS"));
@@ -2750,27 +2731,8 @@ mod judged {
     fn a_failure_on_a_saturated_machine_says_so_is_not_excused_and_the_cpu_is_a_lane() {
         let events = leadership_move_events();
         let mut recs = clean_run();
-        let mut dropped = rec(
-            ProbeKind::Write,
-            ConnMode::New,
-            5_050.0,
-            4_000.0,
-            Outcome::Http,
-        );
-        dropped.seq = 90_000;
-        dropped.value = Some(52);
-        dropped.http_status = Some(500);
-        dropped.error = Some("etcdserver: request timed out".into());
-        recs.push(dropped);
-        let mut c = Criteria::default();
-        c.excuse.insert(
-            Hazard::MoveLeader,
-            Budget {
-                max: 1,
-                max_ms: 7_500.0,
-                lanes: vec![],
-            },
-        );
+        recs.push(dropped_in_the_move(4_000.0));
+        let c = one_move_leader();
         // The machine at 98-100 % from +4 s to +10 s, 40 % before and after.
         let cpu: Vec<context::CpuSample> = (0..7)
             .map(|i| context::CpuSample {

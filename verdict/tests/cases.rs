@@ -12,13 +12,16 @@
 //! Every kept run directory is a case as recorded (no `edit.sh`): judging
 //! them again must give what their case says. No Docker, seconds.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::copy_tree;
 use cpmlab_verdict::run_dir;
 use serde::Deserialize;
 
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
+    common::corpus("")
 }
 
 #[derive(Deserialize)]
@@ -44,20 +47,6 @@ struct RuleCase {
     rule: String,
     status: String,
     words: String,
-}
-
-/// Copies the files under `from` (the members' logs in `logs/` too).
-fn copy_tree(from: &Path, to: &Path) {
-    for f in std::fs::read_dir(from).unwrap() {
-        let f = f.unwrap();
-        let dest = to.join(f.file_name());
-        if f.file_type().unwrap().is_dir() {
-            std::fs::create_dir(&dest).unwrap();
-            copy_tree(&f.path(), &dest);
-        } else {
-            std::fs::copy(f.path(), dest).unwrap();
-        }
-    }
 }
 
 /// The case's run directory: its base, copied, then edited.
