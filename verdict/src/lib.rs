@@ -7,7 +7,11 @@
 //! [`lease`], [`reads`], [`slo`], [`coverage`]), the known hazards in
 //! [`excuse`];
 //! [`junit`] and [`report`] render a [`Verdict`] for CI and for people;
-//! [`run_dir`] reads and writes a run directory.
+//! [`run_dir`] reads and writes a run directory, every file by one rule
+//! for input it cannot read ([`load`]), by the directory's [`layout`]
+//! (what a missing file or an older layout leaves not covered or
+//! degraded); [`history`] reads the counter's history watched while the
+//! run went; [`saturation`] finds where the lab's machine was saturated.
 //!
 //! Definitions (the numbers in `verdict.json` mean exactly this):
 //! - A *request* is every record [`is_request`] names: all records of
@@ -1192,6 +1196,30 @@ pub(crate) mod testutil {
                 listeners_closed: &[],
                 present: None,
                 cpu: &[],
+            },
+            c,
+        )
+    }
+
+    /// A run judged with what was read back after it and the machine's
+    /// CPU, no etcd logs and no plan.
+    pub fn judged_with_cpu(
+        recs: &[Record],
+        events: &[LabEvent],
+        final_read: &FinalRead,
+        cpu: &[context::CpuSample],
+        c: &Criteria,
+    ) -> Verdict {
+        judge(
+            &Inputs {
+                records: recs,
+                events,
+                final_read,
+                elections: &[],
+                plan: None,
+                listeners_closed: &[],
+                present: None,
+                cpu,
             },
             c,
         )

@@ -2747,19 +2747,7 @@ mod judged {
             })
             .collect();
         let fin = read_back(&recs, Some(100));
-        let v = judge(
-            &Inputs {
-                records: &recs,
-                events: &events,
-                final_read: &fin,
-                elections: &[],
-                plan: None,
-                listeners_closed: &[],
-                present: None,
-                cpu: &cpu,
-            },
-            &c,
-        );
+        let v = judged_with_cpu(&recs, &events, &fin, &cpu, &c);
         assert_eq!(v.status, Status::Failed, "no hazard excuses it");
         assert_eq!(v.saturated_failures, 1);
         assert_eq!(v.excuses.excused_count, 0);
@@ -2781,19 +2769,7 @@ mod judged {
                 ..s.clone()
             })
             .collect();
-        let v = judge(
-            &Inputs {
-                records: &recs,
-                events: &events,
-                final_read: &fin,
-                elections: &[],
-                plan: None,
-                listeners_closed: &[],
-                present: None,
-                cpu: &calm,
-            },
-            &c,
-        );
+        let v = judged_with_cpu(&recs, &events, &fin, &calm, &c);
         assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
     }
 
