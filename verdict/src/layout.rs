@@ -351,7 +351,15 @@ pub fn explain(run: &Path, criteria: &Criteria) -> Result<Vec<String>> {
         ),
         (
             crate::run_dir::FINAL_FILE,
-            match (&l.final_read.counter, &l.final_read.history) {
+            // The history the rules read is the capture's, where there is
+            // one (see `history.ndjson` below).
+            match (
+                &l.final_read.counter,
+                l.final_read
+                    .history
+                    .as_ref()
+                    .filter(|_| present.history.is_none()),
+            ) {
                 (Some(c), Some(h)) => {
                     format!(
                         "the counter read back ({c}) and {} version(s) of its history",
