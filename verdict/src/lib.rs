@@ -643,7 +643,23 @@ pub fn compute(
     thresholds: &Thresholds,
 ) -> Verdict {
     judge(
-        &Inputs {
+        &Inputs::bare(records, events, final_read),
+        &Criteria {
+            thresholds: thresholds.clone(),
+            ..Criteria::default()
+        },
+    )
+}
+
+impl<'a> Inputs<'a> {
+    /// Records, lab events and what was read back alone: no etcd logs, no
+    /// plan, no run directory, no CPU samples.
+    pub fn bare(
+        records: &'a [Record],
+        events: &'a [LabEvent],
+        final_read: &'a FinalRead,
+    ) -> Inputs<'a> {
+        Inputs {
             records,
             events,
             final_read,
@@ -652,12 +668,8 @@ pub fn compute(
             listeners_closed: &[],
             present: None,
             cpu: &[],
-        },
-        &Criteria {
-            thresholds: thresholds.clone(),
-            ..Criteria::default()
-        },
-    )
+        }
+    }
 }
 
 /// Whether the probes ran `kind`: the plan says so, or a record shows it.
@@ -1212,14 +1224,8 @@ pub(crate) mod testutil {
     ) -> Verdict {
         judge(
             &Inputs {
-                records: recs,
-                events,
-                final_read,
-                elections: &[],
-                plan: None,
-                listeners_closed: &[],
-                present: None,
                 cpu,
+                ..Inputs::bare(recs, events, final_read)
             },
             c,
         )
