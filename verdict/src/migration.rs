@@ -6,9 +6,9 @@
 //!
 //! The criteria name the steps they expect (`migration_steps`, in order;
 //! without them, `MigrationCompleted` alone). Each step is a `phase`
-//! event of its name; its outcome is the `status` of the last such event
-//! that carries one (`True`, `False`, `Unknown`: the step's condition as
-//! the flow set it when the step ended). The rule requires
+//! event of its name; its outcome is the `status` of the one that ended
+//! last of those that carry one (`True`, `False`, `Unknown`: the step's
+//! condition as the flow set it when the step ended). The rule requires
 //! - every expected step, its outcome `True`;
 //! - in the order expected (each step's event at or after the one before);
 //! - and `probes stopped` noted after the last step ended: the run's end
@@ -34,8 +34,9 @@ pub const STATUSES: [&str; 3] = ["True", "False", "Unknown"];
 /// The note that the probes stopped.
 const PROBES_STOPPED: &str = "probes stopped";
 
-/// A step's outcome event: the last `phase` event of its name with an
-/// outcome, else the last of its name.
+/// A step's outcome event: of the `phase` events of its name with an
+/// outcome, the one that ended last (a step's progress, recorded as it
+/// began, ends before the step does), else the last of its name.
 fn outcome_of<'a>(events: &'a [LabEvent], step: &str) -> Option<&'a LabEvent> {
     let mut of_step = events
         .iter()
@@ -43,7 +44,7 @@ fn outcome_of<'a>(events: &'a [LabEvent], step: &str) -> Option<&'a LabEvent> {
     let with: Option<&LabEvent> = of_step
         .clone()
         .filter(|e| e.status.as_deref().is_some_and(|s| STATUSES.contains(&s)))
-        .max_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
+        .max_by(|a, b| end_of(a).total_cmp(&end_of(b)));
     with.or_else(|| of_step.next_back())
 }
 
@@ -241,9 +242,17 @@ mod tests {
     fn a_completed_migration_has_every_step_true_in_order_and_its_end() {
         let r = rule(&whole(), &completed(&STEPS), true);
         assert_eq!(r.status, RuleStatus::Passed, "{}", r.message);
-        // Extra events and fields are not the rule's: a step's progress.
+        // Extra events and fields are not the rule's: a step's progress,
+        // recorded as it began, with or without an outcome of its own.
         let mut more = whole();
         more.insert(0, phase(STEPS[1], 1.5, Some("Progressing")));
+        more.insert(
+            0,
+            LabEvent {
+                end_unix_ms: None,
+                ..phase(STEPS[1], 2.1, Some("Unknown"))
+            },
+        );
         more.push(LabEvent {
             kind: "handoff".into(),
             ..phase("gardenlet", 2.5, None)
