@@ -252,6 +252,7 @@ pub async fn run(state_root: &Path, command: LinkCommand) -> Result<u8> {
                     kind: "link".into(),
                     name: format!("link {what}"),
                     detail: String::new(),
+                    status: None,
                 },
             );
         }

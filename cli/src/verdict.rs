@@ -3,6 +3,8 @@
 //! criteria the run keeps (`criteria.json`: the scenario's limits, stall
 //! bound, hazard budgets and accepted gaps), or others given here (an
 //! incident's run with a newer cpmlab, or records edited by hand).
+//! `--explain-layout` says what the run directory holds and lacks, by its
+//! layout, without judging it.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +45,11 @@ pub struct VerdictArgs {
     /// A successful request slower than this counts as unavailable (5s).
     #[arg(long)]
     pub stall: Option<String>,
+    /// List what the run directory holds and lacks, by its layout (and
+    /// which rules what it lacks leaves not covered or degraded), instead
+    /// of judging it.
+    #[arg(long)]
+    pub explain_layout: bool,
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
 }
@@ -90,6 +97,20 @@ fn criteria(a: &VerdictArgs) -> Result<Criteria> {
 
 pub fn run(a: &VerdictArgs) -> Result<u8> {
     cpmlab_verdict::run_dir::check(&a.run)?;
+    if a.explain_layout {
+        let lines = cpmlab_verdict::layout::explain(&a.run, &criteria(a)?)?;
+        match a.output {
+            Output::Json => print_json_line(&serde_json::json!({
+                "event": "layout", "run": a.run, "lines": lines,
+            })),
+            Output::Text => {
+                for l in lines {
+                    println!("{l}");
+                }
+            }
+        }
+        return Ok(0);
+    }
     // A run directory this cannot judge keeps no earlier judgement: its
     // verdict.json and report would go on saying what they said.
     let judged = criteria(a).and_then(|c| Ok(cpmlab_verdict::run_dir::judge(&a.run, &c)?));
@@ -158,6 +179,20 @@ pub fn print(output: Output, event: &str, run: &Path, v: &Verdict) -> u8 {
                     e.hazard,
                     e.evidence
                 );
+            }
+            for d in &v.inputs.dropped {
+                println!("  dropped: {d}");
+            }
+            for m in &v.inputs.missing {
+                println!(
+                    "  missing: {} ({}): not covered: {}",
+                    m.file,
+                    m.why,
+                    m.rules.join(", ")
+                );
+            }
+            for l in &v.inputs.lacking {
+                println!("  lacking: {}: degraded: {}", l.what, l.rules.join(", "));
             }
             // Why, one line per mechanism, and the watches that went silent.
             for m in &v.mechanisms {

@@ -42,7 +42,8 @@ fn without_a_state_directory_the_fix_is_named() {
 }
 
 /// A small run: readyz every 100 ms for 2 s, a write every 100 ms
-/// (acknowledged, each in the history read back), a watch seeing each.
+/// (acknowledged, each in the history read back), a watch seeing each,
+/// and the plan that asked for them.
 fn write_run(dir: &std::path::Path, slow_get_ms: f64) {
     let t0 = 1_800_000_000_000.0_f64;
     let mut lines = Vec::new();
@@ -77,6 +78,13 @@ fn write_run(dir: &std::path::Path, slow_get_ms: f64) {
     }
     std::fs::write(dir.join("records.ndjson"), lines.join("\n") + "\n").unwrap();
     std::fs::write(dir.join("events.ndjson"), "").unwrap();
+    // The lanes the probes were asked for: a run without them is of an
+    // older layout, and its coverage degraded.
+    std::fs::write(
+        dir.join("probes.json"),
+        r#"{"probes": ["readyz", "get", "write", "watch"], "modes": ["reused"], "rate": 10.0, "timeout_ms": 2000.0}"#,
+    )
+    .unwrap();
     std::fs::write(
         dir.join("final.json"),
         serde_json::json!({"counter": 20, "counter_rv": 120, "counter_attempts": 1, "history": history}).to_string(),
@@ -137,7 +145,9 @@ fn verdict_refuses_bad_input_with_exit_2() {
         .args(["verdict", dir.path().to_str().unwrap()])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("records.ndjson:1: malformed line"))
+        .stderr(predicate::str::contains(
+            "records.ndjson:1: a line that does not parse",
+        ))
         .stderr(predicate::str::contains(
             "the earlier judgement's verdict.json, junit.xml, report.html removed",
         ));

@@ -52,7 +52,15 @@ fn clean() -> Run {
         let t = i as f64 * 100.0;
         for p in [ProbeKind::Readyz, ProbeKind::Get, ProbeKind::List] {
             for m in [ConnMode::New, ConnMode::Reused] {
-                records.push(rec(next(), p, m, t + 3.0, 4.0));
+                let mut r = rec(next(), p, m, t + 3.0, 4.0);
+                // What a read read: the write acknowledged before it
+                // (none yet before the first: the counter's first value).
+                match p {
+                    ProbeKind::Get => (r.value, r.rv) = (Some(i), Some(1000 + i)),
+                    ProbeKind::List => r.rv = Some(1000 + i),
+                    _ => {}
+                }
+                records.push(r);
             }
         }
         let mode = if i % 2 == 0 {
@@ -74,9 +82,15 @@ fn clean() -> Run {
             kind: "phase".into(),
             name: n.to_string(),
             detail: String::new(),
+            status: None,
         })
         .collect();
     for (at, name) in [
+        (
+            -50.0,
+            "probes started; the kube-apiserver API server serves",
+        ),
+        (61_000.0, "probes stopped"),
         (
             MOVE.0,
             "moving leadership from seed-a-etcd-0 to seed-b-etcd-1",
@@ -92,6 +106,7 @@ fn clean() -> Run {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         });
     }
     let history = (0..600)
@@ -172,9 +187,26 @@ impl Run {
             serde_json::to_string(&plan).unwrap(),
         )
         .unwrap();
-        if let Some(c) = criteria {
-            std::fs::write(dir.join("criteria.json"), c).unwrap();
-        }
+        // As this cpmlab writes a run directory (layout 2): its layout,
+        // criteria always, and the counter's history as watched.
+        std::fs::write(dir.join("criteria.json"), criteria.unwrap_or("{}")).unwrap();
+        std::fs::write(dir.join("layout.json"), r#"{"layout": 2}"#).unwrap();
+        let h = self.fin.history.clone().unwrap_or_default();
+        let mut lines = vec![format!(
+            r#"{{"kind":"watch","at_unix_ms":{T0},"from_rev":{},"cluster":"c","by":"probe start"}}"#,
+            h.first().map_or(1, |e| e.rev)
+        )];
+        lines.extend(h.iter().map(|e| {
+            format!(
+                r#"{{"kind":"version","rev":{},"value":{}}}"#,
+                e.rev, e.value
+            )
+        }));
+        lines.push(format!(
+            r#"{{"kind":"end","at_unix_ms":{T0},"rev":{}}}"#,
+            h.iter().map(|e| e.rev).max().unwrap_or(0)
+        ));
+        std::fs::write(dir.join("history.ndjson"), nd(lines)).unwrap();
     }
 }
 
@@ -367,7 +399,10 @@ fn a_rewritten_old_run_is_judged_on_all_its_records() {
         .map(|x| serde_json::to_string(x).unwrap() + "\n")
         .collect();
     std::fs::write(d.join("records.ndjson"), kept).unwrap();
-    std::fs::remove_file(d.join("probes.json")).unwrap();
+    // As an older cpmlab wrote it: no layout, no plan, no watched history.
+    for f in ["probes.json", "layout.json", "history.ndjson"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+    }
     let (code, out, v, _) = verdict(&d);
     assert_eq!(code, Some(1), "{out}");
     assert_eq!(v["overall"]["failures"]["http"], 1);

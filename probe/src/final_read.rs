@@ -4,6 +4,7 @@
 //! counter from etcd's history. Kept as `final.json` in the run directory.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use super::agent::{COUNTER, NAMESPACE};
@@ -27,10 +28,33 @@ pub fn lease_key() -> String {
 }
 
 /// What is read back; `candidates`: the run had leader-election candidates
-/// (their Lease's history is read too).
-pub async fn read(dir: &LabDir, state: &LabState, candidates: bool) -> FinalRead {
+/// (their Lease's history is read too). The counter's history is the one
+/// watched during the run (`history.ndjson`, see `history`), completed
+/// here up to its last version and copied into `final.json`; only a run
+/// directory without it has its history read back from etcd here.
+pub async fn read(dir: &LabDir, state: &LabState, candidates: bool, run: &Path) -> FinalRead {
     let mut f = FinalRead::default();
     read_counter(&mut f, || counter(dir, state)).await;
+    let capture = super::history::Capture::of(run);
+    if capture.exists() {
+        super::history::complete(
+            || super::history::connect(dir, state),
+            run,
+            super::history::COMPLETE_WITHIN,
+        )
+        .await;
+        // What the capture holds, for the readers of final.json (the
+        // verdict reads the capture itself).
+        match capture
+            .lines()
+            .and_then(|l| crate::verdict::history::read(&l).history())
+        {
+            Ok(h) => f.history = Some(h),
+            Err(e) => f.history_error = Some(e),
+        }
+        read_lease(&mut f, dir, state, candidates).await;
+        return f;
+    }
     let key = counter_key();
     let counter = |rev: i64, bytes: &[u8]| {
         stored_counter(bytes)
@@ -49,6 +73,12 @@ pub async fn read(dir: &LabDir, state: &LabState, candidates: bool) -> FinalRead
         Ok(Err(e)) => f.history_error = Some(e),
         Err(_) => f.history_error = Some(format!("not read within {HISTORY_TIMEOUT:?}")),
     }
+    read_lease(&mut f, dir, state, candidates).await;
+    f
+}
+
+/// The candidates' Lease's history, for a run that had them.
+async fn read_lease(f: &mut FinalRead, dir: &LabDir, state: &LabState, candidates: bool) {
     if candidates {
         let ids: Vec<String> = state
             .seeds
@@ -68,7 +98,6 @@ pub async fn read(dir: &LabDir, state: &LabState, candidates: bool) -> FinalRead
             Err(_) => f.lease_history_error = Some(format!("not read within {HISTORY_TIMEOUT:?}")),
         }
     }
-    f
 }
 
 /// The candidate a stored Lease names as its holder: the longest of the

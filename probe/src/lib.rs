@@ -19,6 +19,7 @@ pub use cpmlab_core::clock;
 pub mod container_logs;
 pub mod context;
 pub mod final_read;
+pub mod history;
 pub mod informer;
 pub mod node;
 pub mod outside;

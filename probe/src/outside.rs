@@ -148,7 +148,14 @@ pub async fn start(
         .into());
     }
     let run = super::run::new_run_dir(&crate::state::runs_dir(state_root), name)?;
+    crate::verdict::layout::write(&run)?;
     crate::verdict::run_dir::write_plan(&run, &super::run::plan(&s.parse()?))?;
+    // No watch of the counter from here: the capture says why.
+    super::history::Capture::of(&run).push(&crate::verdict::history::HistoryLine::Broken {
+        at_unix_ms: now_unix_ms(),
+        error: "etcd is out of reach from outside the lab: the counter's history cannot be watched"
+            .into(),
+    });
     // etcd is out of reach from here: the lost-writes check reads back the
     // counter only, and the reads are held to the acknowledged writes only
     // (stale-reads), not to etcd's order (linearizable): both degraded,

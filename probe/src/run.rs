@@ -211,6 +211,25 @@ pub fn record_lab_event(
     at: f64,
     end: Option<f64>,
 ) {
+    record(dir, kind, name, detail, at, end, None);
+}
+
+/// Records a migration step's band with its outcome: the step's condition
+/// as the step ended (`True`, `False`, `Unknown`), which the verdict's
+/// `migration-completed` rule reads.
+pub fn record_step(dir: &LabDir, step: &str, detail: &str, status: &str, at: f64, end: f64) {
+    record(dir, "phase", step, detail, at, Some(end), Some(status));
+}
+
+fn record(
+    dir: &LabDir,
+    kind: &str,
+    name: &str,
+    detail: &str,
+    at: f64,
+    end: Option<f64>,
+    status: Option<&str>,
+) {
     if let Some(run) = dir.load().ok().and_then(|s| s.probe_run) {
         let ev = LabEvent {
             at_unix_ms: at,
@@ -218,6 +237,7 @@ pub fn record_lab_event(
             kind: kind.into(),
             name: name.into(),
             detail: detail.into(),
+            status: status.map(str::to_string),
         };
         if let Err(e) = append_event(&run, &ev) {
             tracing::warn!("could not record event {name}: {e:#}");
@@ -247,6 +267,7 @@ pub fn note(run: &Path, name: &str) -> Result<()> {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         },
     )
 }
@@ -268,12 +289,16 @@ pub async fn start(
     }
     // Runs outlive the lab: `<state root>/runs/<lab>-<time>/`, kept by `down`.
     let run = new_run_dir(&dir.runs(), &state.name)?;
+    // The layout first: the verdict reads the directory by it.
+    crate::verdict::layout::write(&run)?;
     crate::verdict::run_dir::write_plan(&run, &plan(&parsed))?;
+    let mut k = crate::verdict::Criteria::default();
     if !parsed.candidates.is_empty() {
-        let mut k = crate::verdict::Criteria::default();
         lease_criteria(&mut k, &parsed.lease);
-        crate::verdict::run_dir::write_criteria(&run, &k)?;
     }
+    crate::verdict::run_dir::write_criteria(&run, &k)?;
+    // Where the counter's history begins, before the agent writes it.
+    super::history::begin(super::history::connect(dir, state).await, &run).await;
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
     if let Some(s) = parsed.candidates.iter().find(|c| state.seed(c).is_none()) {
         return Err(BadInput(format!(
@@ -421,7 +446,7 @@ pub async fn stop(
         .ok()
         .and_then(|b| serde_json::from_slice::<crate::verdict::record::ProbePlan>(&b).ok())
         .is_some_and(|p| p.probes.contains(&ProbeKind::Lease));
-    let fin = super::final_read::read(dir, state, candidates).await;
+    let fin = super::final_read::read(dir, state, candidates, &run).await;
     std::fs::write(run.join(FINAL_FILE), serde_json::to_string_pretty(&fin)?)?;
     let verdict = judge(&run)?;
     *state = dir.update(|s| s.probe_run = None)?;

@@ -580,6 +580,7 @@ mod judge {
             excuse: c.excuse.clone(),
             uncovered: s.expect.uncovered.clone(),
             migration: s.expect.migration.map(|m| m.as_str().to_string()),
+            migration_steps: steps(s),
             ..Criteria::default()
         };
         if let Some(d) = c.stall {
@@ -590,6 +591,23 @@ mod judge {
             crate::probe::run::lease_criteria(&mut k, &p.lease);
         }
         Ok(k)
+    }
+
+    /// The steps a completed migration of the scenario records, in order:
+    /// the flow's conditions, or an external driver's one step; none when
+    /// no completed migration is expected.
+    pub fn steps(s: &Scenario) -> Vec<String> {
+        let completed = s.expect.migration == Some(crate::scenario::MigrationOutcome::Completed);
+        match &s.migration {
+            Some(m) if completed && m.driver == crate::migrate::record::Driver::External => {
+                vec![crate::migrate::external::EXTERNAL_STEP.to_string()]
+            }
+            Some(_) if completed => crate::migrate::conditions::STEPS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// Keeps the scenario's criteria in the run and judges it by them.

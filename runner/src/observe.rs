@@ -21,7 +21,11 @@
 //!   rate; see `tcp`);
 //! - `raft.ndjson`, every second: the leader's replication progress per
 //!   peer (raft's match, next and state: probe, replicate or snapshot;
-//!   see `raft`).
+//!   see `raft`);
+//! - `history.ndjson`, as it happens: every version of the counter, from
+//!   a watch of its key resumed from the last revision seen whenever it
+//!   breaks (`probe::history`), so that a compacting etcd leaves the
+//!   lost-writes and linearizable rules their history.
 
 pub mod raft;
 pub mod tcp;
@@ -202,7 +206,15 @@ pub async fn observe(
     stop: Cancel,
 ) {
     let dir = LabDir::new(state_root, lab);
-    let tls = crate::etcd::lab_tls(&dir).ok();
+    // The counter's history, watched beside the samples.
+    let history =
+        crate::probe::history::follow(|| crate::probe::history::connect_now(&dir), &run, &stop);
+    tokio::join!(history, sample(provider, &dir, lab, &run, &stop));
+}
+
+/// The samples, every second until `stop`.
+async fn sample(provider: &dyn Provider, dir: &LabDir, lab: &str, run: &Path, stop: &Cancel) {
+    let tls = crate::etcd::lab_tls(dir).ok();
     let raft_client = tls
         .as_ref()
         .and_then(|t| cpmlab_core::raft_progress::Client::new(t).ok());

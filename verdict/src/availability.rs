@@ -442,24 +442,20 @@ fn set_aside_text(o: &ProbeStats) -> String {
             how.join(", ")
         ));
     }
-    if o.superseded > 0 {
-        v.push(format!(
-            "{} write(s) superseded by another of the writer's writes (409 Conflict)",
-            o.superseded
-        ));
-    }
-    if o.drained_readyz > 0 {
-        v.push(format!(
-            "{} readyz answered by a draining API server whose etcd checks had stopped, as kube-apiserver's do once its requests drained",
-            o.drained_readyz
-        ));
-    }
-    if o.watch_ends > 0 {
-        v.push(format!(
-            "{} watch stream(s) the peer closed, ended as client-go ends a watch and judged by the reconnect",
-            o.watch_ends
-        ));
-    }
+    v.extend(super::counted(&[
+        (
+            o.superseded,
+            "write(s) superseded by another of the writer's writes (409 Conflict)",
+        ),
+        (
+            o.drained_readyz,
+            "readyz answered by a draining API server whose etcd checks had stopped, as kube-apiserver's do once its requests drained",
+        ),
+        (
+            o.watch_ends,
+            "watch stream(s) the peer closed, ended as client-go ends a watch and judged by the reconnect",
+        ),
+    ]));
     if v.is_empty() {
         String::new()
     } else {
@@ -575,7 +571,7 @@ mod judged {
     fn verdict_500ms_gap_is_one_interval_from_timestamps() {
         // Requests every 50 ms; those starting at 1000..=1450 fail; the next
         // success starts at 1500 and completes at 1505.
-        let recs = series(
+        let mut recs = series(
             ProbeKind::Get,
             ConnMode::New,
             0.0,
@@ -583,6 +579,10 @@ mod judged {
             50.0,
             Some((1000.0, 1500.0)),
         );
+        // What each successful get read: the counter, never written.
+        for r in recs.iter_mut().filter(|r| r.outcome == Outcome::Ok) {
+            (r.value, r.rv) = (Some(0), Some(1));
+        }
         let v = compute(&recs, &[], &nothing(), &th());
         let s = &v.probes["get/new"];
         assert_eq!(s.failed(), 10);
@@ -706,6 +706,8 @@ mod judged {
         let mut retry = rec(ProbeKind::Get, ConnMode::Reused, 5_001.0, 4.0, Outcome::Ok);
         retry.seq = 90_001;
         retry.retry_of = Some(90_000);
+        // It read the 50 writes acknowledged by then.
+        (retry.value, retry.rv) = (Some(50), Some(1049));
         recs.extend([refused.clone(), retry.clone()]);
         let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         assert!(v.passed, "{:?}", v.reasons);
@@ -784,6 +786,7 @@ mod judged {
             Outcome::Ok,
         );
         slow.seq = 90_000;
+        (slow.value, slow.rv) = (Some(50), Some(1049));
         recs.push(slow);
         let v = compute(&recs, &[], &read_back(&recs, Some(100)), &th());
         let s = &v.probes["get/reused"];

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,17 +27,6 @@ pub struct CpuSample {
     pub cores: usize,
     #[serde(default)]
     pub containers: BTreeMap<String, f64>,
-}
-
-/// Reads `cpu.ndjson` of a run (none: an empty list).
-pub fn read_cpu(run: &Path) -> Vec<CpuSample> {
-    std::fs::read_to_string(run.join(CPU_FILE))
-        .map(|t| {
-            t.lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// How busy the machine was over an interval.
@@ -99,17 +87,6 @@ pub struct EtcdSample {
     pub is_learner: bool,
     #[serde(default)]
     pub metrics: BTreeMap<String, f64>,
-}
-
-/// Reads `etcd.ndjson` of a run (missing or unreadable lines: skipped).
-pub fn read(run: &Path) -> Vec<EtcdSample> {
-    std::fs::read_to_string(run.join(ETCD_FILE))
-        .map(|t| {
-            t.lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The cluster at one sampling moment.

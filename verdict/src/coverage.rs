@@ -39,6 +39,19 @@
 //!   order they ended. A stream that stays open but delivers nothing is the
 //!   watch rules' and the report's silent watch, not a gap here.
 //!
+//! - Lanes asked for are lanes judged: every lane the plan names
+//!   ([`planned_lanes`]) that has no record at all is blind for the whole
+//!   run (key `<lane>@none`), and every watch lane of the plan that never
+//!   had an open stream is blind too (key `<lane>@silence`). A lane with
+//!   records that the plan does not name is the records' integrity's
+//!   failure (`record-integrity`), not a gap.
+//!
+//! - The run's end is evidence: when the lab's events stop without the
+//!   `probes stopped` note (the lab killed, its events cut short), the
+//!   time from their last event to the end of the probes' sending is
+//!   judged without the lab's account of it (key `lab-events@end`), and
+//!   the migration's rule fails on the steps it lacks.
+//!
 //! Each gap is *not covered*; the rule fails unless every gap's key is in
 //! the scenario's `uncovered` (with why), and then it shows as accepted.
 
@@ -94,7 +107,58 @@ pub struct CoverageCheck {
     /// ms; judged when the run keeps its probes' plan.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub longest_silence_ms: BTreeMap<String, f64>,
+    /// Every lane the probes' plan asks for (`planned_lanes`); empty when
+    /// the run keeps no plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<String>,
 }
+
+/// The lanes a plan asks for: `probe/mode` of each probe it names in each
+/// of its modes; the informers' on their one kept connection; the write
+/// load's when it runs. The leader-election candidates are no lane: the
+/// lease rules judge them.
+pub fn planned_lanes(p: &ProbePlan) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for k in &p.probes {
+        match k {
+            ProbeKind::Informer | ProbeKind::InformerGo => {
+                out.insert(lane_key(*k, crate::record::ConnMode::Reused));
+            }
+            ProbeKind::Lease => {}
+            _ => {
+                for m in &p.modes {
+                    out.insert(lane_key(*k, *m));
+                }
+            }
+        }
+    }
+    if p.write_rate > 0.0 {
+        for m in &p.modes {
+            out.insert(lane_key(ProbeKind::Load, *m));
+        }
+    }
+    out
+}
+
+/// Whether the plan asks for the lane of `r` (a candidate's record: for
+/// candidates).
+pub fn in_plan(p: &ProbePlan, planned: &BTreeSet<String>, r: &Record) -> bool {
+    match r.probe {
+        ProbeKind::Lease => p.probes.contains(&ProbeKind::Lease),
+        _ => planned.contains(&lane_key(r.probe, r.mode)),
+    }
+}
+
+/// The lanes whose streams are judged: the watch probe's and the
+/// informers'.
+fn is_stream_lane(lane: &str) -> bool {
+    ["watch/", "informer/", "informer-go/"]
+        .iter()
+        .any(|p| lane.starts_with(p))
+}
+
+/// The note the lab writes when the probes have stopped.
+pub const PROBES_STOPPED: &str = "probes stopped";
 
 /// The longest a lane may go without starting a request: a request may
 /// take up to the probes' timeout, and the lane starts one every
@@ -137,11 +201,15 @@ fn stream_change(r: &Record) -> Option<bool> {
     use crate::record::informer_event as inf;
     let ev = r.event.as_deref()?;
     match (r.probe, ev) {
-        (ProbeKind::Watch, "connect") | (ProbeKind::Informer, inf::WATCH) => {
+        (ProbeKind::Watch, "connect")
+        | (ProbeKind::Informer | ProbeKind::InformerGo, inf::WATCH) => {
             Some(r.outcome == crate::record::Outcome::Ok)
         }
         (ProbeKind::Watch, "broken" | "closed" | "ERROR")
-        | (ProbeKind::Informer, inf::WATCH_BROKE | inf::WATCH_ERROR | inf::EXPIRED) => Some(false),
+        | (
+            ProbeKind::Informer | ProbeKind::InformerGo,
+            inf::WATCH_BROKE | inf::WATCH_ERROR | inf::EXPIRED | inf::WATCH_CLOSED,
+        ) => Some(false),
         _ => None,
     }
 }
@@ -228,10 +296,12 @@ pub fn check(
             }
         }
     }
+    let planned = plan.map(planned_lanes).unwrap_or_default();
     let mut c = CoverageCheck {
         min_phase_ms: criteria.coverage.min_phase_ms,
         min_samples: criteria.coverage.min_samples,
         lanes: lanes.iter().cloned().collect(),
+        planned: planned.iter().cloned().collect(),
         ..CoverageCheck::default()
     };
     let mut gap = |key: String, what: String| {
@@ -242,6 +312,40 @@ pub fn check(
             accepted,
         });
     };
+    // Lanes asked for and never heard of.
+    let recorded: BTreeSet<String> = all.iter().map(|r| lane_key(r.probe, r.mode)).collect();
+    for l in planned.iter().filter(|l| !recorded.contains(*l)) {
+        gap(
+            format!("{l}@none"),
+            format!(
+                "{l} was asked for (probes.json) and recorded nothing: blind for the whole run"
+            ),
+        );
+    }
+    // The run's end, as the lab recorded it.
+    if plan.is_some()
+        && !events.is_empty()
+        && !events
+            .iter()
+            .any(|e| e.kind == "note" && e.name.starts_with(PROBES_STOPPED))
+    {
+        let end = |e: &LabEvent| e.end_unix_ms.unwrap_or(e.at_unix_ms).max(e.at_unix_ms);
+        let last = events
+            .iter()
+            .max_by(|a, b| end(a).total_cmp(&end(b)))
+            .expect("events are not empty");
+        let t = end(last);
+        gap(
+            "lab-events@end".into(),
+            format!(
+                "the lab's events stop at +{:.1} s ({} {}) without `{PROBES_STOPPED}`: from there to the probes' last request at +{:.1} s the run is judged without the lab's account of it",
+                (t - window.start_unix_ms) / 1e3,
+                last.kind,
+                last.name,
+                (window.end_unix_ms - window.start_unix_ms) / 1e3
+            ),
+        );
+    }
     let bands = phase_bands(events);
     for b in &bands {
         let (a, z) = (b.at_unix_ms, b.end_unix_ms.unwrap_or(b.at_unix_ms));
@@ -322,7 +426,17 @@ pub fn check(
     // Time without an open stream, per watch lane.
     if let Some(p) = plan {
         let bound = silence_bound(p.timeout_ms, p.rate);
-        for (l, (worst, at)) in closed_streams(all, window) {
+        let streams = closed_streams(all, window);
+        for l in planned
+            .iter()
+            .filter(|l| is_stream_lane(l) && recorded.contains(*l) && !streams.contains_key(*l))
+        {
+            gap(
+                format!("{l}@silence"),
+                format!("{l} recorded, but never had an open stream: the watch was blind for the whole run"),
+            );
+        }
+        for (l, (worst, at)) in streams {
             c.longest_silence_ms.insert(l.clone(), worst);
             if let Some((key, why)) = silence_gap(
                 &l,
@@ -431,6 +545,16 @@ mod tests {
         }
     }
 
+    /// The lab's note that the probes stopped, at `t`.
+    fn stopped(t: f64) -> LabEvent {
+        LabEvent {
+            kind: "note".into(),
+            name: PROBES_STOPPED.into(),
+            end_unix_ms: None,
+            ..phase("", t, t)
+        }
+    }
+
     /// The check with the default criteria and no hazard.
     fn checked(
         all: &[&Record],
@@ -455,9 +579,14 @@ mod tests {
         // candidates send far fewer requests there, and none in the second.
         let mut recs = series(ProbeKind::Get, ConnMode::New, 0.0, 20_000.0, 100.0, None);
         for (p, t) in [(ProbeKind::Informer, 10.0), (ProbeKind::InformerGo, 20.0)] {
-            let mut r = rec(p, ConnMode::Reused, t, 5.0, Outcome::Ok);
-            r.event = Some(crate::record::informer_event::LIST.into());
-            recs.push(r);
+            for ev in [
+                crate::record::informer_event::LIST,
+                crate::record::informer_event::WATCH,
+            ] {
+                let mut r = rec(p, ConnMode::Reused, t, 5.0, Outcome::Ok);
+                r.event = Some(ev.into());
+                recs.push(r);
+            }
         }
         recs.extend(clean_handover());
         recs.push(lock(A, 15_000.0, "get", Outcome::Timeout, None));
@@ -465,6 +594,7 @@ mod tests {
         let events = [
             phase("step", 0.0, 10_000.0),
             phase("quiet", 10_000.0, 20_000.0),
+            stopped(30_000.0),
         ];
         let plan = plan_of(vec![
             ProbeKind::Get,
@@ -519,16 +649,27 @@ mod tests {
         let (worst, from) = closed["watch/reused"];
         assert!((worst - 12_005.0).abs() < 1.0, "{worst}");
         assert!((from - (crate::testutil::T0 + 9_000.0)).abs() < 1.0);
-        let c = checked(&all, &[], &plan_of(vec![ProbeKind::Watch]), &w);
+        let reused = ProbePlan {
+            modes: vec![ConnMode::Reused],
+            ..plan_of(vec![ProbeKind::Watch])
+        };
+        let c = checked(&all, &[], &reused, &w);
         assert_eq!(c.gaps.len(), 1, "{:?}", c.gaps);
         assert_eq!(c.gaps[0].key, "watch/reused@silence");
         // Reopened within the bound: covered.
         let mut quick = recs.to_vec();
         quick[5] = at(15_000.0, 5.0, "connect", Outcome::Ok);
         let all: Vec<&Record> = quick.iter().collect();
-        assert!(checked(&all, &[], &plan_of(vec![ProbeKind::Watch]), &w)
-            .gaps
-            .is_empty());
+        assert!(checked(&all, &[], &reused, &w).gaps.is_empty());
+        // Asked for on new connections too, where nothing recorded: blind.
+        let both = ProbePlan {
+            modes: vec![ConnMode::New, ConnMode::Reused],
+            ..reused
+        };
+        let c = checked(&all, &[], &both, &w);
+        assert_eq!(c.gaps.len(), 1, "{:?}", c.gaps);
+        assert_eq!(c.gaps[0].key, "watch/new@none");
+        assert!(c.gaps[0].what.contains("recorded nothing"));
     }
 
     #[test]
@@ -545,7 +686,11 @@ mod tests {
             None,
         ));
         let all: Vec<&Record> = recs.iter().collect();
-        let events = [phase("a", 0.0, 3_500.0), phase("b", 47_000.0, 55_000.0)];
+        let events = [
+            phase("a", 0.0, 3_500.0),
+            phase("b", 47_000.0, 55_000.0),
+            stopped(60_000.0),
+        ];
         let plan = plan_of(vec![ProbeKind::Get]);
         let window = window_of(60.0);
         let c = checked(&all, &events, &plan, &window);
@@ -634,6 +779,8 @@ mod judged {
                 elections: &[],
                 plan: Some(&plan),
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
             },
             &c,
         );

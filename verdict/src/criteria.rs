@@ -163,7 +163,21 @@ pub struct Criteria {
     /// (`failed`, `aborted`, ...) are the scenario's expectations to judge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<String>,
+    /// The steps a completed migration records, in order (the flow's
+    /// conditions): the `migration-completed` rule requires each, True.
+    /// Empty: `MigrationCompleted` alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub migration_steps: Vec<String>,
+    /// The machine's CPU (percent of all its cores) at or above which the
+    /// lab's machine counts as saturated: a failure inside such a window
+    /// says so, and no hazard excuses it.
+    pub saturation_pct: f64,
 }
+
+/// The lab's machine is saturated at 95 % of all its cores or more: a
+/// member or an API server that waits for a core then is the lab's
+/// failure as much as the migration's.
+pub const SATURATION_PCT: f64 = 95.0;
 
 /// Two candidates both believing they lead for up to 50 ms is record
 /// stamping, not split brain.
@@ -187,6 +201,8 @@ impl Default for Criteria {
             handover_ms: HANDOVER_MS,
             informer_relists: None,
             migration: None,
+            migration_steps: Vec::new(),
+            saturation_pct: SATURATION_PCT,
         }
     }
 }
@@ -231,6 +247,15 @@ impl Criteria {
             if !(v.is_finite() && v > 0.0) {
                 return Err((f.into(), "milliseconds, above zero".into()));
             }
+        }
+        if !(self.saturation_pct.is_finite()
+            && self.saturation_pct > 0.0
+            && self.saturation_pct <= 100.0)
+        {
+            return Err((
+                "saturation_pct".into(),
+                "percent of all cores, above 0 and at most 100".into(),
+            ));
         }
         for (h, b) in &self.excuse {
             let f = |k: &str| format!("excuse.{h}.{k}");

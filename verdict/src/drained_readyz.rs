@@ -270,6 +270,8 @@ mod tests {
                     elections: &[],
                     plan: None,
                     listeners_closed: closed,
+                    present: None,
+                    cpu: &[],
                 },
                 &crate::criteria::Criteria::default(),
             )

@@ -161,6 +161,68 @@ pub fn read(run: &Path) -> Vec<Finding> {
     from_logs(&read_logs(run))
 }
 
+/// Checks every log of a run directory the verdict reads (the etcd
+/// members' and the API servers') by the one rule for input it cannot
+/// read (see `load`): each line is a kept section's header (`=== ... ===`)
+/// or a line as Docker and kubectl keep it, after its RFC 3339 timestamp;
+/// any other is bad input naming the file and the line, but a last line
+/// without its newline, which is dropped (and named). Returns how many
+/// member logs there are, and what was dropped.
+pub fn check_logs(run: &Path) -> crate::Result<(usize, Vec<crate::load::Dropped>)> {
+    let mut members = 0;
+    let mut dropped = Vec::new();
+    let mut files = log_files(&run.join("logs"));
+    files.sort();
+    for p in files {
+        let Some(f) = p.file_name().map(|f| f.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let member = is_member_log(&f);
+        if !member && !f.contains("-apiserver-") {
+            continue;
+        }
+        members += usize::from(member);
+        let bytes = std::fs::read(&p)
+            .map_err(|e| crate::Error::io(format!("reading {}", p.display()), e))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let n = text.split_inclusive('\n').count();
+        for (i, line) in text.split_inclusive('\n').enumerate() {
+            let l = line.trim_end_matches(['\n', '\r']);
+            if l.trim().is_empty() || is_log_line(l) {
+                continue;
+            }
+            let name = p
+                .strip_prefix(run)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
+            if i + 1 == n && !line.ends_with('\n') {
+                dropped.push(crate::load::Dropped {
+                    file: name,
+                    line: i + 1,
+                    bytes: line.len(),
+                });
+                continue;
+            }
+            return Err(crate::Error::BadInput(format!(
+                "{}:{}: a line that does not parse: neither a kept section's header nor a timestamped log line (only an unterminated last line, a killed writer's tail, is dropped)",
+                p.display(),
+                i + 1
+            )));
+        }
+    }
+    Ok((members, dropped))
+}
+
+/// A kept log's line: a section's header, or a timestamped line.
+fn is_log_line(l: &str) -> bool {
+    if l.starts_with("=== ") && l.ends_with(" ===") {
+        return true;
+    }
+    let stamp = l.split_once(' ').map_or(l, |(t, _)| t);
+    docker_time(stamp).is_some()
+}
+
 /// The etcd members' logs of a run directory: (file stem, text), in name
 /// order; none when the run kept no logs.
 pub fn read_logs(run: &Path) -> Vec<(String, String)> {

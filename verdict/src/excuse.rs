@@ -661,6 +661,7 @@ mod tests {
             kind: kind.into(),
             name: name.into(),
             detail: detail.into(),
+            status: None,
         }
     }
 
@@ -1258,27 +1259,9 @@ mod judged {
         let events = leadership_move_events();
         let mut recs = clean_run();
         // Dropped: value 52, the next acknowledged write's value.
-        let mut dropped = rec(
-            ProbeKind::Write,
-            ConnMode::New,
-            5_050.0,
-            7_020.0,
-            Outcome::Http,
-        );
-        dropped.seq = 90_000;
-        dropped.value = Some(52);
-        dropped.http_status = Some(500);
-        dropped.error = Some("etcdserver: request timed out".into());
+        let mut dropped = dropped_in_the_move(7_020.0);
         recs.push(dropped.clone());
-        let mut c = Criteria::default();
-        c.excuse.insert(
-            Hazard::MoveLeader,
-            Budget {
-                max: 1,
-                max_ms: 7_500.0,
-                lanes: vec![],
-            },
-        );
+        let c = one_move_leader();
         let v = judged(&recs, &events, &c);
         assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
         assert!(v.passed);

@@ -11,14 +11,29 @@
 //! - every record lies between the probes' start and stop as the lab noted
 //!   them (`probes started`, `probes stopped` in `events.ndjson`), within
 //!   [`SLACK_MS`]; without those notes (a run written elsewhere) this part
-//!   is not checked, and the message says so.
+//!   is not checked, and the message says so;
+//! - every record belongs to a lane the probes were asked to run, when the
+//!   run keeps its plan (`probes.json`): records of another lane are not
+//!   this run's probes' (see `coverage::planned_lanes`);
+//! - a successful read carries what it read: a get (and the writer's or a
+//!   watch's read before it starts) its value and resourceVersion, a list
+//!   its resourceVersion, a watch event (ADDED, MODIFIED) its value and
+//!   resourceVersion, a DELETED or BOOKMARK its resourceVersion. A read
+//!   that answered without the object proves nothing, and the rules that
+//!   hold reads to writes would skip it.
+//!
+//! Lines of the run directory's files that could not be read are not
+//! judged here: they are bad input, refused before any rule (see `load`),
+//! but for an unterminated last line, a killed writer's tail, which is
+//! dropped and named in this rule's message.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::{fmt_list, lane_key, push_capped, record_end, Rule, RuleStatus};
-use crate::record::{LabEvent, Outcome, Record};
+use crate::load::Dropped;
+use crate::record::{LabEvent, Outcome, ProbeKind, ProbePlan, Record};
 
 pub const RULE: &str = "record-integrity";
 
@@ -37,6 +52,28 @@ pub struct Integrity {
     pub count: u64,
     /// The first problems, each naming its record.
     pub problems: Vec<String>,
+    /// Successful reads that carried no value or resourceVersion.
+    #[serde(default)]
+    pub reads_without_value: u64,
+    /// Records of lanes the plan does not ask for.
+    #[serde(default)]
+    pub unplanned: u64,
+    /// Unterminated last lines dropped from the run directory's files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Dropped>,
+}
+
+/// What a successful read must carry: (value, resourceVersion); `None`:
+/// the record is no read.
+pub fn read_carries(r: &Record) -> Option<(bool, bool)> {
+    match (r.probe, r.event.as_deref()) {
+        (ProbeKind::Get, None) => Some((true, true)),
+        (ProbeKind::List, None) => Some((false, true)),
+        (ProbeKind::Write | ProbeKind::Watch, Some("read")) => Some((true, true)),
+        (ProbeKind::Watch, Some("ADDED" | "MODIFIED")) => Some((true, true)),
+        (ProbeKind::Watch, Some("DELETED" | "BOOKMARK")) => Some((false, true)),
+        _ => None,
+    }
 }
 
 /// When the lab noted something starting with `prefix`: all of them.
@@ -47,9 +84,15 @@ fn noted<'a>(events: &'a [LabEvent], prefix: &'a str) -> impl DoubleEndedIterato
         .map(|e| e.at_unix_ms)
 }
 
-pub fn check(all: &[&Record], events: &[LabEvent]) -> Integrity {
+pub fn check(
+    all: &[&Record],
+    events: &[LabEvent],
+    plan: Option<&ProbePlan>,
+    dropped: &[Dropped],
+) -> Integrity {
     let mut out = Integrity {
         records: all.len() as u64,
+        dropped: dropped.to_vec(),
         ..Integrity::default()
     };
     let started = noted(events, "probes started").next();
@@ -68,7 +111,29 @@ pub fn check(all: &[&Record], events: &[LabEvent]) -> Integrity {
     };
     let mut seen: HashMap<u64, &Record> = HashMap::new();
     let (mut problems, mut count) = (Vec::new(), 0u64);
+    let planned = plan.map(crate::coverage::planned_lanes);
+    // Per lane: (records, the first) outside the plan; reads without what
+    // they read.
+    let mut unplanned: BTreeMap<String, (u64, &Record)> = BTreeMap::new();
+    let mut unread: BTreeMap<String, (u64, &Record)> = BTreeMap::new();
     for r in all.iter().copied() {
+        if let (Some(p), Some(l)) = (plan, &planned) {
+            if !crate::coverage::in_plan(p, l, r) {
+                unplanned
+                    .entry(lane_key(r.probe, r.mode))
+                    .or_insert((0, r))
+                    .0 += 1;
+            }
+        }
+        if let Some((value, rv)) = read_carries(r).filter(|_| r.outcome == Outcome::Ok) {
+            if (value && r.value.is_none()) || (rv && r.rv.is_none()) {
+                let what = match r.event.as_deref() {
+                    None => lane_key(r.probe, r.mode),
+                    Some(e) => format!("{} {e}", lane_key(r.probe, r.mode)),
+                };
+                unread.entry(what).or_insert((0, r)).0 += 1;
+            }
+        }
         if let Some(first) = seen.insert(r.seq, r) {
             push_capped(
                 &mut problems,
@@ -113,6 +178,28 @@ pub fn check(all: &[&Record], events: &[LabEvent]) -> Integrity {
             }
         }
     }
+    for (lane, (n, first)) in &unplanned {
+        out.unplanned += n;
+        push_capped(
+            &mut problems,
+            &mut count,
+            format!(
+                "{n} record(s) of {lane}, a lane the probes' plan (probes.json) does not ask for (the first: {})",
+                name(first)
+            ),
+        );
+    }
+    for (what, (n, first)) in &unread {
+        out.reads_without_value += n;
+        push_capped(
+            &mut problems,
+            &mut count,
+            format!(
+                "{n} successful {what} read(s) carry no value or resourceVersion: a read that answered without what it read proves nothing (the first: {})",
+                name(first)
+            ),
+        );
+    }
     out.problems = problems;
     out.count = count;
     out
@@ -120,11 +207,22 @@ pub fn check(all: &[&Record], events: &[LabEvent]) -> Integrity {
 
 pub fn rule(i: &Integrity) -> Rule {
     let name = RULE.to_string();
-    let window = if i.window.is_some() {
-        ""
+    let mut window = if i.window.is_some() {
+        String::new()
     } else {
         " (the probes' start and stop were not noted in events.ndjson: their times not checked)"
+            .to_string()
     };
+    if !i.dropped.is_empty() {
+        window.push_str(&format!(
+            "; dropped: {}",
+            i.dropped
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if i.count == 0 {
         return Rule {
             name,
@@ -159,6 +257,7 @@ mod tests {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         }
     }
 
@@ -171,7 +270,7 @@ mod tests {
 
     fn run(recs: &[Record], events: &[LabEvent]) -> Integrity {
         let all: Vec<&Record> = recs.iter().collect();
-        check(&all, events)
+        check(&all, events, None, &[])
     }
 
     fn window() -> Vec<LabEvent> {
@@ -227,6 +326,7 @@ mod tests {
         let mut recs = numbered(clean_run());
         let mut late = rec(ProbeKind::Get, ConnMode::New, 3_600_000.0, 3.0, Outcome::Ok);
         late.seq = 99_999;
+        (late.value, late.rv) = (Some(100), Some(1099));
         recs.push(late);
         let i = run(&recs, &window());
         assert_eq!(i.count, 1, "{:?}", i.problems);
@@ -234,6 +334,7 @@ mod tests {
         // Within the slack is fine.
         let mut near = rec(ProbeKind::Get, ConnMode::New, 12_500.0, 3.0, Outcome::Ok);
         near.seq = 99_999;
+        (near.value, near.rv) = (Some(100), Some(1099));
         let mut recs = numbered(clean_run());
         recs.push(near);
         assert_eq!(run(&recs, &window()).count, 0);
@@ -248,6 +349,69 @@ mod tests {
             i.problems[0].contains("not a request's"),
             "{:?}",
             i.problems
+        );
+    }
+
+    #[test]
+    fn records_of_a_lane_not_asked_for_and_reads_without_value_fail() {
+        let recs = numbered(clean_run());
+        let all: Vec<&Record> = recs.iter().collect();
+        let plan = ProbePlan {
+            probes: vec![ProbeKind::Readyz, ProbeKind::Get, ProbeKind::Write],
+            modes: vec![ConnMode::New],
+            rate: 20.0,
+            timeout_ms: 2_000.0,
+            write_rate: 0.0,
+        };
+        let i = check(&all, &window(), Some(&plan), &[]);
+        // clean_run's reused lanes: get (200), write (100), watch (its
+        // connect and 100 events).
+        assert_eq!(i.unplanned, 401, "{:?}", i.problems);
+        assert!(
+            i.problems
+                .iter()
+                .any(|p| p.starts_with("200 record(s) of get/reused, a lane")),
+            "{:?}",
+            i.problems
+        );
+        let mut recs = numbered(clean_run());
+        for r in recs
+            .iter_mut()
+            .filter(|r| r.probe == ProbeKind::Get)
+            .take(50)
+        {
+            r.value = None;
+            r.rv = None;
+        }
+        let i = run(&recs, &window());
+        assert_eq!(i.reads_without_value, 50);
+        let r = rule(&i);
+        assert_eq!(r.status, RuleStatus::Failed);
+        assert!(
+            r.message
+                .contains("50 successful get/reused read(s) carry no value or resourceVersion"),
+            "{}",
+            r.message
+        );
+    }
+
+    #[test]
+    fn a_dropped_tail_is_named_and_passes() {
+        let recs = numbered(clean_run());
+        let all: Vec<&Record> = recs.iter().collect();
+        let d = Dropped {
+            file: "records.ndjson".into(),
+            line: 401,
+            bytes: 57,
+        };
+        let r = rule(&check(&all, &window(), None, &[d]));
+        assert_eq!(r.status, RuleStatus::Passed);
+        assert!(
+            r.message.contains(
+                "dropped: records.ndjson line 401 (57 bytes, no newline: a killed writer's tail)"
+            ),
+            "{}",
+            r.message
         );
     }
 }

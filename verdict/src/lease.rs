@@ -1359,6 +1359,7 @@ pub(crate) mod tests {
                 kind: "fault".into(),
                 name: "cut seed-a from etcd".into(),
                 detail: String::new(),
+                status: None,
             },
             phase("MigrateDNSRecords", 15_000.0, 35_000.0),
         ];

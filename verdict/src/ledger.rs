@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::{fmt_list, mode_name, push_capped, record_end, Rule, RuleStatus, MAX_LISTED_ANOMALIES};
 use crate::record::{FinalRead, Outcome, ProbeKind, Record};
 
+/// The lost-writes rule's name.
+pub const RULE_LOST: &str = "lost-writes";
+
 /// What the write ledger shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
@@ -134,7 +137,7 @@ pub fn ledger(all: &[&Record], fin: &FinalRead) -> Ledger {
 /// when it passed on the counter alone (the history could not be read: a
 /// write lost below the last one would not show).
 pub fn lost_writes_rule(l: &Ledger, writes_ran: bool) -> Rule {
-    let name = "lost-writes".to_string();
+    let name = RULE_LOST.to_string();
     let failed = |message: String| Rule {
         name: name.clone(),
         status: RuleStatus::Failed,
@@ -398,6 +401,8 @@ mod judged {
                 elections: &[],
                 plan: None,
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
             },
             &c,
         );

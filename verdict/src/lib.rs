@@ -7,7 +7,11 @@
 //! [`lease`], [`reads`], [`slo`], [`coverage`]), the known hazards in
 //! [`excuse`];
 //! [`junit`] and [`report`] render a [`Verdict`] for CI and for people;
-//! [`run_dir`] reads and writes a run directory.
+//! [`run_dir`] reads and writes a run directory, every file by one rule
+//! for input it cannot read ([`load`]), by the directory's [`layout`]
+//! (what a missing file or an older layout leaves not covered or
+//! degraded); [`history`] reads the counter's history watched while the
+//! run went; [`saturation`] finds where the lab's machine was saturated.
 //!
 //! Definitions (the numbers in `verdict.json` mean exactly this):
 //! - A *request* is every record [`is_request`] names: all records of
@@ -61,9 +65,11 @@ pub mod election;
 pub mod error;
 pub mod etcd_said;
 pub mod excuse;
+pub mod history;
 pub mod informer;
 pub mod integrity;
 pub mod junit;
+pub mod layout;
 pub mod lease;
 pub mod ledger;
 pub mod linearizable;
@@ -74,6 +80,7 @@ pub mod reads;
 pub mod record;
 pub mod report;
 pub mod run_dir;
+pub mod saturation;
 pub mod size;
 pub mod slo;
 pub mod validator;
@@ -413,6 +420,16 @@ pub struct Verdict {
     /// Whether the records are what the probes could have written.
     #[serde(default)]
     pub integrity: integrity::Integrity,
+    /// What the run directory held: its layout, what was dropped, what
+    /// the rules needed and did not find (see [`layout`]).
+    #[serde(default)]
+    pub inputs: layout::InputsCheck,
+    /// The windows in which the lab's machine was saturated (see
+    /// [`saturation`]), and how many failed requests lie in them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub saturated: Vec<saturation::Saturated>,
+    #[serde(default)]
+    pub saturated_failures: u64,
     pub rv_regressions: Vec<RvRegression>,
     pub rv_regression_count: u64,
     /// In band order, `outside` last.
@@ -554,6 +571,15 @@ fn fmt_list<T: std::fmt::Display>(v: &[T], total: u64) -> String {
     }
 }
 
+/// Each count that is not zero, as "<n> <what>".
+pub(crate) fn counted(items: &[(u64, &str)]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect()
+}
+
 /// A phase name as a rule-name fragment: lowercase, `-` for anything odd.
 pub fn slug(s: &str) -> String {
     let mut out = String::new();
@@ -601,6 +627,10 @@ pub struct Inputs<'a> {
     pub plan: Option<&'a ProbePlan>,
     /// The API servers' listeners closing, from their logs.
     pub listeners_closed: &'a [drained_readyz::ListenerClosed],
+    /// What the run directory held (none: records judged without one).
+    pub present: Option<&'a layout::Present>,
+    /// The machine's CPU over the run (`cpu.ndjson`).
+    pub cpu: &'a [context::CpuSample],
 }
 
 /// Compute the verdict from the records and lab events of one run and what
@@ -613,19 +643,33 @@ pub fn compute(
     thresholds: &Thresholds,
 ) -> Verdict {
     judge(
-        &Inputs {
+        &Inputs::bare(records, events, final_read),
+        &Criteria {
+            thresholds: thresholds.clone(),
+            ..Criteria::default()
+        },
+    )
+}
+
+impl<'a> Inputs<'a> {
+    /// Records, lab events and what was read back alone: no etcd logs, no
+    /// plan, no run directory, no CPU samples.
+    pub fn bare(
+        records: &'a [Record],
+        events: &'a [LabEvent],
+        final_read: &'a FinalRead,
+    ) -> Inputs<'a> {
+        Inputs {
             records,
             events,
             final_read,
             elections: &[],
             plan: None,
             listeners_closed: &[],
-        },
-        &Criteria {
-            thresholds: thresholds.clone(),
-            ..Criteria::default()
-        },
-    )
+            present: None,
+            cpu: &[],
+        }
+    }
 }
 
 /// Whether the probes ran `kind`: the plan says so, or a record shows it.
@@ -639,7 +683,20 @@ fn accepted(
     rules: &[Rule],
     cov: &coverage::CoverageCheck,
     criteria: &Criteria,
+    inputs: &layout::InputsCheck,
 ) -> BTreeMap<String, String> {
+    // Rules the run directory's inputs left not covered or degraded: only
+    // the scenario's naming them accepts that.
+    let by_inputs = |name: &str| {
+        inputs
+            .missing
+            .iter()
+            .any(|m| m.rules.iter().any(|r| r == name))
+            || inputs
+                .lacking
+                .iter()
+                .any(|l| l.rules.iter().any(|r| r == name))
+    };
     let mut out = BTreeMap::new();
     for r in rules {
         if !matches!(r.status, RuleStatus::NotCovered | RuleStatus::Degraded) {
@@ -647,7 +704,12 @@ fn accepted(
         }
         if let Some(why) = criteria.uncovered.get(&r.name) {
             out.insert(r.name.clone(), why.clone());
-        } else if r.name == coverage::RULE && cov.gaps.iter().all(|g| g.accepted.is_some()) {
+        } else if r.name == coverage::RULE
+            && r.status == RuleStatus::NotCovered
+            && !by_inputs(&r.name)
+            && !cov.gaps.is_empty()
+            && cov.gaps.iter().all(|g| g.accepted.is_some())
+        {
             let why: Vec<String> = cov
                 .gaps
                 .iter()
@@ -677,7 +739,8 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         start_unix_ms: probes().next().map_or(0.0, |r| r.start_unix_ms),
         end_unix_ms: probes().next_back().map_or(0.0, |r| r.start_unix_ms),
     };
-    let integrity = integrity::check(&all, inputs.events);
+    let dropped = inputs.present.map_or(&[][..], |p| &p.dropped[..]);
+    let integrity = integrity::check(&all, inputs.events, inputs.plan, dropped);
     let window = match integrity.window {
         Some((start_unix_ms, end_unix_ms)) => Window {
             start_unix_ms,
@@ -694,8 +757,18 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         .map(|s| (s.lane.clone(), s.interval()))
         .collect();
     let mut avail = availability::availability(&all, &classify, &silent);
+    // Failures where the lab's machine was saturated: no hazard excuses
+    // them (see `saturation`).
+    let saturated = saturation::windows(inputs.cpu, criteria.saturation_pct);
+    let excusable: Vec<&Record> = avail
+        .failed
+        .iter()
+        .copied()
+        .filter(|r| saturation::of(&saturated, r).next().is_none())
+        .collect();
+    let saturated_failures = (avail.failed.len() - excusable.len()) as u64;
     let excuses = excuse::excuse(
-        &avail.failed,
+        &excusable,
         &all,
         inputs.events,
         inputs.elections,
@@ -786,13 +859,42 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         lease::handover_rule(&lease, candidates),
         ledger::rv_monotonic_rule(&rv_regressions, rv_regression_count),
         reads::rule(&stale_reads, writes && reads),
-        linearizable::rule(&linearizable, writes),
-        migration::rule(inputs.events, criteria.migration.as_deref()),
+        linearizable::rule(
+            &linearizable,
+            writes,
+            inputs.final_read.history_error.as_deref(),
+        ),
+        migration::rule(
+            inputs.events,
+            criteria,
+            inputs.present.is_some_and(|p| p.layout >= 2),
+        ),
     ];
     for ph in &phases {
         rules.extend(slo::rules(ph, thresholds));
     }
-    let accepted = accepted(&rules, &coverage, criteria);
+    // What the run directory lacks: its rules not covered or degraded.
+    let inputs_check = match inputs.present {
+        Some(p) => {
+            let c = layout::check(p, criteria, inputs.plan, inputs.records, inputs.events);
+            layout::apply(&mut rules, &c);
+            c
+        }
+        None => layout::InputsCheck::default(),
+    };
+    let mut mechanisms = mechanisms::explain(
+        &avail.failed,
+        inputs.events,
+        &classify,
+        window.start_unix_ms,
+    );
+    mechanisms::mark_saturated(
+        &mut mechanisms,
+        &saturated,
+        criteria.saturation_pct,
+        window.start_unix_ms,
+    );
+    let accepted = accepted(&rules, &coverage, criteria, &inputs_check);
     let status = Status::of(&rules, &accepted);
     let reasons: Vec<String> = rules
         .iter()
@@ -816,12 +918,7 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         rules,
         accepted,
         failed_requests: availability::first_failures(&avail.requests, &classify),
-        mechanisms: mechanisms::explain(
-            &avail.failed,
-            inputs.events,
-            &classify,
-            window.start_unix_ms,
-        ),
+        mechanisms,
         silent_watches,
         overall: avail.overall,
         probes: avail.probes,
@@ -836,6 +933,9 @@ pub fn judge(inputs: &Inputs, criteria: &Criteria) -> Verdict {
         stale_reads,
         linearizable,
         integrity,
+        inputs: inputs_check,
+        saturated,
+        saturated_failures,
         rv_regressions,
         rv_regression_count,
         phases,
@@ -948,14 +1048,18 @@ pub(crate) mod testutil {
             50.0,
             None,
         ));
-        v.extend(series(
-            ProbeKind::Get,
-            ConnMode::Reused,
-            0.0,
-            10_000.0,
-            50.0,
-            None,
-        ));
+        // Each get reads what the writes acknowledged before it began (0,
+        // at the counter's first revision, before any).
+        let mut gets = series(ProbeKind::Get, ConnMode::Reused, 0.0, 10_000.0, 50.0, None);
+        for g in &mut gets {
+            let t = g.start_unix_ms - T0;
+            let acked = (0..100u64)
+                .filter(|i| 10.0 + *i as f64 * 100.0 + 5.0 <= t)
+                .count() as u64;
+            g.value = Some(acked);
+            g.rv = Some(if acked == 0 { 999 } else { 999 + acked });
+        }
+        v.extend(gets);
         for (i, r) in v.iter_mut().enumerate() {
             r.seq = i as u64;
         }
@@ -1002,6 +1106,8 @@ pub(crate) mod testutil {
                 elections: &[],
                 plan,
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
             },
             &Criteria::default(),
         )
@@ -1018,6 +1124,7 @@ pub(crate) mod testutil {
             kind: "phase".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         }
     }
 
@@ -1030,11 +1137,38 @@ pub(crate) mod testutil {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         };
         vec![
             note(5_000.0, "moving leadership from a to b"),
             note(5_300.0, "leadership moved from a to b"),
         ]
+    }
+
+    /// A write MoveLeader dropped in `leadership_move_events`' move: value
+    /// 52 (the next acknowledged write's), failed with etcd's timeout
+    /// after `dur` ms.
+    pub fn dropped_in_the_move(dur: f64) -> Record {
+        let mut r = rec(ProbeKind::Write, ConnMode::New, 5_050.0, dur, Outcome::Http);
+        r.seq = 90_000;
+        r.value = Some(52);
+        r.http_status = Some(500);
+        r.error = Some("etcdserver: request timed out".into());
+        r
+    }
+
+    /// Criteria that accept one write MoveLeader dropped, of at most 7.5 s.
+    pub fn one_move_leader() -> Criteria {
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::MoveLeader,
+            Budget {
+                max: 1,
+                max_ms: 7_500.0,
+                lanes: vec![],
+            },
+        );
+        c
     }
 
     pub fn th() -> Thresholds {
@@ -1072,6 +1206,26 @@ pub(crate) mod testutil {
                 elections: &[],
                 plan: None,
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
+            },
+            c,
+        )
+    }
+
+    /// A run judged with what was read back after it and the machine's
+    /// CPU, no etcd logs and no plan.
+    pub fn judged_with_cpu(
+        recs: &[Record],
+        events: &[LabEvent],
+        final_read: &FinalRead,
+        cpu: &[context::CpuSample],
+        c: &Criteria,
+    ) -> Verdict {
+        judge(
+            &Inputs {
+                cpu,
+                ..Inputs::bare(recs, events, final_read)
             },
             c,
         )

@@ -53,8 +53,17 @@ pub struct Linearizability {
     /// Successful reads that carried no value (not checked).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reads_without_value: u64,
+    /// Successful reads of a value from before the history's first
+    /// version (not checked: nothing says when it was written).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reads_before_history: u64,
     /// Writes (any outcome) matched to a version of the history.
     pub writes: u64,
+    /// Writes whose value no version of the history holds (failed writes
+    /// that never applied; an acknowledged one is `lost-writes`' to
+    /// judge): not placed in the order.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub writes_not_in_history: u64,
     pub count: u64,
     /// The first violations.
     pub violations: Vec<Violation>,
@@ -193,6 +202,17 @@ pub fn check(all: &[&Record], fin: &FinalRead) -> Linearizability {
     let started = std::time::Instant::now();
     let mut out = Linearizability::default();
     let Some(history) = fin.history.as_ref().filter(|h| !h.is_empty()) else {
+        // Nothing to check against: count what went unchecked.
+        for r in all.iter().filter(|r| r.outcome == Outcome::Ok) {
+            if read_lane(r).is_some() {
+                if r.value.is_some() {
+                    out.reads += 1;
+                } else {
+                    out.reads_without_value += 1;
+                }
+            }
+        }
+        out.writes = all.iter().filter(|r| is_write(r)).count() as u64;
         return out;
     };
     out.checked = true;
@@ -243,6 +263,7 @@ pub fn check(all: &[&Record], fin: &FinalRead) -> Linearizability {
     let mut writers: Vec<Option<&Record>> = vec![None; n];
     for r in all.iter().copied().filter(|r| is_write(r)) {
         let Some(&k) = version_of.get(&r.value.unwrap()) else {
+            out.writes_not_in_history += 1;
             continue;
         };
         out.writes += 1;
@@ -303,7 +324,10 @@ pub fn check(all: &[&Record], fin: &FinalRead) -> Linearizability {
         match version_of.get(&v) {
             Some(&k) => reads.entry(k).or_default().push((r, lane)),
             // Below the history's first value: from before it began.
-            None if v < first_value => {}
+            None if v < first_value => {
+                out.reads -= 1;
+                out.reads_before_history += 1;
+            }
             None => violate(
                 &mut out,
                 Violation {
@@ -377,8 +401,32 @@ pub fn check(all: &[&Record], fin: &FinalRead) -> Linearizability {
     out
 }
 
+/// What went unchecked, in words ("; not checked: ..."), empty when all
+/// was.
+fn unchecked(l: &Linearizability) -> String {
+    let parts = super::counted(&[
+        (
+            l.reads_without_value,
+            "successful read(s) carried no value and were not checked",
+        ),
+        (
+            l.reads_before_history,
+            "read(s) of a value from before the history's first version",
+        ),
+        (
+            l.writes_not_in_history,
+            "write(s) of a value no version holds (failed, never applied)",
+        ),
+    ]);
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; not checked: {}", parts.join(", "))
+    }
+}
+
 /// `ran`: the writer ran (reads alone have nothing to be linear with).
-pub fn rule(l: &Linearizability, ran: bool) -> Rule {
+pub fn rule(l: &Linearizability, ran: bool, history_error: Option<&str>) -> Rule {
     let name = RULE.to_string();
     if !l.checked {
         // As lost-writes without the history: judged in part only (the
@@ -391,27 +439,29 @@ pub fn rule(l: &Linearizability, ran: bool) -> Rule {
                 RuleStatus::Skipped
             },
             message: if ran {
-                "etcd's history of the counter was not read: the reads are held to the acknowledged writes only (stale-reads), not to one order of every operation"
+                format!(
+                    "etcd's history of the counter was not read{}: checked nothing; not checked: {} read(s) and {} write(s){}, held to the acknowledged writes only (stale-reads), not to one order of every operation",
+                    history_error.map(|e| format!(" ({e})")).unwrap_or_default(),
+                    l.reads,
+                    l.writes,
+                    if l.reads_without_value > 0 {
+                        format!(", and {} read(s) without a value", l.reads_without_value)
+                    } else {
+                        String::new()
+                    }
+                )
             } else {
-                "the write probe did not run"
-            }
-            .to_string(),
+                "the write probe did not run".to_string()
+            },
         };
     }
-    let unvalued = if l.reads_without_value > 0 {
-        format!(
-            "; {} successful read(s) carried no value and were not checked",
-            l.reads_without_value
-        )
-    } else {
-        String::new()
-    };
+    let unvalued = unchecked(l);
     if l.count == 0 {
         return Rule {
             name,
             status: RuleStatus::Passed,
             message: format!(
-                "{} read(s) and {} write(s) over {} version(s) in etcd's history: one order in time explains them all{unvalued}",
+                "checked {} read(s) and {} write(s) over {} version(s) in etcd's history: one order in time explains them all{unvalued}",
                 l.reads, l.writes, l.versions
             ),
         };
@@ -510,7 +560,7 @@ mod tests {
         assert!(l.checked);
         assert_eq!(l.count, 0, "{:#?}", l.violations);
         assert_eq!((l.reads, l.writes, l.versions), (4, 5, 6));
-        assert_eq!(rule(&l, true).status, RuleStatus::Passed);
+        assert_eq!(rule(&l, true, None).status, RuleStatus::Passed);
     }
 
     #[test]
@@ -520,7 +570,7 @@ mod tests {
         recs.push(get(250.0, 3.0, 2));
         let l = run(&recs, &fin);
         assert_eq!(kinds(&l), ["stale-read"], "{:#?}", l.violations);
-        let r = rule(&l, true);
+        let r = rule(&l, true, None);
         assert_eq!(r.status, RuleStatus::Failed);
         assert!(r.message.contains("get/new seq"), "{}", r.message);
     }
@@ -625,7 +675,37 @@ mod tests {
         recs.push(rec(ProbeKind::Get, ConnMode::New, 50.0, 3.0, Outcome::Ok));
         let l = run(&recs, &fin);
         assert_eq!((l.reads, l.reads_without_value), (0, 1));
-        assert!(rule(&l, true).message.contains("carried no value"));
+        assert!(rule(&l, true, None).message.contains("carried no value"));
+    }
+
+    #[test]
+    fn what_was_checked_and_what_was_not_are_both_said() {
+        let (mut recs, fin) = writes();
+        // A read of a value from before the history, and one of none.
+        recs.push(get(1.0, 3.0, 0));
+        recs.push(rec(ProbeKind::Get, ConnMode::New, 50.0, 3.0, Outcome::Ok));
+        let fin = FinalRead {
+            history: fin.history.map(|h| h.into_iter().skip(1).collect()),
+            ..fin
+        };
+        let l = run(&recs, &fin);
+        let m = rule(&l, true, None).message;
+        assert!(
+            m.starts_with(&format!("checked {} read(s)", l.reads)),
+            "{m}"
+        );
+        assert!(
+            m.contains("not checked: 1 successful read(s) carried no value")
+                && m.contains("read(s) of a value from before the history's first version"),
+            "{m}"
+        );
+        // Without a history: what went unchecked, counted.
+        let l = run(&recs, &FinalRead::default());
+        let m = rule(&l, true, Some("etcd compacted it")).message;
+        assert!(
+            m.contains("was not read (etcd compacted it): checked nothing; not checked:"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -633,8 +713,8 @@ mod tests {
         let (recs, _) = writes();
         let l = run(&recs, &FinalRead::default());
         assert!(!l.checked);
-        assert_eq!(rule(&l, true).status, RuleStatus::Degraded);
-        assert_eq!(rule(&l, false).status, RuleStatus::Skipped);
+        assert_eq!(rule(&l, true, None).status, RuleStatus::Degraded);
+        assert_eq!(rule(&l, false, None).status, RuleStatus::Skipped);
     }
 
     /// A 20,000-request history: the check's time, printed (not asserted).

@@ -1,34 +1,90 @@
-//! Reading `records.ndjson` and `events.ndjson`. An agent that was killed may
-//! leave a half-written last line: that line is dropped with a warning. A
-//! malformed line anywhere else is an error naming file and line.
+//! Reading the files of a run directory, by one rule for input the
+//! verdict cannot read, whichever file it is (records, lab events, the
+//! observer's samples, the counter's watched history):
+//!
+//! - a line that does not parse is bad input, an error naming the file and
+//!   the line (the caller's exit 2): the verdict never judges what is left
+//!   of a file it could not read;
+//! - except one: the last line, when it does not end in a newline (an
+//!   agent killed while writing it). That line is dropped and said to be
+//!   ([`Dropped`]: the file, the line, its size).
+//!
+//! Blank lines are skipped. A JSON document (`final.json`, `criteria.json`,
+//! `probes.json`) that does not parse is bad input naming its line and
+//! column.
 
 use std::io::{BufRead, Read};
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::record::{FinalRead, LabEvent, Record};
 
+/// The unterminated last line of a file, dropped (a killed writer's tail).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// The file's name in the run directory (`records.ndjson`).
+    pub file: String,
+    /// Its line number, from 1.
+    pub line: usize,
+    /// Its size in bytes.
+    pub bytes: usize,
+}
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} line {} ({} bytes, no newline: a killed writer's tail)",
+            self.file, self.line, self.bytes
+        )
+    }
+}
+
+/// What a line file held: its values, and the tail dropped, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lines<T> {
+    pub items: Vec<T>,
+    pub dropped: Option<Dropped>,
+}
+
 /// All records of `records.ndjson`.
 pub fn read_records(path: &Path) -> Result<Vec<Record>> {
-    read_ndjson(path)
+    Ok(read_lines(path)?.items)
 }
 
 /// All lab events of `events.ndjson`.
 pub fn read_events(path: &Path) -> Result<Vec<LabEvent>> {
-    read_ndjson(path)
+    Ok(read_lines(path)?.items)
 }
 
 /// `final.json`: what was read back after the run. A run kept from before
 /// it existed has none: then nothing was read back.
 pub fn read_final(path: &Path) -> Result<FinalRead> {
+    Ok(read_json(path)?.unwrap_or_default())
+}
+
+/// A JSON document; `None` when the file is missing. One that does not
+/// parse is bad input naming its line and column.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|e| Error::BadInput(format!("{}: not a final read: {e}", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FinalRead::default()),
+        Ok(text) => parse_json(&text, &path.display().to_string()).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
     }
+}
+
+/// Parse one JSON document; `name` is used in messages.
+pub fn parse_json<T: DeserializeOwned>(text: &str, name: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        Error::BadInput(format!(
+            "{name}:{}:{}: does not parse: {e}",
+            e.line(),
+            e.column()
+        ))
+    })
 }
 
 /// The most lines a records or events file may hold: 20 probes at 50
@@ -37,25 +93,26 @@ pub const MAX_LINES: usize = 20_000_000;
 /// The longest line: a record is a few hundred bytes.
 pub const MAX_LINE_BYTES: usize = 64 << 10;
 
-/// Parse NDJSON text; `name` is used in messages. Blank lines are skipped.
+/// Parse NDJSON text; `name` is used in messages (see the module doc).
 pub fn parse_ndjson<T: DeserializeOwned>(text: &str, name: &str) -> Result<Vec<T>> {
-    parse_ndjson_from(text.as_bytes(), name, MAX_LINES)
+    Ok(parse_lines(text.as_bytes(), name, MAX_LINES)?.items)
 }
 
 /// Parse NDJSON line by line from `reader`, holding one line at a time (at
 /// most `MAX_LINE_BYTES`) beside what was parsed; more than `max_lines`
-/// lines is refused. Blank lines are skipped; a last line cut short is
-/// dropped with a warning.
-pub fn parse_ndjson_from<T: DeserializeOwned>(
+/// lines is refused. Blank lines are skipped; a line that does not parse
+/// is an error, but the last one when it has no newline, which is
+/// dropped (see the module doc).
+pub fn parse_lines<T: DeserializeOwned>(
     mut reader: impl BufRead,
     name: &str,
     max_lines: usize,
-) -> Result<Vec<T>> {
+) -> Result<Lines<T>> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
     // A line that did not parse, kept until we know whether it was the
-    // last: (line number, error, ended with a newline).
-    let mut failed: Option<(usize, serde_json::Error, bool)> = None;
+    // last: (line number, error, ended with a newline, size).
+    let mut failed: Option<(usize, serde_json::Error, bool, usize)> = None;
     let mut n = 0usize;
     loop {
         buf.clear();
@@ -70,7 +127,7 @@ pub fn parse_ndjson_from<T: DeserializeOwned>(
         let terminated = buf.last() == Some(&b'\n');
         if !terminated && buf.len() > MAX_LINE_BYTES {
             return Err(Error::BadInput(format!(
-                "{name}:{n}: a line of over {} KiB: not a probe record or lab event",
+                "{name}:{n}: a line of over {} KiB: not a line this file holds",
                 MAX_LINE_BYTES >> 10
             )));
         }
@@ -85,32 +142,62 @@ pub fn parse_ndjson_from<T: DeserializeOwned>(
         if line.trim().is_empty() {
             continue;
         }
-        if let Some((i, e, _)) = failed.take() {
-            return Err(Error::BadInput(format!("{name}:{i}: malformed line: {e}")));
+        if let Some((i, e, _, _)) = failed.take() {
+            return Err(malformed(name, i, &e));
         }
         match serde_json::from_str::<T>(line) {
             Ok(v) => out.push(v),
-            Err(e) => failed = Some((n, e, terminated)),
+            Err(e) => failed = Some((n, e, terminated, buf.len())),
         }
     }
-    if let Some((i, e, terminated)) = failed {
-        if !terminated || e.is_eof() {
-            tracing::warn!("{name}:{i}: dropping a truncated last line ({e})");
-        } else {
-            return Err(Error::BadInput(format!("{name}:{i}: malformed line: {e}")));
+    let mut dropped = None;
+    if let Some((line, e, terminated, bytes)) = failed {
+        if terminated {
+            return Err(malformed(name, line, &e));
         }
+        tracing::warn!("{name}:{line}: dropping an unterminated last line of {bytes} bytes ({e})");
+        dropped = Some(Dropped {
+            file: short_name(name),
+            line,
+            bytes,
+        });
     }
-    Ok(out)
+    Ok(Lines {
+        items: out,
+        dropped,
+    })
 }
 
-fn read_ndjson<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+fn malformed(name: &str, line: usize, e: &serde_json::Error) -> Error {
+    Error::BadInput(format!(
+        "{name}:{line}: a line that does not parse: {e} (only an unterminated last line, a killed writer's tail, is dropped)"
+    ))
+}
+
+/// A path's file name, as `Dropped` names it.
+fn short_name(name: &str) -> String {
+    Path::new(name)
+        .file_name()
+        .map_or_else(|| name.to_string(), |f| f.to_string_lossy().into_owned())
+}
+
+/// A line file of the run directory (see the module doc).
+pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>> {
     let f = std::fs::File::open(path)
         .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    parse_ndjson_from(
+    parse_lines(
         std::io::BufReader::with_capacity(1 << 20, f),
         &path.display().to_string(),
         MAX_LINES,
     )
+}
+
+/// A line file that may be missing (`None`).
+pub fn read_lines_if<T: DeserializeOwned>(path: &Path) -> Result<Option<Lines<T>>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    read_lines(path).map(Some)
 }
 
 #[cfg(test)]
@@ -131,13 +218,54 @@ mod tests {
         let p = dir.path().join("records.ndjson");
         let mut text = ndjson(&recs);
         std::fs::write(&p, &text).unwrap();
-        assert_eq!(read_records(&p).unwrap(), recs);
+        let read = read_lines::<Record>(&p).unwrap();
+        assert_eq!(read.items, recs);
+        assert_eq!(read.dropped, None);
 
-        // A killed agent: half a line at the end.
+        // A killed agent: half a line at the end, without its newline:
+        // dropped, and said to be.
         let extra = serde_json::to_string(&recs[0]).unwrap();
-        text.push_str(&extra[..extra.len() / 2]);
+        let half = &extra[..extra.len() / 2];
+        text.push_str(half);
         std::fs::write(&p, &text).unwrap();
-        assert_eq!(read_records(&p).unwrap(), recs);
+        let read = read_lines::<Record>(&p).unwrap();
+        assert_eq!(read.items, recs);
+        assert_eq!(
+            read.dropped,
+            Some(Dropped {
+                file: "records.ndjson".into(),
+                line: recs.len() + 1,
+                bytes: half.len()
+            })
+        );
+
+        // The same half line ending in a newline is no killed writer's
+        // tail: a collector wrote half a record and went on.
+        text.push('\n');
+        std::fs::write(&p, &text).unwrap();
+        let err = read_records(&p).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "records.ndjson:{}: a line that does not parse",
+                recs.len() + 1
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_json_document_that_does_not_parse_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("final.json");
+        std::fs::write(&p, "{\n  \"counter\": 5,\n  \"history\": [}\n").unwrap();
+        let err = read_final(&p).unwrap_err();
+        assert!(err.is_bad_input());
+        assert!(err.to_string().contains("final.json:3:"), "{err}");
+        // Missing: nothing was read back.
+        assert_eq!(
+            read_final(&dir.path().join("none.json")).unwrap(),
+            FinalRead::default()
+        );
     }
 
     #[test]
@@ -153,14 +281,14 @@ mod tests {
         std::fs::write(&p, lines.join("\n") + "\n").unwrap();
         let err = read_records(&p).unwrap_err().to_string();
         assert!(err.contains("records.ndjson:3:"), "{err}");
-        assert!(err.contains("malformed line"), "{err}");
+        assert!(err.contains("a line that does not parse"), "{err}");
     }
 
     #[test]
     fn an_endless_line_is_refused_after_its_first_64_kib() {
         // A reader that never ends and never breaks a line: 1 GiB or more
         // of it is refused without being read.
-        let err = parse_ndjson_from::<Record>(
+        let err = parse_lines::<Record>(
             std::io::BufReader::new(std::io::repeat(b'x')),
             "records.ndjson",
             MAX_LINES,
@@ -178,7 +306,7 @@ mod tests {
         let line = serde_json::to_string(&clean_run()[0]).unwrap() + "\n";
         // Endless records: refused at the limit, not read to the end.
         let endless = std::io::BufReader::new(Forever(line.into_bytes(), 0));
-        let err = parse_ndjson_from::<Record>(endless, "records.ndjson", 1000)
+        let err = parse_lines::<Record>(endless, "records.ndjson", 1000)
             .unwrap_err()
             .to_string();
         assert!(err.contains("records.ndjson: over 1000 lines"), "{err}");

@@ -46,6 +46,41 @@ pub struct Mechanism {
     pub to_step: String,
     /// The sentence the report and `cpmlab run` print.
     pub line: String,
+    /// The windows in which the lab's machine was saturated meanwhile, in
+    /// words (see `saturation`); none: it was not, or not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
+}
+
+/// The words a mechanism line gets when the lab's machine was saturated
+/// in its window.
+pub const SATURATED: &str = "the lab's machine was saturated";
+
+/// Marks each mechanism whose window overlaps one in which the lab's
+/// machine was saturated: its line says so, with the window and the
+/// figure.
+pub fn mark_saturated(
+    ms: &mut [Mechanism],
+    sat: &[crate::saturation::Saturated],
+    bound: f64,
+    t0: f64,
+) {
+    for m in ms {
+        let during: Vec<String> = sat
+            .iter()
+            .filter(|s| s.overlaps(m.first_unix_ms, m.last_end_unix_ms))
+            .map(|s| s.words(t0, bound))
+            .collect();
+        if during.is_empty() {
+            continue;
+        }
+        let words = format!("{SATURATED} {}", during.join(" and "));
+        m.line = format!(
+            "{}; {words}: these failures say as much about the lab's machine as about the migration",
+            m.line
+        );
+        m.saturated = Some(words);
+    }
 }
 
 /// The mechanisms of `failed`, the largest first; times in `line` relative
@@ -98,6 +133,7 @@ pub fn explain(
                 from_step,
                 to_step,
                 line: String::new(),
+                saturated: None,
             };
             m.line = sentence(&m, t0);
             m

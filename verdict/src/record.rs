@@ -264,6 +264,10 @@ pub struct LabEvent {
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+    /// A migration step's outcome, as its condition ended (`True`,
+    /// `False`, `Unknown`); none on other events and in older layouts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// A leader-election candidate's records (`ProbeKind::Lease`): `event` is

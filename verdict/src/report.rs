@@ -33,6 +33,10 @@ const LANE_GAP: usize = 9;
 const LEASE_BAR_H: usize = 12;
 const LEASE_H: usize = 24;
 const AXIS_H: usize = 22;
+/// The machine's CPU lane.
+const CPU_H: usize = 24;
+const CPU_COLOR: &str = "#8a9bb0";
+const CPU_SATURATED_COLOR: &str = "#c0392b";
 /// Hover titles on failure runs only while a lane has at most this many runs.
 const MAX_TITLED_RUNS: usize = 300;
 /// Lab events listed in the table at the end.
@@ -328,7 +332,7 @@ pub fn html(
         head_section(v, title),
         summary_section(v, events),
         legend_section(v, &tl),
-        timeline_section(v, &tl),
+        timeline_section(v, &tl, cpu),
         probes_section(v),
         rules_section(v),
         informers_section(v),
@@ -457,6 +461,7 @@ impl<'a> Timeline<'a> {
                 kind: "hazard".into(),
                 name: w.hazard.name().into(),
                 detail: w.what.clone(),
+                status: None,
             })
             .collect();
         // What ran is said in the header, not drawn.
@@ -790,7 +795,7 @@ fn legend_section(v: &Verdict, tl: &Timeline) -> String {
 /// The SVG timeline: the time axis, the lab's bands and events, the overall
 /// lane, a lane per probe and mode, the anomalies, a lane per
 /// leader-election candidate.
-fn timeline_section(v: &Verdict, tl: &Timeline) -> String {
+fn timeline_section(v: &Verdict, tl: &Timeline, cpu: &[super::context::CpuSample]) -> String {
     let sc = &tl.sc;
     let (t0, t1) = (sc.t0, sc.t1);
     let timeline_events = tl.timeline_events();
@@ -810,6 +815,11 @@ fn timeline_section(v: &Verdict, tl: &Timeline) -> String {
         lease_y.push(y);
         y += LEASE_H + LANE_GAP;
     }
+    let cpu_y = (!cpu.is_empty()).then(|| {
+        let at = y;
+        y += CPU_H + LANE_GAP;
+        at
+    });
     let plot_bottom = y - LANE_GAP;
     let svg_h = plot_bottom + AXIS_H;
 
@@ -850,7 +860,53 @@ fn timeline_section(v: &Verdict, tl: &Timeline) -> String {
     s.push_str(&lease_lanes(v, &tl.sorted, sc, &lease_y, &|seed: &str| {
         tl.seed_ids.get(seed).map(|id| seed_color(*id))
     }));
+    if let Some(y0) = cpu_y {
+        s.push_str(&cpu_lane_svg(cpu, sc, y0, v.criteria.saturation_pct));
+    }
     s.push_str("</svg>\n");
+    s
+}
+
+/// The machine's CPU as a lane: each sample a bar from the sample before
+/// it, its height the percent of all cores, in the saturated colour at or
+/// above the bound.
+fn cpu_lane_svg(cpu: &[super::context::CpuSample], sc: &Scale, y0: usize, bound: f64) -> String {
+    let mut samples: Vec<&super::context::CpuSample> = cpu.iter().collect();
+    samples.sort_by(|a, b| a.at_unix_ms.total_cmp(&b.at_unix_ms));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r##"<text x="4" y="{}" font-weight="bold">machine CPU</text><text x="4" y="{}" font-size="9.5" fill="#555">saturated ≥ {bound:.0} %</text><rect x="{LEFT}" y="{y0}" width="{PLOT_W}" height="{CPU_H}" fill="none" stroke="#e4e4e4"/>"##,
+        y0 + 11,
+        y0 + CPU_H - 2
+    );
+    for (i, c) in samples.iter().enumerate() {
+        let from = if i > 0 {
+            samples[i - 1].at_unix_ms
+        } else {
+            c.at_unix_ms - 2_000.0
+        };
+        if c.at_unix_ms < sc.t0 || from > sc.t1 {
+            continue;
+        }
+        let (x0, x1) = (sc.x(from.max(sc.t0)), sc.x(c.at_unix_ms.min(sc.t1)));
+        let pct = c.machine_busy_pct.clamp(0.0, 100.0);
+        let h = (pct / 100.0 * CPU_H as f64).max(1.0);
+        let color = if pct >= bound {
+            CPU_SATURATED_COLOR
+        } else {
+            CPU_COLOR
+        };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{color}"><title>{} – {}: the machine {pct:.0} % busy ({} cores)</title></rect>"#,
+            y0 as f64 + CPU_H as f64 - h,
+            (x1 - x0).max(1.0),
+            rel(from, sc.t0),
+            rel(c.at_unix_ms, sc.t0),
+            c.cores
+        );
+    }
     s
 }
 
@@ -2186,6 +2242,7 @@ mod tests {
                 kind: if i % 3 == 0 { "phase" } else { "note" }.into(),
                 name: format!("a rather long event name number {i}"),
                 detail: String::new(),
+                status: None,
             })
             .collect();
         let refs: Vec<&LabEvent> = events.iter().collect();
@@ -2297,6 +2354,7 @@ mod tests {
             kind: kind.into(),
             name: name.into(),
             detail: detail.into(),
+            status: None,
         };
         let events = vec![
             ev(0.0, Some(switch - 3000.0), "phase", "prepare", ""),
@@ -2384,6 +2442,7 @@ mod tests {
             kind: "note".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         };
         let events = vec![note("probes started"), note("probes stopped")];
         let v = compute(&[], &events, &nothing(), &Thresholds::default());
@@ -2468,6 +2527,8 @@ mod tests {
                 elections: &[],
                 plan: None,
                 listeners_closed: &[],
+                present: None,
+                cpu: &[],
             },
             &Criteria::default(),
         );
@@ -2649,27 +2710,8 @@ mod judged {
     fn verdict_report_shows_the_outcome_and_the_excused() {
         let events = leadership_move_events();
         let mut recs = clean_run();
-        let mut dropped = rec(
-            ProbeKind::Write,
-            ConnMode::New,
-            5_050.0,
-            4_000.0,
-            Outcome::Http,
-        );
-        dropped.seq = 90_000;
-        dropped.value = Some(52);
-        dropped.http_status = Some(500);
-        dropped.error = Some("etcdserver: request timed out".into());
-        recs.push(dropped);
-        let mut c = Criteria::default();
-        c.excuse.insert(
-            Hazard::MoveLeader,
-            Budget {
-                max: 1,
-                max_ms: 7_500.0,
-                lanes: vec![],
-            },
-        );
+        recs.push(dropped_in_the_move(4_000.0));
+        let c = one_move_leader();
         let v = judged(&recs, &events, &c);
         let html = report::html(&v, &recs, &events, &[], &[], &[], "t");
         assert!(html.contains("PASSED WITH KNOWN HAZARDS"));
@@ -2686,6 +2728,52 @@ mod judged {
     }
 
     #[test]
+    fn a_failure_on_a_saturated_machine_says_so_is_not_excused_and_the_cpu_is_a_lane() {
+        let events = leadership_move_events();
+        let mut recs = clean_run();
+        recs.push(dropped_in_the_move(4_000.0));
+        let c = one_move_leader();
+        // The machine at 98-100 % from +4 s to +10 s, 40 % before and after.
+        let cpu: Vec<context::CpuSample> = (0..7)
+            .map(|i| context::CpuSample {
+                at_unix_ms: T0 + i as f64 * 2_000.0,
+                machine_busy_pct: if (3..=5).contains(&i) {
+                    98.0 + (i - 3) as f64
+                } else {
+                    40.0
+                },
+                cores: 2,
+                ..Default::default()
+            })
+            .collect();
+        let fin = read_back(&recs, Some(100));
+        let v = judged_with_cpu(&recs, &events, &fin, &cpu, &c);
+        assert_eq!(v.status, Status::Failed, "no hazard excuses it");
+        assert_eq!(v.saturated_failures, 1);
+        assert_eq!(v.excuses.excused_count, 0);
+        let line = &v.mechanisms[0].line;
+        assert!(
+            line.contains(
+                "the lab's machine was saturated from +4.0 s to +10.0 s (98–100 % of all cores, at or above 95 %)"
+            ),
+            "{line}"
+        );
+        let html = report::html(&v, &recs, &events, &[], &[], &cpu, "t");
+        assert!(html.contains(">machine CPU</text>"), "the CPU is a lane");
+        assert!(html.contains(super::CPU_SATURATED_COLOR));
+        // Below the bound the same failure is excused as before.
+        let calm: Vec<context::CpuSample> = cpu
+            .iter()
+            .map(|s| context::CpuSample {
+                machine_busy_pct: 40.0,
+                ..s.clone()
+            })
+            .collect();
+        let v = judged_with_cpu(&recs, &events, &fin, &calm, &c);
+        assert_eq!(v.status, Status::PassedWithKnownHazards, "{:?}", v.reasons);
+    }
+
+    #[test]
     fn the_header_says_what_ran_and_why_requests_failed() {
         let mut events = leadership_move_events();
         events.push(LabEvent {
@@ -2694,6 +2782,7 @@ mod judged {
             kind: record::SETTINGS_EVENT.into(),
             name: "what ran".into(),
             detail: "exposure termination · order gep".into(),
+            status: None,
         });
         let mut recs = clean_run();
         let mut refused = rec(

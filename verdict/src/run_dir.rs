@@ -1,7 +1,11 @@
 //! A run directory in, its judgement out: reads `records.ndjson`,
-//! `events.ndjson`, `final.json`, `probes.json`, `criteria.json` and the
-//! etcd members' logs (`logs/`), and writes `verdict.json`, `junit.xml`
-//! and `report.html` beside them. The records are never rewritten.
+//! `events.ndjson`, `final.json`, `probes.json`, `criteria.json`,
+//! `history.ndjson`, the etcd members' logs (`logs/`) and the observer's
+//! samples (`cpu.ndjson`, `etcd.ndjson`, `gateways.ndjson`,
+//! `endpoints.ndjson`), each by the one rule for input the verdict cannot
+//! read (see `load`), and writes `verdict.json`, `junit.xml` and
+//! `report.html` beside them. The records are never rewritten. Which
+//! files a run must hold is its layout's (see `layout`).
 //!
 //! Run directories made before the records were kept whole may hold
 //! `records.all.ndjson` (every record) beside a `records.ndjson` that lacks
@@ -9,8 +13,14 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
+
+use crate::context::{CpuSample, EtcdSample, CPU_FILE, ETCD_FILE};
 use crate::criteria::{Criteria, CRITERIA_FILE};
 use crate::error::{Error, Result};
+use crate::history::{HistoryLine, HISTORY_FILE};
+use crate::layout::{Present, LAYOUT_FILE, LOGS_DIR};
+use crate::load::{read_json, read_lines, read_lines_if, Dropped};
 use crate::record::{FinalRead, LabEvent, ProbePlan, Record, PROBES_FILE};
 use crate::{election, Inputs, Verdict};
 
@@ -20,6 +30,10 @@ pub const RECORDS_FILE: &str = "records.ndjson";
 /// Every record, where an older cpmlab rewrote `records.ndjson`.
 pub const ALL_RECORDS_FILE: &str = "records.all.ndjson";
 pub const EVENTS_FILE: &str = "events.ndjson";
+/// The gateways' counters, sampled by `cpmlab run`'s observer.
+pub const GATEWAYS_FILE: &str = "gateways.ndjson";
+/// The gateways' endpoint lifecycle records, kept by the observer.
+pub const ENDPOINTS_FILE: &str = "endpoints.ndjson";
 
 /// Everything a run directory holds for the verdict.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +44,12 @@ pub struct Loaded {
     pub elections: Vec<election::Election>,
     pub plan: Option<ProbePlan>,
     pub listeners_closed: Vec<crate::drained_readyz::ListenerClosed>,
+    /// What the directory held.
+    pub present: Present,
+    /// The machine's CPU (`cpu.ndjson`).
+    pub cpu: Vec<CpuSample>,
+    /// etcd's samples (`etcd.ndjson`).
+    pub etcd: Vec<EtcdSample>,
 }
 
 impl Loaded {
@@ -41,6 +61,8 @@ impl Loaded {
             elections: &self.elections,
             plan: self.plan.as_ref(),
             listeners_closed: &self.listeners_closed,
+            present: Some(&self.present),
+            cpu: &self.cpu,
         }
     }
 }
@@ -70,26 +92,105 @@ pub fn check(run: &Path) -> Result<()> {
     Ok(())
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::BadInput(format!("{}: {e}", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
-    }
+/// A gateway's sample in `gateways.ndjson` (its counters are the
+/// report's; a line must be a sample).
+#[derive(Deserialize)]
+struct GatewaySample {
+    #[allow(dead_code)]
+    at_unix_ms: f64,
+    #[allow(dead_code)]
+    seed: String,
 }
 
-/// Reads a run directory.
+/// A gateway's endpoint record in `endpoints.ndjson`.
+#[derive(Deserialize)]
+struct EndpointRecord {
+    #[allow(dead_code)]
+    at_unix_ms: f64,
+    #[allow(dead_code)]
+    seed: String,
+    #[allow(dead_code)]
+    event: String,
+}
+
+/// Reads a run directory: every file by the one rule (see `load`); a
+/// layout newer than this cpmlab's is refused.
 pub fn load(run: &Path) -> Result<Loaded> {
     check(run)?;
+    let mut present = Present {
+        layout: crate::layout::read(run)?,
+        ..Present::default()
+    };
+    let mut found = |file: &str, dropped: Option<Dropped>| {
+        present.files.insert(file.to_string());
+        present.dropped.extend(dropped);
+    };
+    if run.join(LAYOUT_FILE).is_file() {
+        found(LAYOUT_FILE, None);
+    }
+    let records = read_lines::<Record>(&records_path(run))?;
+    found(RECORDS_FILE, records.dropped);
+    let events = read_lines::<LabEvent>(&run.join(EVENTS_FILE))?;
+    found(EVENTS_FILE, events.dropped);
+    let final_read: Option<FinalRead> = read_json(&run.join(FINAL_FILE))?;
+    if final_read.is_some() {
+        found(FINAL_FILE, None);
+    }
+    let plan: Option<ProbePlan> = read_json(&run.join(PROBES_FILE))?;
+    if plan.is_some() {
+        found(PROBES_FILE, None);
+    }
+    if run.join(CRITERIA_FILE).is_file() {
+        found(CRITERIA_FILE, None);
+    }
+    let history = read_lines_if::<HistoryLine>(&run.join(HISTORY_FILE))?;
+    let cpu = read_lines_if::<CpuSample>(&run.join(CPU_FILE))?;
+    let etcd = read_lines_if::<EtcdSample>(&run.join(ETCD_FILE))?;
+    let gateways = read_lines_if::<GatewaySample>(&run.join(GATEWAYS_FILE))?;
+    let endpoints = read_lines_if::<EndpointRecord>(&run.join(ENDPOINTS_FILE))?;
+    for (file, dropped) in [
+        (HISTORY_FILE, history.as_ref().map(|h| h.dropped.clone())),
+        (CPU_FILE, cpu.as_ref().map(|h| h.dropped.clone())),
+        (ETCD_FILE, etcd.as_ref().map(|h| h.dropped.clone())),
+        (GATEWAYS_FILE, gateways.map(|h| h.dropped)),
+        (ENDPOINTS_FILE, endpoints.map(|h| h.dropped)),
+    ] {
+        if let Some(d) = dropped {
+            found(file, d);
+        }
+    }
+    let (members, dropped) = crate::etcd_said::check_logs(run)?;
+    if members > 0 {
+        found(LOGS_DIR, None);
+    }
+    present.dropped.extend(dropped);
+    let mut final_read = final_read.unwrap_or_default();
+    // The history the rules read: the one watched during the run, where
+    // it was, instead of one read back at the end.
+    if let Some(h) = &history {
+        let captured = crate::history::read(&h.items);
+        match captured.history() {
+            Ok(v) => {
+                final_read.history = Some(v);
+                final_read.history_error = None;
+            }
+            Err(e) => {
+                final_read.history = None;
+                final_read.history_error = Some(e);
+            }
+        }
+        present.history = Some(captured);
+    }
     Ok(Loaded {
-        records: crate::load::read_records(&records_path(run))?,
-        events: crate::load::read_events(&run.join(EVENTS_FILE))?,
-        final_read: crate::load::read_final(&run.join(FINAL_FILE))?,
+        records: records.items,
+        events: events.items,
+        final_read,
         elections: election::read(run),
-        plan: read_json(&run.join(PROBES_FILE))?,
+        plan,
         listeners_closed: crate::drained_readyz::read(run),
+        present,
+        cpu: cpu.map(|c| c.items).unwrap_or_default(),
+        etcd: etcd.map(|c| c.items).unwrap_or_default(),
     })
 }
 
@@ -168,9 +269,9 @@ pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
             &v,
             &l.records,
             &l.events,
-            &crate::context::read(run),
+            &l.etcd,
             &crate::etcd_said::read(run),
-            &crate::context::read_cpu(run),
+            &l.cpu,
             &title,
         ),
     )?;

@@ -343,6 +343,7 @@ mod tests {
             kind: "phase".into(),
             name: name.into(),
             detail: String::new(),
+            status: None,
         }
     }
 

@@ -272,6 +272,7 @@ mod judged {
                 kind: "phase".into(),
                 name: "instant".into(),
                 detail: String::new(),
+                status: None,
             },
         ];
         let v = compute(&recs, &events, &read_back(&recs, Some(100)), &th());

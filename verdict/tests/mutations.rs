@@ -21,16 +21,11 @@
 //! would have shown, and names the rule that must fail; the others are not
 //! asserted (a fault may show in more than one).
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{copy_tree, corpus};
 use cpmlab_verdict::run_dir;
 use serde_json::Value;
-
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name)
-}
 
 struct Run {
     records: Vec<Value>,
@@ -137,20 +132,6 @@ impl Run {
 
     fn history(&mut self) -> &mut Vec<Value> {
         self.fin["history"].as_array_mut().unwrap()
-    }
-}
-
-/// Copies the files under `from` (the members' logs in `logs/` too).
-fn copy_tree(from: &Path, to: &Path) {
-    for f in std::fs::read_dir(from).unwrap() {
-        let f = f.unwrap();
-        let dest = to.join(f.file_name());
-        if f.file_type().unwrap().is_dir() {
-            std::fs::create_dir(&dest).unwrap();
-            copy_tree(&f.path(), &dest);
-        } else {
-            std::fs::copy(f.path(), dest).unwrap();
-        }
     }
 }
 
@@ -323,7 +304,10 @@ fn a_lane_that_went_quiet_fails_coverage() {
 fn a_migration_that_did_not_finish_fails_migration_completed() {
     let r = Run::of("quiet");
     r.criteria("migration", "completed".into());
-    r.must_fail("migration-completed", "show no MigrationCompleted step");
+    r.must_fail(
+        "migration-completed",
+        "stop early: no MigrationCompleted step",
+    );
 }
 
 /// How `zero-downtime` names `n` failures nothing excused.

@@ -15,6 +15,9 @@ use crate::errors::{Cancel, Interrupted};
 use crate::probe::run::{now_unix_ms, record_lab_event as event};
 use crate::state::{LabDir, LabState};
 
+/// The one step an external driver's migration records.
+pub const EXTERNAL_STEP: &str = "ExternalDriver";
+
 /// The environment the command gets.
 pub fn environment(
     state: &LabState,
@@ -117,13 +120,14 @@ pub async fn run(
     };
     let end = now_unix_ms();
     let code = status.code().unwrap_or(-1);
-    event(
+    // Its one step, True when it exited 0.
+    crate::probe::run::record_step(
         dir,
-        "phase",
-        "ExternalDriver",
+        EXTERNAL_STEP,
         &format!("`{command}` exited {code}"),
+        if code == 0 { "True" } else { "False" },
         started,
-        Some(end),
+        end,
     );
     dir.update(|s| {
         if let Some(m) = s.migration.as_mut() {

@@ -22,7 +22,7 @@ use super::record::{Driver, MigrationState};
 use crate::errors::{BadInput, Cancel, EnvNotReady, Interrupted};
 use crate::etcd::{self, ClusterView, EtcdTls};
 use crate::pki::Ca;
-use crate::probe::run::{now_unix_ms, record_lab_event, record_settings};
+use crate::probe::run::{now_unix_ms, record_lab_event, record_settings, record_step};
 use crate::progress::{Progress, Step};
 use crate::provider::{Provider, Signal, WorkloadState};
 use crate::state::{LabDir, LabState, MemberState};
@@ -408,7 +408,13 @@ impl<'a> Flow<'a> {
             let line = self.progress.step(step.clone());
             self.test_hold(&step, &line).await?;
             let r = self.run_step(&step, &line).await;
-            self.event("phase", &step, "", started, Some(now_unix_ms()));
+            // The step's band, with its outcome as its condition ends.
+            let status = match &r {
+                Ok(_) => "True",
+                Err(e) if e.downcast_ref::<StepFailed>().is_some() => "False",
+                Err(_) => "Unknown",
+            };
+            record_step(&self.dir, &step, "", status, started, now_unix_ms());
             match r {
                 Ok((reason, message)) => {
                     self.set(&step, Status::True, reason, &message)?;

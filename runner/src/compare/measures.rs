@@ -72,6 +72,11 @@ pub struct RunMeasures {
     /// why there is none.
     pub status: String,
     pub wall_s: f64,
+    /// Requests failed while the lab's machine was saturated (the
+    /// verdict's `saturated_failures`): the run is kept apart, its
+    /// failures the lab's machine's as much as the migration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
     /// By measure name; a measure the run has no figure for is absent.
     pub values: std::collections::BTreeMap<String, f64>,
 }
@@ -208,6 +213,14 @@ pub fn of_run(dir: &Path) -> RunMeasures {
         }
         if let Some(l) = v["ledger"]["lost_count"].as_f64() {
             m.values.insert("lost_writes".into(), l);
+        }
+        if v["saturated_failures"].as_u64().is_some_and(|n| n > 0) {
+            m.saturated = v["mechanisms"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find_map(|m| m["saturated"].as_str().map(str::to_string))
+                .or_else(|| Some(crate::verdict::mechanisms::SATURATED.to_string()));
         }
     } else if m.status.is_empty() {
         m.status = "no verdict".into();
@@ -352,6 +365,7 @@ mod tests {
         assert_eq!(m.values["failed_node"], 7.0);
         assert_eq!(m.values["node_window_s"], 93.0);
         assert_eq!(m.values["watch_silence_s"], 42.0);
+        assert_eq!(m.saturated, None);
         // A run that stopped at the join (`stop_after`) joined.
         std::fs::write(
             d.path().join("result.json"),
@@ -359,5 +373,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(of_run(d.path()).values["joined"], 1.0);
+    }
+
+    #[test]
+    fn a_run_whose_failures_met_a_saturated_machine_is_marked() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("run")).unwrap();
+        std::fs::write(
+            d.path().join("run/verdict.json"),
+            r#"{"status": "FAILED", "passed": false, "saturated_failures": 12,
+                "mechanisms": [{"clients": "new connections", "saturated": "the lab's machine was saturated from +26.0 s to +75.0 s (98–100 % of all cores, at or above 95 %)"}]}"#,
+        )
+        .unwrap();
+        let m = of_run(d.path());
+        assert!(
+            m.saturated
+                .as_deref()
+                .is_some_and(|s| s.contains("+26.0 s to +75.0 s")),
+            "{m:?}"
+        );
     }
 }

@@ -150,12 +150,13 @@ fn glance(summary: &Summary) -> String {
         };
         let _ = write!(
             t,
-            "<tr><td><b>{}</b>{}</td><td{}>{} of {}</td>",
+            "<tr><td><b>{}</b>{}</td><td{}>{} of {}{}</td>",
             esc(&v.name),
             if i == 0 { " (reference)" } else { "" },
             mark("pass rate"),
             v.passed,
-            v.runs
+            v.runs,
+            kept_apart(v.saturated)
         );
         for (m, unit, _) in &cols {
             let _ = write!(
@@ -171,6 +172,18 @@ fn glance(summary: &Summary) -> String {
     t
 }
 
+/// The mark of a run whose failures met the lab's machine saturated.
+pub const SATURATED_MARK: &str = "[saturated machine: kept apart]";
+
+/// The pass-rate cell's note of the runs kept apart.
+fn kept_apart(n: u32) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" ({n} more kept apart: the lab's machine was saturated)")
+    }
+}
+
 pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str) -> String {
     let mut rows = String::new();
     for v in &summary.variants {
@@ -182,10 +195,11 @@ pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str)
             .join(", ");
         let _ = write!(
             rows,
-            "<tr><td><b>{}</b></td><td>{} of {}</td><td>{:.0}–{:.0} %</td><td>{statuses}</td></tr>",
+            "<tr><td><b>{}</b></td><td>{} of {}{}</td><td>{:.0}–{:.0} %</td><td>{statuses}</td></tr>",
             esc(&v.name),
             v.passed,
             v.runs,
+            kept_apart(v.saturated),
             v.pass_interval.0 * 100.0,
             v.pass_interval.1 * 100.0
         );
@@ -212,12 +226,16 @@ pub fn html(title: &str, summary: &Summary, runs: &[RunMeasures], command: &str)
     for r in runs {
         let _ = write!(
             run_rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}</td><td><a href=\"{}/run/report.html\">report</a></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}{}</td><td><a href=\"{}/run/report.html\">report</a></td></tr>",
             esc(&r.variant),
             r.repetition,
             r.seed,
             if r.passed { "#2a7" } else { "#c33" },
             esc(&r.status),
+            r.saturated
+                .as_deref()
+                .map(|s| format!(" <b title=\"{}\">{SATURATED_MARK}</b>", esc(s)))
+                .unwrap_or_default(),
             esc(&r.dir)
         );
     }
@@ -256,10 +274,11 @@ pub fn markdown(title: &str, summary: &Summary, command: &str) -> String {
     for v in &summary.variants {
         let _ = write!(
             o,
-            "| {} | {} of {} | {:.0}–{:.0} % |",
+            "| {} | {} of {}{} | {:.0}–{:.0} % |",
             v.name,
             v.passed,
             v.runs,
+            kept_apart(v.saturated),
             v.pass_interval.0 * 100.0,
             v.pass_interval.1 * 100.0
         );

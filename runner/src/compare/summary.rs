@@ -20,6 +20,10 @@ pub struct VariantSummary {
     pub pass_interval: (f64, f64),
     /// How many runs ended in each verdict status.
     pub statuses: BTreeMap<String, u32>,
+    /// Runs kept apart: their failures met the lab's machine saturated
+    /// (not in `runs`, `passed`, the statuses or the measures).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub saturated: u32,
     pub measures: BTreeMap<String, Spread>,
     /// Per measure the median's distribution-free interval (low, high,
     /// coverage): `stats::median_interval`.
@@ -45,10 +49,27 @@ pub struct Summary {
     pub differences: Vec<Difference>,
 }
 
-pub fn summarise(order: &[String], runs: &[RunMeasures]) -> Summary {
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A comparison's results. A run whose failures met the lab's machine
+/// saturated is kept apart: not counted as its variant's pass or failure,
+/// nor in its measures, only in `saturated`.
+pub fn summarise(order: &[String], all: &[RunMeasures]) -> Summary {
+    let runs: Vec<RunMeasures> = all
+        .iter()
+        .filter(|r| r.saturated.is_none())
+        .cloned()
+        .collect();
+    let runs = &runs[..];
     let variants: Vec<VariantSummary> = order
         .iter()
         .map(|name| {
+            let saturated = all
+                .iter()
+                .filter(|r| &r.variant == name && r.saturated.is_some())
+                .count() as u32;
             let mine: Vec<&RunMeasures> = runs.iter().filter(|r| &r.variant == name).collect();
             let n = mine.len() as u32;
             let k = mine.iter().filter(|r| r.passed).count() as u32;
@@ -75,6 +96,7 @@ pub fn summarise(order: &[String], runs: &[RunMeasures]) -> Summary {
                 passed: k,
                 pass_interval: wilson(k, n),
                 statuses,
+                saturated,
                 measures,
                 median_intervals,
             }
@@ -214,5 +236,26 @@ pub(crate) mod tests {
             .find(|d| d.measure == "downtime_ms")
             .unwrap();
         assert!(d.p_value < 0.001, "{d:?}");
+    }
+
+    #[test]
+    fn runs_on_a_saturated_machine_are_kept_apart() {
+        let mut runs = Vec::new();
+        for i in 0..4 {
+            runs.push(run("a", true, 0.0));
+            let mut b = run("b", i > 0, 10.0);
+            if i == 0 {
+                b.saturated = Some("the lab's machine was saturated".into());
+                b.values.insert("downtime_ms".into(), 90_000.0);
+            }
+            runs.push(b);
+        }
+        let s = summarise(&["a".into(), "b".into()], &runs);
+        let b = &s.variants[1];
+        assert_eq!((b.runs, b.passed, b.saturated), (3, 3, 1));
+        assert_eq!(b.measures["downtime_ms"].max, 10.0, "not in its measures");
+        assert!(s.differences[0]
+            .statement
+            .starts_with("b: 0 of 3 runs failed"));
     }
 }

@@ -1,0 +1,2 @@
+set -e
+grep -v '"probe":"watch","mode":"new"' records.ndjson > r && mv r records.ndjson

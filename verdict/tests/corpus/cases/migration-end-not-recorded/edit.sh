@@ -1,0 +1,2 @@
+set -e
+grep -v '"name":"probes stopped"' events.ndjson > e && mv e events.ndjson
