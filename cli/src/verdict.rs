@@ -98,7 +98,7 @@ fn criteria(a: &VerdictArgs) -> Result<Criteria> {
 pub fn run(a: &VerdictArgs) -> Result<u8> {
     cpmlab_verdict::run_dir::check(&a.run)?;
     if a.explain_layout {
-        let lines = cpmlab_verdict::layout::explain(&a.run, &criteria(a)?)?;
+        let lines = cpmlab_verdict::run_dir::explain(&a.run, &criteria(a)?)?;
         match a.output {
             Output::Json => print_json_line(&serde_json::json!({
                 "event": "layout", "run": a.run, "lines": lines,

@@ -17,10 +17,8 @@ const COUNTER_RETRY_PAUSE: Duration = Duration::from_secs(2);
 /// How long reading the history may take.
 const HISTORY_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The counter's key in etcd (kube-apiserver's storage layout).
-pub fn counter_key() -> String {
-    format!("/registry/configmaps/{NAMESPACE}/{COUNTER}")
-}
+// The counter as etcd keeps it: the history's business too.
+pub use super::history::{counter_key, stored_counter};
 
 /// The candidates' Lease's key in etcd.
 pub fn lease_key() -> String {
@@ -192,18 +190,6 @@ async fn counter(dir: &LabDir, state: &LabState) -> Result<(u64, u64), String> {
 
 /// Every version of the counter, oldest first: a watch of its key from
 /// revision 1 up to its current revision.
-/// The counter's value in a ConfigMap as an API server stored it in etcd:
-/// JSON (the stand-in) or Kubernetes' protobuf envelope (kube-apiserver and
-/// the generic server).
-pub fn stored_counter(bytes: &[u8]) -> Option<u64> {
-    let v = if bytes.starts_with(b"k8s\x00") {
-        crate::apiserver::protobuf::decode("ConfigMap", bytes).ok()?
-    } else {
-        serde_json::from_slice::<serde_json::Value>(bytes).ok()?
-    };
-    v["data"]["value"].as_str()?.parse().ok()
-}
-
 /// Every version of `key`, oldest first, each turned into an entry by
 /// `entry`: a watch of the key from revision 1 up to its current revision.
 async fn history<T>(

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, EventType, GetOptions, WatchOptions};
 
 use super::clock::now_unix_ms;
-use super::final_read::{counter_key, stored_counter};
 use crate::errors::Cancel;
 use crate::verdict::history::{resume, HistoryLine, HISTORY_FILE};
 
@@ -333,4 +332,25 @@ where
             "the capture was not completed within {within:?} after the probes stopped"
         ));
     }
+}
+
+/// The counter's key in etcd (kube-apiserver's storage layout).
+pub fn counter_key() -> String {
+    format!(
+        "/registry/configmaps/{}/{}",
+        crate::agent::NAMESPACE,
+        crate::agent::COUNTER
+    )
+}
+
+/// The counter's value in a ConfigMap as an API server stored it in etcd:
+/// JSON (the stand-in) or Kubernetes' protobuf envelope (kube-apiserver and
+/// the generic server).
+pub fn stored_counter(bytes: &[u8]) -> Option<u64> {
+    let v = if bytes.starts_with(b"k8s\x00") {
+        crate::apiserver::protobuf::decode("ConfigMap", bytes).ok()?
+    } else {
+        serde_json::from_slice::<serde_json::Value>(bytes).ok()?
+    };
+    v["data"]["value"].as_str()?.parse().ok()
 }

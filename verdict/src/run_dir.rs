@@ -24,16 +24,10 @@ use crate::load::{read_json, read_lines, read_lines_if, Dropped};
 use crate::record::{FinalRead, LabEvent, ProbePlan, Record, PROBES_FILE};
 use crate::{election, Inputs, Verdict};
 
-/// What `probe stop` reads back after the run.
-pub const FINAL_FILE: &str = "final.json";
-pub const RECORDS_FILE: &str = "records.ndjson";
-/// Every record, where an older cpmlab rewrote `records.ndjson`.
-pub const ALL_RECORDS_FILE: &str = "records.all.ndjson";
-pub const EVENTS_FILE: &str = "events.ndjson";
-/// The gateways' counters, sampled by `cpmlab run`'s observer.
-pub const GATEWAYS_FILE: &str = "gateways.ndjson";
-/// The gateways' endpoint lifecycle records, kept by the observer.
-pub const ENDPOINTS_FILE: &str = "endpoints.ndjson";
+// The run directory's files are named by its layout.
+pub use crate::layout::{
+    ALL_RECORDS_FILE, ENDPOINTS_FILE, EVENTS_FILE, FINAL_FILE, GATEWAYS_FILE, RECORDS_FILE,
+};
 
 /// Everything a run directory holds for the verdict.
 #[derive(Debug, Clone, Default)]
@@ -276,6 +270,141 @@ pub fn judge(run: &Path, criteria: &Criteria) -> Result<Verdict> {
         ),
     )?;
     Ok(v)
+}
+
+/// `cpmlab verdict --explain-layout`: what the run directory holds and
+/// lacks, in lines.
+pub fn explain(run: &Path, criteria: &Criteria) -> Result<Vec<String>> {
+    let l = load(run)?;
+    let present = &l.present;
+    let inputs = crate::layout::check(present, criteria, l.plan.as_ref(), &l.records, &l.events);
+    let mut out = vec![format!(
+        "{}: layout {}{} (this cpmlab knows layouts 1 to {})",
+        run.display(),
+        present.layout,
+        if present.has(LAYOUT_FILE) {
+            String::new()
+        } else {
+            format!(" ({LAYOUT_FILE} absent)")
+        },
+        crate::layout::LAYOUT
+    )];
+    let count = |what: &str, n: usize| format!("{n} {what}");
+    let described: Vec<(&str, String)> = vec![
+        (RECORDS_FILE, count("record(s)", l.records.len())),
+        (
+            EVENTS_FILE,
+            format!(
+                "{}; {}",
+                count("lab event(s)", l.events.len()),
+                crate::migration::describe_steps(&l.events)
+            ),
+        ),
+        (
+            FINAL_FILE,
+            // The history the rules read is the capture's, where there is
+            // one (see `history.ndjson` below).
+            match (
+                &l.final_read.counter,
+                l.final_read
+                    .history
+                    .as_ref()
+                    .filter(|_| present.history.is_none()),
+            ) {
+                (Some(c), Some(h)) => {
+                    format!(
+                        "the counter read back ({c}) and {} version(s) of its history",
+                        h.len()
+                    )
+                }
+                (Some(c), None) => format!("the counter read back ({c})"),
+                (None, _) => "no counter read back".into(),
+            },
+        ),
+        (
+            PROBES_FILE,
+            l.plan.as_ref().map_or(String::new(), |p| {
+                format!(
+                    "the lanes asked for: {}",
+                    crate::coverage::planned_lanes(p)
+                        .into_iter()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
+        ),
+        (
+            crate::criteria::CRITERIA_FILE,
+            format!(
+                "the migration's end: {}{}",
+                criteria.migration.as_deref().unwrap_or("none stated"),
+                if criteria.migration_steps.is_empty() {
+                    String::new()
+                } else {
+                    format!(", its steps: {}", criteria.migration_steps.join(", "))
+                }
+            ),
+        ),
+        (
+            HISTORY_FILE,
+            present
+                .history
+                .as_ref()
+                .map(|h| {
+                    let mut s = h.summary();
+                    if !h.gaps.is_empty() {
+                        s.push_str(&format!("; lacking: {}", h.gaps.join("; ")));
+                    }
+                    s
+                })
+                .unwrap_or_default(),
+        ),
+        (LOGS_DIR, "the members' logs".into()),
+        (crate::context::CPU_FILE, "the machine's CPU".into()),
+        (crate::context::ETCD_FILE, "etcd's samples".into()),
+        (
+            crate::run_dir::GATEWAYS_FILE,
+            "the gateways' counters".into(),
+        ),
+        (
+            crate::run_dir::ENDPOINTS_FILE,
+            "the gateways' endpoint records".into(),
+        ),
+    ];
+    for (file, what) in described {
+        let found = present.has(file);
+        out.push(format!(
+            "  {} {file}{}",
+            if found { "found  " } else { "absent " },
+            if found && !what.is_empty() {
+                format!(": {what}")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for d in &inputs.dropped {
+        out.push(format!("  dropped {d}"));
+    }
+    for m in &inputs.missing {
+        out.push(format!(
+            "  missing {} ({}): not covered: {}",
+            m.file,
+            m.why,
+            m.rules.join(", ")
+        ));
+    }
+    for k in &inputs.lacking {
+        out.push(format!(
+            "  lacking: {}: degraded: {}",
+            k.what,
+            k.rules.join(", ")
+        ));
+    }
+    if inputs.missing.is_empty() && inputs.lacking.is_empty() {
+        out.push("  nothing the rules need is missing".into());
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
