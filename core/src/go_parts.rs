@@ -66,6 +66,17 @@ pub const ENVOY: Part = Part {
     installer: "scripts/fetch-envoy",
 };
 
+/// gardener-apiserver (github.com/gardener/gardener v1.150.0, built by
+/// `scripts/build-go` from `go/gardener`): the garden's API; no lab runs
+/// it yet, so a missing one is information.
+pub const GARDENER_APISERVER: Part = Part {
+    name: "gardener-apiserver",
+    what: "gardener-apiserver, the garden's API (built; no lab runs it yet)",
+    env: "CPMLAB_GARDENER_APISERVER",
+    required: false,
+    installer: "scripts/build-go",
+};
+
 pub const ACTIONLINT: Part = Part {
     name: "actionlint",
     what: "checks .github/workflows (scripts/test); not a part of the lab",
@@ -94,6 +105,7 @@ pub const PARTS: &[Part] = &[
     ETCD_34,
     ETCD_35,
     ENVOY,
+    GARDENER_APISERVER,
     ACTIONLINT,
 ];
 
