@@ -204,16 +204,17 @@ async fn session(
         .map_err(|e| format!("etcd watch {key}: {e}"))?;
     let mut seen = from.saturating_sub(1);
     loop {
+        // Checked before every message, not only when the stream is quiet:
+        // a counter written every few tens of ms never leaves it quiet for
+        // long, and a run (or its Ctrl-C) waited on this watch for ever.
+        if let Until::Stopped(stop) = until {
+            if stop.check().is_err() {
+                return Ok(Ended::Done);
+            }
+        }
         let msg = tokio::select! {
             m = stream.message() => m,
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                if let Until::Stopped(stop) = until {
-                    if stop.check().is_err() {
-                        return Ok(Ended::Done);
-                    }
-                }
-                continue;
-            }
+            _ = tokio::time::sleep(Duration::from_millis(250)) => continue,
         };
         let resp = msg
             .map_err(|e| format!("etcd watch {key}: {e}"))?
