@@ -176,6 +176,8 @@ pub fn read(lines: &[HistoryLine]) -> Captured {
     // Where the next watch must start, at the latest: after the last
     // version seen, or where a compaction it was told of left it.
     let mut next: Option<u64> = None;
+    // Why the watch last broke: where none ever began, that is the reason.
+    let mut last_break: Option<&str> = None;
     for l in lines {
         match l {
             HistoryLine::Watch {
@@ -244,7 +246,7 @@ pub fn read(lines: &[HistoryLine]) -> Captured {
                 )),
             }
             }
-            HistoryLine::Broken { .. } => {}
+            HistoryLine::Broken { error, .. } => last_break = Some(error),
             HistoryLine::End { rev, .. } => {
                 c.end_rev = Some(*rev);
                 if let Some(seen) = last_seen.filter(|s| s < rev) {
@@ -256,8 +258,10 @@ pub fn read(lines: &[HistoryLine]) -> Captured {
         }
     }
     if c.watches == 0 {
-        c.gaps
-            .push(format!("{HISTORY_FILE} holds no watch of the counter"));
+        c.gaps.push(match last_break {
+            Some(why) => format!("{HISTORY_FILE} holds no watch of the counter: {why}"),
+            None => format!("{HISTORY_FILE} holds no watch of the counter"),
+        });
     } else if c.end_rev.is_none() {
         c.gaps.push(format!(
             "the capture was never completed after the probes stopped (no `end` line): versions after revision {} may be missing",
@@ -369,6 +373,17 @@ mod tests {
         ]);
         assert_eq!(c.gaps, Vec::<String>::new());
         assert!(read(&[]).history().is_err());
+        // A capture that never watched says why, from its last break.
+        let err = read(&[HistoryLine::Broken {
+            at_unix_ms: 0.0,
+            error: "etcd is out of reach".into(),
+        }])
+        .history()
+        .unwrap_err();
+        assert!(
+            err.contains("no watch of the counter: etcd is out of reach"),
+            "{err}"
+        );
     }
 
     #[test]
