@@ -258,10 +258,9 @@ pub fn read(lines: &[HistoryLine]) -> Captured {
         }
     }
     if c.watches == 0 {
-        c.gaps.push(match last_break {
-            Some(why) => format!("{HISTORY_FILE} holds no watch of the counter: {why}"),
-            None => format!("{HISTORY_FILE} holds no watch of the counter"),
-        });
+        let why = last_break.map(|w| format!(": {w}")).unwrap_or_default();
+        c.gaps
+            .push(format!("{HISTORY_FILE} holds no watch of the counter{why}"));
     } else if c.end_rev.is_none() {
         c.gaps.push(format!(
             "the capture was never completed after the probes stopped (no `end` line): versions after revision {} may be missing",
