@@ -21,5 +21,6 @@ fn main() {
         Need::Druid,
         Need::Netem,
         Need::Root,
+        Need::Arm64,
     ]);
 }

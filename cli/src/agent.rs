@@ -215,6 +215,25 @@ pub enum AgentCommand {
         #[arg(long)]
         samples: bool,
     },
+    /// A seed's gardenlet for Live CPM: it reports its Seed to the garden,
+    /// and runs the migration steps its seed owns, writing their conditions
+    /// on the garden's Shoot (docs/migration.md).
+    Gardenlet {
+        /// The lab.
+        #[arg(long)]
+        name: String,
+        /// The seed this gardenlet runs in.
+        #[arg(long)]
+        seed: String,
+        /// The lab's state root (mounted at the same path as on the host).
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// Run as an external driver's gardenlet: act on a migration the
+        /// Shoot leaves to one (`cpmlab migrate --driver external`), where
+        /// the lab's own gardenlets stand aside.
+        #[arg(long)]
+        external: bool,
+    },
     /// The privileged adapter: `docker` with kind's `--privileged` replaced
     /// by what this host can grant (provider-kind/src/adapter.rs).
     DockerAdapter {
@@ -232,6 +251,7 @@ fn run_blocking(command: AgentCommand) -> Result<u8> {
         }
         AgentCommand::DockerAdapter { args } => cpmlab_provider_kind::adapter::run(&args),
         AgentCommand::Apiserver(_)
+        | AgentCommand::Gardenlet { .. }
         | AgentCommand::Probe(_)
         | AgentCommand::PeerCheck { .. }
         | AgentCommand::Gateway { .. } => {
@@ -350,6 +370,29 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 ..Default::default()
             })
             .await
+        }
+        AgentCommand::Gardenlet {
+            name,
+            seed,
+            state_dir,
+            external,
+        } => {
+            crate::check_name(&name)?;
+            let dir = cpmlab_model::state::LabDir::new(&state_dir, &name);
+            let state = dir.load()?;
+            let provider = cpmlab_runner::provider::for_lab(&state).await?;
+            let cancel = cpmlab_core::errors::Cancel::default();
+            let run = cpmlab_lab::migrate::gardenlet::run(
+                provider.as_ref(),
+                dir,
+                cpmlab_lab::migrate::gardenlet::Options { seed, external },
+                cancel.clone(),
+            );
+            tokio::pin!(run);
+            tokio::select! {
+                r = &mut run => r.map(|_| 0),
+                _ = crate::interrupted() => { cancel.cancel(); run.await.map(|_| 0).or(Ok(0)) }
+            }
         }
         // These agents are synchronous loops: give them a thread.
         command => tokio::task::spawn_blocking(move || run_blocking(command)).await?,

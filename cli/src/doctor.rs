@@ -17,6 +17,9 @@ pub async fn run(
     }
     if let Some(root) = state_root {
         report.checks.push(cpmlab_runner::doctor::lab_files(root));
+        report
+            .checks
+            .push(cpmlab_runner::doctor::state_dir(root).await);
     }
     match output {
         Output::Json => print_json(&report),

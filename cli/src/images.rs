@@ -23,6 +23,8 @@ pub enum ImagesCommand {
         base: Option<Base>,
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
+        #[command(flatten)]
+        platform: crate::PlatformArg,
     },
 }
 
@@ -46,7 +48,7 @@ impl From<Base> for BaseSource {
 }
 
 pub async fn run(command: ImagesCommand) -> Result<u8> {
-    let ImagesCommand::Build { base, output } = command;
+    let ImagesCommand::Build { base, output, .. } = command;
     let source = match base {
         Some(b) => b.into(),
         None => BaseSource::from_env()?,
@@ -61,9 +63,10 @@ pub async fn run(command: ImagesCommand) -> Result<u8> {
         .and_then(|l| l.get(images::LABEL_BASE).cloned())
         .unwrap_or_else(|| "unknown".into());
     step.done_with(&format!(
-        "{}, etcd {}, base: {from}",
+        "{}, etcd {}, linux/{}, base: {from}",
         if image.built { "built" } else { "cached" },
-        image.etcd_versions_label()
+        image.etcd_versions_label(),
+        image.arch
     ));
     let versions: Vec<&str> = image.etcd_versions.iter().map(|v| v.as_str()).collect();
     match output {
@@ -72,6 +75,7 @@ pub async fn run(command: ImagesCommand) -> Result<u8> {
             "built": image.built,
             "etcd_versions": versions,
             "base": from,
+            "platform": format!("linux/{}", image.arch),
         })),
         Output::Text => println!("{}", image.tag),
     }

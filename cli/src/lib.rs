@@ -70,6 +70,47 @@ pub struct LabArgs {
     pub output: Output,
 }
 
+/// `--platform`: a lab of another platform than the engine's.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PlatformArg {
+    /// The lab image's platform, `linux/arm64` or `linux/amd64`, where it
+    /// is not the engine's own: every container of the lab runs from an
+    /// image of it, by emulation on an engine of the other architecture
+    /// (`scripts/setup --arm64` prepares this host). Default: the
+    /// engine's (CPMLAB_PLATFORM, which this flag sets for the commands
+    /// it runs).
+    #[arg(long, value_name = "OS/ARCH", value_parser = parse_platform)]
+    pub platform: Option<String>,
+}
+
+fn parse_platform(s: &str) -> Result<String, String> {
+    cpmlab_model::platform::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.0)
+}
+
+/// The settings a command's flags carry to what it runs (the lab image's
+/// build, the commands `run` starts): `--platform` as `CPMLAB_PLATFORM`,
+/// `--slow-factor` as `CPMLAB_SLOW_FACTOR`. Set before the runtime starts
+/// any thread.
+fn export_settings(command: &Command) {
+    use cpmlab_model::platform::{PLATFORM_ENV, SLOW_FACTOR_ENV};
+    let (platform, factor) = match command {
+        Command::Up { platform, .. } => (platform.platform.as_deref(), None),
+        Command::Run(a) => (a.platform.platform.as_deref(), a.slow_factor),
+        Command::Images {
+            command: ImagesCommand::Build { platform, .. },
+        } => (platform.platform.as_deref(), None),
+        _ => (None, None),
+    };
+    if let Some(p) = platform {
+        std::env::set_var(PLATFORM_ENV, p);
+    }
+    if let Some(f) = factor {
+        std::env::set_var(SLOW_FACTOR_ENV, f.to_string());
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Build the lab: networks, wan router, gateways, etcd, DNS.
@@ -94,6 +135,8 @@ pub enum Command {
         api_exposure: Option<cpmlab_model::topology::ApiExposure>,
         #[command(flatten)]
         form: up::FormArgs,
+        #[command(flatten)]
+        platform: PlatformArg,
     },
     /// Show a lab as it is now (containers, etcd members, DNS, migration),
     /// or, without --name, list every lab.
@@ -126,10 +169,15 @@ pub enum Command {
     /// Write objects through the shoot API until etcd holds a shoot of
     /// real size (progress and rate; etcd's dbSize after).
     Fill(fill::FillArgs),
-    /// Write a kubeconfig for the shoot API and print its path.
+    /// Write a kubeconfig for the shoot API (or, with --garden, for the
+    /// garden: `kubectl get shoot -o yaml` shows the migration as an
+    /// operator sees it) and print its path.
     Kubeconfig {
         #[command(flatten)]
         lab: LabArgs,
+        /// The garden's kubeconfig (the lab's operator, group system:masters).
+        #[arg(long)]
+        garden: bool,
     },
     /// Shape the links between the lab's networks (applied in the wan router).
     Link {
@@ -188,6 +236,7 @@ pub enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    export_settings(&cli.command);
     init_tracing();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -212,9 +261,12 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours for a terminal only (a container's log has none).
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
@@ -316,6 +368,7 @@ async fn run(cli: Cli) -> Result<u8> {
             api_server,
             api_exposure,
             form,
+            platform: _,
         } => {
             up::run(
                 root,
@@ -335,7 +388,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Link { command } => link::run(root, command).await,
         Command::Migrate(args) => migrate::run(root, *args).await,
         Command::Probe { command } => probe::run(root, command).await,
-        Command::Kubeconfig { lab } => kubeconfig::run(root, &lab).await,
+        Command::Kubeconfig { lab, garden } => kubeconfig::run(root, &lab, garden).await,
         Command::Fill(args) => fill::run(root, &args).await,
         Command::Run(args) => run::run(root, args).await,
         Command::Compare(args) => compare::run(root, args).await,

@@ -53,6 +53,19 @@ pub struct RunArgs {
     /// where that figure comes from), and run nothing.
     #[arg(long)]
     pub list: bool,
+    #[command(flatten)]
+    pub platform: crate::PlatformArg,
+    /// The factor on each scenario's limits about time (latency SLOs,
+    /// downtime, stall bound, hazard budgets' max_ms) and on the lab's own
+    /// waits, from 1 to 100. Default: the platform's (under emulation the
+    /// measured slow-down, else 1; CPMLAB_SLOW_FACTOR). Counts of failed
+    /// requests, the safety rules and coverage are never stretched.
+    #[arg(long, value_name = "F", value_parser = parse_factor)]
+    pub slow_factor: Option<f64>,
+}
+
+fn parse_factor(s: &str) -> Result<f64, String> {
+    cpmlab_model::platform::parse_factor(s)
 }
 
 /// `up`'s etcd-druid flags, as `run` was given them.
@@ -79,6 +92,9 @@ pub async fn run(state_root: &Path, a: RunArgs) -> Result<u8> {
             "--with-etcd-druid belongs to the kind form: add --provider kind".into(),
         )
         .into());
+    }
+    if a.provider == crate::up::ProviderChoice::Kind {
+        crate::up::refuse_platform_for_kind()?;
     }
     // Every file is checked before anything is created.
     let paths = cpmlab_runner::scenario::expand(&a.scenarios)?;

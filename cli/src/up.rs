@@ -149,6 +149,9 @@ pub async fn run(
         )
         .into());
     }
+    if form.provider == ProviderChoice::Kind {
+        refuse_platform_for_kind()?;
+    }
     if form.provider == ProviderChoice::Docker
         && (form.render.is_some()
             || form.with_etcd_druid
@@ -260,6 +263,22 @@ pub async fn run(
             Err(e)
         }
     }
+}
+
+/// The kind form runs on the engine's own platform only: under qemu-user
+/// its nodes' kubelet, kube-proxy and CNI plugins could not program
+/// netfilter (no NETLINK_NETFILTER), so `--platform` (CPMLAB_PLATFORM) is
+/// the docker form's.
+pub fn refuse_platform_for_kind() -> Result<()> {
+    let wanted = cpmlab_model::platform::wanted()?;
+    if let Some(arch) = wanted.filter(|a| a != cpmlab_core::go_parts::host_arch()) {
+        return Err(cpmlab_core::errors::BadInput(format!(
+            "--platform linux/{arch} ({}) belongs to the docker form: the kind form runs on the engine's own platform (under qemu-user its nodes could not program netfilter)",
+            cpmlab_model::platform::PLATFORM_ENV
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Bad input at `field` of the topology (exit 2): its file's line, or

@@ -59,6 +59,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("standin", &[]),
     ("exposure", &["model"]),
     ("core", &["model", "verdict", "standin", "exposure"]),
+    // The garden's objects and its API: the operator's trigger, the
+    // gardenlets' conditions.
+    ("garden", &["model", "core"]),
     ("provider", &["model", "core"]),
     (
         "probe",
@@ -66,17 +69,22 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "lab",
-        &["model", "verdict", "core", "exposure", "provider", "probe"],
+        &[
+            "model", "verdict", "core", "garden", "exposure", "provider", "probe",
+        ],
     ),
     (
         "provider-docker",
-        &["model", "core", "exposure", "provider", "probe", "lab"],
+        &[
+            "model", "core", "garden", "exposure", "provider", "probe", "lab",
+        ],
     ),
     (
         "provider-kind",
         &[
             "model",
             "core",
+            "garden",
             "exposure",
             "provider",
             "probe",
@@ -89,6 +97,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "model",
             "verdict",
             "core",
+            "garden",
             "exposure",
             "provider",
             "probe",
@@ -103,6 +112,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "model",
             "verdict",
             "core",
+            "garden",
             "probe",
             "lab",
             "provider-docker",
@@ -252,12 +262,15 @@ fn the_kind_form_takes_only_the_docker_world_from_the_docker_form() {
     let mut files = Vec::new();
     sources(&root().join("provider-kind/src"), &mut files);
     assert!(files.len() >= 8, "{files:?}");
+    // The garden is part of that world: one garden, on the garden
+    // network, for either form (`garden_specs`).
     let allowed = [
         "DockerProvider",
         "engine",
         "images",
         "up as docker_up",
         "down::down",
+        "garden_specs",
     ];
     let mut found = Vec::new();
     for f in &files {

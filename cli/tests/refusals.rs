@@ -399,6 +399,7 @@ fn the_etcd_3_5_refusal_reaches_cpmlab_run_s_output_with_its_fix() {
         built: false,
         etcd_versions: vec![EtcdVersion::V3_4],
         parts: Vec::new(),
+        arch: "amd64".into(),
     };
     let e = cpmlab_provider_docker::up::check_etcd_version(&topo, &image).unwrap_err();
     assert_eq!(cpmlab_core::errors::exit_code(&e), 3);

@@ -66,14 +66,14 @@ pub const ENVOY: Part = Part {
     installer: "scripts/fetch-envoy",
 };
 
-/// gardener-apiserver (github.com/gardener/gardener v1.150.0, built by
-/// `scripts/build-go` from `go/gardener`): the garden's API; no lab runs
-/// it yet, so a missing one is information.
+/// gardener-apiserver (github.com/gardener/gardener v1.150.0): the
+/// garden's API every lab has, behind the garden's kube-apiserver.
 pub const GARDENER_APISERVER: Part = Part {
     name: "gardener-apiserver",
-    what: "gardener-apiserver, the garden's API (built; no lab runs it yet)",
+    what:
+        "gardener-apiserver, the garden's API (its Shoot, Seeds and the live migration's admission)",
     env: "CPMLAB_GARDENER_APISERVER",
-    required: false,
+    required: true,
     installer: "scripts/build-go",
 };
 
@@ -158,10 +158,12 @@ pub const ARCH_PARTS: &[(&str, &str, bool)] = &[
     ),
     ("envoy", "Envoy, PyPI's aarch64 wheel", true),
     ("etcd-3.4", "etcd 3.4.34", true),
-    ("kube-apiserver", "kube-apiserver", false),
+    // The garden's API servers: every lab has a garden.
+    ("kube-apiserver", "kube-apiserver", true),
     ("cpmlab-apiserver", "the generic API server", false),
     ("cpmlab-clientgo", "the controller stand-in", false),
     ("etcd-3.5", "etcd 3.5", false),
+    ("gardener-apiserver", "gardener-apiserver", true),
 ];
 
 /// The `ARCH_PARTS` not in `dir`: (required, optional). (Debian's
@@ -270,9 +272,24 @@ mod arch_tests {
     fn the_parts_of_another_architecture_are_named_when_missing() {
         let dir = tempfile::tempdir().unwrap();
         let (req, opt) = missing_in(dir.path());
-        assert_eq!(req, ["cpmlab", "envoy", "etcd-3.4"]);
-        assert_eq!(opt.len(), 4);
-        for f in ["cpmlab", "envoy", "etcd-3.4", "kube-apiserver"] {
+        assert_eq!(
+            req,
+            [
+                "cpmlab",
+                "envoy",
+                "etcd-3.4",
+                "kube-apiserver",
+                "gardener-apiserver"
+            ]
+        );
+        assert_eq!(opt.len(), 3);
+        for f in [
+            "cpmlab",
+            "envoy",
+            "etcd-3.4",
+            "kube-apiserver",
+            "gardener-apiserver",
+        ] {
             std::fs::write(dir.path().join(f), "x").unwrap();
         }
         let (req, opt) = missing_in(dir.path());

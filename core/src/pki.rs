@@ -83,12 +83,23 @@ impl Ca {
         ips: &[IpAddr],
         usages: Vec<ExtendedKeyUsagePurpose>,
     ) -> Result<CertKey, PkiError> {
+        self.issue_in(cn, "cpmlab", dns, ips, usages)
+    }
+
+    fn issue_in(
+        &self,
+        cn: &str,
+        organization: &str,
+        dns: &[String],
+        ips: &[IpAddr],
+        usages: Vec<ExtendedKeyUsagePurpose>,
+    ) -> Result<CertKey, PkiError> {
         let mut p = CertificateParams::new(dns.to_vec())?;
         for ip in ips {
             p.subject_alt_names.push(SanType::IpAddress(*ip));
         }
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::OrganizationName, "cpmlab");
+        dn.push(DnType::OrganizationName, organization);
         dn.push(DnType::CommonName, cn);
         p.distinguished_name = dn;
         p.key_usages = vec![
@@ -133,6 +144,18 @@ impl Ca {
     /// A client-only certificate (the lab's tools, probes, API servers).
     pub fn issue_client(&self, cn: &str) -> Result<CertKey, PkiError> {
         self.issue(cn, &[], &[], vec![ExtendedKeyUsagePurpose::ClientAuth])
+    }
+
+    /// A client certificate of user `cn` in group `group` (the
+    /// certificate's organisation, as Kubernetes reads it).
+    pub fn issue_client_in(&self, cn: &str, group: &str) -> Result<CertKey, PkiError> {
+        self.issue_in(
+            cn,
+            group,
+            &[],
+            &[],
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+        )
     }
 }
 

@@ -79,7 +79,8 @@ mod validate {
                 let mut topo = cpmlab_model::topology::Topology::default();
                 topo.api.exposure = mode;
                 topo.network.peer_exposure = Some(peer);
-                let nets: Vec<cpmlab_model::addressing::Net24> = (0..3)
+                let nets: Vec<cpmlab_model::addressing::Net24> = (0..topo.network_names().len()
+                    as u8)
                     .map(|i| cpmlab_model::addressing::Net24([10, 213, i, 0].into()))
                     .collect();
                 let mut s = cpmlab_model::plan::LabPlan::new("t", &topo, &nets, "img:1")

@@ -35,6 +35,8 @@ case "$1 $2" in
     "$STUB_NODE_IMAGE" sh -c 'mkdir -p /etc/cni/net.d && exec sleep 2147483647' ;;
 "delete cluster")
   docker rm -f "$4-control-plane" >/dev/null 2>&1; exit 0 ;;
+"get kubeconfig")
+  printf 'apiVersion: v1\nkind: Config\nclusters: []\n' ;;
 "get clusters")
   docker ps -a --filter label=io.x-k8s.kind.cluster \
     --format '{{.Label "io.x-k8s.kind.cluster"}}' ;;
@@ -130,6 +132,19 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         .expect("Envoy (scripts/fetch-envoy)")
         .path()
         .to_path_buf();
+    // So are the garden's API servers, which every lab runs.
+    let garden_parts: Vec<(&str, std::path::PathBuf)> = [
+        cpmlab_core::go_parts::KUBE_APISERVER,
+        cpmlab_core::go_parts::GARDENER_APISERVER,
+    ]
+    .iter()
+    .map(|p| {
+        let found = p
+            .find()
+            .unwrap_or_else(|| panic!("{} (scripts/build-go {})", p.name, p.name));
+        (p.env, found.path().to_path_buf())
+    })
+    .collect();
     let path = format!(
         "{}:{}",
         stubs.path().display(),
@@ -144,6 +159,9 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         std::env::set_var("STUB_NODE_IMAGE", &image);
         std::env::set_var("XDG_CACHE_HOME", no_tools.path());
         std::env::set_var(cpmlab_core::go_parts::ENVOY.env, &envoy);
+        for (env, path) in &garden_parts {
+            std::env::set_var(env, path);
+        }
     }
     let lab = format!("kst{}", std::process::id() % 100000);
     let t = Topology::default();

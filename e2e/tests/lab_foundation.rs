@@ -169,12 +169,13 @@ fn assert_capabilities(lab: &Lab) {
         .stderr(predicate::str::contains("ermitted"));
 }
 
-/// A seed container's routes, set from the host: the other lab networks via
-/// the router, no default route; the lab's resolver.
+/// A seed container's routes, set from the host: the other lab networks
+/// (the other seed, the clients, the garden) via the router, no default
+/// route; the lab's resolver.
 fn assert_member_routes(lab: &Lab, what: &str) {
     let routes = stdout(&lab.exec(what, "ip route").assert().success());
     assert!(!routes.contains("default"), "{what}: {routes}");
-    assert_eq!(routes.matches(" via ").count(), 2, "{what}: {routes}");
+    assert_eq!(routes.matches(" via ").count(), 3, "{what}: {routes}");
     let resolv = stdout(&lab.exec(what, "cat /etc/resolv.conf").assert().success());
     assert!(resolv.starts_with("nameserver "), "{what}: {resolv}");
 }

@@ -9,6 +9,7 @@
 // The lower crates' modules under the paths the code names.
 use cpmlab_core::{apiserver, dns, errors, etcd, kernel, kubeconfig, pki, progress};
 use cpmlab_exposure as exposure;
+use cpmlab_garden as garden;
 #[cfg(test)]
 use cpmlab_model::plan;
 use cpmlab_model::{addressing, state, topology};

@@ -21,6 +21,9 @@ pub struct StatusReport {
     pub phase: Phase,
     pub provider: &'static str,
     pub image: String,
+    /// The engine runs the image by emulation: the platforms and the factor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulation: Option<cpmlab_model::platform::Emulation>,
     pub seeds: Vec<SeedStatus>,
     pub networks: Vec<NetworkStatus>,
     pub containers: Vec<ContainerStatus>,
@@ -30,6 +33,72 @@ pub struct StatusReport {
     /// The migration, once one started: plan, seeds and the conditions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationStatus>,
+    /// The garden: its API, the Shoot's seeds as gardener-apiserver has
+    /// them, and whence the migration's conditions above come.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub garden: Option<GardenStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GardenStatus {
+    /// The garden's API (its kube-apiserver; gardener-apiserver behind it).
+    pub api: String,
+    pub gardener_version: String,
+    /// `namespace/name` of the Shoot.
+    pub shoot: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec_seed: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_seed: Option<String>,
+    /// `garden` (read from the Shoot now) or `cache` (the lab's copy: the
+    /// garden did not answer).
+    pub conditions_from: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The garden's view for `status`: the Shoot read back, its conditions
+/// put in `migration` where the garden answers.
+async fn garden_status(
+    dir: &LabDir,
+    state: &LabState,
+    migration: &mut Option<MigrationStatus>,
+) -> Option<GardenStatus> {
+    let g = state.garden.as_ref()?;
+    let (ns, name) = crate::garden::objects::shoot_ref(state);
+    let mut out = GardenStatus {
+        api: format!("https://{}", g.kube_apiserver.ip),
+        gardener_version: g.gardener_version.clone(),
+        shoot: format!("{ns}/{name}"),
+        spec_seed: None,
+        status_seed: None,
+        conditions_from: "cache",
+        error: None,
+    };
+    let client =
+        crate::garden::access::client(dir, state, &crate::garden::access::Identity::Operator)
+            .map(|c| c.with_timeout(Duration::from_secs(3)));
+    let shoot = match client {
+        Ok(c) => c.shoot(&ns, &name).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match shoot {
+        Ok(shoot) => {
+            let (spec, st) = crate::garden::client::seeds_of(&shoot);
+            out.spec_seed = spec;
+            out.status_seed = st;
+            if let Some(m) = migration.as_mut() {
+                m.conditions = crate::garden::client::conditions_of(&shoot).0;
+                m.completed = m
+                    .conditions
+                    .iter()
+                    .all(|c| c.status == crate::migrate::conditions::Status::True);
+                out.conditions_from = "garden";
+            }
+        }
+        Err(e) => out.error = Some(e),
+    }
+    Some(out)
 }
 
 #[derive(Debug, Serialize)]
@@ -199,7 +268,9 @@ pub async fn status(provider: &dyn Provider, state_root: &Path, lab: &str) -> Re
         Duration::from_secs(2),
     );
     let api = api_status(&dir, &state);
-    let (etcd_view, dns_answer, api) = tokio::join!(etcd_view, dns_answer, api);
+    let mut migration = state.migration.as_ref().map(MigrationStatus::of);
+    let garden = garden_status(&dir, &state, &mut migration);
+    let (etcd_view, dns_answer, api, garden) = tokio::join!(etcd_view, dns_answer, api, garden);
     let dns = match dns_answer {
         Ok((ips, ttl)) => DnsStatus {
             server: state.dns.server.ip.to_string(),
@@ -221,6 +292,7 @@ pub async fn status(provider: &dyn Provider, state_root: &Path, lab: &str) -> Re
         phase: state.phase,
         provider: provider.name(),
         image: state.image.clone(),
+        emulation: state.emulation.clone(),
         seeds: state
             .seeds
             .iter()
@@ -253,7 +325,8 @@ pub async fn status(provider: &dyn Provider, state_root: &Path, lab: &str) -> Re
         etcd: etcd_view,
         dns,
         api,
-        migration: state.migration.as_ref().map(MigrationStatus::of),
+        migration,
+        garden,
     })
 }
 
@@ -445,6 +518,9 @@ impl StatusReport {
             self.provider,
             self.image
         );
+        if let Some(e) = &self.emulation {
+            let _ = writeln!(o, "platform: {}", e.summary());
+        }
         let _ = writeln!(o, "\nSEEDS");
         for s in &self.seeds {
             let _ = writeln!(
@@ -521,6 +597,21 @@ impl StatusReport {
                     self.dns.ttl.map(|t| t.to_string()).unwrap_or("-".into())
                 );
             }
+        }
+        if let Some(g) = &self.garden {
+            let _ = writeln!(
+                o,
+                "\nGARDEN {} (gardener-apiserver {})\n  shoot {}: spec.seedName {}, status.seedName {}{}",
+                g.api,
+                g.gardener_version,
+                g.shoot,
+                g.spec_seed.as_deref().unwrap_or("-"),
+                g.status_seed.as_deref().unwrap_or("-"),
+                g.error
+                    .as_ref()
+                    .map(|e| format!("\n  the garden did not answer: {e}; the conditions below are the lab's cache"))
+                    .unwrap_or_default()
+            );
         }
         if let Some(m) = &self.migration {
             o.push_str(&m.render());

@@ -22,6 +22,14 @@ pub mod host {
     /// show. etcd compares peer URLs by resolved address when a member joins
     /// an existing cluster, so members must not share one.
     pub const MEMBER_VIP: u8 = 30;
+    /// A seed's gardenlet, on the seed's network.
+    pub const GARDENLET: u8 = 6;
+    /// The garden's etcd, on the garden network.
+    pub const GARDEN_ETCD: u8 = 10;
+    /// The garden's kube-apiserver, on the garden network.
+    pub const GARDEN_KUBE_APISERVER: u8 = 11;
+    /// gardener-apiserver, on the garden network.
+    pub const GARDENER_APISERVER: u8 = 12;
 }
 
 /// An IPv4 /24 network.

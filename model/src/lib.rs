@@ -12,6 +12,7 @@ pub mod kind;
 pub mod labels;
 pub mod placement;
 pub mod plan;
+pub mod platform;
 pub mod ports;
 pub mod state;
 pub mod topology;

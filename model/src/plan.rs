@@ -6,7 +6,7 @@ use crate::state::{
     ApiServerState, ContainerRef, DnsState, LabState, MemberState, NetworkState, Phase, SeedState,
     STATE_VERSION,
 };
-use crate::topology::{PeerExposure, Topology, CLIENTS};
+use crate::topology::{PeerExposure, Topology, CLIENTS, GARDEN};
 
 pub struct LabPlan<'a> {
     pub lab: &'a str,
@@ -22,6 +22,10 @@ pub fn network_name(lab: &str, net: &str) -> String {
 pub fn container_name(lab: &str, what: &str) -> String {
     format!("{lab}-{what}")
 }
+/// The garden's Project that holds the lab's shoot (its namespace is
+/// `garden-<project>`, as Gardener's local setup's `local`).
+pub const GARDEN_PROJECT: &str = "local";
+
 /// etcd member names carry the seed's name (upstream `memberNamePrefix`).
 pub fn member_name(seed: &str, index: usize) -> String {
     format!("{seed}-etcd-{index}")
@@ -75,6 +79,10 @@ impl<'a> LabPlan<'a> {
                     container: container_name(lab, &format!("{}-gateway", s.name)),
                     ip: self.net(&s.name).host(host::GATEWAY),
                 },
+                gardenlet: Some(ContainerRef {
+                    container: container_name(lab, &format!("{}-gardenlet", s.name)),
+                    ip: self.net(&s.name).host(host::GARDENLET),
+                }),
             })
             .collect();
         let zone = t.shoot.zone();
@@ -90,6 +98,11 @@ impl<'a> LabPlan<'a> {
             })
             .collect();
         let clients = self.net(CLIENTS);
+        let garden = self.net(GARDEN);
+        let garden_ref = |what: &str, n: u8| ContainerRef {
+            container: container_name(lab, &format!("garden-{what}")),
+            ip: garden.host(n),
+        };
         LabState {
             version: STATE_VERSION,
             name: lab.to_string(),
@@ -136,6 +149,14 @@ impl<'a> LabPlan<'a> {
             probe_run: None,
             migration: None,
             etcd_druid: None,
+            garden: Some(crate::state::GardenState {
+                etcd: garden_ref("etcd", host::GARDEN_ETCD),
+                kube_apiserver: garden_ref("kube-apiserver", host::GARDEN_KUBE_APISERVER),
+                gardener_apiserver: garden_ref("gardener-apiserver", host::GARDENER_APISERVER),
+                gardener_version: String::new(),
+                namespace: format!("garden-{}", GARDEN_PROJECT),
+            }),
+            emulation: None,
         }
     }
 
@@ -197,7 +218,7 @@ pub fn member(
 #[doc(hidden)]
 pub fn sample_state() -> crate::state::LabState {
     let topo = Topology::default();
-    let nets: Vec<Net24> = (0..3)
+    let nets: Vec<Net24> = (0..4)
         .map(|i| Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
         .collect();
     let plan = LabPlan::new("t", &topo, &nets, "img:1");

@@ -97,6 +97,13 @@ pub struct LabState {
     /// the members carry druid's member names, pods and claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_druid: Option<DruidNaming>,
+    /// The garden (labs made before it have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garden: Option<GardenState>,
+    /// The engine runs the lab image by emulation (another architecture
+    /// than its own): what that changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulation: Option<crate::platform::Emulation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +122,29 @@ pub struct SeedState {
     pub role: SeedRole,
     pub network: String,
     pub gateway: ContainerRef,
+    /// The seed's gardenlet (labs made before the garden have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gardenlet: Option<ContainerRef>,
+}
+
+/// The garden: its etcd, its kube-apiserver and gardener-apiserver behind
+/// it (aggregated), on a network of its own; and where its objects are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GardenState {
+    pub etcd: ContainerRef,
+    pub kube_apiserver: ContainerRef,
+    pub gardener_apiserver: ContainerRef,
+    /// gardener-apiserver's version (the module the lab built it from).
+    pub gardener_version: String,
+    /// The shoot's project namespace in the garden (`garden-<project>`).
+    pub namespace: String,
+}
+
+impl GardenState {
+    /// The garden's API, as its clients (gardenlets, the CLI) reach it.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.kube_apiserver.ip)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,6 +232,12 @@ impl MemberState {
 }
 
 impl LabState {
+    /// `d`, one of the lab's own waits, stretched by the factor its
+    /// platform gets (`platform::wait_factor`: under emulation, several).
+    pub fn stretch(&self, d: std::time::Duration) -> std::time::Duration {
+        crate::platform::scaled(d, crate::platform::wait_factor(self.emulation.as_ref()))
+    }
+
     pub fn network(&self, name: &str) -> Option<&NetworkState> {
         self.networks.iter().find(|n| n.name == name)
     }
@@ -315,7 +351,33 @@ pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result
         .mode(0o600)
         .open(path)?;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    own_like_directory(&f, path);
     f.write_all(contents.as_ref())
+}
+
+/// A file written by root (a gardenlet's container, `sudo cpmlab`) into a
+/// lab's directory takes the directory's owner, so that the user who made
+/// the lab can still read what is private to it. Anyone else cannot change
+/// an owner, and need not: their file is theirs.
+fn own_like_directory(f: &std::fs::File, path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .and_then(|p| p.metadata().ok())
+    else {
+        return;
+    };
+    let Ok(mine) = f.metadata() else { return };
+    if (mine.uid(), mine.gid()) != (dir.uid(), dir.gid()) {
+        let _ = std::os::unix::fs::fchown(f, Some(dir.uid()), Some(dir.gid()));
+    }
 }
 
 pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
@@ -627,6 +689,25 @@ mod tests {
     fn mode(p: &Path) -> u32 {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_private_file_takes_its_directorys_owner_when_root_writes_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::fs::metadata(dir.path()).unwrap().uid();
+        // A directory another user owns (only root can make one here).
+        let theirs = std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).is_ok();
+        let p = dir.path().join("garden.kubeconfig");
+        write_private(&p, "x").unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        if theirs {
+            assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        } else {
+            // Not root: the directory is this user's, and so is the file.
+            assert_eq!(m.uid(), me);
+        }
+        assert_eq!(mode(&p), 0o600);
     }
 
     #[test]

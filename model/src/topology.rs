@@ -23,6 +23,10 @@ pub struct Topology {
     pub network: NetworkSpec,
     #[serde(default)]
     pub api: ApiSpec,
+    /// The garden: what its gardener-apiserver holds about the seeds and
+    /// the shoot, and how the seeds' gardenlets pace their steps.
+    #[serde(default)]
+    pub garden: GardenSpec,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -313,6 +317,142 @@ fn default_shutdown_delay() -> String {
 pub struct Seed {
     pub name: String,
     pub role: SeedRole,
+    /// The Seed's `spec.provider.region` in the garden (absent:
+    /// `local-<name>`, so that the two seeds are in different regions and
+    /// the admission weighs their distance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The Seed's `spec.provider.type` (absent: `local`, as Gardener's
+    /// local setup; the admission refuses two seeds of different types).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_type: Option<String>,
+    /// The version the seed's gardenlet reports in the Seed's
+    /// `status.gardener.version` (absent: the garden's gardener-apiserver
+    /// version; the admission refuses two seeds whose versions differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gardenlet_version: Option<String>,
+}
+
+impl Seed {
+    pub fn region(&self) -> String {
+        self.region
+            .clone()
+            .unwrap_or_else(|| format!("local-{}", self.name))
+    }
+    pub fn provider_type(&self) -> &str {
+        self.provider_type
+            .as_deref()
+            .unwrap_or(DEFAULT_PROVIDER_TYPE)
+    }
+}
+
+/// The provider type of Gardener's local setup (`dev-setup/gardenconfig`,
+/// `example/provider-local`).
+pub const DEFAULT_PROVIDER_TYPE: &str = "local";
+
+/// The garden's side of the lab: what gardener-apiserver is told about
+/// the seeds' regions, and how the gardenlets pace their steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GardenSpec {
+    /// The distance between the two seeds' regions in the scheduler's
+    /// region ConfigMap (label `scheduling.gardener.cloud/purpose:
+    /// region-config`), which gardener-apiserver's admission holds against
+    /// its threshold. Absent: `cpmlab run` takes the round trip the
+    /// scenario's seed link declares (twice its delay, in ms); `up` alone 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distance: Option<u32>,
+    /// The ConfigMap's `migration.gardener.cloud/inter-region-distance-threshold`;
+    /// absent: no annotation, and the admission's default, 180 (gardener
+    /// `plugin/pkg/shoot/validator/admission.go`, defaultInterRegionDistanceThreshold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distance_threshold: Option<u32>,
+    /// How often a gardenlet retries a step it owns, and looks again for
+    /// the other gardenlet's condition (upstream's draft reconciler:
+    /// `liveMigrationStepInterval`, 10 s).
+    #[serde(default = "default_step_interval")]
+    pub step_interval: String,
+    /// How long a gardenlet tries a step before it marks it False
+    /// (`liveMigrationStepTimeout`, 10 min).
+    #[serde(default = "default_step_timeout")]
+    pub step_timeout: String,
+}
+
+impl Default for GardenSpec {
+    fn default() -> Self {
+        GardenSpec {
+            distance: None,
+            distance_threshold: None,
+            step_interval: default_step_interval(),
+            step_timeout: default_step_timeout(),
+        }
+    }
+}
+
+impl GardenSpec {
+    /// The step interval (validated).
+    pub fn step_interval(&self) -> std::time::Duration {
+        crate::link::profile::parse_duration_max(
+            "garden.step_interval",
+            &self.step_interval,
+            std::time::Duration::from_secs(24 * 3600),
+        )
+        .unwrap_or(std::time::Duration::from_secs(10))
+    }
+    /// The step budget (validated).
+    pub fn step_timeout(&self) -> std::time::Duration {
+        crate::link::profile::parse_duration_max(
+            "garden.step_timeout",
+            &self.step_timeout,
+            std::time::Duration::from_secs(24 * 3600),
+        )
+        .unwrap_or(std::time::Duration::from_secs(600))
+    }
+}
+
+/// Gardener's step interval: upstream's draft reconciler retries a step
+/// and looks for the other gardenlet's condition every 10 s
+/// (`pkg/gardenlet/controller/shoot/shoot/reconciler_livemigrate.go`,
+/// `liveMigrationStepInterval`).
+pub const GARDENER_STEP_INTERVAL: &str = "10s";
+
+/// An environment variable that gives `garden.step_interval`'s default
+/// where a topology does not set it (the test suite sets 2 s: its many
+/// migrations then spend less of CI's budget in hand-offs; the kind run,
+/// the nightly and every user keep Gardener's).
+pub const STEP_INTERVAL_ENV: &str = "CPMLAB_GARDEN_STEP_INTERVAL";
+
+fn default_step_interval() -> String {
+    std::env::var(STEP_INTERVAL_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| GARDENER_STEP_INTERVAL.into())
+}
+fn default_step_timeout() -> String {
+    "10m".into()
+}
+
+/// The Shoot's `spec.controlPlane.highAvailability.failureTolerance.type`
+/// (`none`: no highAvailability, which Live CPM's admission refuses).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureTolerance {
+    #[default]
+    Node,
+    Zone,
+    None,
+}
+
+impl FailureTolerance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureTolerance::Node => "node",
+            FailureTolerance::Zone => "zone",
+            FailureTolerance::None => "none",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -476,6 +616,10 @@ pub struct ShootSpec {
     pub name: String,
     #[serde(default = "default_domain")]
     pub domain: String,
+    /// The Shoot's control plane failure tolerance in the garden (`node`:
+    /// its etcd and API servers spread over nodes, Live CPM's prerequisite).
+    #[serde(default)]
+    pub high_availability: FailureTolerance,
 }
 
 impl Default for ShootSpec {
@@ -483,6 +627,7 @@ impl Default for ShootSpec {
         ShootSpec {
             name: default_shoot_name(),
             domain: default_domain(),
+            high_availability: FailureTolerance::default(),
         }
     }
 }
@@ -574,10 +719,16 @@ fn default_seeds() -> Vec<Seed> {
         Seed {
             name: "seed-a".into(),
             role: SeedRole::Source,
+            region: None,
+            provider_type: None,
+            gardenlet_version: None,
         },
         Seed {
             name: "seed-b".into(),
             role: SeedRole::Destination,
+            region: None,
+            provider_type: None,
+            gardenlet_version: None,
         },
     ]
 }
@@ -615,12 +766,15 @@ impl Default for Topology {
             dns: DnsSpec::default(),
             network: NetworkSpec::default(),
             api: ApiSpec::default(),
+            garden: GardenSpec::default(),
         }
     }
 }
 
 /// The name reserved for the clients network.
 pub const CLIENTS: &str = "clients";
+/// The name reserved for the garden's network.
+pub const GARDEN: &str = "garden";
 
 /// A topology file that cannot be used, located as precisely as we can.
 pub type TopologyError = crate::yaml_file::FileError;
@@ -651,6 +805,7 @@ impl Topology {
     pub fn network_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.seeds.iter().map(|s| s.name.clone()).collect();
         v.push(CLIENTS.to_string());
+        v.push(GARDEN.to_string());
         v
     }
 
@@ -692,11 +847,29 @@ impl Topology {
             if let Err(m) = check_label(&s.name, 20) {
                 return e(f, m);
             }
-            if s.name == CLIENTS {
+            if s.name == CLIENTS || s.name == GARDEN {
                 return e(
                     f,
-                    format!("`{CLIENTS}` is reserved for the clients network"),
+                    format!("`{}` is reserved for the lab's own networks", s.name),
                 );
+            }
+            if let Some(r) = &s.region {
+                if let Err(m) = check_label(r, 63) {
+                    return e(format!("seeds[{i}].region"), m);
+                }
+            }
+            if let Some(t) = &s.provider_type {
+                if let Err(m) = check_label(t, 63) {
+                    return e(format!("seeds[{i}].provider_type"), m);
+                }
+            }
+            if let Some(v) = &s.gardenlet_version {
+                if v.is_empty() || v.len() > 63 || v.contains(char::is_whitespace) {
+                    return e(
+                        format!("seeds[{i}].gardenlet_version"),
+                        format!("`{v}` is not a version (1 to 63 characters, no spaces)"),
+                    );
+                }
             }
             if let Some(first) = seen.insert(&s.name, i) {
                 return e(
@@ -756,6 +929,39 @@ impl Topology {
         }
         if let Err(msg) = self.etcd.etcd_version() {
             return e("etcd.version".into(), msg);
+        }
+        for (field, value) in [
+            ("garden.step_interval", &self.garden.step_interval),
+            ("garden.step_timeout", &self.garden.step_timeout),
+        ] {
+            // A bad default from the environment is named as such.
+            let from_env = if field == "garden.step_interval"
+                && std::env::var(STEP_INTERVAL_ENV).is_ok_and(|v| v == *value)
+            {
+                format!(" (the default {STEP_INTERVAL_ENV} gives)")
+            } else {
+                String::new()
+            };
+            match crate::link::profile::parse_duration_max(
+                field,
+                value,
+                std::time::Duration::from_secs(24 * 3600),
+            ) {
+                Err(err) => return e(field.into(), format!("{}{from_env}", err.0)),
+                Ok(d) if d.is_zero() => {
+                    return e(field.into(), format!("must be more than 0 s{from_env}"))
+                }
+                Ok(_) => {}
+            }
+        }
+        if self.garden.step_interval() > self.garden.step_timeout() {
+            return e(
+                "garden.step_interval".into(),
+                format!(
+                    "{} is longer than garden.step_timeout ({}): a step would never be retried",
+                    self.garden.step_interval, self.garden.step_timeout
+                ),
+            );
         }
         if self.etcd.snapshot_count == Some(0) {
             return e(
@@ -917,7 +1123,10 @@ mod tests {
         assert_eq!(t.source().name, "seed-a");
         assert_eq!(t.destination().name, "seed-b");
         assert_eq!(t.shoot.api_name(), "api.local.cpmlab.test");
-        assert_eq!(t.network_names(), vec!["seed-a", "seed-b", "clients"]);
+        assert_eq!(
+            t.network_names(),
+            vec!["seed-a", "seed-b", "clients", "garden"]
+        );
     }
 
     #[test]

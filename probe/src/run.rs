@@ -278,6 +278,21 @@ pub async fn start(
     state: &mut LabState,
     s: &ProbeSettings,
 ) -> Result<PathBuf> {
+    // Under emulation the clients' per-request timeout stretches with the
+    // lab's other limits about time: a request a slowed API answers late
+    // is latency, which the stretched SLOs judge, not a failure.
+    let factor = cpmlab_model::platform::wait_factor(state.emulation.as_ref());
+    let stretched;
+    let s = if factor != 1.0 {
+        let t = s.parse()?.timeout.mul_f64(factor);
+        stretched = ProbeSettings {
+            timeout: format!("{}ms", t.as_millis()),
+            ..s.clone()
+        };
+        &stretched
+    } else {
+        s
+    };
     let parsed = s.parse()?;
     let c = container(state);
     if provider.workload_state(&c).await? != WorkloadState::Missing {
@@ -296,7 +311,9 @@ pub async fn start(
     if !parsed.candidates.is_empty() {
         lease_criteria(&mut k, &parsed.lease);
     }
-    crate::verdict::run_dir::write_criteria(&run, &k)?;
+    // Under emulation the limits about time stretch (`cpmlab run` writes
+    // the scenario's own, stretched alike, over these).
+    crate::verdict::run_dir::write_criteria(&run, &k.stretched(factor))?;
     // Where the counter's history begins, before the agent writes it.
     super::history::begin(super::history::connect(dir, state).await, &run).await;
     let ca = std::fs::read_to_string(dir.pki().join("ca.crt"))?;
@@ -367,20 +384,31 @@ pub async fn start(
     note(
         &run,
         &format!(
-            "probes started; the {} API server serves",
-            state.api_kind.as_str()
+            "probes started; the {} API server serves{}",
+            state.api_kind.as_str(),
+            if factor != 1.0 {
+                format!(
+                    " (per-request timeout {} ms: x{} under emulation)",
+                    parsed.timeout.as_millis(),
+                    cpmlab_model::platform::fmt_factor(factor)
+                )
+            } else {
+                String::new()
+            }
         ),
     )?;
     // Wait for the first records: the agent has set up its objects.
     let records = run.join("records.ndjson");
     let t0 = std::time::Instant::now();
+    let first = state.stretch(Duration::from_secs(60));
     while std::fs::metadata(&records).map(|m| m.len()).unwrap_or(0) == 0 {
-        if t0.elapsed() > Duration::from_secs(60) {
+        if t0.elapsed() > first {
             let log = provider.logs(&c).await.unwrap_or_default();
             let log = String::from_utf8_lossy(&log);
             let tail: Vec<&str> = log.lines().rev().take(5).collect();
             anyhow::bail!(
-                "the probe agent ({c}) wrote no record within 60 s; its last lines:\n{}",
+                "the probe agent ({c}) wrote no record within {} s; its last lines:\n{}",
+                first.as_secs(),
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }

@@ -351,23 +351,7 @@ impl Engine {
             if !files.is_empty() {
                 self.upload(&name, files).await?;
             }
-            self.start(&name).await?;
-            let mut wait = self.api.wait_container(
-                &name,
-                None::<bollard::query_parameters::WaitContainerOptions>,
-            );
-            let code = match wait.next().await {
-                Some(Ok(r)) => r.status_code,
-                Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
-                Some(Err(e)) => return Err(e).with_context(|| format!("wait for {name}")),
-                None => anyhow::bail!("wait for {name}: the engine said nothing"),
-            };
-            let log = String::from_utf8_lossy(&self.logs(&name).await?).into_owned();
-            Ok(ExecOutput {
-                code,
-                stdout: String::new(),
-                stderr: log,
-            })
+            self.start_and_wait(&name).await
         };
         self.with_helper(
             &name,
@@ -376,6 +360,106 @@ impl Engine {
             ran,
         )
         .await
+    }
+
+    /// Runs `cmd` to its end in a short-lived container of `image` with no
+    /// network and `mounts` (bind mounts, which the engine refuses where
+    /// the source does not exist on its side), and removes it: how it
+    /// ended and what it wrote to stdout and stderr. No lab's: `what`
+    /// names it in errors.
+    pub async fn run_once(
+        &self,
+        image: &str,
+        cmd: &[String],
+        mounts: Vec<bollard::models::Mount>,
+        what: &str,
+    ) -> Result<ExecOutput> {
+        let name = helper_name("cpmlab-check");
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            cmd: Some(cmd.to_vec()),
+            labels: Some(HashMap::from([(
+                "cpmlab.check".to_string(),
+                what.to_string(),
+            )])),
+            host_config: Some(HostConfig {
+                network_mode: Some("none".into()),
+                mounts: (!mounts.is_empty()).then_some(mounts),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let ran = async { self.start_and_wait(&name).await };
+        self.with_helper(&name, body, what, ran).await
+    }
+
+    /// What `uname -m` says in a container of `image`: whether, and as
+    /// what, the engine runs that image's architecture.
+    pub async fn uname_m(&self, image: &str) -> Result<String> {
+        let out = self
+            .run_once(
+                image,
+                &["uname".into(), "-m".into()],
+                vec![],
+                &format!("of {image} to run uname -m"),
+            )
+            .await?;
+        anyhow::ensure!(
+            out.ok(),
+            "`uname -m` in {image} exited {}: {}",
+            out.code,
+            out.stderr.trim()
+        );
+        Ok(out.stdout.trim().to_string())
+    }
+
+    /// A container's stdout and stderr, apart, without time stamps.
+    /// Starts a created container, waits for it to exit and returns its
+    /// exit code and output.
+    async fn start_and_wait(&self, name: &str) -> Result<ExecOutput> {
+        self.start(name).await?;
+        let mut wait = self.api.wait_container(
+            name,
+            None::<bollard::query_parameters::WaitContainerOptions>,
+        );
+        let code = match wait.next().await {
+            Some(Ok(r)) => r.status_code,
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
+            Some(Err(e)) => return Err(e).with_context(|| format!("wait for {name}")),
+            None => anyhow::bail!("wait for {name}: the engine said nothing"),
+        };
+        let (stdout, stderr) = self.output_of(name).await?;
+        Ok(ExecOutput {
+            code,
+            stdout,
+            stderr,
+        })
+    }
+
+    async fn output_of(&self, container: &str) -> Result<(String, String)> {
+        let mut out = (String::new(), String::new());
+        for stdout in [true, false] {
+            let opts = bollard::query_parameters::LogsOptionsBuilder::new()
+                .stdout(stdout)
+                .stderr(!stdout)
+                .build();
+            let mut stream = self.api.logs(container, Some(opts));
+            let mut text = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                text.extend_from_slice(
+                    &chunk
+                        .with_context(|| format!("logs of {container}"))?
+                        .into_bytes(),
+                );
+            }
+            let text = String::from_utf8_lossy(&text).into_owned();
+            if stdout {
+                out.0 = text;
+            } else {
+                out.1 = text;
+            }
+        }
+        Ok(out)
     }
 
     /// Creates the short-lived container `name` from `body`, awaits `work`

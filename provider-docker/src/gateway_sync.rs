@@ -114,7 +114,7 @@ pub async fn wait_served(
         if missing.is_empty() {
             return Ok(());
         }
-        if t0.elapsed() > SERVED_DEADLINE {
+        if t0.elapsed() > state.stretch(SERVED_DEADLINE) {
             let last = |name: &str| {
                 records
                     .iter()
@@ -124,8 +124,9 @@ pub async fn wait_served(
                     .unwrap_or_else(|| "never probed".into())
             };
             anyhow::bail!(
-                "the `{seed}` gateway did not serve {} within {SERVED_DEADLINE:?} (last readiness probe: {}); see {} in {}",
+                "the `{seed}` gateway did not serve {} within {:?} (last readiness probe: {}); see {} in {}",
                 missing.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+                state.stretch(SERVED_DEADLINE),
                 missing.iter().map(|(n, _)| format!("{n}: {}", last(n))).collect::<Vec<_>>().join("; "),
                 crate::gateway::RECORDS,
                 s.gateway.container

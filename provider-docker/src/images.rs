@@ -30,13 +30,13 @@ use crate::topology::EtcdVersion;
 
 pub const REPO: &str = "cpmlab/lab";
 
-mod debian;
+pub mod debian;
 pub mod platform;
 pub use debian::{
     registry_base, BaseSource, DebianBase, BASE_ENV, LABEL_BASE, LOCAL_BASE, PACKAGES,
     REGISTRY_BASE, REGISTRY_BASE_ENV,
 };
-pub use platform::PartsFrom;
+pub use platform::{PartsFrom, Target};
 
 pub use crate::etcd::ETCD_35_IN_IMAGE;
 /// The host binary of etcd 3.5 when not at its usual place.
@@ -523,19 +523,24 @@ pub async fn current_tag(engine: Option<&Engine>) -> Result<String> {
     if let Some(tag) = given_image() {
         return Ok(tag);
     }
-    let from = match engine {
-        Some(e) => platform::of(e).await?,
-        None => PartsFrom::Host,
+    let target = match engine {
+        Some(e) => platform::target(e).await?,
+        None => Target {
+            arch: crate::go_parts::host_arch().into(),
+            engine_arch: crate::go_parts::host_arch().into(),
+            from: PartsFrom::Host,
+        },
     };
+    let from = &target.from;
     let base = match BaseSource::from_env()? {
         BaseSource::Host => format!("{REPO}:{}", RootFs::collect()?.digest()?),
         source => {
             let engine = engine.context("the lab image's tag needs the Docker engine")?;
-            debian::current_tag(engine, source, &from).await?
+            debian::current_tag(engine, source, &target).await?
         }
     };
-    let parts = parts_tag(&base, parts_digest(&image_parts(&from))?.as_deref());
-    let exe = agent_exe(&from)?;
+    let parts = parts_tag(&base, parts_digest(&image_parts(from))?.as_deref());
+    let exe = agent_exe(from)?;
     let bin = std::fs::read(&exe).with_context(|| format!("read {}", exe.display()))?;
     Ok(agent_tag(&parts, &content_digest(&bin)))
 }
@@ -550,6 +555,8 @@ pub struct LabImage {
     pub etcd_versions: Vec<EtcdVersion>,
     /// The Go parts baked into it (`IMAGE_PARTS` names), sorted.
     pub parts: Vec<String>,
+    /// Its architecture (`amd64`, `arm64`).
+    pub arch: String,
 }
 
 impl LabImage {
@@ -586,10 +593,33 @@ pub async fn ensure_from(engine: &Engine, source: BaseSource) -> Result<LabImage
     if let Some(tag) = given_image() {
         return given(engine, &tag).await;
     }
-    let from = platform::of(engine).await?;
-    let base = ensure_base_from(engine, source, &from).await?;
-    let parts = with_parts(engine, base, &from).await?;
-    with_agent(engine, parts, &from).await
+    let target = platform::target(engine).await?;
+    ensure_for(engine, source, &target).await
+}
+
+/// The lab image for `target`: its base, the Go parts, the agent.
+pub async fn ensure_for(engine: &Engine, source: BaseSource, target: &Target) -> Result<LabImage> {
+    let base = ensure_base_from(engine, source, target).await?;
+    let parts = with_parts(engine, base, &target.from).await?;
+    with_agent(engine, parts, &target.from).await
+}
+
+/// The lab image of the engine's own platform, whatever `CPMLAB_PLATFORM`
+/// asks for: under emulation its helpers run what qemu-user cannot
+/// translate (`cpmlab_model::platform::Emulation::netlink_image`).
+pub async fn ensure_native(engine: &Engine) -> Result<LabImage> {
+    let (os, arch) = engine.platform().await?;
+    let from = platform::decide(
+        (&os, &arch),
+        (std::env::consts::OS, crate::go_parts::host_arch()),
+        crate::go_parts::arch_dir(&arch),
+    )?;
+    let target = Target {
+        arch: arch.clone(),
+        engine_arch: arch,
+        from,
+    };
+    ensure_for(engine, BaseSource::from_env()?, &target).await
 }
 
 /// Names a lab image to use as it is, instead of building one from this
@@ -628,16 +658,25 @@ async fn given(engine: &Engine, tag: &str) -> Result<LabImage> {
         .get(LABEL_ETCD_VERSIONS)
         .map(|v| v.split(',').filter_map(EtcdVersion::parse).collect())
         .unwrap_or_else(|| vec![EtcdVersion::V3_4]);
+    let arch = engine
+        .image_id_arch(tag)
+        .await?
+        .map(|(_, a)| a)
+        .unwrap_or_default();
     Ok(LabImage {
         tag: tag.to_string(),
         built: false,
         etcd_versions,
         parts: parts_of_label(labels.get(LABEL_PARTS).map(String::as_str)),
+        arch,
     })
 }
 
 /// Image label: the Go parts baked into the image, comma-separated.
 pub const LABEL_PARTS: &str = "cpmlab.parts";
+
+/// Where the lab image holds gardener-apiserver (the garden's).
+pub const GARDENER_APISERVER_BIN: &str = "/usr/local/bin/gardener-apiserver";
 
 /// The Go parts a lab image carries when this host has them, each where
 /// the lab's containers run it from: the API servers in the replicas,
@@ -657,6 +696,7 @@ pub const IMAGE_PARTS: &[(crate::go_parts::Part, &str)] = &[
         crate::go_parts::CLIENTGO,
         crate::probe::clientgo::CONTAINER_BIN,
     ),
+    (crate::go_parts::GARDENER_APISERVER, GARDENER_APISERVER_BIN),
 ];
 
 /// The Go parts baked into image `tag` (its `LABEL_PARTS`, sorted); None
@@ -762,7 +802,7 @@ pub async fn with_parts(engine: &Engine, base: LabImage, from: &PartsFrom) -> Re
         parts = names.join(","),
         "baking the Go parts into the lab image"
     );
-    build(engine, &tag, &files).await?;
+    build(engine, &tag, &files, None).await?;
     Ok(LabImage {
         built: true,
         ..image
@@ -770,8 +810,15 @@ pub async fn with_parts(engine: &Engine, base: LabImage, from: &PartsFrom) -> Re
 }
 
 /// `docker build` of a context of `files` (name, contents, mode) whose
-/// Dockerfile is among them, tagged `tag`.
-async fn build(engine: &Engine, tag: &str, files: &[(String, Vec<u8>, u32)]) -> Result<()> {
+/// Dockerfile is among them, tagged `tag`; for `platform` where it is
+/// another than the engine's (the engine checks that the `FROM` image is
+/// of it; the image built takes its architecture).
+async fn build(
+    engine: &Engine,
+    tag: &str,
+    files: &[(String, Vec<u8>, u32)],
+    platform: Option<&str>,
+) -> Result<()> {
     let mut tar = tar::Builder::new(Vec::new());
     for (name, bytes, mode) in files {
         let mut h = tar::Header::new_gnu();
@@ -782,12 +829,15 @@ async fn build(engine: &Engine, tag: &str, files: &[(String, Vec<u8>, u32)]) -> 
             .context("build tar")?;
     }
     let context = tar.into_inner().context("build tar")?;
-    let opts = bollard::query_parameters::BuildImageOptionsBuilder::default()
+    let mut opts = bollard::query_parameters::BuildImageOptionsBuilder::default()
         .dockerfile("Dockerfile")
         .t(tag)
         .rm(true)
-        .forcerm(true)
-        .build();
+        .forcerm(true);
+    if let Some(p) = platform {
+        opts = opts.platform(p);
+    }
+    let opts = opts.build();
     let mut stream = engine
         .api
         .build_image(opts, None, Some(bollard::body_full(context.into())));
@@ -852,6 +902,7 @@ pub async fn with_agent(engine: &Engine, base: LabImage, from: &PartsFrom) -> Re
             ("Dockerfile".into(), dockerfile.into_bytes(), 0o644),
             ("cpmlab".into(), bin, 0o755),
         ],
+        None,
     )
     .await?;
     remove_other_agents(engine, &base.tag, &tag).await;
@@ -898,24 +949,24 @@ async fn remove_other_agents(engine: &Engine, base_tag: &str, keep: &str) {
 /// where `CPMLAB_IMAGE_BASE` says: a Debian image with apt run in a build
 /// container (`debian`), or the host's own binaries (`host_base`).
 pub async fn ensure_base(engine: &Engine) -> Result<LabImage> {
-    let from = platform::of(engine).await?;
-    ensure_base_from(engine, BaseSource::from_env()?, &from).await
+    let target = platform::target(engine).await?;
+    ensure_base_from(engine, BaseSource::from_env()?, &target).await
 }
 
-/// The lab image's base from `source`, with the parts `from` says.
+/// The lab image's base from `source`, for `target`.
 pub async fn ensure_base_from(
     engine: &Engine,
     source: BaseSource,
-    from: &PartsFrom,
+    target: &Target,
 ) -> Result<LabImage> {
-    match (source, from) {
+    match (source, &target.from) {
         (BaseSource::Host, PartsFrom::Host) => host_base(engine).await,
         (BaseSource::Host, PartsFrom::Arch { arch, .. }) => Err(EnvNotReady::new(
             format!("{BASE_ENV}=host packs this host's binaries, and the engine runs linux/{arch}"),
             format!("unset {BASE_ENV} (the Debian image's way builds for the engine's platform)"),
         )
         .into()),
-        (source, from) => debian::ensure(engine, source, from).await,
+        (source, _) => debian::ensure(engine, source, target).await,
     }
 }
 
@@ -933,6 +984,7 @@ pub async fn host_base(engine: &Engine) -> Result<LabImage> {
             built: false,
             etcd_versions,
             parts: Vec::new(),
+            arch: crate::go_parts::host_arch().into(),
         });
     }
     // Building: the binary placed as 3.5 must run here and be 3.5.
@@ -970,7 +1022,43 @@ pub async fn host_base(engine: &Engine) -> Result<LabImage> {
         built: true,
         etcd_versions,
         parts: Vec::new(),
+        arch: crate::go_parts::host_arch().into(),
     })
+}
+
+/// What `uname -m` says for each architecture the lab builds for.
+pub fn uname_machine(arch: &str) -> &str {
+    match arch {
+        "amd64" => "x86_64",
+        "arm64" => "aarch64",
+        other => other,
+    }
+}
+
+/// Whether the engine runs a container of `image`, of `target`'s
+/// architecture, which it runs by emulation; an environment not ready,
+/// with the fix, where it does not.
+pub async fn check_runs(engine: &Engine, image: &str, target: &Target) -> Result<()> {
+    let want = uname_machine(&target.arch);
+    match engine.uname_m(image).await {
+        Ok(m) if m == want => Ok(()),
+        seen => Err(EnvNotReady::new(
+            format!(
+                "this {} engine does not run {} containers ({image}: {})",
+                target.engine_platform(),
+                target.platform(),
+                match seen {
+                    Ok(m) => format!("`uname -m` said {m:?}, not {want}"),
+                    Err(e) => format!("{e:#}"),
+                }
+            ),
+            format!(
+                "scripts/emulation {} (registers Debian's qemu-user-static with binfmt_misc; as root)",
+                target.arch
+            ),
+        )
+        .into()),
+    }
 }
 
 /// Checks that the binary to be placed as etcd 3.5 runs here and is 3.5.
@@ -1096,6 +1184,7 @@ mod tests {
             built: false,
             etcd_versions: fs.etcd_versions(),
             parts: Vec::new(),
+            arch: "amd64".into(),
         };
         assert_eq!(img.etcd_versions_label(), "3.4,3.5");
         assert!(img.has_etcd(EtcdVersion::V3_5));

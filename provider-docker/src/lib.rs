@@ -8,9 +8,11 @@ use cpmlab_lab::{gateway, link, migrate};
 use cpmlab_model::{addressing, labels, plan, state, topology};
 use cpmlab_probe as probe;
 
+pub mod container;
 pub mod cpu;
 pub mod down;
 pub mod engine;
+pub mod garden_specs;
 pub mod gateway_sync;
 pub mod images;
 pub mod netns;
@@ -18,6 +20,7 @@ pub mod provider;
 pub mod relay;
 pub mod routes;
 pub mod seed;
+pub mod state_dir;
 pub mod up;
 
 pub use provider::DockerProvider;

@@ -171,6 +171,23 @@ impl Provider for DockerProvider {
         self.engine.exec(workload, argv, false).await
     }
 
+    async fn exec_netlink(
+        &self,
+        state: &LabState,
+        workload: &str,
+        argv: &[&str],
+    ) -> Result<Output> {
+        match &state.emulation {
+            Some(e) => {
+                let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+                self.engine
+                    .run_in_netns(workload, &state.name, &e.netlink_image, &argv, &[])
+                    .await
+            }
+            None => self.engine.exec(workload, argv, false).await,
+        }
+    }
+
     async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()> {
         self.engine.upload(workload, files).await
     }

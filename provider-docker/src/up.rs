@@ -12,7 +12,6 @@
 //! started again waits for the lab again, and gets its routes again.
 
 pub use super::routes::{net_plan, set_routes};
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -35,36 +34,13 @@ use crate::topology::Topology;
 /// between steps and while waiting).
 pub use cpmlab_provider::UpRequest;
 
+pub use super::container::{base_spec, behind_barrier, docker_network, lab_sysctls, READY_FILE};
 pub use super::engine::RUN_DIR;
-/// File whose existence releases a container's barrier (on `RUN_DIR`).
-const READY_FILE: &str = "/run/cpmlab/released";
 pub use cpmlab_provider::AGENT_BIN;
 
 /// How long `up` waits for DNS and for etcd to elect a leader.
 const DNS_DEADLINE: Duration = Duration::from_secs(30);
 const ETCD_DEADLINE: Duration = Duration::from_secs(90);
-
-/// `cmd` behind the barrier: the lab's DNS server as resolver, then wait for
-/// the release, then exec. Values reach the shell as arguments (`$1`, `$@`),
-/// never inside its script.
-pub fn behind_barrier(state: &LabState, cmd: Vec<String>) -> Vec<String> {
-    let mut v = vec![
-        "/bin/sh".to_string(),
-        "-c".into(),
-        format!(
-            "printf 'nameserver %s\\noptions timeout:1 attempts:2\\n' \"$1\" > /etc/resolv.conf || exit 1; shift; \
-             while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""
-        ),
-        "barrier".into(),
-        state.dns.server.ip.to_string(),
-    ];
-    v.extend(cmd);
-    v
-}
-
-fn idle() -> Vec<String> {
-    vec!["sleep".into(), "2147483647".into()]
-}
 
 /// Is every container of a finished lab running?
 async fn all_running(engine: &Engine, state: &LabState) -> Result<bool> {
@@ -90,6 +66,8 @@ pub fn expected_containers(state: &LabState) -> Vec<String> {
     v.extend(state.seeds.iter().map(|s| s.gateway.container.clone()));
     v.extend(state.members.iter().map(|m| m.container.clone()));
     v.extend(state.apiservers.iter().map(|a| a.container.clone()));
+    v.extend(super::garden_specs::garden_containers(state));
+    v.extend(super::garden_specs::gardenlet_containers(state));
     v
 }
 
@@ -161,15 +139,28 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         |p| lab_image.has_part(p.name),
         &format!("in the lab image {image}"),
     )?;
+    check_garden_parts(&lab_image)?;
+    let emulation = emulation_of(engine, &lab_image).await?;
     step.done_with(&format!(
-        "{image}{}, etcd {}",
+        "{image}{}, etcd {}{}",
         if lab_image.built {
             " (built)"
         } else {
             " (cached)"
         },
-        req.topology.etcd.version
+        req.topology.etcd.version,
+        emulation
+            .as_ref()
+            .map(|e| format!("; {}", e.summary()))
+            .unwrap_or_default()
     ));
+
+    // Before anything of the lab exists: the probes' run directories
+    // are bind mounts of the state directory's path on the engine's side.
+    req.cancel.check()?;
+    let step = p.step("the engine sees the state directory");
+    super::state_dir::check(engine, &image, &req.state_root).await?;
+    step.done_with(&req.state_root.display().to_string());
 
     req.cancel.check()?;
     let step = p.step("networks seed + clients");
@@ -181,15 +172,35 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let plan = LabPlan::new(&req.lab, &req.topology, &nets, &image);
     let mut state = plan.initial_state(crate::pki::random_secret());
     state.api_kind = api_kind;
+    state.emulation = emulation;
     state.api_token = crate::pki::random_token();
     dir.create()?;
     let keys = LabKeys::generate(&dir, &mut state)?;
+    stamp_gardener_version(&mut state);
+    let garden_keys =
+        cpmlab_garden::access::GardenKeys::generate(&dir, &state, &keys.ca, &keys.front_proxy)?;
     dir.save(&state)?;
     step.done();
 
     req.cancel.check()?;
-    let step = p.step("containers: router, dns, toolbox, gateways, etcd");
-    let specs = container_specs(&state, &keys)?;
+    let step = p.step("containers: router, dns, toolbox, garden, gateways, etcd, gardenlets");
+    let mut specs = container_specs(&state, &keys)?;
+    specs.extend(super::garden_specs::garden_specs(
+        &state,
+        &keys.ca,
+        &state.front_proxy_ca,
+        &garden_keys,
+    ));
+    let state_root =
+        std::fs::canonicalize(&req.state_root).unwrap_or_else(|_| req.state_root.clone());
+    for s in &state.seeds {
+        specs.extend(super::garden_specs::gardenlet_spec(
+            &state,
+            s,
+            &state_root,
+            None,
+        ));
+    }
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;
     }
@@ -205,12 +216,16 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .iter()
         .map(|s| s.gateway.container.clone())
         .collect();
+    let gardenlets = super::garden_specs::gardenlet_containers(&state);
+    let gapi = super::garden_specs::gardener_apiserver(&state);
     let late: Vec<&String> = state
         .members
         .iter()
         .map(|m| &m.container)
         .chain(state.apiservers.iter().map(|a| &a.container))
         .chain(gateways.iter())
+        .chain(gardenlets.iter())
+        .chain(gapi.iter())
         .collect();
     let infra: Vec<String> = expected_containers(&state)
         .into_iter()
@@ -227,14 +242,43 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         state.dns.api_name, state.seeds[0].gateway.ip
     ));
 
+    // The garden comes up beside the seeds' etcd and shoot API: nothing of
+    // either waits for the other (the gardenlets only report to the
+    // garden until a migration is triggered), so its ~15 s hide behind
+    // theirs.
     req.cancel.check()?;
+    let garden_step =
+        p.step("garden: gardener-apiserver, the Seeds and the Shoot (beside the seeds)");
+    let garden = async {
+        let said = bring_up(engine, &dir, &state, &keys.ca, &garden_step).await?;
+        gardenlets_up(engine, &dir, &state, &garden_step).await?;
+        anyhow::Ok(said)
+    };
+    let seeds = seeds_up(engine, &dir, &state, p, &req.cancel);
+    let (said, ()) = tokio::try_join!(garden, seeds)?;
+    garden_step.done_with(&said);
+
+    state.phase = Phase::Ready;
+    dir.save(&state)?;
+    Ok(state)
+}
+
+/// The seeds' etcd (a leader elected behind their gateways) and the shoot
+/// API (every replica ready, served through the source's gateway).
+async fn seeds_up(
+    engine: &Engine,
+    dir: &crate::state::LabDir,
+    state: &LabState,
+    p: &crate::progress::Progress,
+    cancel: &crate::errors::Cancel,
+) -> Result<()> {
     let step = p.step(format!(
         "etcd: {} members elect a leader",
         state.members.len()
     ));
     let members: Vec<String> = state.members.iter().map(|m| m.container.clone()).collect();
     let t = Instant::now();
-    release(engine, &state, &members).await?;
+    release(engine, state, &members).await?;
     // The gateways start once every member listens. A member's peers dial
     // it through its seed's gateway from their first moment, and the
     // gateway's outlier detection (Envoy's defaults under Istio's
@@ -247,13 +291,18 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     try_join_all(
         members
             .iter()
-            .map(|c| wait_listening(engine, c, &ETCD_PORTS)),
+            .map(|c| wait_listening(engine, c, &ETCD_PORTS, state.stretch(LISTEN_DEADLINE))),
     )
     .await?;
-    release(engine, &state, &gateways).await?;
+    let gateways: Vec<String> = state
+        .seeds
+        .iter()
+        .map(|s| s.gateway.container.clone())
+        .collect();
+    release(engine, state, &gateways).await?;
     let released = t.elapsed();
-    let tls = crate::etcd::lab_tls(&dir)?;
-    let last = wait_etcd(&state, &tls, &step, &req.cancel).await?;
+    let tls = crate::etcd::lab_tls(dir)?;
+    let last = wait_etcd(state, &tls, &step, cancel).await?;
     // A slow election says where its time went (now and then one `up` in
     // an e2e suite spends about 60 s here: the next one names why).
     if t.elapsed() > Duration::from_secs(10) {
@@ -267,7 +316,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         step.done();
     }
 
-    req.cancel.check()?;
+    cancel.check()?;
     let step = p.step(format!(
         "shoot API: {} {} replicas ready through the gateway",
         state.apiservers.len(),
@@ -278,30 +327,148 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
         .iter()
         .map(|a| a.container.clone())
         .collect();
-    release(engine, &state, &apis).await?;
+    release(engine, state, &apis).await?;
     // The control plane the lab starts from is one production has had
     // serving long before: once each replica answers /readyz itself, the
     // gateway is told they are established and serves them at once, not
     // after the readiness probe's initial delay and a period (Gardener's
     // 10 s and 10 s, which every replica a migration starts still waits).
     try_join_all(
-        state.apiservers.iter().map(|a| {
-            crate::apiserver::ready::wait_replica_ready(&state, a, &tls.ca_pem, &req.cancel)
-        }),
+        state
+            .apiservers
+            .iter()
+            .map(|a| crate::apiserver::ready::wait_replica_ready(state, a, &tls.ca_pem, cancel)),
     )
     .await?;
     let source = state
         .seed_by_role(crate::topology::SeedRole::Source)
         .name
         .clone();
-    super::gateway_sync::sync_gateway_established(engine, &state, &source).await?;
-    wait_api(&state, &tls.ca_pem, &req.cancel).await?;
-    super::gateway_sync::wait_served(engine, &state, &source, &req.cancel).await?;
+    super::gateway_sync::sync_gateway_established(engine, state, &source).await?;
+    wait_api(state, &tls.ca_pem, cancel).await?;
+    super::gateway_sync::wait_served(engine, state, &source, cancel).await?;
     step.done_with(&format!("https://{}", state.dns.api_name));
 
-    state.phase = Phase::Ready;
-    dir.save(&state)?;
-    Ok(state)
+    Ok(())
+}
+
+/// The garden's gardener-apiserver version, as the part the lab image
+/// holds was built (its manifest), into the state.
+pub fn stamp_gardener_version(state: &mut LabState) {
+    if let Some(g) = state.garden.as_mut() {
+        g.gardener_version = crate::go_parts::GARDENER_APISERVER
+            .manifest()
+            .map(|m| m.version)
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| cpmlab_garden::objects::GARDENER_VERSION.into());
+    }
+}
+
+/// The garden brought up to the shoot bound to the source seed, its
+/// containers made and started already (etcd and its kube-apiserver
+/// released with the lab's own): gardener-apiserver released once that
+/// kube-apiserver answers, then the garden's objects; what ran, in a line.
+pub async fn bring_up(
+    engine: &Engine,
+    dir: &crate::state::LabDir,
+    state: &LabState,
+    ca: &Ca,
+    step: &crate::progress::Step,
+) -> Result<String> {
+    let garden = super::garden_specs::operator(dir, state)?;
+    let inputs = super::garden_specs::garden_inputs(state, ca);
+    cpmlab_garden::bootstrap::garden_api_ready(&garden, &|w| step.detail(w)).await?;
+    release(
+        engine,
+        state,
+        &super::garden_specs::gardener_apiserver(state),
+    )
+    .await?;
+    cpmlab_garden::bootstrap::bootstrap(&garden, state, &inputs, &|w| step.detail(w)).await?;
+    Ok(format!(
+        "gardener-apiserver {}; shoot {} bound to {}",
+        state
+            .garden
+            .as_ref()
+            .map(|g| g.gardener_version.as_str())
+            .unwrap_or("-"),
+        state.topology.shoot.name,
+        state.topology.source().name
+    ))
+}
+
+/// Releases the gardenlets and waits until each reported its Seed and the
+/// source's recorded the shoot as running there.
+pub async fn gardenlets_up(
+    engine: &Engine,
+    dir: &crate::state::LabDir,
+    state: &LabState,
+    step: &crate::progress::Step,
+) -> Result<()> {
+    let garden = super::garden_specs::operator(dir, state)?;
+    release(
+        engine,
+        state,
+        &super::garden_specs::gardenlet_containers(state),
+    )
+    .await?;
+    cpmlab_garden::bootstrap::wait_gardenlets(
+        &garden,
+        state,
+        cpmlab_garden::bootstrap::DEADLINE,
+        &|w| step.detail(w),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Does the lab image hold what the garden runs (kube-apiserver and
+/// gardener-apiserver)? Checked before anything of the lab exists.
+pub fn check_garden_parts(image: &images::LabImage) -> Result<()> {
+    let missing: Vec<&str> = [
+        crate::go_parts::KUBE_APISERVER,
+        crate::go_parts::GARDENER_APISERVER,
+    ]
+    .iter()
+    .filter(|p| !image.has_part(p.name))
+    .map(|p| p.name)
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(EnvNotReady::new(
+        format!(
+            "the lab image {} holds no {} (every lab has a garden: the garden's kube-apiserver and gardener-apiserver)",
+            image.tag,
+            missing.join(" and ")
+        ),
+        format!(
+            "scripts/build-go {} (then `cpmlab up` builds the image with it)",
+            missing.join(" ")
+        ),
+    )
+    .into())
+}
+
+/// What the lab records where the engine runs `image` by emulation
+/// (another architecture than its own): the platforms, the factor on its
+/// waits and time limits, and the engine's own lab image, whose helpers
+/// run what qemu-user cannot translate (built here when missing). None
+/// where the engine runs the image natively.
+pub async fn emulation_of(
+    engine: &Engine,
+    image: &images::LabImage,
+) -> Result<Option<cpmlab_model::platform::Emulation>> {
+    let (_, engine_arch) = engine.platform().await?;
+    if image.arch.is_empty() || image.arch == engine_arch {
+        return Ok(None);
+    }
+    let native = images::ensure_native(engine).await?;
+    Ok(Some(cpmlab_model::platform::Emulation::new(
+        &format!("linux/{}", image.arch),
+        &format!("linux/{engine_arch}"),
+        &native.tag,
+    )?))
 }
 
 /// Does the lab image hold the etcd the topology asks for? Checked before
@@ -546,50 +713,6 @@ pub fn gateway_files(
         FileSpec::new(at(tls::PROXY_CERT), proxy.cert_pem, 0o644),
         FileSpec::new(at(tls::PROXY_KEY), proxy.key_pem, 0o600),
     ])
-}
-
-fn docker_network(state: &LabState, n: &str) -> String {
-    state
-        .network(n)
-        .map(|n| n.docker_name.clone())
-        .expect("planned network")
-}
-
-/// What every lab container shares: labels, the image (which carries the
-/// cpmlab binary for the in-container roles at `AGENT_BIN`) and the
-/// barrier. No capabilities beyond Docker's defaults: a helper sets the
-/// routes (`netns`).
-fn base_spec(state: &LabState, name: &str, role: &str, seed: Option<&str>) -> ContainerSpec {
-    ContainerSpec {
-        name: name.to_string(),
-        lab: state.name.clone(),
-        role: role.to_string(),
-        seed: seed.map(str::to_string),
-        image: state.image.clone(),
-        cmd: behind_barrier(state, idle()),
-        networks: vec![],
-        cap_add: vec![],
-        sysctls: lab_sysctls(state),
-        volumes: vec![],
-        devices: vec![],
-        files: vec![],
-    }
-}
-
-/// The sysctls every lab container gets: the topology's TCP congestion
-/// control (each container is its own network namespace).
-pub fn lab_sysctls(state: &LabState) -> HashMap<String, String> {
-    state
-        .topology
-        .network
-        .congestion_control()
-        .map(|cc| {
-            HashMap::from([(
-                "net.ipv4.tcp_congestion_control".to_string(),
-                cc.to_string(),
-            )])
-        })
-        .unwrap_or_default()
 }
 
 /// An etcd member's container; `cluster` is `--initial-cluster` (name, peer URL).
@@ -868,7 +991,12 @@ const LISTEN_DEADLINE: Duration = Duration::from_secs(30);
 /// as its own network namespace lists them (`/proc/net/tcp` and `tcp6`
 /// read inside the container); after `LISTEN_DEADLINE` it goes on, noting
 /// what was missing.
-async fn wait_listening(engine: &Engine, container: &str, ports: &[u16]) -> Result<()> {
+async fn wait_listening(
+    engine: &Engine,
+    container: &str,
+    ports: &[u16],
+    deadline: Duration,
+) -> Result<()> {
     let started = Instant::now();
     loop {
         let mut table = String::new();
@@ -885,7 +1013,7 @@ async fn wait_listening(engine: &Engine, container: &str, ports: &[u16]) -> Resu
         if missing.is_empty() {
             return Ok(());
         }
-        if started.elapsed() > LISTEN_DEADLINE {
+        if started.elapsed() > deadline {
             tracing::warn!(
                 container,
                 ?missing,
@@ -916,7 +1044,8 @@ pub async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
         .ip;
     let started = Instant::now();
     let mut last = String::new();
-    while started.elapsed() < DNS_DEADLINE {
+    let deadline = state.stretch(DNS_DEADLINE);
+    while started.elapsed() < deadline {
         cancel.check()?;
         match dns::query_a(server, &state.dns.api_name, Duration::from_millis(500)).await {
             Ok((ips, _)) if ips == vec![want] => return Ok(()),
@@ -926,7 +1055,7 @@ pub async fn wait_dns(state: &LabState, cancel: &Cancel) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     anyhow::bail!(
-        "the lab DNS server did not answer {} within {DNS_DEADLINE:?}: {last} (see `docker logs {}`)",
+        "the lab DNS server did not answer {} within {deadline:?}: {last} (see `docker logs {}`)",
         state.dns.api_name,
         state.dns.server.container
     )
@@ -952,6 +1081,7 @@ async fn wait_etcd(
     let started = Instant::now();
     let want = state.members.len();
     let mut last = String::new();
+    let deadline = state.stretch(ETCD_DEADLINE);
     loop {
         cancel.check()?;
         let view = etcd::cluster_view(state, tls, Duration::from_secs(2)).await;
@@ -967,9 +1097,9 @@ async fn wait_etcd(
                 .collect::<Vec<_>>()
                 .join("; ")
         });
-        if started.elapsed() > ETCD_DEADLINE {
+        if started.elapsed() > deadline {
             anyhow::bail!(
-                "etcd did not settle within {ETCD_DEADLINE:?} ({healthy}/{want} healthy): {last} (see `docker logs {}`)",
+                "etcd did not settle within {deadline:?} ({healthy}/{want} healthy): {last} (see `docker logs {}`)",
                 state.members[0].container
             );
         }
@@ -1003,6 +1133,7 @@ mod tests {
             built: false,
             etcd_versions: v,
             parts: Vec::new(),
+            arch: "amd64".into(),
         };
         let mut topo = Topology::default();
         check_etcd_version(&topo, &image(vec![EtcdVersion::V3_4])).unwrap();
@@ -1037,7 +1168,8 @@ mod tests {
             plan.routes,
             vec![
                 (Net24([10, 213, 1, 0].into()), via),
-                (Net24([10, 213, 2, 0].into()), via)
+                (Net24([10, 213, 2, 0].into()), via),
+                (Net24([10, 213, 3, 0].into()), via)
             ]
         );
         assert!(plan.addresses.is_empty());
@@ -1121,7 +1253,7 @@ mod tests {
     fn port_exposure_puts_members_on_ports_of_the_gateway() {
         let mut topo = Topology::default();
         topo.network.peer_exposure = Some(crate::topology::PeerExposure::Port);
-        let nets: Vec<crate::addressing::Net24> = (0..3)
+        let nets: Vec<crate::addressing::Net24> = (0..4)
             .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
             .collect();
         let s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());

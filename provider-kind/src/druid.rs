@@ -436,7 +436,7 @@ mod tests {
     }
 
     fn nets() -> Vec<crate::addressing::Net24> {
-        (0..3)
+        (0..4)
             .map(|i| crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
             .collect()
     }

@@ -15,7 +15,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn nets() -> Vec<Net24> {
-        (0..3)
+        (0..4)
             .map(|i| Net24(Ipv4Addr::new(10, 213, i, 0)))
             .collect()
     }

@@ -1285,7 +1285,7 @@ mod tests {
     #[test]
     fn only_a_source_left_behind_loses_its_istio_objects() {
         let topo = crate::topology::Topology::default();
-        let nets: Vec<crate::addressing::Net24> = (0..3)
+        let nets: Vec<crate::addressing::Net24> = (0..4)
             .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
             .collect();
         let mut s = crate::plan::LabPlan::new("t", &topo, &nets, "img:1").initial_state("x".into());
@@ -1306,7 +1306,7 @@ mod tests {
     /// Lab `lab`'s state with a migration from seed-a to seed-b planned.
     fn migrating(lab: &str) -> LabState {
         let topo = crate::topology::Topology::default();
-        let nets: Vec<crate::addressing::Net24> = (0..3)
+        let nets: Vec<crate::addressing::Net24> = (0..4)
             .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
             .collect();
         let mut s = crate::plan::LabPlan::new(lab, &topo, &nets, "img:1").initial_state("x".into());
@@ -1568,6 +1568,7 @@ mod tests {
                 crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 0, 0)),
                 crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 1, 0)),
                 crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 2, 0)),
+                crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, 3, 0)),
             ],
             "img",
             "k".into(),
@@ -1662,7 +1663,7 @@ mod tests {
     #[test]
     fn druid_s_member_pods_are_known_by_seed_and_etcd() {
         let nets =
-            [0, 1, 2].map(|i| crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, i, 0)));
+            [0, 1, 2, 3].map(|i| crate::addressing::Net24(std::net::Ipv4Addr::new(10, 213, i, 0)));
         let t = crate::topology::Topology::default();
         let druid = crate::KindSettings {
             with_etcd_druid: true,

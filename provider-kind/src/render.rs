@@ -526,7 +526,7 @@ mod tests {
     use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, networking::v1 as net};
 
     fn nets() -> Vec<Net24> {
-        (0..3)
+        (0..4)
             .map(|i| Net24(std::net::Ipv4Addr::new(10, 213, i, 0)))
             .collect()
     }

@@ -740,7 +740,7 @@ mod tests {
             .filter(|s| s.argv.get(3).is_some_and(|a| a == "ip"))
             .map(|s| s.line())
             .collect();
-        assert_eq!(routes.len(), 4, "{routes:#?}");
+        assert_eq!(routes.len(), 6, "{routes:#?}");
         assert_eq!(
             routes[0],
             format!(
@@ -888,7 +888,11 @@ pub async fn make(
     crate::state::write_private(&dir.root.join(KIND_FILE), serde_json::to_vec_pretty(&made)?)?;
     let result = async {
         let step = progress.step("lab image (router, DNS, toolbox)");
-        let image = images::ensure(engine).await?.tag;
+        let image = images::ensure(engine).await?;
+        // Every lab has a garden: its kube-apiserver and gardener-apiserver
+        // run from this image, as on the docker form.
+        docker_up::check_garden_parts(&image)?;
+        let image = image.tag;
         step.done_with(&image);
         let step = progress.step("networks seed + clients");
         for ((name, logical), net) in made.networks.iter().zip(&names).zip(&nets) {
@@ -914,20 +918,35 @@ pub async fn make(
         state.api_kind = crate::apiserver::launch::ApiServerKind::KubeApiserver;
         state.api_token = crate::pki::random_token();
         let keys = docker_up::LabKeys::generate(&dir, &mut state)?;
+        docker_up::stamp_gardener_version(&mut state);
+        let garden_keys =
+            cpmlab_garden::access::GardenKeys::generate(&dir, &state, &keys.ca, &keys.front_proxy)?;
         dir.save(&state)?;
         step.done();
 
-        let step = progress.step("containers: router, dns, toolbox");
-        let specs = docker_up::infra_specs(&state, &keys.ca, &keys.client);
+        let step = progress.step("containers: router, dns, toolbox, garden");
+        let mut specs = docker_up::infra_specs(&state, &keys.ca, &keys.client);
+        let infra: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        specs.extend(cpmlab_provider_docker::garden_specs::garden_specs(
+            &state,
+            &keys.ca,
+            &state.front_proxy_ca,
+            &garden_keys,
+        ));
         for spec in &specs {
             engine.create_container(spec).await?;
             engine.start(&spec.name).await?;
         }
-        let infra: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-        docker_up::release(engine, &state, &infra).await?;
+        let mut first = infra.clone();
+        first.extend(cpmlab_provider_docker::garden_specs::garden_first(&state));
+        docker_up::release(engine, &state, &first).await?;
         // CoreDNS will forward the shoot's zone here.
         docker_up::wait_dns(&state, &crate::errors::Cancel::default()).await?;
         step.done();
+
+        let step = progress.step("garden: gardener-apiserver, the Seeds and the Shoot");
+        let said = docker_up::bring_up(engine, &dir, &state, &keys.ca, &step).await?;
+        step.done_with(&said);
 
         let render = dir.root.join(RENDER_DIR);
         let render_keys = RenderKeys {
@@ -1002,6 +1021,10 @@ pub async fn make(
                 })?;
             p.done();
         }
+        let step = progress.step("gardenlets, one per seed");
+        gardenlets(engine, state_root, &dir, &state, &tools).await?;
+        docker_up::gardenlets_up(engine, &dir, &state, &step).await?;
+        step.done();
         state.phase = crate::state::Phase::Ready;
         dir.save(&state)?;
         anyhow::Ok(())
@@ -1031,6 +1054,81 @@ pub async fn make(
             tracing::warn!("removing the kind lab {lab}'s containers: {d:#}");
         }
         return Err(e);
+    }
+    Ok(())
+}
+
+/// Each seed's gardenlet beside its cluster: a container on the seed's
+/// network that acts on its cluster through the cluster's API (its
+/// kubeconfig: `kind get kubeconfig --internal`, the control plane at its
+/// address on the seed's network) and reaches the garden through the wan
+/// router. Made here, released by the caller.
+async fn gardenlets(
+    engine: &cpmlab_provider_docker::engine::Engine,
+    state_root: &Path,
+    dir: &crate::state::LabDir,
+    state: &crate::state::LabState,
+    tools: &Tooling,
+) -> Result<()> {
+    let root = std::fs::canonicalize(state_root).unwrap_or_else(|_| state_root.to_path_buf());
+    let cache_home = crate::go_parts::install_dir()
+        .and_then(|b| b.parent().and_then(|p| p.parent()).map(Path::to_path_buf))
+        .context("the lab's tools directory (XDG_CACHE_HOME or HOME)")?;
+    let nodes = engine.containers(Some(&state.name)).await?;
+    for seed in &state.seeds {
+        let cluster = cluster_name(&state.name, &seed.name);
+        let node = agent_node(&state.name, &seed.name);
+        let net = state
+            .network(&seed.network)
+            .map(|n| n.docker_name.clone())
+            .context("the seed's network")?;
+        let ip = nodes
+            .iter()
+            .find(|c| {
+                c.names
+                    .iter()
+                    .flatten()
+                    .any(|n| n.trim_start_matches('/') == node)
+            })
+            .and_then(|c| {
+                c.network_settings
+                    .as_ref()?
+                    .networks
+                    .as_ref()?
+                    .get(&net)?
+                    .ip_address
+                    .clone()
+            })
+            .filter(|ip| !ip.is_empty())
+            .with_context(|| format!("{node}'s address on {net}"))?;
+        let out = tools
+            .command("kind")
+            .args(["get", "kubeconfig", "--internal", "--name", &cluster])
+            .output()
+            .await
+            .context("kind get kubeconfig --internal")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "kind get kubeconfig --internal --name {cluster}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let kubeconfig = String::from_utf8_lossy(&out.stdout).replace(
+            &format!("https://{node}:6443"),
+            &format!("https://{ip}:6443"),
+        );
+        let root_dir = std::fs::canonicalize(&dir.root).unwrap_or_else(|_| dir.root.clone());
+        let path = root_dir.join(format!("gardenlet-{}.kubeconfig", seed.name));
+        crate::state::write_private(&path, kubeconfig)?;
+        let kind = cpmlab_provider_docker::garden_specs::KindGardenlet {
+            kubeconfig: path,
+            cache_home: cache_home.clone(),
+        };
+        if let Some(spec) =
+            cpmlab_provider_docker::garden_specs::gardenlet_spec(state, seed, &root, Some(&kind))
+        {
+            engine.create_container(&spec).await?;
+            engine.start(&spec.name).await?;
+        }
     }
     Ok(())
 }

@@ -414,6 +414,36 @@ pub trait Provider: Send + Sync {
             .stdout_if_ok(workload, argv)
     }
 
+    /// Runs `argv` (no shell) for the network namespace of a workload
+    /// where it speaks a netlink family qemu-user does not translate
+    /// (netfilter's, routing rules, queueing disciplines, socket
+    /// diagnostics: iptables, `ip rule`, `tc`, `ss`). Where the engine
+    /// runs the lab by emulation (`state.emulation`), a provider runs it in
+    /// a helper of the engine's own architecture that shares the
+    /// workload's network namespace; elsewhere it is `exec`.
+    async fn exec_netlink(
+        &self,
+        state: &LabState,
+        workload: &str,
+        argv: &[&str],
+    ) -> Result<Output> {
+        let _ = state;
+        self.exec(workload, argv).await
+    }
+
+    /// `exec_netlink`, a non-zero exit an error carrying the output;
+    /// returns stdout.
+    async fn exec_netlink_ok(
+        &self,
+        state: &LabState,
+        workload: &str,
+        argv: &[&str],
+    ) -> Result<String> {
+        self.exec_netlink(state, workload, argv)
+            .await?
+            .stdout_if_ok(workload, argv)
+    }
+
     /// Writes files into a workload (created or running).
     async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()>;
 

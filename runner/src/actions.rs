@@ -64,6 +64,39 @@ pub async fn resolve(state_root: &Path, lab: &str, t: &TargetRef) -> Result<Hit>
         TargetRef::Candidate(seed) => {
             anyhow::bail!("candidate {seed} is a process of the probe agent, not a container")
         }
+        TargetRef::Gardenlet(seed) => {
+            let s = state
+                .seed(seed)
+                .with_context(|| format!("no seed `{seed}`"))?;
+            let g = s.gardenlet.as_ref().with_context(|| {
+                format!("seed `{seed}` has no gardenlet (a lab made before the garden)")
+            })?;
+            Ok(Hit {
+                container: g.container.clone(),
+                what: format!("gardenlet of {seed}"),
+                member: false,
+                leader: false,
+                seed: None,
+            })
+        }
+        TargetRef::Garden(part) => {
+            let g = state
+                .garden
+                .as_ref()
+                .context("the lab has no garden (made before the garden)")?;
+            let c = match part {
+                crate::scenario::GardenPart::Api => &g.kube_apiserver,
+                crate::scenario::GardenPart::GardenerApiserver => &g.gardener_apiserver,
+                crate::scenario::GardenPart::Etcd => &g.etcd,
+            };
+            Ok(Hit {
+                container: c.container.clone(),
+                what: format!("garden {}", part.as_str()),
+                member: false,
+                leader: false,
+                seed: None,
+            })
+        }
         TargetRef::Gateway(seed) => {
             let s = state
                 .seed(seed)

@@ -132,18 +132,19 @@ pub fn lab_files(state_root: &std::path::Path) -> Check {
     }
 }
 
-/// Whether the lab image can be built for the engine's platform
-/// (`engine`: os and arch) from this host (`host`), with `dir` the
-/// directory of that architecture's Linux builds: the decision
-/// `cpmlab images build` makes (`images::platform::decide`), as a check.
+/// Whether the lab image can be built for `platform` (os and arch: the
+/// engine's, or the one `CPMLAB_PLATFORM` asks for) from this host
+/// (`host`), with `dir` the directory of that architecture's Linux builds:
+/// the decision `cpmlab images build` makes
+/// (`images::platform::decide`), as a check.
 pub fn image_platform(
-    engine: (&str, &str),
+    platform: (&str, &str),
     host: (&str, &str),
     dir: Option<&std::path::Path>,
 ) -> Check {
     let name = "image platform";
-    let arch = engine.1;
-    match images::platform::decide(engine, host, dir.map(std::path::Path::to_path_buf)) {
+    let arch = platform.1;
+    match images::platform::decide(platform, host, dir.map(std::path::Path::to_path_buf)) {
         Err(e) => Check {
             name,
             level: Level::Fail,
@@ -162,7 +163,7 @@ pub fn image_platform(
                 name,
                 level: Level::Warn,
                 detail: format!(
-                    "the engine runs linux/{arch}: `cpmlab images build` assembles the lab image from the builds in {}{} on the registry's Debian image (never yet run on an engine of another architecture than this host's)",
+                    "linux/{arch}: `cpmlab images build` assembles the lab image from the builds in {}{} on a Debian image of linux/{arch} (the registry's on an engine of that platform; under emulation the one scripts/debian-base --arch {arch} makes)",
                     dir.display(),
                     if optional.is_empty() {
                         String::new()
@@ -173,6 +174,191 @@ pub fn image_platform(
                 fix: None,
             }
         }
+    }
+}
+
+/// How this engine runs another platform than its own: by emulation, or
+/// not at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runs {
+    /// Seen (`uname -m` in a container of an image of it) or, without an
+    /// image of it to try, from the host's binfmt_misc handler.
+    Emulated(String),
+    Not(String),
+}
+
+/// The engine's platforms, as a check: its own natively, and the other
+/// architecture the lab builds for (`other`, as `probe_other` found it). A
+/// platform `CPMLAB_PLATFORM` asks for that does not run fails.
+pub fn platforms_check(
+    engine: (&str, &str),
+    other: &str,
+    runs: &Runs,
+    wanted: Option<&str>,
+) -> Check {
+    let own = format!("{}/{}", engine.0, engine.1);
+    let theirs = format!("linux/{other}");
+    let (level, detail, fix) = match runs {
+        Runs::Emulated(how) => (
+            Level::Ok,
+            format!("{own} natively; {theirs} by emulation ({how}): a {theirs} lab runs several times slower, its time limits stretched (`cpmlab run --platform {theirs}`)"),
+            None,
+        ),
+        Runs::Not(why) => (
+            if wanted == Some(other) { Level::Fail } else { Level::Info },
+            format!("{own} natively; {theirs} not at all ({why})"),
+            Some(format!(
+                "scripts/setup --{other} (scripts/emulation {other} registers Debian's qemu-user-static with binfmt_misc, as root; then the {theirs} parts and image)"
+            )),
+        ),
+    };
+    Check {
+        name: "platforms",
+        level,
+        detail,
+        fix,
+    }
+}
+
+/// The binfmt_misc handler of this host for `arch`'s binaries, where the
+/// engine is this host's: its interpreter and flags, or why there is none.
+fn binfmt_handler(arch: &str) -> Result<String, String> {
+    let machine = images::uname_machine(arch);
+    let p = std::path::Path::new("/proc/sys/fs/binfmt_misc").join(format!("qemu-{machine}"));
+    let text = std::fs::read_to_string(&p).map_err(|_| {
+        if std::path::Path::new("/proc/sys/fs/binfmt_misc/register").exists() {
+            format!("no binfmt_misc handler for {machine} binaries")
+        } else {
+            "binfmt_misc is not mounted".to_string()
+        }
+    })?;
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    if text.lines().next() != Some("enabled") {
+        return Err(format!("binfmt_misc's qemu-{machine} is disabled"));
+    }
+    let flags = field("flags:");
+    if !flags.contains('F') {
+        return Err(format!(
+            "binfmt_misc's qemu-{machine} lacks the flag F: containers have no {}",
+            field("interpreter")
+        ));
+    }
+    if !flags.contains('P') {
+        return Err(format!(
+            "binfmt_misc's qemu-{machine} lacks the flag P: busybox's applets lose their names under it"
+        ));
+    }
+    Ok(format!(
+        "binfmt_misc qemu-{machine}: {}, flags {flags}",
+        field("interpreter")
+    ))
+}
+
+/// Whether the engine runs `other`'s containers: `uname -m` in the Debian
+/// image of it (`cpmlab/debian:bookworm-<arch>`) where the engine has one,
+/// else this host's binfmt_misc handler where the engine is local.
+pub async fn probe_other(engine: &Engine, other: &str) -> Runs {
+    let machine = images::uname_machine(other);
+    let image = images::debian::emulated_base(other);
+    let local = cpmlab_provider_docker::engine::docker_host().starts_with("unix://");
+    let handler = if local {
+        binfmt_handler(other)
+    } else {
+        Err("the engine is not this host's".to_string())
+    };
+    if let Ok(Some((_, a))) = engine.image_id_arch(&image).await {
+        if a == other {
+            return match engine.uname_m(&image).await {
+                Ok(m) if m == machine => Runs::Emulated(match handler {
+                    Ok(h) => format!("`uname -m` in {image} says {m}; {h}"),
+                    Err(_) => format!("`uname -m` in {image} says {m}"),
+                }),
+                Ok(m) => Runs::Not(format!("`uname -m` in {image} says {m}")),
+                Err(e) => Runs::Not(format!("a container of {image} does not run: {e:#}")),
+            };
+        }
+    }
+    match handler {
+        Ok(h) => Runs::Emulated(format!("{h}; no image of it here to try yet")),
+        Err(e) => Runs::Not(e),
+    }
+}
+
+/// `platforms_check` for this engine. An arm64 engine (Apple silicon's)
+/// runs the lab natively: the other platform is not tried there.
+pub async fn platforms(engine: &Engine, own: (&str, &str)) -> Check {
+    if own.1 != "amd64" {
+        return Check {
+            name: "platforms",
+            level: Level::Ok,
+            detail: format!(
+                "{}/{} natively (the lab's platform here; linux/amd64 is not tried)",
+                own.0, own.1
+            ),
+            fix: None,
+        };
+    }
+    let runs = probe_other(engine, "arm64").await;
+    let wanted = cpmlab_model::platform::wanted().ok().flatten();
+    platforms_check(own, "arm64", &runs, wanted.as_deref())
+}
+
+/// Does the engine see `state_root` at the same path (`up` refuses to
+/// start a lab where it does not)? Checked with the lab image, where it is
+/// built.
+pub async fn state_dir(root: &std::path::Path) -> Check {
+    let name = "state directory";
+    let Ok(engine) = Engine::connect().await else {
+        return Check {
+            name,
+            level: Level::Info,
+            detail: "not checked: no Docker engine".into(),
+            fix: None,
+        };
+    };
+    let image = match images::current_tag(Some(&engine)).await {
+        Ok(t) if engine.image_exists(&t).await.unwrap_or(false) => t,
+        _ => {
+            return Check {
+                name,
+                level: Level::Info,
+                detail: format!(
+                    "not checked: no lab image yet to look at {} with (`up` looks before it creates anything)",
+                    root.display()
+                ),
+                fix: None,
+            }
+        }
+    };
+    match cpmlab_provider_docker::state_dir::look(&engine, &image, root).await {
+        Err(e) => Check {
+            name,
+            level: Level::Warn,
+            detail: format!("could not look: {e:#}"),
+            fix: None,
+        },
+        Ok(seen) => match cpmlab_provider_docker::state_dir::problem(root, &seen) {
+            None => Check {
+                name,
+                level: Level::Ok,
+                detail: format!(
+                    "the engine sees {} at the same path (a container of the lab image read its marker)",
+                    root.display()
+                ),
+                fix: None,
+            },
+            Some(e) => Check {
+                name,
+                level: Level::Fail,
+                detail: e.problem,
+                fix: Some(e.fix),
+            },
+        },
     }
 }
 
@@ -193,14 +379,17 @@ pub async fn doctor() -> DoctorReport {
                 ),
                 fix: None,
             });
+            checks.push(platforms(&e, (&platform.0, &platform.1)).await);
             if cpmlab_provider_docker::images::image_is_given() {
                 // The image is given as it is: its platform is the user's.
             } else {
-                let arch = cpmlab_core::go_parts::arch_dir(&platform.1);
+                let wanted = cpmlab_model::platform::wanted().ok().flatten();
+                let arch = wanted.unwrap_or_else(|| platform.1.clone());
+                let dir = cpmlab_core::go_parts::arch_dir(&arch);
                 checks.push(image_platform(
-                    (&platform.0, &platform.1),
+                    (&platform.0, &arch),
                     (std::env::consts::OS, cpmlab_core::go_parts::host_arch()),
-                    arch.as_deref(),
+                    dir.as_deref(),
                 ));
             }
             Some(e)
@@ -445,17 +634,61 @@ mod tests {
             mac.fix.as_deref(),
             Some("scripts/build-arch arm64 (on a linux/amd64 host), then cpmlab images build")
         );
-        for f in ["cpmlab", "envoy", "etcd-3.4"] {
+        for f in [
+            "cpmlab",
+            "envoy",
+            "etcd-3.4",
+            "kube-apiserver",
+            "gardener-apiserver",
+        ] {
             std::fs::write(dir.path().join(f), "x").unwrap();
         }
         let built = image_platform(("linux", "arm64"), ("linux", "amd64"), Some(dir.path()));
         assert_eq!(built.level, Level::Warn, "{built:?}");
         assert!(
-            built.detail.contains("not built: kube-apiserver"),
+            built.detail.contains("not built: cpmlab-apiserver"),
             "{}",
             built.detail
         );
         let windows = image_platform(("windows", "amd64"), ("linux", "amd64"), None);
         assert_eq!(windows.level, Level::Fail);
+    }
+
+    #[test]
+    fn the_engine_s_platforms_are_named_natively_by_emulation_or_not_at_all() {
+        let own = ("linux", "amd64");
+        let emu = platforms_check(
+            own,
+            "arm64",
+            &Runs::Emulated("`uname -m` in cpmlab/debian:bookworm-arm64 says aarch64".into()),
+            None,
+        );
+        assert_eq!(emu.level, Level::Ok);
+        assert!(
+            emu.detail
+                .starts_with("linux/amd64 natively; linux/arm64 by emulation"),
+            "{}",
+            emu.detail
+        );
+        let not = platforms_check(
+            own,
+            "arm64",
+            &Runs::Not("binfmt_misc is not mounted".into()),
+            None,
+        );
+        assert_eq!(not.level, Level::Info, "not needed unless asked for");
+        assert!(
+            not.detail
+                .contains("linux/arm64 not at all (binfmt_misc is not mounted)"),
+            "{}",
+            not.detail
+        );
+        assert!(not
+            .fix
+            .as_deref()
+            .unwrap()
+            .starts_with("scripts/setup --arm64"));
+        let asked = platforms_check(own, "arm64", &Runs::Not("x".into()), Some("arm64"));
+        assert_eq!(asked.level, Level::Fail, "asked for with CPMLAB_PLATFORM");
     }
 }

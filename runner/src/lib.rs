@@ -18,6 +18,7 @@ use cpmlab_verdict as verdict;
 pub mod actions;
 pub mod child;
 pub mod expect;
+pub mod handoff;
 pub mod kubelet;
 pub mod observe;
 pub mod settings;
@@ -38,7 +39,6 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::errors::Cancel;
-use crate::migrate::conditions::Status;
 use crate::migrate::record::Driver;
 use crate::progress::Progress;
 use crate::provider::Provider;
@@ -96,6 +96,10 @@ pub struct ScenarioResult {
     /// handovers (`None`: a result.json from before).
     #[serde(default)]
     pub settings: Option<settings::RunSettings>,
+    /// The factor the scenario's limits about time were stretched by
+    /// (`None`: 1, as declared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_factor: Option<f64>,
     pub migration: Option<String>,
     /// The verdict: `passed`, `passed-with-known-hazards` or `failed`
     /// (`None`: the run got no verdict, or a result.json from before).
@@ -135,6 +139,12 @@ pub struct ScenarioResult {
     /// plain words (see `verdict::etcd_said`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub etcd_said: Vec<String>,
+    /// The gardenlets' hand-offs between consecutive steps (from one
+    /// step's end to the next one's start), and their sum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<handoff::Handoff>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_s: Option<f64>,
 }
 
 impl ScenarioResult {
@@ -205,6 +215,7 @@ pub async fn run_one(
         wall_s: 0.0,
         lab_s: 0.0,
         settings: Some(settings::RunSettings::of(&sf.scenario)),
+        slow_factor: None,
         migration: None,
         verdict: None,
         requests: 0,
@@ -220,6 +231,8 @@ pub async fn run_one(
         dir: sdir.clone(),
         report: None,
         etcd_said: Vec::new(),
+        handoffs: Vec::new(),
+        handoff_s: None,
     };
     let step = progress.step(format!("{label} {name}"));
     let outcome = drive(provider, sf, opts, &cpm, &sdir, seed, &step, cancel, &mut r).await;
@@ -362,6 +375,12 @@ async fn drive(
         cpm.run(&args(&["link", "clear"]), cancel).await?;
     }
     r.lab_s += t.elapsed().as_secs_f64();
+    // Under emulation (or `--slow-factor`) the limits about time stretch;
+    // the report's header says by how much and why.
+    let (factor, platform) = slow_factor(&dir);
+    let slowed = c.slowed(factor);
+    let c = &slowed;
+    r.slow_factor = (factor != 1.0).then_some(factor);
     if let Some(f) = &s.fill {
         step.detail(&format!("fill {}", f.size));
         let kinds = f.kinds().join(",");
@@ -424,6 +443,9 @@ async fn drive(
     ensure_ok(&d, "probe start")?;
     let run_dir = PathBuf::from(d.stdout.trim());
     let started = Instant::now();
+    if let Some(line) = &platform {
+        crate::probe::run::record_settings(&dir, "platform", line);
+    }
     crate::probe::run::note(
         &run_dir,
         &format!("scenario {} started (seed {seed})", sf.name()),
@@ -510,6 +532,14 @@ async fn drive(
         .chain(verdict.silent_watches.iter().map(|s| s.line.clone()))
         .collect();
     r.verdict_reasons = verdict.reasons.clone();
+    let events: Vec<verdict::record::LabEvent> =
+        std::fs::read_to_string(kept.join("events.ndjson"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+    r.handoffs = handoff::of_events(&events);
+    r.handoff_s = (!r.handoffs.is_empty()).then(|| handoff::total_s(&r.handoffs));
     r.excused_summary = (verdict.excuses.excused_count > 0)
         .then(|| crate::verdict::junit::observed_excused_budget(&verdict));
     if r.incomplete || cancel.check().is_err() {
@@ -573,7 +603,8 @@ mod judge {
         Ok(t)
     }
 
-    /// What the scenario's `expect:` declares the run is judged by.
+    /// What the scenario's `expect:` declares the run is judged by, its
+    /// limits about time stretched by `c.slow_factor`.
     pub fn criteria(s: &Scenario, c: &Checked) -> Result<Criteria> {
         let mut k = Criteria {
             thresholds: thresholds(s)?,
@@ -590,7 +621,7 @@ mod judge {
             let p = s.probes.settings(&s.topology).parse()?;
             crate::probe::run::lease_criteria(&mut k, &p.lease);
         }
-        Ok(k)
+        Ok(k.stretched(c.slow_factor))
     }
 
     /// The steps a completed migration of the scenario records, in order:
@@ -627,6 +658,28 @@ mod judge {
             let _ = std::fs::write(report, out);
         }
     }
+}
+
+/// The factor on a scenario's limits about time for the lab in `dir`: its
+/// emulation's (`CPMLAB_SLOW_FACTOR`, else the platform's default), else
+/// `CPMLAB_SLOW_FACTOR`'s, else 1; and, where it is not 1 or the lab is
+/// emulated, the report's header line saying so.
+fn slow_factor(dir: &LabDir) -> (f64, Option<String>) {
+    use cpmlab_model::platform::{fmt_factor, wait_factor, SLOW_FACTOR_ENV};
+    let emulation = dir.load().ok().and_then(|st| st.emulation);
+    let factor = wait_factor(emulation.as_ref());
+    let line = match &emulation {
+        Some(e) => Some(format!(
+            "{}; the safety rules, coverage and failed-request counts as declared",
+            e.summary()
+        )),
+        None if factor != 1.0 => Some(format!(
+            "time limits x{} ({SLOW_FACTOR_ENV}); the safety rules, coverage and failed-request counts as declared",
+            fmt_factor(factor)
+        )),
+        None => None,
+    };
+    (factor, line)
 }
 
 /// A lab command's exit as the runner takes it: 3 (the environment) stays
@@ -698,15 +751,8 @@ async fn end_state(provider: &dyn Provider, opts: &Options) -> Option<EndObserve
     }
     if let Some(m) = &st.migration {
         for c in &m.conditions {
-            e.conditions.insert(
-                c.kind.clone(),
-                match c.status {
-                    Status::True => "True",
-                    Status::False => "False",
-                    Status::Unknown => "Unknown",
-                }
-                .into(),
-            );
+            e.conditions
+                .insert(c.kind.clone(), c.status.as_str().into());
         }
     }
     Some(e)
@@ -820,6 +866,9 @@ async fn timeline_and_migration(
     let mut ended_at: Option<Instant> = None;
     let mut aborted = false;
     let mut refused = false;
+    // An abort runs beside the timeline (it waits for the destination's
+    // gardenlet), so that what is due meanwhile (a heal) still fires.
+    let mut abort: Option<(usize, MigrateTask)> = None;
     loop {
         if cancel.check().is_err() {
             break;
@@ -843,7 +892,9 @@ async fn timeline_and_migration(
             let done = task.take().expect("some").await;
             let code = match done {
                 Ok(Ok(d)) => {
-                    if d.code == 2
+                    // Refused: by gardener-apiserver's admission (exit 1)
+                    // or by the lab's own checks (exit 2), nothing started.
+                    if matches!(d.code, 1 | 2)
                         && last_exit.is_none()
                         && dir.load().is_ok_and(|s| s.migration.is_none())
                     {
@@ -860,6 +911,23 @@ async fn timeline_and_migration(
                     watch.observe(&m.conditions, Instant::now());
                 }
             }
+        }
+        if abort.as_ref().is_some_and(|(_, t)| t.is_finished()) {
+            let (i, t) = abort.take().expect("some");
+            match t.await {
+                Ok(Ok(d)) if d.ok() => {
+                    aborted = true;
+                    results[i].detail = "aborted".into();
+                    results[i].ok = true;
+                }
+                Ok(Ok(d)) => results[i].detail = d.error_line(),
+                Ok(Err(e)) => results[i].detail = format!("{e:#}"),
+                Err(e) => results[i].detail = format!("{e}"),
+            }
+            cpm.log(&format!(
+                "timeline[{}] {} ended: {}",
+                c.timeline[i].index, results[i].action, results[i].detail
+            ));
         }
         let mut fired = Vec::new();
         for &i in &pending {
@@ -888,16 +956,11 @@ async fn timeline_and_migration(
                             results[i].ok = true;
                         }
                         MigrateAction::Abort => {
-                            let d = cpm.run(&args(&["migrate", "--abort"]), cancel).await;
-                            match d {
-                                Ok(d) if d.ok() => {
-                                    aborted = true;
-                                    results[i].detail = "aborted".into();
-                                    results[i].ok = true;
-                                }
-                                Ok(d) => results[i].detail = d.error_line(),
-                                Err(e) => results[i].detail = format!("{e:#}"),
+                            if abort.is_some() {
+                                continue; // one abort at a time
                             }
+                            abort = Some((i, spawn(args(&["migrate", "--abort"]))));
+                            results[i].detail = "migrate --abort started".into();
                         }
                     }
                 }
@@ -923,6 +986,7 @@ async fn timeline_and_migration(
         // heal 1 s after a failure, behind an abort that took longer than
         // that, was left unfired).
         let settled = task.is_none()
+            && abort.is_none()
             && started_mig
             && ended_at.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
         let waiting = pending.iter().any(|&i| match &c.timeline[i].trigger {
@@ -934,6 +998,17 @@ async fn timeline_and_migration(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    if let Some((i, t)) = abort.take() {
+        if let Ok(Ok(d)) = t.await {
+            aborted = d.ok();
+            results[i].ok = d.ok();
+            results[i].detail = if d.ok() {
+                "aborted".into()
+            } else {
+                d.error_line()
+            };
+        }
+    }
     if let Some(t) = task.take() {
         // Interrupted: the migration stops at its safe point.
         if let Ok(Ok(d)) = t.await {
@@ -944,10 +1019,12 @@ async fn timeline_and_migration(
         let st = dir.load().ok();
         match st.as_ref().and_then(|s| s.migration.as_ref()) {
             Some(m) if m.completed() => MigrationOutcome::Completed,
+            // The garden's abort went through (the lab's cached conditions
+            // may still hold the failed join a gardenlet mirrored).
+            _ if aborted => MigrationOutcome::Aborted,
             Some(m) if m.conditions.failed().is_some() => MigrationOutcome::Failed,
             Some(_) if last_exit == Some(0) => MigrationOutcome::Stopped,
             Some(_) => MigrationOutcome::Failed,
-            None if aborted => MigrationOutcome::Aborted,
             None if refused => MigrationOutcome::Refused,
             None if last_exit == Some(0) => MigrationOutcome::Completed,
             None => MigrationOutcome::Failed,
@@ -1013,6 +1090,41 @@ pub async fn run_all(
 #[cfg(test)]
 mod tests {
     use super::lab_for;
+
+    #[test]
+    fn a_slowed_scenario_is_judged_by_stretched_limits_about_time_only() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/scenarios/five-member-25ms-drain-gateway-in-place.yaml");
+        let sf = crate::scenario::load(&path).unwrap();
+        let c = sf.checked.slowed(4.0);
+        assert_eq!(c.slow_factor, 4.0);
+        assert_eq!(
+            c.excuse, sf.checked.excuse,
+            "the budgets stretch in the criteria"
+        );
+        let plain = super::judge::criteria(&sf.scenario, &sf.checked).unwrap();
+        let k = super::judge::criteria(&sf.scenario, &c).unwrap();
+        // The fixture's read SLO (3 s), the default list SLO, the stall.
+        assert_eq!(plain.thresholds.read_p99_ms, 3_000.0);
+        assert_eq!(k.thresholds.read_p99_ms, 12_000.0);
+        assert_eq!(k.thresholds.list_p99_ms, 20_000.0);
+        assert_eq!(k.stall_ms, 4.0 * plain.stall_ms);
+        let le = crate::verdict::Hazard::LeaderElection;
+        assert_eq!(k.excuse[&le].max_ms, 40_000.0);
+        assert_eq!(k.excuse[&le].max, plain.excuse[&le].max);
+        assert_eq!(k.coverage, plain.coverage);
+        assert_eq!(sf.checked.slowed(1.0).slow_factor, 1.0, "1 changes nothing");
+        // A fixture's downtime limits stretch; its failed-request counts
+        // are the scenario's, not the checked limits'.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/scenarios/force-shrink.yaml");
+        let sf = crate::scenario::load(&path).unwrap();
+        assert!(!sf.checked.downtime.is_empty());
+        let c = sf.checked.slowed(2.5);
+        for (k, d) in &sf.checked.downtime {
+            assert_eq!(c.downtime[k], d.mul_f64(2.5), "{k}");
+        }
+    }
 
     #[test]
     fn each_scenario_of_a_run_gets_its_own_lab_unless_labs_are_kept() {

@@ -347,7 +347,8 @@ async fn sample(provider: &dyn Provider, dir: &LabDir, lab: &str, run: &Path, st
                     if state.links.values().any(|p| p.kernel_loss_pct() > 0.0) {
                         let chain = crate::link::router::CHAIN;
                         if let Ok(out) = provider
-                            .exec_ok(
+                            .exec_netlink_ok(
+                                &state,
                                 &state.router.container,
                                 &["iptables", "-L", chain, "-v", "-x", "-n"],
                             )
@@ -397,7 +398,7 @@ async fn sample_tcp(
     futures_util::future::join_all(targets.into_iter().map(|(container, role)| async move {
         let r = tokio::time::timeout(
             Duration::from_secs(2),
-            provider.exec_ok(container, tcp::SS_ARGV),
+            provider.exec_netlink_ok(state, container, tcp::SS_ARGV),
         )
         .await
         .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 2 s")));

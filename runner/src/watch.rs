@@ -19,6 +19,7 @@ impl StepWatch {
     pub fn observe(&mut self, conditions: &Conditions, now: Instant) {
         for c in &conditions.0 {
             let entered = c.reason == "Progressing" || c.status != Status::Unknown;
+            // (A gardenlet's Progressing is a status of its own.)
             if entered {
                 self.seen
                     .entry((c.kind.clone(), StepEvent::Entering))
@@ -27,7 +28,7 @@ impl StepWatch {
             let ev = match c.status {
                 Status::True => Some(StepEvent::Leaving),
                 Status::False => Some(StepEvent::Failed),
-                Status::Unknown => None,
+                Status::Unknown | Status::Progressing => None,
             };
             if let Some(ev) = ev {
                 self.seen.entry((c.kind.clone(), ev)).or_insert(now);

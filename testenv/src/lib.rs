@@ -54,11 +54,16 @@ pub enum Need {
     /// Root with `useradd` and `runuser`: a test that runs cpmlab as a user
     /// who is not root, in the `docker` group, makes that user.
     Root,
+    /// A linux/arm64 lab on this amd64 host: qemu-aarch64 registered with
+    /// binfmt_misc (flags P and F), the arm64 parts (`scripts/build-arch arm64`)
+    /// and the arm64 Debian image (`scripts/debian-base --arch arm64`):
+    /// `scripts/setup --arm64` makes all three.
+    Arm64,
 }
 
 impl Need {
     /// Every need there is.
-    pub const ALL: [Need; 11] = [
+    pub const ALL: [Need; 12] = [
         Need::Docker,
         Need::KubeApiserver,
         Need::GenericApiserver,
@@ -70,6 +75,7 @@ impl Need {
         Need::Druid,
         Need::Netem,
         Need::Root,
+        Need::Arm64,
     ];
 
     /// The cfg a build script sets when the need is met.
@@ -86,6 +92,7 @@ impl Need {
             Need::Druid => "cpmlab_has_druid",
             Need::Netem => "cpmlab_has_netem",
             Need::Root => "cpmlab_has_root",
+            Need::Arm64 => "cpmlab_has_arm64",
         }
     }
 
@@ -115,6 +122,10 @@ impl Need {
                 "not root, or no useradd/runuser: the test makes a user in the docker group \
                  (run scripts/test as root, as CI does)"
             }
+            Need::Arm64 => {
+                "no linux/arm64 lab here: qemu-aarch64 is not registered with binfmt_misc, \
+                 or the arm64 parts or Debian image are not built (scripts/setup --arm64)"
+            }
         }
     }
 
@@ -142,6 +153,23 @@ impl Need {
                     .output()
                     .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
                     && ["useradd", "runuser"].iter().all(|b| tool(b))
+            }
+            Need::Arm64 => {
+                let handler = std::fs::read_to_string("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+                    .is_ok_and(|t| {
+                        t.starts_with("enabled")
+                            && t.lines().any(|l| {
+                                l.starts_with("flags:") && l.contains('F') && l.contains('P')
+                            })
+                    });
+                let parts = install_dir().is_some_and(|d| d.join("linux-arm64/cpmlab").is_file());
+                let image = Command::new("docker")
+                    .args(["image", "inspect", "cpmlab/debian:bookworm-arm64"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                handler && parts && image
             }
         }
     }
@@ -232,7 +260,9 @@ pub fn build_script(needs: &[Need]) {
             Need::Envoy => vars.push("CPMLAB_ENVOY"),
             Need::Druid => vars.push("CPMLAB_ETCD_DRUID"),
             Need::KindTools | Need::EtcdKubectl => {}
-            Need::Netem | Need::Root => {}
+            // binfmt_misc's handler and the engine's image cannot be
+            // watched; the arm64 parts are in the install dir, below.
+            Need::Netem | Need::Root | Need::Arm64 => {}
         }
         if !matches!(n, Need::Docker | Need::Chromium | Need::Netem | Need::Root) {
             parts = true;

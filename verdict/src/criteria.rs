@@ -207,6 +207,33 @@ impl Default for Criteria {
     }
 }
 
+impl Criteria {
+    /// The limits about time stretched by `factor` (a lab its engine runs
+    /// by emulation, or a slow machine): the latency limits and the watch
+    /// grace, the stall bound, each hazard budget's `max_ms`. The rest is
+    /// not about time and stays: coverage, budgets' `max`, the lease rules'
+    /// bounds (the candidates' own timings, client-go's clock), the accepted
+    /// gaps.
+    pub fn stretched(mut self, factor: f64) -> Criteria {
+        let f = factor.max(1.0);
+        let t = &mut self.thresholds;
+        for ms in [
+            &mut t.read_p99_ms,
+            &mut t.list_p99_ms,
+            &mut t.mutation_p99_ms,
+            &mut t.watch_delay_p99_ms,
+            &mut t.watch_grace_ms,
+        ] {
+            *ms *= f;
+        }
+        self.stall_ms *= f;
+        for b in self.excuse.values_mut() {
+            b.max_ms *= f;
+        }
+        self
+    }
+}
+
 /// The probe kinds a lane pattern may name (the lease candidates are no
 /// lane: their requests are judged by the lease rules).
 const PROBES: [&str; 8] = [
@@ -304,6 +331,37 @@ impl Criteria {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stretched_criteria_stretch_time_and_nothing_else() {
+        let mut c = Criteria::default();
+        c.excuse.insert(
+            Hazard::LeaderElection,
+            Budget {
+                max: 64,
+                max_ms: 10_000.0,
+                lanes: vec!["write".into()],
+            },
+        );
+        c.uncovered.insert("lost-writes".into(), "why".into());
+        let s = c.clone().stretched(4.0);
+        assert_eq!(s.thresholds.read_p99_ms, 4_000.0);
+        assert_eq!(s.thresholds.list_p99_ms, 20_000.0);
+        assert_eq!(s.thresholds.mutation_p99_ms, 4_000.0);
+        assert_eq!(s.thresholds.watch_delay_p99_ms, 4_000.0);
+        assert_eq!(s.thresholds.watch_grace_ms, 4_000.0);
+        assert_eq!(s.stall_ms, 20_000.0);
+        let b = &s.excuse[&Hazard::LeaderElection];
+        assert_eq!((b.max, b.max_ms), (64, 40_000.0), "the count stays");
+        assert_eq!(s.coverage, c.coverage);
+        assert_eq!(s.uncovered, c.uncovered);
+        assert_eq!(
+            (s.lease_tolerance_ms, s.renew_deadline_ms, s.handover_ms),
+            (c.lease_tolerance_ms, c.renew_deadline_ms, c.handover_ms),
+            "the lease rules are the candidates' own timings"
+        );
+        assert_eq!(c.clone().stretched(0.5), c, "never tighter");
+    }
 
     #[test]
     fn budgets_name_their_lanes_and_fields() {

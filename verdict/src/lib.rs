@@ -65,6 +65,7 @@ pub mod election;
 pub mod error;
 pub mod etcd_said;
 pub mod excuse;
+pub mod handoff;
 pub mod history;
 pub mod informer;
 pub mod integrity;

@@ -114,6 +114,7 @@ fn band_color(kind: &str, i: usize) -> (&'static str, f64) {
         "fault" => ("#e15759", 0.20),
         "link" => ("#f28e2b", 0.18),
         "hazard" => (HAZARD_BAND_COLOR, 0.16),
+        "handoff" => ("#bab0ac", 0.22),
         _ => ("#999999", 0.15),
     }
 }
@@ -463,6 +464,11 @@ impl<'a> Timeline<'a> {
                 detail: w.what.clone(),
                 status: None,
             })
+            .collect();
+        // The gaps between consecutive steps: the gardenlets' hand-offs.
+        let hazard_bands: Vec<LabEvent> = hazard_bands
+            .into_iter()
+            .chain(crate::handoff::bands(events))
             .collect();
         // What ran is said in the header, not drawn.
         let mut shown_events: Vec<&LabEvent> = events

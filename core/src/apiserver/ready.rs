@@ -27,7 +27,8 @@ pub async fn wait_api_at(
         .unwrap_or("-");
     if let Some(last) = wait_ready(state, gw, ca_pem, cancel).await? {
         anyhow::bail!(
-            "the shoot API was not ready through {gw} within {API_DEADLINE:?}: {last} (see the logs of {hint})"
+            "the shoot API was not ready through {gw} within {:?}: {last} (see the logs of {hint})",
+            state.stretch(API_DEADLINE)
         );
     }
     Ok(())
@@ -44,8 +45,9 @@ pub async fn wait_replica_ready(
 ) -> Result<()> {
     if let Some(last) = wait_ready(state, replica.ip, ca_pem, cancel).await? {
         anyhow::bail!(
-            "API server {} was not ready within {API_DEADLINE:?}: {last} (see the logs of {})",
+            "API server {} was not ready within {:?}: {last} (see the logs of {})",
             replica.name,
+            state.stretch(API_DEADLINE),
             replica.container
         );
     }
@@ -63,7 +65,7 @@ async fn wait_ready(
     let tls = crate::apiserver::client::tls_client(ca_pem)?;
     let started = Instant::now();
     let mut last = String::new();
-    while started.elapsed() < API_DEADLINE {
+    while started.elapsed() < state.stretch(API_DEADLINE) {
         cancel.check()?;
         match crate::apiserver::client::get(
             SocketAddr::from((ip, crate::exposure::API_PORT)),

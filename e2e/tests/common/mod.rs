@@ -8,6 +8,19 @@ use assert_cmd::assert::Assert;
 use assert_cmd::Command;
 use serde_json::Value;
 
+/// The eight steps of Live CPM, as upstream's conditions spell them, in
+/// the order the GEP's diagram runs them.
+pub const STEPS: &[&str] = &[
+    "SourceEtcdPreparedForPeerJoin",
+    "DestinationEtcdPeersJoined",
+    "MigrateExtensionsNeededBeforeKubeAPIServer",
+    "DestinationKubeAPIServerReady",
+    "MigrateDNSRecords",
+    "EtcdMigrationComplete",
+    "SourceSeedCleanup",
+    "MigrationCompleted",
+];
+
 /// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's release
 /// build (what scripts/setup builds; the delay line needs optimised code),
 /// else the debug build, whichever is there and not older than the

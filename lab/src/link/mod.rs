@@ -189,12 +189,13 @@ pub async fn apply(
             router::divert_script(state, &ifaces, divert)
         );
         provider
-            .exec_ok(router, &["sh", "-c", &script])
+            .exec_netlink_ok(state, router, &["sh", "-c", &script])
             .await
             .with_context(|| format!("apply link shaping ({}) in the router", backend.as_str()))?;
     }
     provider
-        .exec_ok(
+        .exec_netlink_ok(
+            state,
             router,
             &["sh", "-c", &router::partition_script(state, links)],
         )

@@ -1,16 +1,20 @@
-//! `cpmlab migrate --driver external --command '...'`: another controller (a
-//! real gardenlet and etcd-druid setup, or a script) performs the migration
-//! while the lab keeps shaping links, probing and recording. The command runs
-//! under `sh -c` with the lab's coordinates in its environment; its run is a
-//! phase band in the probe run, so the verdict applies unchanged.
+//! `cpmlab migrate --driver external --command '...'`: another controller
+//! takes the lab's gardenlets' place (a real gardenlet build once upstream's
+//! flow exists, or a script) while the lab keeps shaping links, probing and
+//! recording. The lab triggers the migration in the garden as an operator
+//! does, with `cpmlab.lab/driver: external` on the Shoot so that its own
+//! gardenlets stand aside; the command runs under `sh -c` with what a
+//! gardenlet of each seed is given in its environment: the garden's
+//! kubeconfig for each seed's gardenlet (Gardener's seed identity), the
+//! Shoot's namespace and name, and on the kind form each seed's cluster
+//! kubeconfig. Its run is a phase band in the probe run, beside the steps'
+//! bands it writes, so the verdict applies unchanged.
 
 use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::{Context, Result};
 
-use super::conditions::Conditions;
-use super::record::{Driver, MigrationState};
 use crate::errors::{Cancel, Interrupted};
 use crate::probe::run::{now_unix_ms, record_lab_event as event};
 use crate::state::{LabDir, LabState};
@@ -49,6 +53,49 @@ pub fn environment(
     ]
 }
 
+/// The garden's side of the environment: the Shoot, and a garden
+/// kubeconfig per gardenlet (written into the lab's directory), and on
+/// the kind form each seed's cluster kubeconfig.
+fn garden_environment(
+    dir: &LabDir,
+    state: &LabState,
+    from: &str,
+    to: &str,
+) -> Result<Vec<(String, String)>> {
+    use crate::garden::access::{kubeconfig, Identity};
+    let (ns, name) = crate::garden::objects::shoot_ref(state);
+    let root = std::fs::canonicalize(&dir.root).unwrap_or_else(|_| dir.root.clone());
+    let mut env = vec![
+        ("CPMLAB_SHOOT_NAMESPACE".to_string(), ns),
+        ("CPMLAB_SHOOT_NAME".to_string(), name),
+    ];
+    let operator = root.join("garden.kubeconfig");
+    crate::state::write_private(&operator, kubeconfig(dir, state, &Identity::Operator)?)?;
+    env.push((
+        "CPMLAB_GARDEN_KUBECONFIG".into(),
+        operator.display().to_string(),
+    ));
+    for (role, seed) in [("SOURCE", from), ("DESTINATION", to)] {
+        let p = root.join(format!("gardenlet-{seed}.garden.kubeconfig"));
+        crate::state::write_private(
+            &p,
+            kubeconfig(dir, state, &Identity::Gardenlet(seed.to_string()))?,
+        )?;
+        env.push((
+            format!("CPMLAB_{role}_GARDEN_KUBECONFIG"),
+            p.display().to_string(),
+        ));
+        let seed_kubeconfig = root.join(format!("gardenlet-{seed}.kubeconfig"));
+        if seed_kubeconfig.is_file() {
+            env.push((
+                format!("CPMLAB_{role}_SEED_KUBECONFIG"),
+                seed_kubeconfig.display().to_string(),
+            ));
+        }
+    }
+    Ok(env)
+}
+
 /// Runs `command` as the migration; Ok(exit status of the command).
 pub async fn run(
     dir: &LabDir,
@@ -61,36 +108,6 @@ pub async fn run(
     let state = dir.load()?;
     let kubeconfig = crate::kubeconfig::write(dir, &state).await?;
     let started = now_unix_ms();
-    let mut conditions = Conditions::new(&super::flow::now_rfc3339());
-    for c in conditions.0.iter_mut() {
-        c.reason = "ExternalDriver".into();
-        c.message = "set by the external driver, not by cpmlab".into();
-    }
-    let mig = MigrationState {
-        plan: super::membership::Plan::SixMember,
-        from: from.into(),
-        to: to.into(),
-        driver: Driver::External,
-        force_shrink: false,
-        leader_handover: Default::default(),
-        order: Default::default(),
-        gateway_handover: Default::default(),
-        source_gateway_released_unix_ms: None,
-        source_gateway_drained_unix_ms: None,
-        source_gateway_forwarded_unix_ms: None,
-        cleanup_before_api_ms: 0,
-        conditions,
-        started_unix_ms: started,
-        finished_unix_ms: None,
-        rtt_ms: None,
-        rtt_gate: None,
-        destination_members: vec![],
-        destination_apiservers: vec![],
-        departed_members: vec![],
-        dns_switched_unix_ms: None,
-        command: Some(command.into()),
-    };
-    dir.update(|s| s.migration = Some(mig))?;
     event(
         dir,
         "note",
@@ -103,6 +120,7 @@ pub async fn run(
         .arg("-c")
         .arg(command)
         .envs(environment(&state, state_root, &kubeconfig, from, to))
+        .envs(garden_environment(dir, &state, from, to)?)
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -129,10 +147,5 @@ pub async fn run(
         started,
         end,
     );
-    dir.update(|s| {
-        if let Some(m) = s.migration.as_mut() {
-            m.finished_unix_ms = Some(end);
-        }
-    })?;
     Ok(code)
 }

@@ -18,7 +18,7 @@ use super::etcd_ops;
 use super::gateway_handover::GatewayHandover;
 use super::membership::{self, Action, Plan};
 use super::order::{DnsStep, Order};
-use super::record::{Driver, MigrationState};
+use super::record::MigrationState;
 use crate::errors::{BadInput, Cancel, EnvNotReady, Interrupted};
 use crate::etcd::{self, ClusterView, EtcdTls};
 use crate::pki::Ca;
@@ -160,6 +160,18 @@ pub struct Flow<'a> {
     /// Members this run has seen as learners added by etcd-druid's
     /// backup-restore (noted once each).
     druid_learners: std::collections::HashSet<String>,
+    /// The seed whose gardenlet runs this flow: it writes only that
+    /// seed's members and API servers into the lab's state (a cache the
+    /// other gardenlet writes its own seed's part of), and heals only that
+    /// seed's members. None: one process runs every step (the `classic`
+    /// and `mirror` plans' tests, `--abort`).
+    role_seed: Option<String>,
+    /// The garden, where a gardenlet runs this flow: what the two
+    /// gardenlets hand each other besides the conditions (the gateway
+    /// handover).
+    peer: Option<super::garden_peer::Peer>,
+    /// Test holds (`Step:4s,...`): the trigger's, else `CPMLAB_TEST_HOLD`.
+    hold: Option<String>,
 }
 
 impl<'a> Flow<'a> {
@@ -200,7 +212,104 @@ impl<'a> Flow<'a> {
             join_timeout,
             released: Default::default(),
             druid_learners: Default::default(),
+            role_seed: None,
+            peer: None,
+            hold: std::env::var("CPMLAB_TEST_HOLD").ok(),
         })
+    }
+
+    /// The garden this gardenlet's flow reaches the other through.
+    pub fn with_peer(mut self, peer: super::garden_peer::Peer) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// The flow as `seed`'s gardenlet runs it.
+    pub fn for_seed(mut self, seed: &str) -> Self {
+        self.role_seed = Some(seed.to_string());
+        self
+    }
+
+    /// Takes up the migration the garden's Shoot asks for (`from` → `to`
+    /// with `settings`): the one the lab's state caches when it is the same
+    /// (started at the same time), else planned afresh. Nothing runs.
+    pub fn adopt(
+        &mut self,
+        from: &str,
+        to: &str,
+        settings: &crate::garden::trigger::Settings,
+    ) -> Result<()> {
+        let same = self.state.migration.as_ref().is_some_and(|m| {
+            m.from == from
+                && m.to == to
+                && (m.started_unix_ms - settings.started_unix_ms).abs() < 1.0
+        });
+        if same {
+            // The operator's resume can ask for force-shrink mid-way
+            // (`cpmlab migrate --resume --force-shrink-etcd`, the GEP's
+            // escape hatch for a join that will not complete).
+            let m = self.state.migration.as_mut().expect("same");
+            if settings.force_shrink && !m.force_shrink {
+                m.force_shrink = true;
+                return self.save();
+            }
+            return Ok(());
+        }
+        let mut mig = plan_destination(&self.state, from, to)?;
+        mig.plan = settings.plan;
+        mig.force_shrink = settings.force_shrink;
+        mig.leader_handover = settings.leader_handover;
+        mig.gateway_handover = settings.gateway_handover;
+        mig.order = settings.order.for_plan(settings.plan);
+        mig.cleanup_before_api_ms = settings.cleanup_before_api_ms;
+        mig.started_unix_ms = settings.started_unix_ms;
+        mig.rtt_ms = settings.rtt_ms;
+        mig.rtt_gate = settings.rtt_gate.clone();
+        if settings.external {
+            mig.driver = super::record::Driver::External;
+        }
+        self.join_timeout = Duration::from_millis(settings.join_timeout_ms);
+        self.state.migration = Some(mig);
+        if settings.hold.is_some() {
+            self.hold = settings.hold.clone();
+        }
+        self.save()
+    }
+
+    /// The trigger's test holds.
+    pub fn set_hold(&mut self, hold: Option<String>) {
+        if hold.is_some() {
+            self.hold = hold;
+        }
+    }
+
+    /// Runs one attempt of `step` (the owner's gardenlet retries it).
+    pub async fn attempt(&mut self, step: &str, line: &Step) -> Result<(&'static str, String)> {
+        self.test_hold(step, line).await?;
+        self.run_step(step, line).await
+    }
+
+    /// Keeps the garden's conditions in the lab's state, as a cache for
+    /// the lab's own readers (the scenario's step triggers, `status` when
+    /// the garden does not answer).
+    pub fn mirror(&mut self, conditions: &crate::migrate::conditions::Conditions) -> Result<()> {
+        if let Some(m) = self.state.migration.as_mut() {
+            m.conditions = conditions.clone();
+        }
+        self.save()
+    }
+
+    /// Records a step's band with its outcome (`True`, `False`) in the
+    /// probe run, if probes are running.
+    pub fn record_step(&self, step: &str, detail: &str, status: &str, at: f64, end: f64) {
+        record_step(&self.dir, step, detail, status, at, end);
+    }
+
+    /// The seed's etcd members that stopped, started again as their
+    /// StatefulSet would: only those still in the cluster (a member that
+    /// left stops for good), only of the gardenlet's own seed.
+    pub async fn heal_own(&self, line: &Step) -> Result<()> {
+        self.heal(line).await
     }
 
     pub fn state(&self) -> &LabState {
@@ -223,15 +332,37 @@ impl<'a> Flow<'a> {
 
     /// Persists what the migration owns (members, API servers, migration)
     /// into the latest state, and takes the rest (probe run, links) from it.
+    /// A gardenlet's flow writes its own seed's members and API servers
+    /// only, and merges the migration's record with the other's; its own
+    /// view of the lab stays its own.
     fn save(&mut self) -> Result<()> {
         let members = self.state.members.clone();
         let apis = self.state.apiservers.clone();
         let mig = self.state.migration.clone();
-        self.state = self.dir.update(|s| {
-            s.members = members;
-            s.apiservers = apis;
-            s.migration = mig;
+        let me = self.role_seed.clone();
+        let (m2, a2, g2) = (members.clone(), apis.clone(), mig.clone());
+        let file = self.dir.update(move |s| match &me {
+            None => {
+                s.members = m2;
+                s.apiservers = a2;
+                s.migration = g2;
+            }
+            Some(me) => {
+                s.members.retain(|m| &m.seed != me);
+                s.members.extend(m2.into_iter().filter(|m| &m.seed == me));
+                s.apiservers.retain(|a| &a.seed != me);
+                s.apiservers
+                    .extend(a2.into_iter().filter(|a| &a.seed == me));
+                s.migration = merge_migration(s.migration.take(), g2, me);
+            }
         })?;
+        let mut st = file;
+        if self.role_seed.is_some() {
+            st.members = members;
+            st.apiservers = apis;
+            st.migration = mig;
+        }
+        self.state = st;
         Ok(())
     }
 
@@ -356,41 +487,6 @@ impl<'a> Flow<'a> {
         Ok(rtt)
     }
 
-    /// Takes up a migration that is in the state file.
-    pub fn resume(&mut self, force_shrink: bool) -> Result<()> {
-        let Some(mig) = self.state.migration.as_mut() else {
-            return Err(BadInput(format!(
-                "lab `{}` has no migration to resume; start one with `cpmlab migrate`",
-                self.state.name
-            ))
-            .into());
-        };
-        if mig.driver == Driver::External {
-            return Err(BadInput(
-                "the last migration ran an external driver; run it again with --driver external"
-                    .into(),
-            )
-            .into());
-        }
-        if mig.completed() {
-            return Err(BadInput(format!(
-                "the migration {} -> {} has completed; nothing to resume",
-                mig.from, mig.to
-            ))
-            .into());
-        }
-        if force_shrink {
-            mig.force_shrink = true;
-        }
-        // A failed step is tried again on resume (e.g. after a link healed).
-        if let Some(f) = mig.conditions.failed().map(|c| c.kind.clone()) {
-            let now = now_rfc3339();
-            mig.conditions
-                .set(&f, Status::Unknown, "Retrying", "resumed", &now);
-        }
-        self.save()
-    }
-
     fn set(&mut self, step: &str, status: Status, reason: &str, message: &str) -> Result<()> {
         let now = now_rfc3339();
         self.mig_mut()
@@ -449,7 +545,7 @@ impl<'a> Flow<'a> {
     /// step for a while after it is marked Progressing, so a fault test can
     /// act inside the step deterministically.
     async fn test_hold(&self, step: &str, line: &Step) -> Result<()> {
-        let Ok(spec) = std::env::var("CPMLAB_TEST_HOLD") else {
+        let Some(spec) = self.hold.clone() else {
             return Ok(());
         };
         for item in spec.split(',') {
@@ -584,7 +680,29 @@ impl<'a> Flow<'a> {
             // pod template).
             return Ok(());
         }
-        for m in &self.state.members {
+        let mine: Vec<&MemberState> = self
+            .state
+            .members
+            .iter()
+            .filter(|m| self.role_seed.as_ref().is_none_or(|s| &m.seed == s))
+            .collect();
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let view = self.view().await;
+        // The removals as the file has them now, after the look (the
+        // destination records each right after etcd applied it).
+        let fresh = self.dir.load().ok();
+        let departed: Vec<&str> = [fresh.as_ref(), Some(&self.state)]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.migration.as_ref())
+            .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
+            .collect();
+        for m in mine {
+            if !restart_wanted(&m.name, &view, &departed) {
+                continue;
+            }
             if self.provider.workload_state(&m.container).await? == WorkloadState::Stopped {
                 self.provider.start(&self.state, &m.container).await?;
                 self.note(
@@ -595,6 +713,108 @@ impl<'a> Flow<'a> {
         }
         Ok(())
     }
+}
+
+/// Whether a stopped member is started again, as its StatefulSet would:
+/// not one that left the cluster, which stops for good. Left is what etcd's
+/// member list says, or where it gives none (no member answered within the
+/// look: an election after the leader's removal, say) what the destination
+/// recorded of its removals. The source's gardenlet keeps its own seed's
+/// members in the lab's state until its cleanup, so a departed member is
+/// still among them: started again, a removed leader came back with its
+/// old term and data, and the source API servers still serving the kept
+/// connections waited on it (reads timed out for 20 s).
+fn restart_wanted(name: &str, view: &ClusterView, departed: &[&str]) -> bool {
+    if departed.contains(&name) {
+        return false;
+    }
+    view.error.is_some() || view.members.iter().any(|v| v.name == name)
+}
+
+/// The migration's record as two gardenlets keep it in the lab's state:
+/// the plan and the conditions as the last writer saw them, each side's
+/// own marks (the destination's departed members and finish, the source's
+/// gateway handover and DNS switch) kept whoever wrote last.
+fn merge_migration(
+    file: Option<MigrationState>,
+    mine: Option<MigrationState>,
+    me: &str,
+) -> Option<MigrationState> {
+    let (Some(file), Some(mut mine)) = (file.clone(), mine.clone()) else {
+        return mine.or(file);
+    };
+    if file.from != mine.from || file.to != mine.to || file.started_unix_ms != mine.started_unix_ms
+    {
+        return Some(mine);
+    }
+    let or = |a: Option<f64>, b: Option<f64>| a.or(b);
+    mine.source_gateway_released_unix_ms = or(
+        mine.source_gateway_released_unix_ms,
+        file.source_gateway_released_unix_ms,
+    );
+    mine.source_gateway_drained_unix_ms = or(
+        mine.source_gateway_drained_unix_ms,
+        file.source_gateway_drained_unix_ms,
+    );
+    mine.source_gateway_forwarded_unix_ms = or(
+        mine.source_gateway_forwarded_unix_ms,
+        file.source_gateway_forwarded_unix_ms,
+    );
+    mine.dns_switched_unix_ms = or(mine.dns_switched_unix_ms, file.dns_switched_unix_ms);
+    mine.finished_unix_ms = or(mine.finished_unix_ms, file.finished_unix_ms);
+    if me != mine.to {
+        mine.departed_members = file.departed_members;
+    }
+    Some(mine)
+}
+
+/// The round trip between the seeds as the lab measures it (from the
+/// destination's vantage to a source member's peer URL through the source
+/// gateway), and the words the report gives it. Where Gardener's admission
+/// decides by the region ConfigMap's distance, this is the lab's warning.
+pub async fn measure_rtt(
+    provider: &dyn Provider,
+    state: &LabState,
+    from: &str,
+    to: &str,
+    max_rtt_ms: f64,
+    allow_distant: bool,
+) -> Result<(f64, String)> {
+    check_seeds(state, from, to)?;
+    let member = state
+        .members_of(from)
+        .next()
+        .cloned()
+        .expect("checked: the source has members");
+    let host = format!("{}:{}", member.host, member.peer_port);
+    let vantage = provider
+        .vantage(state, to)
+        .expect("checked: the seed exists");
+    let report =
+        super::peer::peer_check(provider, state, &vantage, &member, RTT_GATE_CONNECTS).await?;
+    let Some(rtt) = report.rtt_ms().filter(|_| report.error.is_none()) else {
+        return Err(EnvNotReady::new(
+            format!(
+                "seed `{to}` cannot reach the `{from}` gateway to measure the RTT: {}",
+                report.error.unwrap_or_default()
+            ),
+            format!(
+                "check the link with `cpmlab link show --name {}` (heal a partition)",
+                state.name
+            ),
+        )
+        .into());
+    };
+    let words = rtt_gate_words(
+        rtt,
+        &report.connect_ms,
+        to,
+        from,
+        &host,
+        max_rtt_ms,
+        allow_distant,
+    );
+    Ok((rtt, words))
 }
 
 /// TCP connects the RTT gate times; their median is the figure it judges.
@@ -665,6 +885,40 @@ pub fn settings_words(state: &LabState, m: &MigrationState) -> String {
     .words()
 }
 
+/// What runs, from the trigger's settings (the report's header line).
+pub fn settings_words_of(state: &LabState, s: &crate::garden::trigger::Settings) -> String {
+    crate::migrate::order::RanWith {
+        exposure: state.topology.api.exposure,
+        dns_ttl_s: state.dns.ttl,
+        migration: Some(crate::migrate::order::MigrationRanWith {
+            order: s.order,
+            plan: s.plan,
+            leader_handover: s.leader_handover,
+            gateway_handover: s.gateway_handover,
+            cleanup_before_api_s: s.cleanup_before_api_ms as f64 / 1e3,
+            force_shrink: s.force_shrink,
+        }),
+    }
+    .words()
+}
+
+/// A plan the lab's provider cannot run, refused before the garden is asked.
+pub fn check_plan(provider: &dyn Provider, plan: Plan) -> Result<(), BadInput> {
+    if plan.separate_cluster() && !provider.restores_members() {
+        return Err(BadInput(format!(
+            "the {} plan {}, which the {} form of the lab cannot do (use the docker form)",
+            plan.name(),
+            if plan.restores() {
+                "restores etcd from a snapshot"
+            } else {
+                "starts a new etcd cluster beside the shoot's"
+            },
+            provider.name()
+        )));
+    }
+    Ok(())
+}
+
 pub fn plan_name(p: Plan) -> &'static str {
     p.name()
 }
@@ -699,6 +953,40 @@ mod tests {
             far.contains("above the 180 ms bound, allowed by --allow-distant-regions"),
             "{far}"
         );
+    }
+
+    #[test]
+    fn a_departed_member_is_never_started_again_even_when_etcd_does_not_answer() {
+        let member = |name: &str| crate::etcd::MemberView {
+            name: name.into(),
+            ..Default::default()
+        };
+        let answered = ClusterView {
+            members: vec![member("seed-a-etcd-1"), member("seed-b-etcd-0")],
+            leader: None,
+            error: None,
+        };
+        let silent = ClusterView {
+            members: vec![],
+            leader: None,
+            error: Some("deadline exceeded".into()),
+        };
+        // In the member list: started again; out of it: left for good.
+        assert!(restart_wanted("seed-a-etcd-1", &answered, &[]));
+        assert!(!restart_wanted("seed-a-etcd-0", &answered, &[]));
+        // No member list: only what the destination recorded as removed
+        // stays stopped.
+        assert!(restart_wanted("seed-a-etcd-1", &silent, &["seed-a-etcd-0"]));
+        assert!(!restart_wanted(
+            "seed-a-etcd-0",
+            &silent,
+            &["seed-a-etcd-0"]
+        ));
+        assert!(!restart_wanted(
+            "seed-a-etcd-1",
+            &answered,
+            &["seed-a-etcd-1"]
+        ));
     }
 
     #[test]

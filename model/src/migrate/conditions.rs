@@ -1,5 +1,7 @@
 //! Upstream's `status.liveMigration.conditions`: the steps of a Live Control
-//! Plane Migration, in order, each a Kubernetes-style condition.
+//! Plane Migration, in order, each a Kubernetes-style condition, and which
+//! seed's gardenlet owns each (upstream's draft reconciler,
+//! `pkg/gardenlet/controller/shoot/shoot/reconciler_livemigrate.go`).
 
 use serde::{Deserialize, Serialize};
 
@@ -15,12 +17,82 @@ pub const STEPS: &[&str] = &[
     "MigrationCompleted",
 ];
 
+/// A condition's status, as Gardener's `ConditionStatus` spells it
+/// (`pkg/apis/core/v1beta1/types_common.go`: True, False, Unknown,
+/// Progressing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     True,
     False,
     Unknown,
+    Progressing,
 }
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+            Status::Progressing => "Progressing",
+        }
+    }
+    /// Gardener's spelling; anything else is Unknown.
+    pub fn parse(s: &str) -> Status {
+        match s {
+            "True" => Status::True,
+            "False" => Status::False,
+            "Progressing" => Status::Progressing,
+            _ => Status::Unknown,
+        }
+    }
+}
+
+/// The gardenlet that owns a step: the source seed's or the destination's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Owner {
+    Source,
+    Destination,
+}
+
+impl Owner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Owner::Source => "source",
+            Owner::Destination => "destination",
+        }
+    }
+    pub fn other(self) -> Owner {
+        match self {
+            Owner::Source => Owner::Destination,
+            Owner::Destination => Owner::Source,
+        }
+    }
+}
+
+/// Who owns `step` (the draft's split: the source prepares its etcd,
+/// migrates the extensions the API needs and the DNS records, and cleans
+/// up; the destination joins, starts its API, completes etcd's migration
+/// and the migration).
+pub fn owner(step: &str) -> Option<Owner> {
+    match step {
+        "SourceEtcdPreparedForPeerJoin"
+        | "MigrateExtensionsNeededBeforeKubeAPIServer"
+        | "MigrateDNSRecords"
+        | "SourceSeedCleanup" => Some(Owner::Source),
+        "DestinationEtcdPeersJoined"
+        | "DestinationKubeAPIServerReady"
+        | "EtcdMigrationComplete"
+        | "MigrationCompleted" => Some(Owner::Destination),
+        _ => None,
+    }
+}
+
+/// The reasons the draft gives a step's condition as it goes.
+pub const REASON_IN_PROGRESS: &str = "StepInProgress";
+pub const REASON_COMPLETED: &str = "StepCompleted";
+pub const REASON_FAILED: &str = "StepFailed";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -135,6 +207,19 @@ mod tests {
             "t3",
         );
         assert_eq!(c.failed().unwrap().reason, "Failed");
+    }
+
+    #[test]
+    fn every_step_has_an_owner_and_they_alternate() {
+        let owners: Vec<Owner> = STEPS.iter().map(|s| owner(s).unwrap()).collect();
+        for w in owners.windows(2) {
+            assert_ne!(w[0], w[1], "{owners:?}");
+        }
+        assert_eq!(owners[0], Owner::Source);
+        assert_eq!(owner("Nope"), None);
+        assert_eq!(Status::parse("Progressing"), Status::Progressing);
+        assert_eq!(Status::parse("weird"), Status::Unknown);
+        assert_eq!(Status::Progressing.as_str(), "Progressing");
     }
 
     #[test]

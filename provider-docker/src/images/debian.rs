@@ -23,7 +23,7 @@ use super::{
     etcd_34_source, etcd_35_source, size_and_mtime, versions_label, LabImage, APPLETS,
     ETCD_34_IN_IMAGE, ETCD_35_IN_IMAGE, LABEL_ETCD_VERSIONS, REPO,
 };
-use super::{PartsFrom, LAB_DIRS};
+use super::{PartsFrom, Target, LAB_DIRS};
 use crate::engine::Engine;
 use crate::errors::{BadInput, EnvNotReady};
 use crate::topology::EtcdVersion;
@@ -49,6 +49,22 @@ pub fn registry_base() -> String {
 /// The Debian image `scripts/debian-base` makes with debootstrap and loads
 /// with `docker import`, where no registry is reachable.
 pub const LOCAL_BASE: &str = "cpmlab/debian:bookworm";
+
+/// The Debian image of another architecture than the engine's, which the
+/// engine runs by emulation: `scripts/debian-base --arch <arch>` makes it
+/// from `scripts/build-arch`'s first stage (`cpmlab/debian:bookworm-arm64`).
+/// The registry's tag is never pulled for it: pulled for arm64 it would
+/// take the place of the engine's own amd64 image of that tag.
+pub fn emulated_base(arch: &str) -> String {
+    format!("{LOCAL_BASE}-{arch}")
+}
+
+fn emulated_fix(arch: &str) -> String {
+    format!(
+        "scripts/setup --{arch} (scripts/emulation {arch}, scripts/build-arch {arch}, then scripts/debian-base --arch {arch} makes {})",
+        emulated_base(arch)
+    )
+}
 
 /// Image label: which base the lab image was built from (`registry
 /// debian:bookworm-slim sha256:…`, `local cpmlab/debian:bookworm sha256:…`,
@@ -145,13 +161,39 @@ fn local_fix() -> String {
 /// Finds the Debian base `source` asks for, pulling the registry's when
 /// that is allowed and it is missing. `pull: false` never pulls (doctor's
 /// view); a base it cannot find is then an environment not ready, with
-/// the command that gets it.
+/// the command that gets it. Under emulation (`target.emulated()`) the
+/// base is `emulated_base`, whatever `source` says.
 pub async fn find(
     engine: &Engine,
     source: BaseSource,
     pull: bool,
-    arch: Option<&str>,
+    target: &Target,
 ) -> Result<DebianBase> {
+    if target.emulated() {
+        let reference = emulated_base(&target.arch);
+        return match engine.image_id_arch(&reference).await? {
+            Some((id, a)) if a == target.arch => Ok(DebianBase {
+                reference,
+                id,
+                source: BaseSource::Local,
+            }),
+            Some((_, a)) => Err(EnvNotReady::new(
+                format!("{reference} is an image of {a}, not of {}", target.arch),
+                format!("remove it (`docker rmi {reference}`), then {}", emulated_fix(&target.arch)),
+            )
+            .into()),
+            None => Err(EnvNotReady::new(
+                format!(
+                    "a {} lab image on this {} engine is built from {reference}, which the engine does not have",
+                    target.platform(),
+                    target.engine_platform()
+                ),
+                emulated_fix(&target.arch),
+            )
+            .into()),
+        };
+    }
+    let arch = target.from.arch();
     let registry = registry_base();
     // An image of another architecture than the engine's parts (the local
     // amd64 image on an arm64 engine) is not a base for them.
@@ -371,8 +413,9 @@ struct Plan {
     tag: String,
 }
 
-async fn plan(engine: &Engine, source: BaseSource, from: &PartsFrom, pull: bool) -> Result<Plan> {
-    let base = find(engine, source, pull, from.arch()).await?;
+async fn plan(engine: &Engine, source: BaseSource, target: &Target, pull: bool) -> Result<Plan> {
+    let from = &target.from;
+    let base = find(engine, source, pull, target).await?;
     let copied = copied(from)?;
     let versions = etcd_versions(&copied);
     let dockerfile = dockerfile(&base, &copied, &versions, from.arch());
@@ -388,25 +431,27 @@ async fn plan(engine: &Engine, source: BaseSource, from: &PartsFrom, pull: bool)
 
 /// The tag the base would have now, without building (doctor's view), or
 /// why it cannot be known.
-pub async fn current_tag(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Result<String> {
-    Ok(plan(engine, source, from, false).await?.tag)
+pub async fn current_tag(engine: &Engine, source: BaseSource, target: &Target) -> Result<String> {
+    Ok(plan(engine, source, target, false).await?.tag)
 }
 
 /// The lab image's base, built in a container from the Debian base
 /// `source` finds (once per content).
-pub async fn ensure(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Result<LabImage> {
+pub async fn ensure(engine: &Engine, source: BaseSource, target: &Target) -> Result<LabImage> {
+    let from = &target.from;
     let Plan {
         base,
         copied,
         versions,
         dockerfile,
         tag,
-    } = plan(engine, source, from, true).await?;
+    } = plan(engine, source, target, true).await?;
     let image = LabImage {
         tag: tag.clone(),
         built: false,
         etcd_versions: versions,
         parts: Vec::new(),
+        arch: target.arch.clone(),
     };
     if engine.image_exists(&tag).await? {
         return Ok(image);
@@ -421,8 +466,14 @@ pub async fn ensure(engine: &Engine, source: BaseSource, from: &PartsFrom) -> Re
         let bytes = std::fs::read(&c.from).with_context(|| format!("read {}", c.from.display()))?;
         files.push((c.name.to_string(), bytes, 0o755));
     }
+    // apt runs in a container of the base: under emulation, one the
+    // engine must be able to run at all.
+    let platform = target.emulated().then(|| target.platform());
+    if target.emulated() {
+        super::check_runs(engine, &base.reference, target).await?;
+    }
     tracing::info!(tag, base = %base.label(), "building the lab image's base in a container (apt)");
-    super::build(engine, &tag, &files).await?;
+    super::build(engine, &tag, &files, platform.as_deref()).await?;
     Ok(LabImage {
         built: true,
         ..image

@@ -2,7 +2,9 @@
 //! where the engine runs Linux containers of this host's architecture
 //! (this project's machines), else the Linux builds `scripts/build-arch`
 //! put in `linux-<arch>/` for the engine's architecture (an arm64 engine
-//! on Apple silicon, where this host may not even be Linux).
+//! on Apple silicon, where this host may not even be Linux). The platform
+//! is the engine's unless `CPMLAB_PLATFORM` (`--platform`) asks for
+//! another, which the engine then runs by emulation (`Target::emulated`).
 
 use std::path::PathBuf;
 
@@ -40,7 +42,8 @@ impl PartsFrom {
     }
 }
 
-/// Decides from the engine's platform `(os, arch)` and this host's.
+/// Decides from the platform `(os, arch)` the image is for (the engine's,
+/// or the one `CPMLAB_PLATFORM` asks for) and this host's.
 pub fn decide(
     engine: (&str, &str),
     host: (&str, &str),
@@ -61,7 +64,7 @@ pub fn decide(
     let Some(dir) = dir else {
         return Err(EnvNotReady::new(
             format!(
-                "the engine runs linux/{arch}, this host is {}/{}, and there is no cache directory to find linux/{arch} parts in",
+                "the lab image is for linux/{arch}, this host is {}/{}, and there is no cache directory to find linux/{arch} parts in",
                 host.0, host.1
             ),
             fix,
@@ -71,7 +74,7 @@ pub fn decide(
     if !required.is_empty() {
         return Err(EnvNotReady::new(
             format!(
-                "the engine runs linux/{arch} and this host is {}/{}: the lab image needs linux/{arch} builds of its parts, and {} lacks {}",
+                "the lab image is for linux/{arch} and this host is {}/{}: it needs linux/{arch} builds of its parts, and {} lacks {}",
                 host.0,
                 host.1,
                 dir.display(),
@@ -86,14 +89,56 @@ pub fn decide(
     })
 }
 
-/// `decide` for this engine and this host.
-pub async fn of(engine: &Engine) -> Result<PartsFrom> {
-    let (os, arch) = engine.platform().await?;
-    Ok(decide(
+/// The platform a lab image is built for on this engine, and where its
+/// parts come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The image's architecture (`arm64`).
+    pub arch: String,
+    /// The engine's own.
+    pub engine_arch: String,
+    pub from: PartsFrom,
+}
+
+impl Target {
+    /// The engine runs the image by emulation: another architecture than
+    /// its own (`CPMLAB_PLATFORM`).
+    pub fn emulated(&self) -> bool {
+        self.arch != self.engine_arch
+    }
+
+    /// `linux/arm64`.
+    pub fn platform(&self) -> String {
+        format!("linux/{}", self.arch)
+    }
+
+    /// The engine's own platform, `linux/amd64`.
+    pub fn engine_platform(&self) -> String {
+        format!("linux/{}", self.engine_arch)
+    }
+}
+
+/// `decide` for this engine, the platform `CPMLAB_PLATFORM` asks for (the
+/// engine's own where unset) and this host.
+pub async fn target(engine: &Engine) -> Result<Target> {
+    let wanted = cpmlab_model::platform::wanted()?;
+    let (os, engine_arch) = engine.platform().await?;
+    let arch = wanted.unwrap_or_else(|| engine_arch.clone());
+    let from = decide(
         (&os, &arch),
         (std::env::consts::OS, go_parts::host_arch()),
         go_parts::arch_dir(&arch),
-    )?)
+    )?;
+    Ok(Target {
+        arch,
+        engine_arch,
+        from,
+    })
+}
+
+/// Where the parts of the image `target` builds come from.
+pub async fn of(engine: &Engine) -> Result<PartsFrom> {
+    Ok(target(engine).await?.from)
 }
 
 #[cfg(test)]
@@ -121,7 +166,13 @@ mod tests {
         .unwrap_err();
         assert!(e.problem.contains("lacks cpmlab, envoy, etcd-3.4"), "{e}");
         assert!(e.fix.starts_with("scripts/build-arch arm64"), "{e}");
-        for f in ["cpmlab", "envoy", "etcd-3.4"] {
+        for f in [
+            "cpmlab",
+            "envoy",
+            "etcd-3.4",
+            "kube-apiserver",
+            "gardener-apiserver",
+        ] {
             std::fs::write(dir.path().join(f), b"x").unwrap();
         }
         let from = decide(
@@ -133,7 +184,7 @@ mod tests {
         assert_eq!(from.arch(), Some("arm64"));
         assert_eq!(from.arch_file("envoy"), Some(dir.path().join("envoy")));
         assert_eq!(
-            from.arch_file("kube-apiserver"),
+            from.arch_file("cpmlab-apiserver"),
             None,
             "optional, not built"
         );

@@ -50,6 +50,12 @@ pub const MEASURES: &[(&str, &str, &str)] = &[
         "the destination members joined (1) or not (0)",
     ),
     ("join_s", "s", "DestinationEtcdPeersJoined, start to end"),
+    (
+        "handoff_s",
+        "s",
+        "the gardenlets' hand-offs, summed (a step's end to the next one's start)",
+    ),
+    ("handoff_max_s", "s", "the longest hand-off"),
     ("wan_mib", "MiB", "bytes between the seeds"),
     (
         "lab_s",
@@ -259,6 +265,19 @@ pub fn of_run(dir: &Path) -> RunMeasures {
             || (outcome == "stopped" && names.last() == Some(&JOIN_STEP));
         m.values
             .insert("joined".into(), if joined { 1.0 } else { 0.0 });
+    }
+    let typed: Vec<crate::verdict::record::LabEvent> = events
+        .iter()
+        .filter_map(|e| serde_json::from_value(e.clone()).ok())
+        .collect();
+    let handoffs = crate::handoff::of_events(&typed);
+    if !handoffs.is_empty() {
+        m.values
+            .insert("handoff_s".into(), crate::handoff::total_s(&handoffs));
+        m.values.insert(
+            "handoff_max_s".into(),
+            handoffs.iter().map(|h| h.s).fold(0.0, f64::max),
+        );
     }
     if let (Some(start), Some(end)) = (
         phases.iter().map(|p| p.0).reduce(f64::min),

@@ -40,6 +40,28 @@ pub struct Checked {
     pub excuse: BTreeMap<crate::verdict::Hazard, crate::verdict::Budget>,
     /// The stall bound, when the scenario sets one.
     pub stall: Option<Duration>,
+    /// The factor the limits about time were stretched by (`slowed`): 1
+    /// as the file declares them.
+    pub slow_factor: f64,
+}
+
+impl Checked {
+    /// The expectations about time stretched by `factor` (a lab the engine
+    /// runs by emulation, or `--slow-factor`): each `downtime` and `p99`;
+    /// `slow_factor` carries it to the verdict's criteria
+    /// (`Criteria::stretched`: the latency limits, the stall bound, the
+    /// hazard budgets' `max_ms`). What is not about time stays as the file
+    /// says: failed-request counts, budgets' `max`, the safety rules,
+    /// coverage.
+    pub fn slowed(&self, factor: f64) -> Checked {
+        let f = factor.max(1.0);
+        let mut c = self.clone();
+        c.slow_factor = self.slow_factor * f;
+        for d in c.downtime.values_mut().chain(c.p99.values_mut()) {
+            *d = d.mul_f64(f);
+        }
+        c
+    }
 }
 
 /// A timeline entry, typed.
@@ -126,6 +148,10 @@ pub enum TargetRef {
     Gateway(String),
     /// A seed's leader-election candidate.
     Candidate(String),
+    /// A seed's gardenlet.
+    Gardenlet(String),
+    /// A part of the garden.
+    Garden(crate::scenario::GardenPart),
 }
 
 impl std::fmt::Display for TargetRef {
@@ -146,6 +172,8 @@ impl std::fmt::Display for TargetRef {
             TargetRef::Api { seed, index } => write!(f, "api {seed}/{index}"),
             TargetRef::Gateway(s) => write!(f, "gateway {s}"),
             TargetRef::Candidate(s) => write!(f, "candidate {s}"),
+            TargetRef::Gardenlet(s) => write!(f, "gardenlet {s}"),
+            TargetRef::Garden(p) => write!(f, "garden {}", p.as_str()),
         }
     }
 }
@@ -348,6 +376,7 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         expected_duration,
         excuse,
         stall,
+        slow_factor: 1.0,
     })
 }
 
@@ -603,6 +632,8 @@ fn target(s: &Scenario, t: &Target, f: &str, seeds: &[String]) -> Result<TargetR
         t.api.is_some(),
         t.gateway.is_some(),
         t.candidate.is_some(),
+        t.gardenlet.is_some(),
+        t.garden.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -610,8 +641,20 @@ fn target(s: &Scenario, t: &Target, f: &str, seeds: &[String]) -> Result<TargetR
     if given != 1 {
         return Err(p(
             f,
-            "name exactly one of `member`, `api`, `gateway` or `candidate`",
+            "name exactly one of `member`, `api`, `gateway`, `candidate`, `gardenlet` or `garden`",
         ));
+    }
+    if let Some(g) = t.garden {
+        return Ok(TargetRef::Garden(g));
+    }
+    if let Some(g) = &t.gardenlet {
+        if !seeds.contains(g) {
+            return Err(p(
+                format!("{f}.gardenlet"),
+                format!("`{g}` is not a seed of this lab ({})", seeds.join(", ")),
+            ));
+        }
+        return Ok(TargetRef::Gardenlet(g.clone()));
     }
     if let Some(c) = &t.candidate {
         let field = format!("{f}.candidate");

@@ -479,9 +479,37 @@ pub struct Target {
     /// starts it (again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<String>,
+    /// A seed's gardenlet, by seed name (its container: `kill`, `stop`,
+    /// `pause`, `restart` as any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gardenlet: Option<String>,
+    /// A part of the garden: `api` (the garden's kube-apiserver, every
+    /// gardenlet's and operator's way in), `gardener-apiserver` (behind
+    /// it) or `etcd` (the garden's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garden: Option<GardenPart>,
     /// With a role: only members in this seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
+}
+
+/// A part of the garden a timeline action can hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GardenPart {
+    Api,
+    GardenerApiserver,
+    Etcd,
+}
+
+impl GardenPart {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GardenPart::Api => "api",
+            GardenPart::GardenerApiserver => "gardener-apiserver",
+            GardenPart::Etcd => "etcd",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -662,6 +690,25 @@ impl ScenarioFile {
     }
 }
 
+/// The distance the garden's region ConfigMap gives the seeds' regions
+/// when the topology does not say: the round trip the scenario's first
+/// link between the two seeds declares (twice its delay, in ms; 0 without
+/// one), as an operator would measure it between the regions.
+pub fn seed_link_distance(s: &Scenario) -> u32 {
+    let seeds: Vec<&str> = s.topology.seeds.iter().map(|x| x.name.as_str()).collect();
+    s.links
+        .iter()
+        .find(|l| {
+            l.between
+                .split_once(':')
+                .is_some_and(|(a, b)| seeds.contains(&a) && seeds.contains(&b) && a != b)
+        })
+        .and_then(|l| l.delay.as_deref())
+        .and_then(|d| crate::link::profile::parse_duration("delay", d).ok())
+        .map(|d| (2.0 * d.as_secs_f64() * 1e3).round() as u32)
+        .unwrap_or(0)
+}
+
 /// Reads, parses and checks a scenario file.
 pub fn load(path: &Path) -> Result<ScenarioFile, FileError> {
     let text = crate::yaml_file::read(path)?;
@@ -671,9 +718,12 @@ pub fn load(path: &Path) -> Result<ScenarioFile, FileError> {
 /// Parses and checks scenario YAML; `path` names it in errors and anchors
 /// the trace file.
 pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, FileError> {
-    let (scenario, lines): (Scenario, _) = crate::yaml_file::parse(text, path)?;
+    let (mut scenario, lines): (Scenario, _) = crate::yaml_file::parse(text, path)?;
     let checked = check::check(&scenario, path)
         .map_err(|(field, message)| lines.error(path, &field, message))?;
+    if scenario.topology.garden.distance.is_none() {
+        scenario.topology.garden.distance = Some(seed_link_distance(&scenario));
+    }
     Ok(ScenarioFile {
         path: path.to_path_buf(),
         scenario,

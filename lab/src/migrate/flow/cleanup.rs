@@ -74,6 +74,10 @@ impl Flow<'_> {
         let from = self.mig().from.clone();
         let mut members = self.mig().departed_members.clone();
         members.extend(self.state.members_of(&from).cloned());
+        // The departed are the source's own members too (a gardenlet's view
+        // keeps them): each once.
+        let mut seen = std::collections::HashSet::new();
+        members.retain(|m| m.seed == from && seen.insert(m.name.clone()));
         for m in &members {
             self.provider
                 .remove(&self.state, &m.container, Some(&m.volume))

@@ -4,9 +4,38 @@ use super::*;
 use crate::migrate::gateway_handover::{HCM_DRAIN_TIMEOUT, ISTIO_DRAIN};
 
 impl Flow<'_> {
-    /// Runs the migration's gateway handover; what it did, or None for
-    /// `none`. A resumed run holds from the first release's time.
+    /// The migration's gateway handover from EtcdMigrationComplete: done
+    /// here where one process runs every step; where the destination's
+    /// gardenlet runs the step, asked of the source's, which acts on its
+    /// own seed's gateway and says when its hold is over (the Shoot's
+    /// `cpmlab.lab/gateway-handover-state`).
     pub(super) async fn gateway_handover(&mut self, line: &Step) -> Result<Option<String>> {
+        let mig = self.mig().clone();
+        let age = self
+            .state
+            .topology
+            .api
+            .gateway_max_connection_duration()
+            .map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
+        if mig
+            .gateway_handover
+            .source_hold(self.state.topology.api.exposure, age)
+            .is_none()
+        {
+            return Ok(None);
+        }
+        match (&self.role_seed, &self.peer) {
+            (Some(me), Some(peer)) if *me == mig.to => {
+                peer.ask_source_handover(line, &self.cancel).await.map(Some)
+            }
+            _ => self.source_gateway_handover(line).await,
+        }
+    }
+
+    /// Runs the migration's gateway handover on the source's gateway; what
+    /// it did, or None for `none`. A resumed run holds from the first
+    /// release's time.
+    pub async fn source_gateway_handover(&mut self, line: &Step) -> Result<Option<String>> {
         let mig = self.mig().clone();
         let h = mig.gateway_handover;
         let age = self

@@ -8,10 +8,18 @@ impl Flow<'_> {
     /// member, checked from the destination seed.
     pub(super) async fn prepare(&mut self, line: &Step) -> Result<(&'static str, String)> {
         let (from, to) = (self.mig().from.clone(), self.mig().to.clone());
+        // The source's gardenlet acts in its own seed: it checks its
+        // exposure from there (DNS, the gateway's SNI routes, TLS); the
+        // destination's join reaches them from its side.
+        let at = if self.role_seed.is_some() {
+            from.clone()
+        } else {
+            to.clone()
+        };
         let vantage = self
             .provider
-            .vantage(&self.state, &to)
-            .expect("the destination seed exists");
+            .vantage(&self.state, &at)
+            .expect("the seed exists");
         let members: Vec<MemberState> = self.state.members_of(&from).cloned().collect();
         let t0 = Instant::now();
         for m in &members {
@@ -26,7 +34,7 @@ impl Flow<'_> {
                 }
                 if t0.elapsed() > self.join_timeout {
                     anyhow::bail!(
-                        "{} is not reachable from `{to}` through the `{from}` gateway within {:?}: {} \
+                        "{} is not reachable from `{at}` through the `{from}` gateway within {:?}: {} \
                          (fix the link, then `cpmlab migrate --resume`)",
                         m.peer_url(),
                         self.join_timeout,
@@ -40,7 +48,7 @@ impl Flow<'_> {
         Ok((
             "PeerURLsReachable",
             format!(
-                "{} source peer URLs reachable from `{to}` through the `{from}` gateway (DNS, SNI, TLS); {}; peer client-SAN verification skipped{snapshot}",
+                "{} source peer URLs reachable from `{at}` through the `{from}` gateway (DNS, SNI, TLS); {}; peer client-SAN verification skipped{snapshot}",
                 members.len(),
                 self.mig()
                     .rtt_gate

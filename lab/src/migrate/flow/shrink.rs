@@ -477,6 +477,12 @@ impl Flow<'_> {
             return Ok(());
         }
         for m in gone {
+            // A gardenlet acts on its own seed only: a source member that
+            // left stops by itself (etcd ends a removed member) and goes
+            // with the source's cleanup.
+            if self.role_seed.as_ref().is_some_and(|s| &m.seed != s) {
+                continue;
+            }
             self.provider
                 .stop(&m.container, Duration::from_secs(5))
                 .await?;
