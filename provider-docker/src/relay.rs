@@ -102,15 +102,22 @@ pub async fn bridge_is_local(engine: &Engine) -> std::result::Result<String, Str
             ))
         }
     };
+    // Docker 20.10's `bridge` may name its subnet without its gateway,
+    // which is then the subnet's first address (the daemon's default
+    // `bip`): taken as the gateway where none is named.
     let gateways: Vec<std::net::IpAddr> = net
         .ipam
         .and_then(|i| i.config)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|c| c.gateway?.parse().ok())
+        .filter_map(|c| {
+            c.gateway
+                .and_then(|g| g.parse().ok())
+                .or_else(|| c.subnet.as_deref().and_then(first_address))
+        })
         .collect();
     if gateways.is_empty() {
-        return unknown("the engine's `bridge` network names no gateway".into());
+        return unknown("the engine's `bridge` network names no gateway and no IPv4 subnet".into());
     }
     match gateways.iter().find(|g| crate::lab_net::is_local(**g)) {
         Some(g) => Ok(format!("the engine's bridge gateway {g} is this host's")),
@@ -119,6 +126,18 @@ pub async fn bridge_is_local(engine: &Engine) -> std::result::Result<String, Str
             gateways[0]
         )),
     }
+}
+
+/// The first address of IPv4 subnet `a.b.c.d/n` (n < 31), where Docker
+/// puts a bridge's gateway unless told otherwise.
+fn first_address(cidr: &str) -> Option<std::net::IpAddr> {
+    let (net, len) = cidr.split_once('/')?;
+    let (net, len) = (net.parse::<Ipv4Addr>().ok()?, len.parse::<u32>().ok()?);
+    if len >= 31 {
+        return None;
+    }
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    Some(Ipv4Addr::from((u32::from(net) & mask) + 1).into())
 }
 
 /// `a.b.c.d/n` holds `ip`.
@@ -350,6 +369,21 @@ impl AsyncWrite for ExecStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bridge_without_a_named_gateway_has_its_subnet_s_first_address() {
+        assert_eq!(
+            first_address("172.17.0.0/16"),
+            Some(Ipv4Addr::new(172, 17, 0, 1).into())
+        );
+        assert_eq!(
+            first_address("10.213.1.128/25"),
+            Some(Ipv4Addr::new(10, 213, 1, 129).into())
+        );
+        assert_eq!(first_address("10.0.0.4/31"), None);
+        assert_eq!(first_address("fd00::/64"), None);
+        assert_eq!(first_address("garbage"), None);
+    }
 
     #[test]
     fn a_subnet_holds_its_addresses_only() {
