@@ -734,8 +734,8 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
     let note_at = |pred: &dyn Fn(&str) -> bool| notes_at(&events, pred);
     let settings = events
         .iter()
-        .find(|e| e["kind"] == "settings")
-        .unwrap_or_else(|| panic!("{file}: no settings event"));
+        .find(|e| e["kind"] == "settings" && e["name"] != "garden")
+        .unwrap_or_else(|| panic!("{file}: no settings event of the migration"));
     assert!(
         settings["detail"].as_str().unwrap().contains("order gep"),
         "{settings}"
@@ -1008,7 +1008,11 @@ fn drain_gateway_at_25ms(tag: &str, file: &str, in_place: bool) {
     let run = dir.join("run");
     let events = ndjson(&run.join("events.ndjson"));
     let note_at = |pred: &dyn Fn(&str) -> bool| notes_at(&events, pred);
-    let settings = events.iter().find(|e| e["kind"] == "settings").unwrap();
+    // The migration's settings (the garden's are an event of their own).
+    let settings = events
+        .iter()
+        .find(|e| e["kind"] == "settings" && e["name"] != "garden")
+        .unwrap();
     assert!(
         settings["detail"].as_str().unwrap().split(" · ").any(|w| w
             == if in_place {
