@@ -53,8 +53,11 @@ fn one_learner_cell_with_the_kernel_s_loss() {
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let name = format!("env{}", std::process::id() % 10000);
+    // A join that completes here takes 10 to 33 s (etcd 3.4, 10 ms); one
+    // that stalls never does: 45 s, not the grid's 120 s, bounds what a
+    // stall costs CI (the cell's answer is not what this checks).
     let o = learner_grid("10", "0.05", out.path(), &name)
-        .args(["--loss-by", "kernel"])
+        .args(["--loss-by", "kernel", "--join-timeout", "45s"])
         .env("CPMLAB_STATE_DIR", state.path())
         .timeout(Duration::from_secs(600))
         .assert();

@@ -794,6 +794,8 @@ const DOCKER_FORM_PARTS: &[&str] = &[
     "etcd-3.5",
     "etcd-3.6",
     "etcdctl-3.6",
+    // The garden's API, in every lab.
+    "gardener-apiserver",
 ];
 
 /// The docker form's Go parts, as this machine built them, placed in
