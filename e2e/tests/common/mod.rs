@@ -9,17 +9,10 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 /// The eight steps of Live CPM, as upstream's conditions spell them, in
-/// the order the GEP's diagram runs them.
-pub const STEPS: &[&str] = &[
-    "SourceEtcdPreparedForPeerJoin",
-    "DestinationEtcdPeersJoined",
-    "MigrateExtensionsNeededBeforeKubeAPIServer",
-    "DestinationKubeAPIServerReady",
-    "MigrateDNSRecords",
-    "EtcdMigrationComplete",
-    "SourceSeedCleanup",
-    "MigrationCompleted",
-];
+/// the order the GEP's diagram runs them (each test binary includes this
+/// module; not every one reads them).
+#[allow(unused_imports)]
+pub use cpmlab_model::migrate::conditions::STEPS;
 
 /// The cpmlab binary under test: `CPMLAB_BIN`, else the workspace's release
 /// build (what scripts/setup builds; the delay line needs optimised code),
