@@ -232,14 +232,17 @@ async fn sample(provider: &dyn Provider, dir: &LabDir, lab: &str, run: &Path, st
             None => None,
         };
         // etcd-druid's members have no metrics listener (its configuration
-        // sets no `--listen-metrics-urls`): their metrics are read from
-        // their client port, through the seed's gateway, as raft.ndjson's
-        // status is; the lab's members from their metrics port.
-        let druid = state.etcd_druid.is_some();
+        // sets no `--listen-metrics-urls`), and on the kind form each read of
+        // a member's metrics port is a `kubectl get --raw .../proxy`, one
+        // process per member per second on a 2-core machine: there the
+        // metrics are read from the member's client port through the seed's
+        // gateway, as raft.ndjson's status is; the docker form's members
+        // from their metrics port.
+        let through_gateway = state.etcd_druid.is_some() || !state.provider.is_docker();
         let (raft_client, st) = (&raft_client, &state);
         let scrapes = futures_util::future::join_all(state.members.iter().map(|m| async move {
             let timeout = Duration::from_millis(800);
-            match (druid, raft_client, st.seed(&m.seed)) {
+            match (through_gateway, raft_client, st.seed(&m.seed)) {
                 (true, Some(c), Some(seed)) => c.metrics(seed.gateway.ip, &m.host, timeout).await,
                 _ => provider
                     .member_metrics(m, timeout)
