@@ -231,14 +231,12 @@ async fn sample(provider: &dyn Provider, dir: &LabDir, lab: &str, run: &Path, st
             Some(t) => Some(crate::etcd::cluster_view(&state, t, Duration::from_millis(800)).await),
             None => None,
         };
-        // etcd-druid's members have no metrics listener (its configuration
-        // sets no `--listen-metrics-urls`), and on the kind form each read of
-        // a member's metrics port is a `kubectl get --raw .../proxy`, one
-        // process per member per second on a 2-core machine: there the
-        // metrics are read from the member's client port through the seed's
-        // gateway, as raft.ndjson's status is; the docker form's members
-        // from their metrics port.
-        let through_gateway = state.etcd_druid.is_some() || !state.provider.is_docker();
+        // The kind form's members (etcd-druid's among them, which have no
+        // metrics listener: druid sets no `--listen-metrics-urls`) are read
+        // from their client port through the seed's gateway, as raft.ndjson's
+        // status is, not by a `kubectl get --raw .../proxy` per member per
+        // second; the docker form's members from their metrics port.
+        let through_gateway = !state.provider.is_docker();
         let (raft_client, st) = (&raft_client, &state);
         let scrapes = futures_util::future::join_all(state.members.iter().map(|m| async move {
             let timeout = Duration::from_millis(800);
