@@ -476,8 +476,13 @@ fn six_member_at_0ms_standin() {
 /// `cpmlab migrate` is the operator: it triggers in the garden and follows
 /// the Shoot's conditions. Killed (SIGKILL) in step 2, the gardenlets go
 /// on without it; `--resume` follows again to the end, and a completed
-/// migration has nothing to resume. (gardenlets killed in every step:
-/// scenarios.rs, gardenlets-killed-in-every-step.yaml.)
+/// migration has nothing to resume. The garden recorded it as an operator
+/// sees it: each gardenlet's version on its Seed before, every condition
+/// True on the Shoot read back from gardener-apiserver after, each written
+/// by its owner's gardenlet, the Shoot bound to the destination, the intent
+/// spent, and `cpmlab status` reading the conditions from the garden.
+/// (Gardenlets killed inside their steps: scenarios.rs,
+/// gardenlets-killed-in-their-steps.yaml.)
 #[test]
 #[cfg_attr(
     not(cpmlab_has_docker),
@@ -489,6 +494,7 @@ fn the_gardenlets_go_on_when_the_operator_s_command_is_killed() {
     }
     let lab = Lab::new("mrs");
     up(&lab);
+    assert_garden_before_the_trigger(&lab);
     let run = probe_start(&lab, &[]);
     let hold = [("CPMLAB_TEST_HOLD", "DestinationEtcdPeersJoined:3s")];
     let mut child = spawn_migrate(
@@ -519,8 +525,11 @@ fn the_gardenlets_go_on_when_the_operator_s_command_is_killed() {
         .success()
         .stderr(predicate::str::contains("MigrationCompleted"));
     // Resuming a completed migration is refused clearly.
-    lab.cpmlab(&["migrate", "--resume"]).code(2);
+    lab.cpmlab(&["migrate", "--resume"])
+        .code(2)
+        .stderr(predicate::str::contains("no migration to resume"));
     assert_migrated(&lab);
+    assert_garden_recorded_the_migration(&lab);
     let (code, _) = probe_stop(&lab, &run);
     assert_zero_downtime(&lab, &run, code, "resume");
     assert_ledger_in_history(&lab, &run);

@@ -730,6 +730,81 @@ pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The Shoot as the garden has it (`kubectl get shoot -o json` through the
+/// garden's kubeconfig, `cpmlab kubeconfig --garden`).
+pub fn garden_shoot(lab: &Lab) -> Value {
+    let k = lab.ok(&["kubeconfig", "--garden"]);
+    let out = kubectl_ok(
+        Path::new(k.trim()),
+        &["-n", "garden-local", "get", "shoot", "local", "-o", "json"],
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+/// One step's condition on the Shoot's `status.liveMigration`.
+pub fn shoot_condition(shoot: &Value, step: &str) -> Value {
+    shoot["status"]["liveMigration"]["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == step).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Before a trigger: each gardenlet reported its version on its Seed in
+/// the garden, and the Shoot is bound to the source.
+pub fn assert_garden_before_the_trigger(lab: &Lab) {
+    let before = garden_shoot(lab);
+    assert_eq!(before["status"]["seedName"], "seed-a", "{before:#}");
+    let k = lab.ok(&["kubeconfig", "--garden"]);
+    let seeds: Value = serde_json::from_str(&kubectl_ok(
+        Path::new(k.trim()),
+        &["get", "seeds", "-o", "json"],
+    ))
+    .unwrap();
+    for s in seeds["items"].as_array().unwrap() {
+        assert_eq!(s["status"]["gardener"]["version"], "v1.150.0", "{s:#}");
+    }
+}
+
+/// A completed migration as an operator sees it in the garden: every
+/// condition True (`StepCompleted`) on the Shoot read back from
+/// gardener-apiserver, the Shoot bound to the destination, the intent
+/// spent, `cpmlab status` reading its conditions from the garden, and
+/// each gardenlet's log naming a step it owns (the source's
+/// SourceSeedCleanup, the destination's EtcdMigrationComplete).
+pub fn assert_garden_recorded_the_migration(lab: &Lab) {
+    let s = garden_shoot(lab);
+    for step in STEPS {
+        let c = shoot_condition(&s, step);
+        assert_eq!(c["status"], "True", "{step}: {c:#}");
+        assert_eq!(c["reason"], "StepCompleted", "{step}: {c:#}");
+    }
+    assert_eq!(s["spec"]["seedName"], "seed-b");
+    assert_eq!(s["status"]["seedName"], "seed-b");
+    assert!(
+        s["metadata"]["annotations"]
+            .get("migration.gardener.cloud/live-migrate")
+            .is_none(),
+        "{s:#}"
+    );
+    let st = lab.status();
+    assert_eq!(st["garden"]["conditions_from"], "garden", "{st:#}");
+    assert_eq!(st["migration"]["completed"], true, "{st:#}");
+    for (seed, step) in [
+        ("seed-a", "SourceSeedCleanup"),
+        ("seed-b", "EtcdMigrationComplete"),
+    ] {
+        let o = docker(&["logs", &format!("{}-{seed}-gardenlet", lab.name)])
+            .output()
+            .unwrap();
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(log.contains(step), "{seed}'s gardenlet ran {step}:\n{log}");
+    }
+}
+
 /// A one-member etcd on loopback: the arguments for `etcd`, its data in
 /// `data_dir`, clients on `client_port`, its peer URL on `peer_port`.
 pub fn loopback_etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
