@@ -107,9 +107,7 @@ fn the_admission_refuses_each_prerequisite_with_its_own_words() {
         assert_eq!(s["status"]["seedName"], "seed-a", "{tag}");
         assert!(s["status"]["liveMigration"].is_null(), "{tag}: {s:#}");
         assert!(
-            s["metadata"]["annotations"]
-                .get("migration.gardener.cloud/live-migrate")
-                .is_none(),
+            live_migrate_intent(&s).is_none(),
             "{tag}: the intent taken back: {s:#}"
         );
         let st = lab.status();

@@ -482,7 +482,7 @@ fn six_member_at_0ms_standin() {
 /// by its owner's gardenlet, the Shoot bound to the destination, the intent
 /// spent, and `cpmlab status` reading the conditions from the garden.
 /// (Gardenlets killed inside their steps: scenarios.rs,
-/// gardenlets-killed-in-their-steps.yaml.)
+/// gardenlets-killed-in-two-steps.yaml.)
 #[test]
 #[cfg_attr(
     not(cpmlab_has_docker),

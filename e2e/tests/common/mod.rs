@@ -733,12 +733,23 @@ pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
 /// The Shoot as the garden has it (`kubectl get shoot -o json` through the
 /// garden's kubeconfig, `cpmlab kubeconfig --garden`).
 pub fn garden_shoot(lab: &Lab) -> Value {
-    let k = lab.ok(&["kubeconfig", "--garden"]);
-    let out = kubectl_ok(
-        Path::new(k.trim()),
+    garden_get(
+        lab,
         &["-n", "garden-local", "get", "shoot", "local", "-o", "json"],
-    );
-    serde_json::from_str(&out).unwrap()
+    )
+}
+
+/// `kubectl args…` against the garden (`cpmlab kubeconfig --garden`), its
+/// JSON output.
+fn garden_get(lab: &Lab, args: &[&str]) -> Value {
+    let k = lab.ok(&["kubeconfig", "--garden"]);
+    serde_json::from_str(&kubectl_ok(Path::new(k.trim()), args)).unwrap()
+}
+
+/// The Shoot's live-migration intent (the annotation an operator sets with
+/// the trigger), if it is still there.
+pub fn live_migrate_intent(shoot: &Value) -> Option<&Value> {
+    shoot["metadata"]["annotations"].get("migration.gardener.cloud/live-migrate")
 }
 
 /// One step's condition on the Shoot's `status.liveMigration`.
@@ -754,12 +765,7 @@ pub fn shoot_condition(shoot: &Value, step: &str) -> Value {
 pub fn assert_garden_before_the_trigger(lab: &Lab) {
     let before = garden_shoot(lab);
     assert_eq!(before["status"]["seedName"], "seed-a", "{before:#}");
-    let k = lab.ok(&["kubeconfig", "--garden"]);
-    let seeds: Value = serde_json::from_str(&kubectl_ok(
-        Path::new(k.trim()),
-        &["get", "seeds", "-o", "json"],
-    ))
-    .unwrap();
+    let seeds = garden_get(lab, &["get", "seeds", "-o", "json"]);
     for s in seeds["items"].as_array().unwrap() {
         assert_eq!(s["status"]["gardener"]["version"], "v1.150.0", "{s:#}");
     }
@@ -780,12 +786,7 @@ pub fn assert_garden_recorded_the_migration(lab: &Lab) {
     }
     assert_eq!(s["spec"]["seedName"], "seed-b");
     assert_eq!(s["status"]["seedName"], "seed-b");
-    assert!(
-        s["metadata"]["annotations"]
-            .get("migration.gardener.cloud/live-migrate")
-            .is_none(),
-        "{s:#}"
-    );
+    assert!(live_migrate_intent(&s).is_none(), "{s:#}");
     let st = lab.status();
     assert_eq!(st["garden"]["conditions_from"], "garden", "{st:#}");
     assert_eq!(st["migration"]["completed"], true, "{st:#}");
