@@ -309,7 +309,13 @@ pub async fn perform(
                             provider.start(&state, c).await?
                         }
                         WorkloadState::Paused => provider.freeze(c, false).await?,
-                        WorkloadState::Missing => anyhow::bail!("{c} is gone"),
+                        // A Deployment's replica scaled away by `kill`
+                        // (the kind form's gardenlet) has no pod: starting
+                        // it scales it back. A removed container stays gone.
+                        WorkloadState::Missing => provider
+                            .start(&state, c)
+                            .await
+                            .with_context(|| format!("{c} is gone"))?,
                         WorkloadState::Stopped | WorkloadState::Created => {
                             provider.start(&state, c).await?
                         }
