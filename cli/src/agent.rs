@@ -233,6 +233,11 @@ pub enum AgentCommand {
         /// the lab's own gardenlets stand aside.
         #[arg(long)]
         external: bool,
+        /// The garden's kubeconfig to authenticate with (a kind seed's
+        /// gardenlet has it from a Secret in its pod); without it, the
+        /// gardenlet's client certificate in the lab's state directory.
+        #[arg(long, env = "CPMLAB_GARDEN_KUBECONFIG")]
+        garden_kubeconfig: Option<PathBuf>,
     },
     /// The privileged adapter: `docker` with kind's `--privileged` replaced
     /// by what this host can grant (provider-kind/src/adapter.rs).
@@ -376,6 +381,7 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
             seed,
             state_dir,
             external,
+            garden_kubeconfig,
         } => {
             crate::check_name(&name)?;
             let dir = cpmlab_model::state::LabDir::new(&state_dir, &name);
@@ -385,7 +391,11 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
             let run = cpmlab_lab::migrate::gardenlet::run(
                 provider.as_ref(),
                 dir,
-                cpmlab_lab::migrate::gardenlet::Options { seed, external },
+                cpmlab_lab::migrate::gardenlet::Options {
+                    seed,
+                    external,
+                    garden_kubeconfig,
+                },
                 cancel.clone(),
             );
             tokio::pin!(run);

@@ -314,7 +314,7 @@ fn render(lab: &LabArgs, topology: &Topology, form: &FormArgs, dir: &Path) -> Re
     let settings = form.kind_settings(topology)?;
     let nets = kind::up::default_nets(topology)?;
     let keys = kind::up::RenderKeys::generate(&lab.name)?;
-    kind::up::render_all(&lab.name, topology, &settings, &nets, &keys, dir)?;
+    kind::up::render_all(&lab.name, topology, &settings, &nets, &keys, dir, None)?;
     match lab.output {
         Output::Json => print_json_line(&serde_json::json!({
             "event": "render", "lab": lab.name, "dir": dir,

@@ -201,7 +201,7 @@ fn endpoints_follow_the_replicas_lifecycle_and_connections_outlive_them() {
             a.terminating = on && a.name == first;
         }
         rt.block_on(async {
-            use cpmlab_runner::provider::Provider;
+            use cpmlab_runner::provider::SeedOps;
             let p = cpmlab_provider_docker::DockerProvider::connect()
                 .await
                 .unwrap();

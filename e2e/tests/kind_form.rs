@@ -471,6 +471,28 @@ fn kind_live(test: &str, file: &str, prefix: &str) -> KindRun {
             "{f}: {good} samples with {key}; first error: {first_error:?}"
         );
     }
+    // Each seed's gardenlet ran as a pod of its Deployment in that seed's
+    // `garden` namespace: its log, kept as the probes stopped, names a
+    // step it owns.
+    for (seed, step) in [
+        ("seed-a", "SourceSeedCleanup"),
+        ("seed-b", "EtcdMigrationComplete"),
+    ] {
+        let at = scenario.join(format!("run/logs/kind-{name}-{seed}/garden"));
+        let logs: Vec<String> = std::fs::read_dir(&at)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gardenlet-"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .collect();
+        assert!(
+            logs.iter().any(|l| l.contains(step)),
+            "{seed}'s gardenlet pod ran {step}: {} log(s) in {}",
+            logs.len(),
+            at.display()
+        );
+    }
     assert!(left.is_empty(), "lab objects left: {left:?}");
     assert!(
         !clusters.contains(name.as_str()),

@@ -157,6 +157,27 @@ pub fn client(lab: &LabDir, state: &LabState, who: &Identity) -> Result<Garden, 
     Garden::new(addr, &ca, &cert, &key)
 }
 
+/// A client of the garden from a kubeconfig `kubeconfig` wrote (a kind
+/// seed's gardenlet reads its own from the Secret mounted in its pod).
+pub fn client_from_kubeconfig(path: &Path) -> Result<Garden, GardenError> {
+    let text = read(path)?;
+    let c = crate::kubeconfig::parse(&text)
+        .map_err(|e| GardenError::Other(format!("{}: {e}", path.display())))?;
+    let addr: SocketAddr = c
+        .server
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .parse()
+        .map_err(|e| {
+            GardenError::Other(format!(
+                "{}: server `{}` is not https://<address>:<port> ({e})",
+                path.display(),
+                c.server
+            ))
+        })?;
+    Garden::new(addr, &c.ca_pem, &c.cert_pem, &c.key_pem)
+}
+
 /// The kubeconfig of `who` for the garden (`cpmlab kubeconfig --garden`).
 pub fn kubeconfig(lab: &LabDir, state: &LabState, who: &Identity) -> Result<String, GardenError> {
     let addr = address(state)?;

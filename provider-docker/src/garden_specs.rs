@@ -209,7 +209,9 @@ pub fn garden_specs(
 }
 
 /// What a gardenlet logs (its steps, its waits, the garden's answers).
-const GARDENLET_LOG: &str = "RUST_LOG=info,rustls=warn,hyper=warn,hyper_util=warn,bollard=warn,h2=warn,tower=warn,etcd_client=warn";
+/// The gardenlets' `RUST_LOG`.
+pub const GARDENLET_LOG: &str =
+    "info,rustls=warn,hyper=warn,hyper_util=warn,bollard=warn,h2=warn,tower=warn,etcd_client=warn";
 
 /// The garden's containers released with the lab's own (etcd, its
 /// kube-apiserver); gardener-apiserver waits for that kube-apiserver
@@ -237,26 +239,14 @@ pub fn engine_socket() -> String {
     std::env::var("CPMLAB_ENGINE_SOCKET").unwrap_or_else(|_| "/var/run/docker.sock".into())
 }
 
-/// What a kind seed's gardenlet has besides the docker form's: its
-/// cluster's kubeconfig (the control plane's address on the seed's
-/// network) and the lab's tools (kubectl) from the host's install
-/// directory, each mounted at the same path.
-#[derive(Debug, Clone)]
-pub struct KindGardenlet {
-    pub kubeconfig: std::path::PathBuf,
-    /// `${XDG_CACHE_HOME:-~/.cache}` of the host (its `cpmlab/bin` holds kubectl).
-    pub cache_home: std::path::PathBuf,
-}
-
 /// A seed's gardenlet: on the seed's network, the engine's socket and the
 /// lab's state directory (at the same path, as every run directory is
-/// under it) mounted, `cpmlab agent gardenlet`. The kind form's acts on
-/// its cluster through its API (`kind`).
+/// under it) mounted, `cpmlab agent gardenlet`. (The kind form's is a
+/// Deployment in its seed: provider-kind's `gardenlet.rs`.)
 pub fn gardenlet_spec(
     state: &LabState,
     seed: &SeedState,
     state_root: &Path,
-    kind: Option<&KindGardenlet>,
 ) -> Option<ContainerSpec> {
     let gl = seed.gardenlet.as_ref()?;
     let mut c = base_spec(state, &gl.container, ROLE_GARDENLET, Some(&seed.name));
@@ -266,18 +256,7 @@ pub fn gardenlet_spec(
         (engine_socket(), "/var/run/docker.sock".into()),
         (root.clone(), root.clone()),
     ];
-    let mut env = vec!["env".to_string(), GARDENLET_LOG.into()];
-    if let Some(k) = kind {
-        let bin = k
-            .cache_home
-            .join("cpmlab")
-            .join("bin")
-            .display()
-            .to_string();
-        c.volumes.push((bin.clone(), format!("{bin}:ro")));
-        env.push(format!("KUBECONFIG={}", k.kubeconfig.display()));
-        env.push(format!("XDG_CACHE_HOME={}", k.cache_home.display()));
-    }
+    let env = vec!["env".to_string(), format!("RUST_LOG={GARDENLET_LOG}")];
     let mut cmd = env;
     cmd.extend([
         cpmlab_provider::AGENT_BIN.to_string(),

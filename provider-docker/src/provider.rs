@@ -15,7 +15,8 @@ use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
 use cpmlab_provider::{
     node_address, node_client, probe_client, ClientSpec, DownReport, FileSpec, NodeSpec, Output,
-    Provider, Signal, Up, UpRequest, Workload, WorkloadState, AGENT_BIN, CLIENT_OUT, NODE_HOST,
+    Provider, SeedOps, Signal, Up, UpRequest, Workload, WorkloadState, AGENT_BIN, CLIENT_OUT,
+    NODE_HOST,
 };
 
 pub struct DockerProvider {
@@ -33,10 +34,6 @@ impl DockerProvider {
 
 #[async_trait::async_trait]
 impl Provider for DockerProvider {
-    fn name(&self) -> &'static str {
-        "docker"
-    }
-
     /// Checks that nothing of another lab of that name is in the way
     /// (`up::preflight`: a lab already up as asked is left as it is), then
     /// builds the lab step by step, `req.cancel` checked between steps.
@@ -51,6 +48,66 @@ impl Provider for DockerProvider {
 
     async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport> {
         super::down::down(&self.engine, lab, state_root).await
+    }
+
+    async fn labs(&self) -> Result<Vec<String>> {
+        self.engine.lab_names().await
+    }
+
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
+        let mut out: Vec<Workload> = self
+            .engine
+            .containers(lab)
+            .await?
+            .into_iter()
+            .filter_map(|c| {
+                let labels = c.labels.unwrap_or_default();
+                let name = c
+                    .names
+                    .and_then(|n| n.into_iter().next())?
+                    .trim_start_matches('/')
+                    .to_string();
+                Some(Workload {
+                    name,
+                    lab: labels.get(LABEL_LAB)?.clone(),
+                    role: labels.get(LABEL_ROLE).cloned().unwrap_or_default(),
+                    seed: labels.get(LABEL_SEED).cloned(),
+                    state: workload_state_of(&c.state.map(|s| s.to_string()).unwrap_or_default()),
+                    cpu_ns: c.id.as_deref().and_then(cpu::container_ns),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
+        let name = probe_client(state);
+        if let Some(node) = &client.node {
+            if let Err(e) = self.start_node(state, node).await {
+                // Nothing half-created: the node goes with the failure.
+                let _ = self.engine.remove_container(&node_client(state)).await;
+                return Err(e);
+            }
+        }
+        self.check_image_parts(state, &client.image_parts).await?;
+        let mut argv = vec![AGENT_BIN.to_string()];
+        argv.extend(client.args.iter().cloned());
+        let volumes = vec![(client.out.display().to_string(), CLIENT_OUT.into())];
+        let spec = client_workload(state, &name, "probe", PROBE_HOST, argv, volumes)?;
+        let spec = ContainerSpec {
+            files: client.files.clone(),
+            ..spec
+        };
+        self.engine.create_container(&spec).await?;
+        up::start_released(&self.engine, state, &name).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SeedOps for DockerProvider {
+    fn name(&self) -> &'static str {
+        "docker"
     }
 
     async fn workload_state(&self, workload: &str) -> Result<WorkloadState> {
@@ -192,37 +249,6 @@ impl Provider for DockerProvider {
         self.engine.upload(workload, files).await
     }
 
-    async fn labs(&self) -> Result<Vec<String>> {
-        self.engine.lab_names().await
-    }
-
-    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
-        let mut out: Vec<Workload> = self
-            .engine
-            .containers(lab)
-            .await?
-            .into_iter()
-            .filter_map(|c| {
-                let labels = c.labels.unwrap_or_default();
-                let name = c
-                    .names
-                    .and_then(|n| n.into_iter().next())?
-                    .trim_start_matches('/')
-                    .to_string();
-                Some(Workload {
-                    name,
-                    lab: labels.get(LABEL_LAB)?.clone(),
-                    role: labels.get(LABEL_ROLE).cloned().unwrap_or_default(),
-                    seed: labels.get(LABEL_SEED).cloned(),
-                    state: workload_state_of(&c.state.map(|s| s.to_string()).unwrap_or_default()),
-                    cpu_ns: c.id.as_deref().and_then(cpu::container_ns),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
-    }
-
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
         self.engine.logs(workload).await
     }
@@ -232,28 +258,6 @@ impl Provider for DockerProvider {
         http_get(&format!("{}:2381", m.ip), "/metrics", timeout)
             .await
             .map_err(|e| anyhow::anyhow!(e))
-    }
-
-    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
-        let name = probe_client(state);
-        if let Some(node) = &client.node {
-            if let Err(e) = self.start_node(state, node).await {
-                // Nothing half-created: the node goes with the failure.
-                let _ = self.engine.remove_container(&node_client(state)).await;
-                return Err(e);
-            }
-        }
-        self.check_image_parts(state, &client.image_parts).await?;
-        let mut argv = vec![AGENT_BIN.to_string()];
-        argv.extend(client.args.iter().cloned());
-        let volumes = vec![(client.out.display().to_string(), CLIENT_OUT.into())];
-        let spec = client_workload(state, &name, "probe", PROBE_HOST, argv, volumes)?;
-        let spec = ContainerSpec {
-            files: client.files.clone(),
-            ..spec
-        };
-        self.engine.create_container(&spec).await?;
-        up::start_released(&self.engine, state, &name).await
     }
 }
 

@@ -194,12 +194,7 @@ pub async fn create(engine: &Engine, req: &UpRequest, p: &Progress) -> Result<La
     let state_root =
         std::fs::canonicalize(&req.state_root).unwrap_or_else(|_| req.state_root.clone());
     for s in &state.seeds {
-        specs.extend(super::garden_specs::gardenlet_spec(
-            &state,
-            s,
-            &state_root,
-            None,
-        ));
+        specs.extend(super::garden_specs::gardenlet_spec(&state, s, &state_root));
     }
     for m in &state.members {
         engine.create_volume(&req.lab, &m.volume, &m.seed).await?;

@@ -64,6 +64,16 @@ pub fn cluster_config(lab: &str, seed: &str, index: usize, s: &KindSettings) -> 
     })
 }
 
+/// `config` with the host's lab state root and engine socket mounted into
+/// its first node (the control plane, where the seed's gardenlet runs:
+/// `gardenlet.rs`).
+pub fn with_host_mounts(mut config: Value, h: &super::gardenlet::HostMounts) -> Value {
+    if let Some(first) = config["nodes"].get_mut(0) {
+        first["extraMounts"] = super::gardenlet::extra_mounts(h);
+    }
+    config
+}
+
 /// The node containers kind makes for `seed`'s cluster (kind names them
 /// `<cluster>-control-plane`, `<cluster>-worker`, `<cluster>-worker2`).
 pub fn node_names(lab: &str, seed: &str, s: &KindSettings) -> Vec<String> {
@@ -109,6 +119,22 @@ mod tests {
         assert_eq!(c["name"], "lab-seed-b");
         assert_eq!(c["networking"]["disableDefaultCNI"], true);
         assert_eq!(c["kubeadmConfigPatches"][0], KUBELET_PATCH);
+        // The host's lab state and engine socket go to the control plane
+        // only, where the gardenlet runs.
+        let h = crate::gardenlet::HostMounts {
+            state_root: "/var/lib/cpmlab".into(),
+            engine_socket: "/var/run/docker.sock".into(),
+        };
+        let m = with_host_mounts(c.clone(), &h);
+        assert_eq!(
+            m["nodes"][0]["extraMounts"][0]["hostPath"],
+            "/var/lib/cpmlab"
+        );
+        assert_eq!(
+            m["nodes"][0]["extraMounts"][1]["containerPath"],
+            "/cpmlab/engine.sock"
+        );
+        assert!(m["nodes"][1]["extraMounts"].is_null());
         assert_eq!(
             node_names("lab", "seed-b", &s),
             [

@@ -49,6 +49,14 @@ mod tests {
             Target::parse(&a.container).unwrap(),
             Target::Replica(r) if r.index == 1 && r.deployment == "kube-apiserver"
         ));
+        // Each seed's gardenlet is the one replica of its Deployment in
+        // the seed's `garden` namespace.
+        let g = st.seeds[1].gardenlet.as_ref().unwrap();
+        assert_eq!(g.container, "kind-lab-seed-b/garden/gardenlet@0");
+        assert!(matches!(
+            Target::parse(&g.container).unwrap(),
+            Target::Replica(r) if r.index == 0 && r.deployment == "gardenlet"
+        ));
         // The router, DNS server and toolbox are the docker form's.
         for c in [&st.router.container, &st.dns.server.container] {
             assert!(matches!(Target::parse(c).unwrap(), Target::Container(_)));

@@ -21,6 +21,7 @@ pub mod cni;
 pub mod config;
 pub mod druid;
 pub mod druid_operator;
+pub mod gardenlet;
 pub mod lab_state;
 pub mod manifests;
 pub mod members;
@@ -59,6 +60,7 @@ pub fn lab_images() -> Vec<String> {
         ETCD_IMAGE_3_5.to_string(),
         format!("docker.io/istio/pilot:{ISTIO_VERSION}"),
         format!("docker.io/istio/proxyv2:{ISTIO_VERSION}"),
+        gardenlet::IMAGE.to_string(),
     ]
 }
 

@@ -27,7 +27,7 @@ use crate::progress::Progress;
 use crate::state::{ApiServerState, LabState, MemberState};
 use cpmlab_probe::container_logs::SIDECAR_SUFFIX;
 use cpmlab_provider::{
-    ClientSpec, DownReport, FileSpec, Output, Provider, Signal, Up, UpRequest, Workload,
+    ClientSpec, DownReport, FileSpec, Output, Provider, SeedOps, Signal, Up, UpRequest, Workload,
     WorkloadState,
 };
 
@@ -767,10 +767,6 @@ fn unsupported(what: &str) -> anyhow::Error {
 
 #[async_trait::async_trait]
 impl Provider for KindProvider {
-    fn name(&self) -> &'static str {
-        "kind"
-    }
-
     /// The kind form's clusters and the docker form's router, DNS server
     /// and toolbox (`up::create`, which removes what it made when a step
     /// fails). On `req.cancel` it returns at once, `Interrupted`: the step
@@ -806,6 +802,63 @@ impl Provider for KindProvider {
     async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport> {
         super::up::down(state_root, lab).await?;
         self.docker.down(state_root, lab).await
+    }
+
+    async fn labs(&self) -> Result<Vec<String>> {
+        let mut labs: Vec<String> = kind_clusters()
+            .await?
+            .iter()
+            .filter_map(|c| c.rsplit_once("-seed-").map(|(lab, _)| lab.to_string()))
+            .collect();
+        labs.extend(self.docker.labs().await?);
+        labs.sort();
+        labs.dedup();
+        Ok(labs)
+    }
+
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
+        let clusters = kind_clusters().await?;
+        let selector = match lab {
+            Some(l) => format!("{}={l}", crate::labels::LABEL_LAB),
+            None => crate::labels::LABEL_LAB.to_string(),
+        };
+        let mut out = self.docker.workloads(lab).await?;
+        for c in clusters
+            .iter()
+            .filter(|c| lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-'))))
+        {
+            let context = format!("kind-{c}");
+            let list = kubectl_ok(vec![
+                "kubectl".into(),
+                "--context".into(),
+                context.clone(),
+                "get".into(),
+                "pods".into(),
+                "-A".into(),
+                "-l".into(),
+                selector.clone(),
+                "-o".into(),
+                "json".into(),
+            ])
+            .await?;
+            out.extend(workloads_of(&context, &list)?);
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
+        // On the clients network, as in the docker form: the shoot API and
+        // the members are reached through the router and the seeds'
+        // ingress addresses.
+        self.docker.start_client(state, client).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SeedOps for KindProvider {
+    fn name(&self) -> &'static str {
+        "kind"
     }
 
     /// The seed's first node: Istio's gateway pod has no agent, and the
@@ -1195,49 +1248,6 @@ impl Provider for KindProvider {
         }
     }
 
-    async fn labs(&self) -> Result<Vec<String>> {
-        let mut labs: Vec<String> = kind_clusters()
-            .await?
-            .iter()
-            .filter_map(|c| c.rsplit_once("-seed-").map(|(lab, _)| lab.to_string()))
-            .collect();
-        labs.extend(self.docker.labs().await?);
-        labs.sort();
-        labs.dedup();
-        Ok(labs)
-    }
-
-    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>> {
-        let clusters = kind_clusters().await?;
-        let selector = match lab {
-            Some(l) => format!("{}={l}", crate::labels::LABEL_LAB),
-            None => crate::labels::LABEL_LAB.to_string(),
-        };
-        let mut out = self.docker.workloads(lab).await?;
-        for c in clusters
-            .iter()
-            .filter(|c| lab.is_none_or(|l| c.strip_prefix(l).is_some_and(|r| r.starts_with('-'))))
-        {
-            let context = format!("kind-{c}");
-            let list = kubectl_ok(vec![
-                "kubectl".into(),
-                "--context".into(),
-                context.clone(),
-                "get".into(),
-                "pods".into(),
-                "-A".into(),
-                "-l".into(),
-                selector.clone(),
-                "-o".into(),
-                "json".into(),
-            ])
-            .await?;
-            out.extend(workloads_of(&context, &list)?);
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
-    }
-
     async fn logs(&self, workload: &str) -> Result<Vec<u8>> {
         // `<pod>.backup-restore`: the sidecar of a member etcd-druid runs.
         let (p, pod, container) = match workload.strip_suffix(SIDECAR_SUFFIX) {
@@ -1266,13 +1276,6 @@ impl Provider for KindProvider {
         tokio::time::timeout(timeout + Duration::from_secs(2), kubectl_ok(argv))
             .await
             .with_context(|| format!("{}: no metrics within {timeout:?}", m.name))?
-    }
-
-    async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()> {
-        // On the clients network, as in the docker form: the shoot API and
-        // the members are reached through the router and the seeds'
-        // ingress addresses.
-        self.docker.start_client(state, client).await
     }
 }
 

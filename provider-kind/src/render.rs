@@ -1149,6 +1149,7 @@ mod tests {
             &nets(),
             &crate::up::RenderKeys::generate("cpmlab").unwrap(),
             d.path(),
+            None,
         )
         .unwrap();
         let mode = |p: &str| {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::lab_state::{kind_state, node_range};
+use super::lab_state::{context, kind_state, node_range};
 use super::{cluster_name, namespace, KindSettings, INGRESS_NAMESPACE};
 use crate::addressing::Net24;
 use crate::topology::Topology;
@@ -774,8 +774,22 @@ pub fn render_all(
     nets: &[Net24],
     keys: &RenderKeys,
     dir: &Path,
+    host: Option<&super::gardenlet::HostMounts>,
 ) -> Result<()> {
     let mut files = super::render::render(lab, t, s, nets);
+    // The host's paths go into the kind configs only when a lab is made
+    // (a rendered set for reading names none).
+    if let Some(h) = host {
+        for (i, seed) in t.seeds.iter().enumerate() {
+            let path = std::path::PathBuf::from(format!("kind/{}.yaml", seed.name));
+            if let Some(f) = files.iter_mut().find(|f| f.path == path) {
+                f.contents = super::render::yaml(&super::config::with_host_mounts(
+                    super::config::cluster_config(lab, &seed.name, i, s),
+                    h,
+                ));
+            }
+        }
+    }
     for seed in &t.seeds {
         files.extend(super::render::secrets(lab, t, s, &seed.name, keys)?);
     }
@@ -956,7 +970,12 @@ pub async fn make(
             ca: keys.ca,
             front_proxy: keys.front_proxy,
         };
-        render_all(lab, t, s, &nets, &render_keys, &render)?;
+        let host = super::gardenlet::HostMounts {
+            state_root: std::fs::canonicalize(state_root)
+                .unwrap_or_else(|_| state_root.to_path_buf()),
+            engine_socket: cpmlab_provider_docker::garden_specs::engine_socket(),
+        };
+        render_all(lab, t, s, &nets, &render_keys, &render, Some(&host))?;
         let log = render.join("up.log");
         let step = progress.step("docker run --privileged");
         // kind's docker calls go through the adapter everywhere: it labels
@@ -1022,8 +1041,15 @@ pub async fn make(
             p.done();
         }
         let step = progress.step("gardenlets, one per seed");
-        gardenlets(engine, state_root, &dir, &state, &tools).await?;
-        docker_up::gardenlets_up(engine, &dir, &state, &step).await?;
+        gardenlets(&dir, &state, state_root, &tools, &step).await?;
+        let garden = cpmlab_provider_docker::garden_specs::operator(&dir, &state)?;
+        cpmlab_garden::bootstrap::wait_gardenlets(
+            &garden,
+            &state,
+            cpmlab_garden::bootstrap::DEADLINE,
+            &|w| step.detail(w),
+        )
+        .await?;
         step.done();
         state.phase = crate::state::Phase::Ready;
         dir.save(&state)?;
@@ -1058,79 +1084,98 @@ pub async fn make(
     Ok(())
 }
 
-/// Each seed's gardenlet beside its cluster: a container on the seed's
-/// network that acts on its cluster through the cluster's API (its
-/// kubeconfig: `kind get kubeconfig --internal`, the control plane at its
-/// address on the seed's network) and reaches the garden through the wan
-/// router. Made here, released by the caller.
+/// Each seed's gardenlet in its cluster: the chart's objects
+/// (`gardenlet.rs`) applied in the seed's `garden` namespace, the
+/// Deployment rolled out on the node that mounts the host's lab state.
+/// Its pod reaches the garden through the wan router, as the node does.
 async fn gardenlets(
-    engine: &cpmlab_provider_docker::engine::Engine,
-    state_root: &Path,
     dir: &crate::state::LabDir,
     state: &crate::state::LabState,
+    state_root: &Path,
     tools: &Tooling,
+    progress: &crate::progress::Step,
 ) -> Result<()> {
     let root = std::fs::canonicalize(state_root).unwrap_or_else(|_| state_root.to_path_buf());
-    let cache_home = crate::go_parts::install_dir()
-        .and_then(|b| b.parent().and_then(|p| p.parent()).map(Path::to_path_buf))
-        .context("the lab's tools directory (XDG_CACHE_HOME or HOME)")?;
-    let nodes = engine.containers(Some(&state.name)).await?;
+    let log = dir.root.join(RENDER_DIR).join("up.log");
     for seed in &state.seeds {
-        let cluster = cluster_name(&state.name, &seed.name);
+        let ctx = context(&state.name, &seed.name);
         let node = agent_node(&state.name, &seed.name);
-        let net = state
-            .network(&seed.network)
-            .map(|n| n.docker_name.clone())
-            .context("the seed's network")?;
-        let ip = nodes
-            .iter()
-            .find(|c| {
-                c.names
-                    .iter()
-                    .flatten()
-                    .any(|n| n.trim_start_matches('/') == node)
-            })
-            .and_then(|c| {
-                c.network_settings
-                    .as_ref()?
-                    .networks
-                    .as_ref()?
-                    .get(&net)?
-                    .ip_address
-                    .clone()
-            })
-            .filter(|ip| !ip.is_empty())
-            .with_context(|| format!("{node}'s address on {net}"))?;
+        let garden = cpmlab_garden::access::kubeconfig(
+            dir,
+            state,
+            &cpmlab_garden::access::Identity::Gardenlet(seed.name.clone()),
+        )?;
+        let objects = super::gardenlet::objects(&super::gardenlet::Inputs {
+            lab: &state.name,
+            seed: &seed.name,
+            context: &ctx,
+            node: &node,
+            state_root: &root,
+            garden_kubeconfig: &garden,
+            log: cpmlab_provider_docker::garden_specs::GARDENLET_LOG,
+        });
+        // It holds the garden's key: owner-only, beside the other rendered files.
+        let file = dir
+            .root
+            .join(RENDER_DIR)
+            .join(&seed.name)
+            .join("gardenlet.yaml");
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+        crate::state::write_private(&file, super::render::yaml(&list))
+            .with_context(|| format!("write {}", file.display()))?;
+        let file = file.display().to_string();
+        // The seed's kubeconfig for an external driver's gardenlet
+        // (`cpmlab migrate --driver external`, docs/migration.md), which
+        // runs on the host: kind's own, the cluster's address on the host.
         let out = tools
             .command("kind")
-            .args(["get", "kubeconfig", "--internal", "--name", &cluster])
+            .args([
+                "get",
+                "kubeconfig",
+                "--name",
+                &cluster_name(&state.name, &seed.name),
+            ])
             .output()
             .await
-            .context("kind get kubeconfig --internal")?;
+            .context("kind get kubeconfig")?;
         anyhow::ensure!(
             out.status.success(),
-            "kind get kubeconfig --internal --name {cluster}: {}",
+            "kind get kubeconfig --name {}: {}",
+            cluster_name(&state.name, &seed.name),
             String::from_utf8_lossy(&out.stderr)
         );
-        let kubeconfig = String::from_utf8_lossy(&out.stdout).replace(
-            &format!("https://{node}:6443"),
-            &format!("https://{ip}:6443"),
-        );
-        let root_dir = std::fs::canonicalize(&dir.root).unwrap_or_else(|_| dir.root.clone());
-        let path = root_dir.join(format!("gardenlet-{}.kubeconfig", seed.name));
-        crate::state::write_private(&path, kubeconfig)?;
-        let kind = cpmlab_provider_docker::garden_specs::KindGardenlet {
-            kubeconfig: path,
-            cache_home: cache_home.clone(),
-        };
-        if let Some(spec) =
-            cpmlab_provider_docker::garden_specs::gardenlet_spec(state, seed, &root, Some(&kind))
-        {
-            engine.create_container(&spec).await?;
-            engine.start(&spec.name).await?;
+        let external = root_dir(dir).join(format!("gardenlet-{}.kubeconfig", seed.name));
+        crate::state::write_private(&external, &out.stdout)?;
+        progress.detail(&format!("{}: Deployment garden/gardenlet", seed.name));
+        for step in [
+            Step::new(
+                format!("{}: the gardenlet's objects", seed.name),
+                &["kubectl", "--context", &ctx, "apply", "-f", &file],
+            ),
+            Step::new(
+                format!("{}: the gardenlet rolled out", seed.name),
+                &[
+                    "kubectl",
+                    "--context",
+                    &ctx,
+                    "-n",
+                    crate::GARDENLET_NAMESPACE,
+                    "rollout",
+                    "status",
+                    &format!("deployment/{}", crate::GARDENLET_DEPLOYMENT),
+                    "--timeout=120s",
+                ],
+            ),
+        ] {
+            run_step(&step, &log, Duration::from_secs(150), tools).await?;
         }
     }
     Ok(())
+}
+
+/// The lab's directory as the host names it, canonical.
+fn root_dir(dir: &crate::state::LabDir) -> std::path::PathBuf {
+    std::fs::canonicalize(&dir.root).unwrap_or_else(|_| dir.root.clone())
 }
 
 /// Removes a kind lab's clusters (as `kind.json` lists them; without it,

@@ -230,20 +230,15 @@ pub fn node_address(state: &LabState) -> Option<std::net::Ipv4Addr> {
 /// Where the probe agent writes, inside its workload (`out` on the host).
 pub const CLIENT_OUT: &str = "/out";
 
-/// The machinery under a lab.
+/// What a seed's gardenlet does to its seed's workloads: start, stop,
+/// signal and remove them, their members and API servers, the gateway
+/// and DNS, exec, files and logs. The migration's steps see only this
+/// (`cpmlab_lab::migrate`); making and removing the lab, listing labs
+/// and workloads and starting its clients are [`Provider`]'s.
 #[async_trait::async_trait]
-pub trait Provider: Send + Sync {
+pub trait SeedOps: Send + Sync {
     /// `docker` or `kind`.
     fn name(&self) -> &'static str;
-
-    /// Makes the lab `req` asks for, with progress on `progress`; a lab
-    /// already up as asked is left as it is. An `up` that fails or is
-    /// interrupted leaves what it made for `down`.
-    async fn up(&self, req: &UpRequest, progress: &Progress) -> Result<Up>;
-
-    /// Removes every object of lab `lab` and its files, whatever state it
-    /// is in (also after a crashed `up`); a lab already gone is fine.
-    async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport>;
 
     /// The workload in `seed` that runs the agent's checks from that seed
     /// (the RTT gate, the source's peer URLs as a joining member reaches
@@ -447,19 +442,34 @@ pub trait Provider: Send + Sync {
     /// Writes files into a workload (created or running).
     async fn upload(&self, workload: &str, files: &[FileSpec]) -> Result<()>;
 
-    /// Every lab this provider holds anything of (a workload, a network,
-    /// data), finished or left half-made by a crash.
-    async fn labs(&self) -> Result<Vec<String>>;
-
-    /// The workloads of `lab` (every lab's: `None`), sorted by name.
-    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>>;
-
     /// What a workload has logged so far (stdout and stderr).
     async fn logs(&self, workload: &str) -> Result<Vec<u8>>;
 
     /// etcd's `/metrics` of member `m` (its metrics listener, port 2381),
     /// within `timeout`.
     async fn member_metrics(&self, m: &MemberState, timeout: Duration) -> Result<String>;
+}
+
+/// The machinery under a lab: it makes and removes labs, lists them and
+/// their workloads, starts their clients; what it does to a seed is
+/// [`SeedOps`].
+#[async_trait::async_trait]
+pub trait Provider: SeedOps {
+    /// Makes the lab `req` asks for, with progress on `progress`; a lab
+    /// already up as asked is left as it is. An `up` that fails or is
+    /// interrupted leaves what it made for `down`.
+    async fn up(&self, req: &UpRequest, progress: &Progress) -> Result<Up>;
+
+    /// Removes every object of lab `lab` and its files, whatever state it
+    /// is in (also after a crashed `up`); a lab already gone is fine.
+    async fn down(&self, state_root: &Path, lab: &str) -> Result<DownReport>;
+
+    /// Every lab this provider holds anything of (a workload, a network,
+    /// data), finished or left half-made by a crash.
+    async fn labs(&self) -> Result<Vec<String>>;
+
+    /// The workloads of `lab` (every lab's: `None`), sorted by name.
+    async fn workloads(&self, lab: Option<&str>) -> Result<Vec<Workload>>;
 
     /// Creates and starts the probe agent's workload (`probe_client`'s
     /// name) on the clients network.

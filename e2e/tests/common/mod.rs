@@ -395,7 +395,7 @@ impl Lab {
         };
         dir.save(&st).expect("save the lab's state");
         tokio::runtime::Runtime::new().unwrap().block_on(async {
-            use cpmlab_runner::provider::Provider;
+            use cpmlab_runner::provider::SeedOps;
             let p = cpmlab_provider_docker::DockerProvider::connect()
                 .await
                 .expect("docker");

@@ -24,7 +24,7 @@ use crate::etcd::{self, ClusterView, EtcdTls};
 use crate::pki::Ca;
 use crate::probe::run::{now_unix_ms, record_lab_event, record_settings, record_step};
 use crate::progress::{Progress, Step};
-use crate::provider::{Provider, Signal, WorkloadState};
+use crate::provider::{SeedOps, Signal, WorkloadState};
 use crate::state::{LabDir, LabState, MemberState};
 
 mod abort;
@@ -146,7 +146,7 @@ fn etcd_scope(state: &LabState) -> LabState {
 }
 
 pub struct Flow<'a> {
-    provider: &'a dyn Provider,
+    provider: &'a dyn SeedOps,
     dir: LabDir,
     state: LabState,
     tls: EtcdTls,
@@ -176,7 +176,7 @@ pub struct Flow<'a> {
 
 impl<'a> Flow<'a> {
     pub fn new(
-        provider: &'a dyn Provider,
+        provider: &'a dyn SeedOps,
         dir: LabDir,
         state: LabState,
         progress: &'a Progress,
@@ -773,7 +773,7 @@ fn merge_migration(
 /// gateway), and the words the report gives it. Where Gardener's admission
 /// decides by the region ConfigMap's distance, this is the lab's warning.
 pub async fn measure_rtt(
-    provider: &dyn Provider,
+    provider: &dyn SeedOps,
     state: &LabState,
     from: &str,
     to: &str,
@@ -903,7 +903,7 @@ pub fn settings_words_of(state: &LabState, s: &crate::garden::trigger::Settings)
 }
 
 /// A plan the lab's provider cannot run, refused before the garden is asked.
-pub fn check_plan(provider: &dyn Provider, plan: Plan) -> Result<(), BadInput> {
+pub fn check_plan(provider: &dyn SeedOps, plan: Plan) -> Result<(), BadInput> {
     if plan.separate_cluster() && !provider.restores_members() {
         return Err(BadInput(format!(
             "the {} plan {}, which the {} form of the lab cannot do (use the docker form)",

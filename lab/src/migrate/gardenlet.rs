@@ -41,7 +41,7 @@ use crate::migrate::conditions::{
 use crate::migrate::flow::{Flow, StepFailed};
 use crate::probe::run::now_unix_ms;
 use crate::progress::{Mode, Progress};
-use crate::provider::Provider;
+use crate::provider::SeedOps;
 use crate::state::{LabDir, LabState};
 
 /// How often a gardenlet reports its Seed's version (gardenlet's heartbeat
@@ -59,6 +59,10 @@ pub struct Options {
     /// This gardenlet is the external driver's (`cpmlab.lab/driver:
     /// external` on the Shoot is for it; the lab's own stand aside).
     pub external: bool,
+    /// The garden's kubeconfig this gardenlet authenticates with (a kind
+    /// seed's, from its pod's Secret); without it, its client certificate
+    /// in the lab's state directory.
+    pub garden_kubeconfig: Option<std::path::PathBuf>,
 }
 
 pub use super::garden_peer::{sleep, Peer};
@@ -110,7 +114,7 @@ fn unix_ms(t: &str) -> Option<f64> {
 }
 
 /// Runs the gardenlet of `o.seed` until cancelled.
-pub async fn run(provider: &dyn Provider, dir: LabDir, o: Options, cancel: Cancel) -> Result<()> {
+pub async fn run(provider: &dyn SeedOps, dir: LabDir, o: Options, cancel: Cancel) -> Result<()> {
     let state = dir.load().context("the lab's state")?;
     anyhow::ensure!(
         state.seed(&o.seed).is_some(),
@@ -118,7 +122,10 @@ pub async fn run(provider: &dyn Provider, dir: LabDir, o: Options, cancel: Cance
         state.name,
         o.seed
     );
-    let garden = access::client(&dir, &state, &Identity::Gardenlet(o.seed.clone()))?;
+    let garden = match &o.garden_kubeconfig {
+        Some(path) => access::client_from_kubeconfig(path)?,
+        None => access::client(&dir, &state, &Identity::Gardenlet(o.seed.clone()))?,
+    };
     let (namespace, name) = shoot_ref(&state);
     let peer = Peer {
         garden: garden.clone(),
@@ -219,7 +226,7 @@ enum Next {
 
 #[allow(clippy::too_many_arguments)]
 async fn reconcile(
-    provider: &dyn Provider,
+    provider: &dyn SeedOps,
     dir: &LabDir,
     seed: &str,
     role: Owner,

@@ -5,13 +5,13 @@
 use anyhow::{Context, Result};
 
 use crate::agent::peer_check::PeerCheckReport;
-use crate::provider::{Provider, AGENT_BIN};
+use crate::provider::{SeedOps, AGENT_BIN};
 use crate::state::{LabState, MemberState};
 
 /// Runs `agent peer-check` in `from` (a workload of the other seed) against
 /// `member`'s peer URL (its name and its port on the gateway).
 pub async fn peer_check(
-    provider: &dyn Provider,
+    provider: &dyn SeedOps,
     state: &LabState,
     from: &str,
     member: &MemberState,

@@ -70,6 +70,10 @@ pub fn kind_state(
             "{}/{INGRESS_NAMESPACE}/istio-ingressgateway@0",
             context(lab, &seed.name)
         );
+        // The seed's gardenlet is a pod of its Deployment in the seed.
+        if let Some(g) = seed.gardenlet.as_mut() {
+            g.container = gardenlet_workload(lab, &seed.name);
+        }
     }
     let mut per_seed: std::collections::HashMap<String, usize> = Default::default();
     let members = std::mem::take(&mut state.members);
@@ -141,6 +145,17 @@ pub fn kind_member(
 
 /// The Deployment an API replica belongs to.
 pub const APISERVER_DEPLOYMENT: &str = "kube-apiserver";
+
+/// A kind seed's gardenlet as a workload: the one replica of its
+/// Deployment in the seed's `garden` namespace.
+pub fn gardenlet_workload(lab: &str, seed: &str) -> String {
+    format!(
+        "{}/{}/{}@0",
+        context(lab, seed),
+        super::GARDENLET_NAMESPACE,
+        super::GARDENLET_DEPLOYMENT
+    )
+}
 
 /// An API replica's workload name.
 pub fn replica_workload(context: &str, namespace: &str, index: usize) -> String {

@@ -78,6 +78,12 @@ pub fn namespace(shoot: &str) -> String {
     format!("shoot--local--{shoot}")
 }
 
+/// Where a seed's gardenlet runs, as Gardener's gardenlet chart installs
+/// it (`charts/gardener/gardenlet`, released into `garden`): a Deployment
+/// `gardenlet` with the ServiceAccount `gardenlet`.
+pub const GARDENLET_NAMESPACE: &str = "garden";
+pub const GARDENLET_DEPLOYMENT: &str = "gardenlet";
+
 /// Where Istio's ingress gateway runs.
 pub const INGRESS_NAMESPACE: &str = "istio-ingress";
 /// The label Istio's ingress gateway pods carry.
