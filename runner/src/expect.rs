@@ -16,6 +16,10 @@ pub struct EndObserved {
     pub serving: Option<String>,
     pub voters: BTreeMap<String, u32>,
     pub conditions: BTreeMap<String, String>,
+    /// Where a lab with a garden read `conditions` from: `Ok(())` the
+    /// Shoot in gardener-apiserver, `Err(why)` the lab's own copy because
+    /// the garden did not answer. `None`: the lab has no garden.
+    pub from_garden: Option<Result<(), String>>,
 }
 
 /// What happened to one timeline entry.
@@ -258,16 +262,7 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
                     ));
                 }
                 for (k, want) in &end.conditions {
-                    let got = seen
-                        .conditions
-                        .get(k)
-                        .map(String::as_str)
-                        .unwrap_or("absent");
-                    out.push(res(
-                        format!("end condition {k}"),
-                        got == want,
-                        format!("want {want}, was {got}"),
-                    ));
+                    out.push(end_condition(k, want, seen));
                 }
             }
         }
@@ -277,6 +272,30 @@ pub fn check(s: &Scenario, c: &Checked, o: &Observed) -> Vec<ExpectResult> {
         out.push(diagnosis(*kind, o.etcd_said));
     }
     out
+}
+
+/// One step's condition at the end against the scenario's want. A lab
+/// with a garden holds its conditions on the Shoot: the lab's own copy,
+/// read because the garden did not answer, is no evidence of them.
+fn end_condition(step: &str, want: &str, seen: &EndObserved) -> ExpectResult {
+    let got = seen
+        .conditions
+        .get(step)
+        .map(String::as_str)
+        .unwrap_or("absent");
+    let (read, from) = match &seen.from_garden {
+        None => (true, String::new()),
+        Some(Ok(())) => (true, " on the Shoot in the garden".to_string()),
+        Some(Err(why)) => (
+            false,
+            format!(" in the lab's copy only: the garden did not answer ({why})"),
+        ),
+    };
+    res(
+        format!("end condition {step}"),
+        read && got == want,
+        format!("want {want}, was {got}{from}"),
+    )
 }
 
 /// Messages dropped to a connected peer that make a stream that stayed
@@ -411,6 +430,29 @@ mod tests {
             scheduled: false,
             optional,
         }
+    }
+
+    #[test]
+    fn an_end_condition_of_a_lab_with_a_garden_is_read_from_the_shoot() {
+        let mut seen = EndObserved::default();
+        seen.conditions.insert("MigrationCompleted".into(), "True".into());
+        // No garden: the lab's record is all there is.
+        assert!(end_condition("MigrationCompleted", "True", &seen).passed);
+        seen.from_garden = Some(Ok(()));
+        let r = end_condition("MigrationCompleted", "True", &seen);
+        assert!(r.passed, "{r:?}");
+        assert!(r.message.ends_with("on the Shoot in the garden"), "{r:?}");
+        let r = end_condition("SourceSeedCleanup", "True", &seen);
+        assert!(!r.passed && r.message.contains("was absent"), "{r:?}");
+        // The same True, but the garden did not answer: not held.
+        seen.from_garden = Some(Err("connection refused".into()));
+        let r = end_condition("MigrationCompleted", "True", &seen);
+        assert!(!r.passed, "{r:?}");
+        assert!(
+            r.message
+                .contains("the lab's copy only: the garden did not answer (connection refused)"),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -741,6 +741,13 @@ async fn end_state(provider: &dyn Provider, opts: &Options) -> Option<EndObserve
             .iter()
             .find(|s| st.dns.answer.contains(&s.gateway_ip))
             .map(|s| s.name.clone()),
+        from_garden: st.garden.as_ref().map(|g| match g.conditions_from {
+            "garden" => Ok(()),
+            _ => Err(g
+                .error
+                .clone()
+                .unwrap_or_else(|| "no migration recorded".into())),
+        }),
         ..Default::default()
     };
     for s in &st.seeds {
