@@ -323,7 +323,7 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
     }
 
     // The stubs saw the steps in order: the clusters, then Istio, then the
-    // manifests.
+    // manifests, last each seed's gardenlet.
     let calls = std::fs::read_to_string(&log).unwrap();
     let at = |s: &str| {
         calls
@@ -332,6 +332,9 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
     };
     assert!(at("kind create cluster") < at("istioctl install"));
     assert!(at("coredns.yaml") < at("/secrets"));
+    for seed in ["seed-a", "seed-b"] {
+        assert!(at("/secrets") < at(&format!("{seed}/gardenlet.yaml")));
+    }
 
     // `down` removes the clusters (kind delete), containers and networks.
     cli(&["down", "--name", &lab]);
