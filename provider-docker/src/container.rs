@@ -10,16 +10,31 @@ use crate::state::LabState;
 /// File whose existence releases a container's barrier (on `RUN_DIR`).
 pub const READY_FILE: &str = "/run/cpmlab/released";
 
+/// How often a container waiting behind its barrier looks for the release:
+/// natively each 50 ms (a restarted member waits on it for its routes).
+/// Under emulation every look starts an emulated `sleep`, some 20 ms of a
+/// core measured here (100 looks: 2.0 s of CPU in 7.0 s); a dozen
+/// containers waiting at 50 ms would ask for more than this 2-core
+/// machine has while the DNS server, released first, starts.
+pub fn barrier_poll(state: &LabState) -> &'static str {
+    if state.emulation.is_some() {
+        "0.5"
+    } else {
+        "0.05"
+    }
+}
+
 /// `cmd` behind the barrier: the lab's DNS server as resolver, then wait for
 /// the release, then exec. Values reach the shell as arguments (`$1`, `$@`),
 /// never inside its script.
 pub fn behind_barrier(state: &LabState, cmd: Vec<String>) -> Vec<String> {
+    let poll = barrier_poll(state);
     let mut v = vec![
         "/bin/sh".to_string(),
         "-c".into(),
         format!(
             "printf 'nameserver %s\\noptions timeout:1 attempts:2\\n' \"$1\" > /etc/resolv.conf || exit 1; shift; \
-             while [ ! -e {READY_FILE} ]; do sleep 0.05; done; exec \"$@\""
+             while [ ! -e {READY_FILE} ]; do sleep {poll}; done; exec \"$@\""
         ),
         "barrier".into(),
         state.dns.server.ip.to_string(),

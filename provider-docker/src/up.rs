@@ -1289,5 +1289,17 @@ mod tests {
         assert_eq!(c[3], "barrier");
         assert_eq!(c[4], "10.213.2.3");
         assert_eq!(&c[5..], ["etcd", "--name=x"]);
+        assert!(c[2].contains("do sleep 0.05; done"), "{}", c[2]);
+        // Under emulation each look is an emulated process: fewer looks.
+        let mut s = s;
+        s.emulation = Some(cpmlab_model::platform::Emulation {
+            platform: "linux/arm64".into(),
+            engine: "linux/amd64".into(),
+            netlink_image: "cpmlab/lab:amd64".into(),
+            slow_factor: 4.0,
+            factor_from: "the platform's default".into(),
+        });
+        let c = behind_barrier(&s, vec!["etcd".into()]);
+        assert!(c[2].contains("do sleep 0.5; done"), "{}", c[2]);
     }
 }

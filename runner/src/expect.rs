@@ -435,7 +435,8 @@ mod tests {
     #[test]
     fn an_end_condition_of_a_lab_with_a_garden_is_read_from_the_shoot() {
         let mut seen = EndObserved::default();
-        seen.conditions.insert("MigrationCompleted".into(), "True".into());
+        seen.conditions
+            .insert("MigrationCompleted".into(), "True".into());
         // No garden: the lab's record is all there is.
         assert!(end_condition("MigrationCompleted", "True", &seen).passed);
         seen.from_garden = Some(Ok(()));
