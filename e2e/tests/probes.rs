@@ -220,14 +220,15 @@ fn pausing_the_only_api_server_is_one_outage_of_its_length() {
     // The pause is one outage, from the pause to the unpause (a request
     // sent in the pause times out 80 ms after it). A window elsewhere is
     // one slow request of a busy machine, never an outage of its own.
-    let windows: Vec<(f64, f64)> = v["overall"]["unavailable"]
+    type Window = (f64, f64);
+    let windows: Vec<Window> = v["overall"]["unavailable"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|w| (f(&w["start_unix_ms"]), f(&w["end_unix_ms"])))
         .collect();
-    let (during, elsewhere): (Vec<_>, Vec<_>) = windows
-        .iter()
+    let (during, elsewhere): (Vec<Window>, Vec<Window>) = windows
+        .into_iter()
         .partition(|(start, end)| *end >= paused_at && *start <= unpaused_at + 200.0);
     assert_eq!(during.len(), 1, "one outage in the pause: {}", v["overall"]);
     let outage = during[0].1 - during[0].0;
