@@ -48,6 +48,19 @@ pub const LB_IPS_ANNOTATION: &str = "metallb.io/loadBalancerIPs";
 /// Every file but the secrets, for lab `lab` whose seeds sit on `nets`
 /// (in topology order). Pure: the snapshot tests read it.
 pub fn render(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24]) -> Vec<RenderedFile> {
+    render_with(lab, t, s, nets, None)
+}
+
+/// [`render`], with the host's paths mounted into each kind config's
+/// control-plane node where a lab is made (`host`); a rendered set for
+/// reading names none.
+pub fn render_with(
+    lab: &str,
+    t: &Topology,
+    s: &KindSettings,
+    nets: &[Net24],
+    host: Option<&super::gardenlet::HostMounts>,
+) -> Vec<RenderedFile> {
     let mut out = vec![RenderedFile {
         path: "README.md".into(),
         contents: readme(lab, t),
@@ -60,10 +73,12 @@ pub fn render(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24]) -> Vec<
             contents,
             secret: false,
         };
-        out.push(file(
-            format!("kind/{seed}.yaml"),
-            yaml(&super::config::cluster_config(lab, seed, i, s)),
-        ));
+        let config = super::config::cluster_config(lab, seed, i, s);
+        let config = match host {
+            Some(h) => super::config::with_host_mounts(config, h),
+            None => config,
+        };
+        out.push(file(format!("kind/{seed}.yaml"), yaml(&config)));
         let net = nets[i];
         out.push(file(
             format!("{seed}/istio-operator.yaml"),

@@ -776,20 +776,7 @@ pub fn render_all(
     dir: &Path,
     host: Option<&super::gardenlet::HostMounts>,
 ) -> Result<()> {
-    let mut files = super::render::render(lab, t, s, nets);
-    // The host's paths go into the kind configs only when a lab is made
-    // (a rendered set for reading names none).
-    if let Some(h) = host {
-        for (i, seed) in t.seeds.iter().enumerate() {
-            let path = std::path::PathBuf::from(format!("kind/{}.yaml", seed.name));
-            if let Some(f) = files.iter_mut().find(|f| f.path == path) {
-                f.contents = super::render::yaml(&super::config::with_host_mounts(
-                    super::config::cluster_config(lab, &seed.name, i, s),
-                    h,
-                ));
-            }
-        }
-    }
+    let mut files = super::render::render_with(lab, t, s, nets, host);
     for seed in &t.seeds {
         files.extend(super::render::secrets(lab, t, s, &seed.name, keys)?);
     }
@@ -1042,7 +1029,7 @@ pub async fn make(
             p.done();
         }
         let step = progress.step("gardenlets, one per seed");
-        gardenlets(&dir, &state, state_root, &tools, &step).await?;
+        gardenlets(&dir, &state, &host.state_root, &tools, &step).await?;
         // Each reports its version on its Seed once its pod runs; stubbed
         // clusters run no pod.
         if ready == ReadyWhen::ShootApiAnswers {
@@ -1096,11 +1083,10 @@ pub async fn make(
 async fn gardenlets(
     dir: &crate::state::LabDir,
     state: &crate::state::LabState,
-    state_root: &Path,
+    root: &Path,
     tools: &Tooling,
     progress: &crate::progress::Step,
 ) -> Result<()> {
-    let root = std::fs::canonicalize(state_root).unwrap_or_else(|_| state_root.to_path_buf());
     let log = dir.root.join(RENDER_DIR).join("up.log");
     for seed in &state.seeds {
         let ctx = context(&state.name, &seed.name);
@@ -1115,7 +1101,7 @@ async fn gardenlets(
             seed: &seed.name,
             context: &ctx,
             node: &node,
-            state_root: &root,
+            state_root: root,
             garden_kubeconfig: &garden,
             log: cpmlab_provider_docker::garden_specs::GARDENLET_LOG,
         });
@@ -1132,21 +1118,16 @@ async fn gardenlets(
         // The seed's kubeconfig for an external driver's gardenlet
         // (`cpmlab migrate --driver external`, docs/migration.md), which
         // runs on the host: kind's own, the cluster's address on the host.
+        let cluster = cluster_name(&state.name, &seed.name);
         let out = tools
             .command("kind")
-            .args([
-                "get",
-                "kubeconfig",
-                "--name",
-                &cluster_name(&state.name, &seed.name),
-            ])
+            .args(["get", "kubeconfig", "--name", &cluster])
             .output()
             .await
             .context("kind get kubeconfig")?;
         anyhow::ensure!(
             out.status.success(),
-            "kind get kubeconfig --name {}: {}",
-            cluster_name(&state.name, &seed.name),
+            "kind get kubeconfig --name {cluster}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let external = root_dir(dir).join(format!("gardenlet-{}.kubeconfig", seed.name));
