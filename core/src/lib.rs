@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod dns;
 pub mod errors;
 pub mod etcd;
+pub mod gateway_admin;
 pub mod go_parts;
 pub mod kernel;
 pub mod kubeconfig;

@@ -370,6 +370,19 @@ fn fixture_passes_from(
     }
     let as_run: Value = read_json(&dir.join("scenario-as-run.json"));
     assert_eq!(as_run["seed"], r["seed"], "the seed is recorded");
+    // The header names the Envoy each seed's gateway ran, read from its
+    // admin (the docker form's pinned wheel, the kind form's istio-proxy).
+    let html = std::fs::read_to_string(dir.join("run/report.html")).unwrap();
+    let gateways = html
+        .lines()
+        .find(|l| l.contains("<b>gateways:</b>"))
+        .unwrap_or_else(|| panic!("no gateways line in the report's header"));
+    for seed in ["seed-a", "seed-b"] {
+        assert!(
+            gateways.contains(&format!("{seed} Envoy 1.")),
+            "{seed}'s Envoy version read from its admin: {gateways}"
+        );
+    }
     let state = std::fs::read_to_string(dir.join("lab-state.json")).unwrap();
     assert!(state.contains("(redacted)"), "no token in the kept state");
     let flake = assert_excused_within_budget(file, &dir, &r);
@@ -756,7 +769,7 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
     let note_at = |pred: &dyn Fn(&str) -> bool| notes_at(&events, pred);
     let settings = events
         .iter()
-        .find(|e| e["kind"] == "settings" && e["name"] != "garden")
+        .find(|e| e["kind"] == "settings" && e["name"] == "what ran")
         .unwrap_or_else(|| panic!("{file}: no settings event of the migration"));
     assert!(
         settings["detail"].as_str().unwrap().contains("order gep"),
@@ -1097,7 +1110,7 @@ fn drain_gateway_at_25ms(tag: &str, file: &str, in_place: bool, pace: Pace) {
     // The migration's settings (the garden's are an event of their own).
     let settings = events
         .iter()
-        .find(|e| e["kind"] == "settings" && e["name"] != "garden")
+        .find(|e| e["kind"] == "settings" && e["name"] == "what ran")
         .unwrap();
     assert!(
         settings["detail"].as_str().unwrap().split(" · ").any(|w| w
@@ -1128,13 +1141,29 @@ fn drain_gateway_at_25ms(tag: &str, file: &str, in_place: bool, pace: Pace) {
         (first_removal - released) / 1e3
     );
     if in_place {
+        // The hold runs from when the gateway's Envoy said the old chain
+        // drains in place (its listener manager), not from the change.
+        let acked = note_at(&|n| {
+            n.starts_with("the `seed-a` gateway reported its filter chain in place draining")
+                && n.contains("it drains for 45 s")
+        });
+        assert_eq!(
+            acked.len(),
+            1,
+            "{file}: the gateway reported the chain draining in place once, with Envoy's 45 s drain time"
+        );
+        assert!(
+            acked[0] >= released && acked[0] <= released + 15_000.0,
+            "{file}: the drain reported within istiod's longest debounce of the change (+{:.1} s)",
+            (acked[0] - released) / 1e3
+        );
         let deleted = note_at(&|n| n.contains("deleted after its drain (drain-gateway-in-place)"));
         assert!(
             deleted.len() == 1
                 // (the note follows the saved time it waits from by ms)
-                && deleted[0] >= released + 49_500.0
+                && deleted[0] >= acked[0] + 49_500.0
                 && deleted[0] <= first_removal,
-            "{file}: the Gateway deleted once, 50 s after the change and before the first removal: {deleted:?}"
+            "{file}: the Gateway deleted once, 50 s after the drain began and before the first removal: {deleted:?}"
         );
     }
     let drain_end = released + 45_000.0;

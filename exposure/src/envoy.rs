@@ -571,7 +571,7 @@ fn base_cluster(d: &Destination) -> serde_json::Map<String, Value> {
         }
         Resolution::Dns => {
             // STRICT_DNS, as Envoy now spells it (istiod still sets the
-            // cluster's deprecated type and DNS fields, which Envoy 1.40
+            // cluster's deprecated type and DNS fields, which newer Envoy
             // warns about on every load; the behaviour is the same).
             c.insert(
                 "cluster_type".into(),

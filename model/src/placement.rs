@@ -49,6 +49,8 @@ pub fn migration(
         gateway_handover: Default::default(),
         source_gateway_released_unix_ms: None,
         source_gateway_drained_unix_ms: None,
+        source_gateway_drain_acked_unix_ms: None,
+        source_gateway_drain_time_ms: None,
         source_gateway_forwarded_unix_ms: None,
         cleanup_before_api_ms: 0,
         conditions: crate::migrate::conditions::Conditions::new(now_rfc3339),

@@ -590,6 +590,16 @@ pub struct MigrationState {
     /// gone; the hold before the deletion runs from this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_gateway_drained_unix_ms: Option<f64>,
+    /// When the source seed's gateway reported that change in force
+    /// (`drain-gateway-in-place`): its Envoy's listener manager counted the
+    /// update and its drain running. The hold runs from this time, for the
+    /// drain time that Envoy runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_gateway_drain_acked_unix_ms: Option<f64>,
+    /// The drain time the source's gateway ran with, read from its
+    /// admin's `server_info` when the drain started, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_gateway_drain_time_ms: Option<f64>,
     /// When the source's routes for the shoot API were turned to the
     /// destination's gateway (`forward`): from then until the cleanup its
     /// gateway sends the API's traffic across the WAN.

@@ -9,7 +9,6 @@
 
 // The lower crates' modules under the paths the runner's code names.
 use cpmlab_core::{cpu, errors, etcd, go_parts, kernel, progress};
-use cpmlab_exposure as exposure;
 use cpmlab_lab::{fill, gateway, link, migrate, status};
 use cpmlab_model::{state, topology, yaml_file};
 use cpmlab_probe as probe;
@@ -445,6 +444,11 @@ async fn drive(
     let started = Instant::now();
     if let Some(line) = &platform {
         crate::probe::run::record_settings(&dir, "platform", line);
+    }
+    // The header names the Envoy each gateway runs, as its admin says.
+    if let Ok(st) = dir.load() {
+        let line = observe::gateway_versions(provider, &st).await;
+        crate::probe::run::record_settings(&dir, "gateways", &line);
     }
     crate::probe::run::note(
         &run_dir,

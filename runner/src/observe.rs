@@ -180,7 +180,39 @@ const ENVOY_KEPT: &[&str] = &[
     ".update_rejected",
     ".update_failure",
     "total_listeners_draining",
+    "total_filter_chains_draining",
+    "listener_in_place_updated",
+    "listener_modified",
 ];
+
+/// The report's header line for the gateways: the Envoy each seed's
+/// gateway runs, as its admin's `server_info` says (`1.37.0`, from
+/// `<commit>/1.37.0/Clean/RELEASE/BoringSSL`), or why it could not be read.
+pub async fn gateway_versions(provider: &dyn Provider, state: &crate::state::LabState) -> String {
+    let argv = cpmlab_core::gateway_admin::argv(state.provider.is_docker(), "server_info");
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let argv = &argv;
+    let each = futures_util::future::join_all(state.seeds.iter().map(|seed| async move {
+        let r = tokio::time::timeout(
+            Duration::from_secs(6),
+            provider.exec_ok(&seed.gateway.container, argv),
+        )
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 6 s")));
+        let v = match r {
+            Ok(text) => cpmlab_core::gateway_admin::envoy_version(&text)
+                .unwrap_or_else(|| "unread (server_info has no version)".into()),
+            Err(e) => format!("unread ({})", first_line(&format!("{e:#}"))),
+        };
+        format!("{} Envoy {v}", seed.name)
+    }))
+    .await;
+    each.join(", ")
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
 
 /// Envoy's `/stats` text (`name: value` per line), the values that explain
 /// a failure, as one JSON object.
@@ -423,26 +455,7 @@ async fn sample_tcp(
 /// API (the same stat names: the docker form's clusters are named as
 /// istiod names them).
 fn gateway_stats_argv(docker: bool) -> Vec<String> {
-    if docker {
-        let url = format!(
-            "http://127.0.0.1:{}/stats?usedonly",
-            crate::exposure::envoy::ADMIN_PORT
-        );
-        ["timeout", "2", "wget", "-q", "-O", "-", &url]
-            .map(String::from)
-            .to_vec()
-    } else {
-        [
-            "timeout",
-            "2",
-            "pilot-agent",
-            "request",
-            "GET",
-            "stats?usedonly",
-        ]
-        .map(String::from)
-        .to_vec()
-    }
+    cpmlab_core::gateway_admin::argv(docker, "stats?usedonly")
 }
 
 /// CPU use between two samples: the machine's (percent of all cores) and,

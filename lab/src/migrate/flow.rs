@@ -756,6 +756,14 @@ fn merge_migration(
         mine.source_gateway_drained_unix_ms,
         file.source_gateway_drained_unix_ms,
     );
+    mine.source_gateway_drain_acked_unix_ms = or(
+        mine.source_gateway_drain_acked_unix_ms,
+        file.source_gateway_drain_acked_unix_ms,
+    );
+    mine.source_gateway_drain_time_ms = or(
+        mine.source_gateway_drain_time_ms,
+        file.source_gateway_drain_time_ms,
+    );
     mine.source_gateway_forwarded_unix_ms = or(
         mine.source_gateway_forwarded_unix_ms,
         file.source_gateway_forwarded_unix_ms,

@@ -2,6 +2,13 @@
 
 use super::*;
 use crate::migrate::gateway_handover::{HCM_DRAIN_TIMEOUT, ISTIO_DRAIN};
+use cpmlab_core::gateway_admin::{self, DrainCounters};
+
+/// How long the source's gateway has to report a change's drain: istiod's
+/// longest debounce (10 s, `PILOT_DEBOUNCE_MAX`, istio
+/// `pilot/pkg/features/tuning.go`), its push and the new chain's warming,
+/// with room for a busy machine.
+const DRAIN_ACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Flow<'_> {
     /// The migration's gateway handover from EtcdMigrationComplete: done
@@ -45,10 +52,13 @@ impl Flow<'_> {
             .gateway_max_connection_duration()
             .map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
         let exposure = self.state.topology.api.exposure;
-        let Some(hold) = h.source_hold(exposure, age) else {
+        let Some(mut hold) = h.source_hold(exposure, age) else {
             return Ok(None);
         };
         let from = mig.from.clone();
+        // The drain Istio's gateway runs (drain-gateway-in-place, below):
+        // as long as its Envoy was started with, read when the drain began.
+        let mut drain = ISTIO_DRAIN;
         let since = if h.forwards() {
             // The destination seed's ingress name, as Gardener has one per
             // seed: what the source's ServiceEntry resolves. Again on a
@@ -77,7 +87,15 @@ impl Flow<'_> {
             let host = crate::migrate::gateway_handover::drain_host(
                 &crate::exposure::api_route(&self.state.topology).host,
             );
-            let at = self.mark_once(
+            // What the gateway's listener manager had counted before the
+            // change, so that the drain it reports is this change's (none
+            // on a resume: the run before made the change).
+            let before = if mig.source_gateway_drained_unix_ms.is_none() {
+                Some(self.gateway_drain_counters(&from).await?)
+            } else {
+                None
+            };
+            let changed = self.mark_once(
                 line,
                 |m| &mut m.source_gateway_drained_unix_ms,
                 &format!("the `{from}` seed's Gateway for the shoot changed in place (drain-gateway-in-place): its server also names {host}, so its gateway drains the shoot API's connections with their routes as they were; the apiserver-proxy EnvoyFilter deleted"),
@@ -87,7 +105,16 @@ impl Flow<'_> {
             if mig.source_gateway_released_unix_ms.is_none() {
                 self.provider.sync_gateway(&self.state, &from).await?;
             }
-            at
+            // The hold runs from when the gateway says the drain began,
+            // not from the change: a control plane's push (istiod
+            // debounces 100 ms to 10 s) and the new chain's warming come
+            // first.
+            let (acked, d) = self
+                .gateway_drain_acked(line, &from, changed, before.as_ref())
+                .await?;
+            drain = d;
+            hold = d + HCM_DRAIN_TIMEOUT;
+            acked
         } else if h.deletes_source_gateway() {
             let at = self.mark_once(
                 line,
@@ -104,8 +131,8 @@ impl Flow<'_> {
         let deadline = Instant::now() + Duration::from_millis(left_ms.ceil() as u64);
         let what = match h {
             GatewayHandover::DrainGatewayInPlace => format!(
-                "the `{from}` gateway drains the shoot API's connections in place, their routes intact (Istio's {} s drain and {} s), then its Gateway goes",
-                ISTIO_DRAIN.as_secs(),
+                "the `{from}` gateway drains the shoot API's connections in place, their routes intact (its Envoy's {:.0} s drain and {} s), then its Gateway goes",
+                drain.as_secs_f64(),
                 HCM_DRAIN_TIMEOUT.as_secs()
             ),
             GatewayHandover::DrainGateway => format!(
@@ -152,6 +179,95 @@ impl Flow<'_> {
             h.as_str(),
             hold.as_secs_f64()
         )))
+    }
+
+    /// The source gateway's listener-manager counters (envoy
+    /// `listener_manager_impl.cc`), read through its admin.
+    async fn gateway_drain_counters(&self, seed: &str) -> Result<DrainCounters> {
+        let gw = &self.state.seed(seed).expect("seed").gateway.container;
+        let argv = gateway_admin::argv(
+            self.state.provider.is_docker(),
+            "stats?filter=listener_manager",
+        );
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let text = self.provider.exec_ok(gw, &argv).await.with_context(|| {
+            format!("read the `{seed}` gateway's listener manager (its Envoy's admin)")
+        })?;
+        Ok(DrainCounters::parse(&text))
+    }
+
+    /// Waits until the `seed` gateway's Envoy says the change made at
+    /// `changed` (unix ms) drains: its listener manager counted the update
+    /// and the drain runs. Returns when (kept in the migration's state,
+    /// so a resume holds from the first time) and the drain time its Envoy
+    /// runs with (`server_info`'s `--drain-time-s`, which pilot-agent sets
+    /// from the mesh config's `drainDuration`).
+    async fn gateway_drain_acked(
+        &mut self,
+        line: &Step,
+        seed: &str,
+        changed: f64,
+        before: Option<&DrainCounters>,
+    ) -> Result<(f64, Duration)> {
+        if let (Some(at), Some(ms)) = (
+            self.mig().source_gateway_drain_acked_unix_ms,
+            self.mig().source_gateway_drain_time_ms,
+        ) {
+            return Ok((at, Duration::from_millis(ms as u64)));
+        }
+        let deadline = Instant::now() + DRAIN_ACK_TIMEOUT;
+        let kind = loop {
+            self.cancel.check()?;
+            let last = self.gateway_drain_counters(seed).await;
+            if let Ok(Some(kind)) = last.as_ref().map(|c| c.drain_started(before)) {
+                break kind;
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "the `{seed}` seed's gateway did not report the change's drain within {} s of it (its Envoy's listener manager: {}); the hold needs the drain's start",
+                    DRAIN_ACK_TIMEOUT.as_secs(),
+                    match &last {
+                        Ok(c) => format!("{c:?}"),
+                        Err(e) => format!("unread: {e:#}"),
+                    }
+                );
+            }
+            line.detail(&format!(
+                "waiting for the `{seed}` gateway to report the drain ({:.1} s since the change)",
+                (now_unix_ms() - changed) / 1e3
+            ));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let at = now_unix_ms();
+        let gw = self
+            .state
+            .seed(seed)
+            .expect("seed")
+            .gateway
+            .container
+            .clone();
+        let argv = gateway_admin::argv(self.state.provider.is_docker(), "server_info");
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let info = self.provider.exec_ok(&gw, &argv).await.with_context(|| {
+            format!("read the `{seed}` gateway's server_info (its Envoy's admin)")
+        })?;
+        let drain = gateway_admin::drain_time(&info).with_context(|| {
+            format!("the `{seed}` gateway's server_info names no drain time (command_line_options.drain_time)")
+        })?;
+        let m = self.mig_mut();
+        m.source_gateway_drain_acked_unix_ms = Some(at);
+        m.source_gateway_drain_time_ms = Some(drain.as_secs_f64() * 1e3);
+        self.save()?;
+        self.note(
+            line,
+            &format!(
+                "the `{seed}` gateway reported {} draining {:.1} s after the change (its Envoy's listener manager); it drains for {:.0} s (the drain time its server_info gives)",
+                kind.as_str(),
+                (at - changed) / 1e3,
+                drain.as_secs_f64()
+            ),
+        );
+        Ok((at, drain))
     }
 
     /// The time a handover step happened, kept in the migration's state
