@@ -740,36 +740,28 @@ fn merge_migration(
     mine: Option<MigrationState>,
     me: &str,
 ) -> Option<MigrationState> {
-    let (Some(file), Some(mut mine)) = (file.clone(), mine.clone()) else {
+    let (Some(mut file), Some(mut mine)) = (file.clone(), mine.clone()) else {
         return mine.or(file);
     };
     if file.from != mine.from || file.to != mine.to || file.started_unix_ms != mine.started_unix_ms
     {
         return Some(mine);
     }
-    let or = |a: Option<f64>, b: Option<f64>| a.or(b);
-    mine.source_gateway_released_unix_ms = or(
-        mine.source_gateway_released_unix_ms,
-        file.source_gateway_released_unix_ms,
-    );
-    mine.source_gateway_drained_unix_ms = or(
-        mine.source_gateway_drained_unix_ms,
-        file.source_gateway_drained_unix_ms,
-    );
-    mine.source_gateway_drain_acked_unix_ms = or(
-        mine.source_gateway_drain_acked_unix_ms,
-        file.source_gateway_drain_acked_unix_ms,
-    );
-    mine.source_gateway_drain_time_ms = or(
-        mine.source_gateway_drain_time_ms,
-        file.source_gateway_drain_time_ms,
-    );
-    mine.source_gateway_forwarded_unix_ms = or(
-        mine.source_gateway_forwarded_unix_ms,
-        file.source_gateway_forwarded_unix_ms,
-    );
-    mine.dns_switched_unix_ms = or(mine.dns_switched_unix_ms, file.dns_switched_unix_ms);
-    mine.finished_unix_ms = or(mine.finished_unix_ms, file.finished_unix_ms);
+    // Each side's marks: this side's where it has one, else the file's.
+    let marks: [fn(&mut MigrationState) -> &mut Option<f64>; 7] = [
+        |m| &mut m.source_gateway_released_unix_ms,
+        |m| &mut m.source_gateway_drained_unix_ms,
+        |m| &mut m.source_gateway_drain_acked_unix_ms,
+        |m| &mut m.source_gateway_drain_time_ms,
+        |m| &mut m.source_gateway_forwarded_unix_ms,
+        |m| &mut m.dns_switched_unix_ms,
+        |m| &mut m.finished_unix_ms,
+    ];
+    for mark in marks {
+        let theirs = *mark(&mut file);
+        let ours = mark(&mut mine);
+        *ours = ours.or(theirs);
+    }
     if me != mine.to {
         mine.departed_members = file.departed_members;
     }
@@ -1015,6 +1007,37 @@ mod tests {
         assert_eq!(m.destination_apiservers.len(), 2);
         assert_eq!(m.destination_apiservers[0].ip.to_string(), "10.213.1.20");
         assert_eq!(m.conditions.next_step(), Some(PREPARE));
+    }
+
+    #[test]
+    fn each_side_keeps_its_marks_and_takes_the_others_from_the_file() {
+        let s = crate::plan::sample_state();
+        let base = plan_for_tests(&s, "seed-a", "seed-b");
+        let mut file = base.clone();
+        file.dns_switched_unix_ms = Some(1.0);
+        file.source_gateway_drain_acked_unix_ms = Some(2.0);
+        file.source_gateway_drain_time_ms = Some(45_000.0);
+        file.finished_unix_ms = Some(9.0);
+        let mut mine = base.clone();
+        mine.source_gateway_drained_unix_ms = Some(3.0);
+        mine.finished_unix_ms = Some(8.0);
+        let got = merge_migration(Some(file), Some(mine), "seed-a").unwrap();
+        assert_eq!(got.dns_switched_unix_ms, Some(1.0));
+        assert_eq!(got.source_gateway_drain_acked_unix_ms, Some(2.0));
+        assert_eq!(got.source_gateway_drain_time_ms, Some(45_000.0));
+        assert_eq!(got.source_gateway_drained_unix_ms, Some(3.0));
+        assert_eq!(
+            got.finished_unix_ms,
+            Some(8.0),
+            "this side's own mark stands"
+        );
+        assert_eq!(got.source_gateway_released_unix_ms, None);
+        // Another migration in the file: this side's alone.
+        let mut other = base.clone();
+        other.started_unix_ms += 1.0;
+        other.dns_switched_unix_ms = Some(1.0);
+        let got = merge_migration(Some(other), Some(base), "seed-a").unwrap();
+        assert_eq!(got.dns_switched_unix_ms, None);
     }
 
     #[test]
