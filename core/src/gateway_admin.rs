@@ -9,7 +9,10 @@
 use std::time::Duration;
 
 /// The argv that GETs the admin `path` (`server_info`, `stats?usedonly`)
-/// in a seed's gateway, bounded by 2 s.
+/// in a seed's gateway, bounded by 2 s: the docker form's from Envoy's
+/// admin port with busybox's wget (which crashes with -T here, so
+/// `timeout` bounds it); the kind form's Istio ingress pod through
+/// `pilot-agent request`, Istio's own client of the proxy's admin API.
 pub fn argv(docker: bool, path: &str) -> Vec<String> {
     if docker {
         let url = format!(

@@ -476,6 +476,19 @@ pub trait Provider: SeedOps {
     async fn start_client(&self, state: &LabState, client: &ClientSpec) -> Result<()>;
 }
 
+/// A GET of Envoy's admin `path` in a seed's gateway, with each form's
+/// own client (`cpmlab_core::gateway_admin::argv`): the response's body.
+pub async fn gateway_admin(
+    ops: &dyn SeedOps,
+    state: &LabState,
+    gateway: &str,
+    path: &str,
+) -> Result<String> {
+    let argv = cpmlab_core::gateway_admin::argv(state.provider.is_docker(), path);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    ops.exec_ok(gateway, &argv).await
+}
+
 /// The probe agent's workload name in a lab.
 pub fn probe_client(state: &LabState) -> String {
     crate::plan::container_name(&state.name, "probe")

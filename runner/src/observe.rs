@@ -189,25 +189,41 @@ const ENVOY_KEPT: &[&str] = &[
 /// gateway runs, as its admin's `server_info` says (`1.37.0`, from
 /// `<commit>/1.37.0/Clean/RELEASE/BoringSSL`), or why it could not be read.
 pub async fn gateway_versions(provider: &dyn Provider, state: &crate::state::LabState) -> String {
-    let argv = cpmlab_core::gateway_admin::argv(state.provider.is_docker(), "server_info");
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let argv = &argv;
-    let each = futures_util::future::join_all(state.seeds.iter().map(|seed| async move {
+    each_gateway_admin(provider, state, "server_info", Duration::from_secs(6))
+        .await
+        .into_iter()
+        .map(|(seed, r)| {
+            let v = match r {
+                Ok(text) => cpmlab_core::gateway_admin::envoy_version(&text)
+                    .unwrap_or_else(|| "unread (server_info has no version)".into()),
+                Err(e) => format!("unread ({})", first_line(&format!("{e:#}"))),
+            };
+            format!("{seed} Envoy {v}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Envoy's admin `path` in every seed's gateway at once, each read bounded
+/// by `limit` (the kind form's `kubectl exec` takes a while, so one after
+/// the other would stretch the observer's one-second tick): each seed's
+/// name with what its gateway answered.
+async fn each_gateway_admin<'s>(
+    provider: &dyn Provider,
+    state: &'s crate::state::LabState,
+    path: &str,
+    limit: Duration,
+) -> Vec<(&'s str, anyhow::Result<String>)> {
+    futures_util::future::join_all(state.seeds.iter().map(|seed| async move {
         let r = tokio::time::timeout(
-            Duration::from_secs(6),
-            provider.exec_ok(&seed.gateway.container, argv),
+            limit,
+            crate::provider::gateway_admin(provider, state, &seed.gateway.container, path),
         )
         .await
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 6 s")));
-        let v = match r {
-            Ok(text) => cpmlab_core::gateway_admin::envoy_version(&text)
-                .unwrap_or_else(|| "unread (server_info has no version)".into()),
-            Err(e) => format!("unread ({})", first_line(&format!("{e:#}"))),
-        };
-        format!("{} Envoy {v}", seed.name)
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in {} s", limit.as_secs())));
+        (seed.name.as_str(), r)
     }))
-    .await;
-    each.join(", ")
+    .await
 }
 
 fn first_line(s: &str) -> &str {
@@ -320,26 +336,15 @@ async fn sample(provider: &dyn Provider, dir: &LabDir, lab: &str, run: &Path, st
         // route the seeds through the lab's router).
         let docker = state.provider.is_docker();
         if tick.is_multiple_of(if docker { 2 } else { 4 }) {
-            let argv = gateway_stats_argv(docker);
-            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            // The seeds' gateways at once: each read is bounded, and the
-            // kind form's `kubectl exec` takes a while, so one after the
-            // other would stretch the observer's one-second tick.
-            let argv = &argv;
             let gw: Vec<serde_json::Value> =
-                futures_util::future::join_all(state.seeds.iter().map(|seed| async move {
-                    let r = tokio::time::timeout(
-                        Duration::from_secs(4),
-                        provider.exec_ok(&seed.gateway.container, argv),
-                    )
+                each_gateway_admin(provider, &state, GATEWAY_STATS, Duration::from_secs(4))
                     .await
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in 4 s")));
-                    match r {
-                        Ok(text) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "stats": parse_envoy_stats(&text)}),
-                        Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed.name, "error": format!("{e:#}")}),
-                    }
-                }))
-                .await;
+                    .into_iter()
+                    .map(|(seed, r)| match r {
+                        Ok(text) => serde_json::json!({"at_unix_ms": at, "seed": seed, "stats": parse_envoy_stats(&text)}),
+                        Err(e) => serde_json::json!({"at_unix_ms": at, "seed": seed, "error": format!("{e:#}")}),
+                    })
+                    .collect();
             // The endpoint lifecycle records are the docker form's gateway
             // agent's (Istio's pods have none).
             let mut records = Vec::new();
@@ -448,14 +453,14 @@ async fn sample_tcp(
     .await
 }
 
-/// How a gateway's Envoy stats are read inside it: the docker form's
-/// gateway from Envoy's admin port with busybox's wget (which crashes with
-/// -T here, so `timeout` bounds it); the kind form's Istio ingress pod
-/// through `pilot-agent request`, Istio's own client of the proxy's admin
-/// API (the same stat names: the docker form's clusters are named as
+/// The gateway's Envoy stats the observer samples: those in use (the
+/// same stat names on both forms: the docker form's clusters are named as
 /// istiod names them).
+const GATEWAY_STATS: &str = "stats?usedonly";
+
+#[cfg(test)]
 fn gateway_stats_argv(docker: bool) -> Vec<String> {
-    cpmlab_core::gateway_admin::argv(docker, "stats?usedonly")
+    cpmlab_core::gateway_admin::argv(docker, GATEWAY_STATS)
 }
 
 /// CPU use between two samples: the machine's (percent of all cores) and,

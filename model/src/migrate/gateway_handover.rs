@@ -152,13 +152,24 @@ impl GatewayHandover {
         exposure: crate::topology::ApiExposure,
         max_connection_duration: Option<Duration>,
     ) -> Option<Duration> {
+        self.source_hold_draining(exposure, max_connection_duration, ISTIO_DRAIN)
+    }
+
+    /// [`Self::source_hold`] with the gateway's drain time as its Envoy
+    /// gives it (`drain`) in place of Istio's default.
+    pub fn source_hold_draining(
+        self,
+        exposure: crate::topology::ApiExposure,
+        max_connection_duration: Option<Duration>,
+        drain: Duration,
+    ) -> Option<Duration> {
         match self {
             GatewayHandover::None => None,
             GatewayHandover::DrainGateway | GatewayHandover::DrainGatewayInPlace => {
-                Some(ISTIO_DRAIN + HCM_DRAIN_TIMEOUT)
+                Some(drain + HCM_DRAIN_TIMEOUT)
             }
             GatewayHandover::Forward => Some(match exposure {
-                crate::topology::ApiExposure::Passthrough => ISTIO_DRAIN + HCM_DRAIN_TIMEOUT,
+                crate::topology::ApiExposure::Passthrough => drain + HCM_DRAIN_TIMEOUT,
                 crate::topology::ApiExposure::Termination => HCM_DRAIN_TIMEOUT,
             }),
             GatewayHandover::MaxConnectionAge => {

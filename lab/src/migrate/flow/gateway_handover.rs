@@ -52,9 +52,9 @@ impl Flow<'_> {
             .gateway_max_connection_duration()
             .map_err(|(f, m)| BadInput(format!("{f}: {m}")))?;
         let exposure = self.state.topology.api.exposure;
-        let Some(mut hold) = h.source_hold(exposure, age) else {
+        if h.source_hold(exposure, age).is_none() {
             return Ok(None);
-        };
+        }
         let from = mig.from.clone();
         // The drain Istio's gateway runs (drain-gateway-in-place, below):
         // as long as its Envoy was started with, read when the drain began.
@@ -113,7 +113,6 @@ impl Flow<'_> {
                 .gateway_drain_acked(line, &from, changed, before.as_ref())
                 .await?;
             drain = d;
-            hold = d + HCM_DRAIN_TIMEOUT;
             acked
         } else if h.deletes_source_gateway() {
             let at = self.mark_once(
@@ -127,6 +126,9 @@ impl Flow<'_> {
         } else {
             now_unix_ms()
         };
+        let hold = h
+            .source_hold_draining(exposure, age, drain)
+            .expect("a variant that holds");
         let left_ms = (since + hold.as_secs_f64() * 1e3 - now_unix_ms()).max(0.0);
         let deadline = Instant::now() + Duration::from_millis(left_ms.ceil() as u64);
         let what = match h {
@@ -184,16 +186,19 @@ impl Flow<'_> {
     /// The source gateway's listener-manager counters (envoy
     /// `listener_manager_impl.cc`), read through its admin.
     async fn gateway_drain_counters(&self, seed: &str) -> Result<DrainCounters> {
-        let gw = &self.state.seed(seed).expect("seed").gateway.container;
-        let argv = gateway_admin::argv(
-            self.state.provider.is_docker(),
-            "stats?filter=listener_manager",
-        );
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let text = self.provider.exec_ok(gw, &argv).await.with_context(|| {
-            format!("read the `{seed}` gateway's listener manager (its Envoy's admin)")
-        })?;
+        let text = self
+            .gateway_admin(seed, "stats?filter=listener_manager")
+            .await
+            .with_context(|| {
+                format!("read the `{seed}` gateway's listener manager (its Envoy's admin)")
+            })?;
         Ok(DrainCounters::parse(&text))
+    }
+
+    /// A GET of Envoy's admin `path` in `seed`'s gateway.
+    async fn gateway_admin(&self, seed: &str, path: &str) -> Result<String> {
+        let gw = &self.state.seed(seed).expect("seed").gateway.container;
+        crate::provider::gateway_admin(self.provider, &self.state, gw, path).await
     }
 
     /// Waits until the `seed` gateway's Envoy says the change made at
@@ -239,18 +244,12 @@ impl Flow<'_> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let at = now_unix_ms();
-        let gw = self
-            .state
-            .seed(seed)
-            .expect("seed")
-            .gateway
-            .container
-            .clone();
-        let argv = gateway_admin::argv(self.state.provider.is_docker(), "server_info");
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let info = self.provider.exec_ok(&gw, &argv).await.with_context(|| {
-            format!("read the `{seed}` gateway's server_info (its Envoy's admin)")
-        })?;
+        let info = self
+            .gateway_admin(seed, "server_info")
+            .await
+            .with_context(|| {
+                format!("read the `{seed}` gateway's server_info (its Envoy's admin)")
+            })?;
         let drain = gateway_admin::drain_time(&info).with_context(|| {
             format!("the `{seed}` gateway's server_info names no drain time (command_line_options.drain_time)")
         })?;
