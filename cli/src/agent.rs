@@ -341,6 +341,7 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 timeout: parsed.timeout,
                 probes: parsed.probes,
                 modes: parsed.modes,
+                late_dns: parsed.late_dns,
                 write_rate: parsed.write_rate,
                 write_bytes: parsed.write_bytes,
                 seeds_by_addr,

@@ -634,6 +634,13 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         cfg.seeds_by_addr.clone(),
     );
     transport.node = cfg.node;
+    if cfg.modes.contains(&ConnMode::LateDns) {
+        transport.late_resolver = Some(Resolver::late(
+            target.resolve.clone(),
+            &target.server_name,
+            cfg.late_dns,
+        ));
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<Record>();
     let mut file = tokio::fs::OpenOptions::new()
         .create(true)

@@ -47,6 +47,8 @@ pub struct ProbeConfig {
     pub timeout: Duration,
     pub probes: Vec<ProbeKind>,
     pub modes: Vec<ConnMode>,
+    /// How long the late-dns lane's resolver keeps an answer past its TTL.
+    pub late_dns: Duration,
     /// New ConfigMaps per second in the load namespace (0: no load).
     pub write_rate: f64,
     pub write_bytes: usize,

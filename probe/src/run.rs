@@ -31,9 +31,14 @@ pub struct ProbeSettings {
     /// How the probes reach the API: new (a connection per request),
     /// reused (one kept HTTP/2 connection), keepalive (urllib3's pool),
     /// node (a kept connection through a shoot node's apiserver-proxy,
-    /// as in-cluster clients reach it).
+    /// as in-cluster clients reach it), late-dns (a connection per
+    /// request through a DNS cache that keeps each answer --late-dns past
+    /// its TTL).
     #[arg(long, default_value = "new,reused")]
     pub modes: String,
+    /// How long the late-dns lane keeps an answer past its TTL.
+    #[arg(long, default_value = "60s")]
+    pub late_dns: String,
     /// A write load beside the probes: this many new ConfigMaps per second
     /// (modes alternating) in the namespace `<probe namespace>-load`, as
     /// controllers create objects; 0: none.
@@ -69,6 +74,8 @@ pub struct Parsed {
     pub timeout: Duration,
     pub probes: Vec<ProbeKind>,
     pub modes: Vec<ConnMode>,
+    /// The late-dns lane's resolver keeps each answer this long past its TTL.
+    pub late_dns: Duration,
     pub candidates: Vec<String>,
     pub start_candidates: Vec<String>,
     pub lease: super::clientgo::LeaseTimings,
@@ -156,7 +163,12 @@ impl ProbeSettings {
             write_bytes: self.write_bytes,
             timeout: crate::link::profile::parse_duration("--timeout", &self.timeout)?,
             probes,
-            modes: parse_list("--modes", &self.modes, "new, reused, keepalive, node")?,
+            modes: parse_list(
+                "--modes",
+                &self.modes,
+                "new, reused, keepalive, node, late-dns",
+            )?,
+            late_dns: d("--late-dns", &self.late_dns)?,
             candidates,
             start_candidates,
             lease,
@@ -348,6 +360,7 @@ pub async fn start(
             format!("--timeout={}", s.timeout),
             format!("--probes={}", s.probes),
             format!("--modes={}", s.modes),
+            format!("--late-dns={}", s.late_dns),
             format!("--write-rate={}", s.write_rate),
             format!("--write-bytes={}", s.write_bytes),
             format!("--seed-gateways={}", seeds.join(",")),
@@ -521,6 +534,7 @@ mod tests {
             timeout: timeout.into(),
             probes: probes.into(),
             modes: modes.into(),
+            late_dns: "60s".into(),
             write_rate: 0.0,
             write_bytes: 1024,
             candidates: String::new(),

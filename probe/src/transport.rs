@@ -97,6 +97,9 @@ pub struct Resolver {
     how: Resolve,
     name: String,
     cache: Mutex<Option<(Vec<IpAddr>, Instant)>>,
+    /// How long an answer is kept past its TTL (zero: as the record says;
+    /// the `late-dns` lane's resolver keeps it longer).
+    past_ttl: Duration,
 }
 
 impl Resolver {
@@ -105,37 +108,48 @@ impl Resolver {
             how,
             name: name.to_string(),
             cache: Mutex::new(None),
+            past_ttl: Duration::ZERO,
         }
     }
 
+    /// As [`Resolver::new`], each answer kept `past_ttl` longer than its
+    /// TTL: a cache that outlives the record (the `late-dns` lane).
+    pub fn late(how: Resolve, name: &str, past_ttl: Duration) -> Resolver {
+        Resolver {
+            past_ttl,
+            ..Resolver::new(how, name)
+        }
+    }
+
+    /// The name's addresses: from the cache while its answer is fresh
+    /// (the record's TTL, plus `past_ttl`), else asked again. The host's
+    /// resolver gives no TTL: its answers are kept only `past_ttl`.
     pub async fn resolve(&self) -> Result<Vec<IpAddr>, Failure> {
-        let dns = match &self.how {
+        match &self.how {
             Resolve::Fixed(ip) => return Ok(vec![*ip]),
-            Resolve::System => {
-                let found = tokio::net::lookup_host((self.name.as_str(), 0))
-                    .await
-                    .map_err(|e| Failure::new(Outcome::Dns, format!("{}: {e}", self.name), None))?;
-                let ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
-                if ips.is_empty() {
-                    return Err(Failure::new(
-                        Outcome::Dns,
-                        format!("no address for {}", self.name),
-                        None,
-                    ));
-                }
-                return Ok(ips);
-            }
-            Resolve::Lab(dns) => *dns,
-        };
+            // Nothing to keep: each lookup the host's own, side by side.
+            Resolve::System if self.past_ttl.is_zero() => return self.system().await,
+            _ => {}
+        }
         let mut c = self.cache.lock().await;
         if let Some((ips, until)) = c.as_ref() {
             if Instant::now() < *until {
                 return Ok(ips.clone());
             }
         }
-        let (ips, ttl) = crate::dns::query_a(dns, &self.name, Duration::from_secs(1))
-            .await
-            .map_err(|e| Failure::new(Outcome::Dns, e.to_string(), None))?;
+        let (ips, ttl): (Vec<IpAddr>, Duration) = match &self.how {
+            Resolve::Fixed(_) => unreachable!("answered above"),
+            Resolve::System => (self.system().await?, Duration::ZERO),
+            Resolve::Lab(dns) => {
+                let (ips, ttl) = crate::dns::query_a(*dns, &self.name, Duration::from_secs(1))
+                    .await
+                    .map_err(|e| Failure::new(Outcome::Dns, e.to_string(), None))?;
+                (
+                    ips.into_iter().map(IpAddr::V4).collect(),
+                    Duration::from_secs(u64::from(ttl.unwrap_or(0))),
+                )
+            }
+        };
         if ips.is_empty() {
             return Err(Failure::new(
                 Outcome::Dns,
@@ -143,9 +157,23 @@ impl Resolver {
                 None,
             ));
         }
-        let ips: Vec<IpAddr> = ips.into_iter().map(IpAddr::V4).collect();
-        let ttl = Duration::from_secs(u64::from(ttl.unwrap_or(0)));
-        *c = Some((ips.clone(), Instant::now() + ttl));
+        *c = Some((ips.clone(), Instant::now() + ttl + self.past_ttl));
+        Ok(ips)
+    }
+
+    /// The host's resolver's answer.
+    async fn system(&self) -> Result<Vec<IpAddr>, Failure> {
+        let found = tokio::net::lookup_host((self.name.as_str(), 0))
+            .await
+            .map_err(|e| Failure::new(Outcome::Dns, format!("{}: {e}", self.name), None))?;
+        let ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
+        if ips.is_empty() {
+            return Err(Failure::new(
+                Outcome::Dns,
+                format!("no address for {}", self.name),
+                None,
+            ));
+        }
         Ok(ips)
     }
 }
@@ -236,6 +264,9 @@ pub fn classify_hyper(e: &hyper::Error, addr: Option<SocketAddr>) -> Failure {
 /// Connection settings shared by every probe.
 pub struct Transport {
     pub resolver: Resolver,
+    /// The `late-dns` lane's resolver (its own cache, kept past the TTL);
+    /// none: that lane resolves as the `new` lane does.
+    pub late_resolver: Option<Resolver>,
     pub api_name: String,
     pub port: u16,
     /// The bearer token (none: a client certificate says who we are).
@@ -319,6 +350,7 @@ async fn connect_tls(
     deadline: Instant,
     alpn_h2: bool,
     to: Option<SocketAddr>,
+    resolver: &Resolver,
 ) -> Result<
     (
         tokio_rustls::client::TlsStream<crate::lab_net::LabStream>,
@@ -329,7 +361,7 @@ async fn connect_tls(
     let addr = match to {
         Some(a) => a,
         None => {
-            let ips = t.resolver.resolve().await?;
+            let ips = resolver.resolve().await?;
             let i = t.next_ip.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % ips.len();
             SocketAddr::from((ips[i], t.port))
         }
@@ -412,6 +444,7 @@ impl Transport {
     ) -> Transport {
         Transport {
             resolver,
+            late_resolver: None,
             api_name: api_name.to_string(),
             port,
             token,
@@ -459,7 +492,21 @@ impl Transport {
         body: Option<Vec<u8>>,
         deadline: Instant,
     ) -> Result<Reply, Failure> {
-        let (tls, addr) = connect_tls(self, deadline, false, None).await?;
+        self.send_fresh(&self.resolver, method, path, body, deadline)
+            .await
+    }
+
+    /// A request on a new HTTP/1.1 connection of its own, to an address
+    /// `resolver` gives.
+    async fn send_fresh(
+        &self,
+        resolver: &Resolver,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<Reply, Failure> {
+        let (tls, addr) = connect_tls(self, deadline, false, None, resolver).await?;
         let (mut sender, conn) = http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| classify_hyper(&e, Some(addr)))?;
@@ -603,7 +650,7 @@ impl Transport {
             let reused = idle.is_some();
             let sent = match idle {
                 Some(s) => Ok(s),
-                None => match connect_tls(self, deadline, false, None).await {
+                None => match connect_tls(self, deadline, false, None, &self.resolver).await {
                     Ok((tls, addr)) => match http1::handshake(TokioIo::new(tls)).await {
                         Ok((s, conn)) => {
                             tokio::spawn(async move {
@@ -695,7 +742,7 @@ impl Transport {
             .as_ref()
             .is_some_and(|(s, _)| !s.is_closed() && s.is_ready());
         if !usable {
-            let (tls, addr) = connect_tls(self, deadline, true, lane.to()).await?;
+            let (tls, addr) = connect_tls(self, deadline, true, lane.to(), &self.resolver).await?;
             let mut b = http2::Builder::new(TokioExecutor::new());
             if lane.client_go_pings() {
                 b.timer(hyper_util::rt::TokioTimer::new())
@@ -779,6 +826,10 @@ impl Transport {
                 self.send_keepalive(method, path, body, deadline).await
             }
             super::record::ConnMode::Node => self.send_node(method, path, body, deadline).await,
+            super::record::ConnMode::LateDns => {
+                let r = self.late_resolver.as_ref().unwrap_or(&self.resolver);
+                (self.send_fresh(r, method, path, body, deadline).await, None)
+            }
         }
     }
 }
@@ -1033,5 +1084,55 @@ mod tests {
         })
         .await;
         assert!(!refused_unprocessed(&e), "{e:?}");
+    }
+
+    /// A DNS server on 127.0.0.1 answering `api.test` with one A record of
+    /// TTL 1 s, the address `answer` holds at the time of the question.
+    async fn one_record_dns(answer: Arc<std::sync::atomic::AtomicU32>) -> SocketAddr {
+        use hickory_proto::op::{Message, MessageType};
+        use hickory_proto::rr::{rdata::A, RData, Record};
+        let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = sock.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 512];
+            while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+                let q = Message::from_vec(&buf[..n]).unwrap();
+                let mut r = Message::new();
+                r.set_id(q.id()).set_message_type(MessageType::Response);
+                let name = q.queries()[0].name().clone();
+                r.add_query(q.queries()[0].clone());
+                let ip = Ipv4Addr::from(answer.load(std::sync::atomic::Ordering::SeqCst));
+                r.add_answer(Record::from_rdata(name, 1, RData::A(A(ip))));
+                let _ = sock.send_to(&r.to_vec().unwrap(), from).await;
+            }
+        });
+        addr
+    }
+
+    /// After the API's record changes, the `new` lane's resolver follows
+    /// once the TTL (1 s) has passed; the `late-dns` lane's keeps the old
+    /// answer `past_ttl` longer, then follows too.
+    #[tokio::test]
+    async fn a_late_resolver_keeps_the_old_answer_past_the_ttl() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let old: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        let moved: Ipv4Addr = "10.0.0.2".parse().unwrap();
+        let answer = Arc::new(AtomicU32::new(old.into()));
+        let dns = one_record_dns(answer.clone()).await;
+        let new = Resolver::new(Resolve::Lab(dns), "api.test");
+        let late = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(60));
+        let late_by_1s = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(1));
+        for r in [&new, &late, &late_by_1s] {
+            assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(old)]);
+        }
+        answer.store(moved.into(), Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert_eq!(new.resolve().await.unwrap(), [IpAddr::V4(moved)]);
+        assert_eq!(late.resolve().await.unwrap(), [IpAddr::V4(old)], "kept 60 s past the TTL");
+        assert_eq!(
+            late_by_1s.resolve().await.unwrap(),
+            [IpAddr::V4(moved)],
+            "kept 1 s past a 1 s TTL: gone after 2.5 s"
+        );
     }
 }

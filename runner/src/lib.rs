@@ -421,6 +421,8 @@ async fn drive(
                 &p.probes,
                 "--modes",
                 &p.modes,
+                "--late-dns",
+                &p.late_dns,
                 "--write-rate",
                 &p.write_rate.to_string(),
                 "--write-bytes",

@@ -477,6 +477,7 @@ pub fn mode_name(m: ConnMode) -> &'static str {
         ConnMode::Reused => "reused",
         ConnMode::Keepalive => "keepalive",
         ConnMode::Node => "node",
+        ConnMode::LateDns => "late-dns",
     }
 }
 

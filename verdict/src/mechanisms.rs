@@ -273,6 +273,7 @@ fn clients(m: ConnMode) -> &'static str {
         ConnMode::Reused => "kept connections (HTTP/2)",
         ConnMode::Keepalive => "kept connections (HTTP/1.1 keep-alive)",
         ConnMode::Node => NODE_CLIENTS,
+        ConnMode::LateDns => "new connections through a DNS cache that outlives the TTL",
     }
 }
 

@@ -64,6 +64,14 @@ pub enum ConnMode {
     /// `pkg/util/net/http.go`). In-cluster clients (kube-proxy, controllers,
     /// kubelets' pods) reach the API this way.
     Node,
+    /// A new connection per request, as `New`, through a resolver that keeps
+    /// its answer past the record's TTL (by the probes' `late_dns`, 60 s by
+    /// default): clients behind a cache that outlives the TTL (a node-local
+    /// cache serving stale answers, a JVM's own address cache, a resolver
+    /// that clamps TTLs up). After the API's record moves, they keep
+    /// connecting to the source's gateway for that long.
+    #[serde(rename = "late-dns")]
+    LateDns,
 }
 
 /// The class of a request's outcome.

@@ -1245,6 +1245,7 @@ fn anomaly_marks_svg(v: &Verdict, tl: &Timeline, lane_y: &[usize]) -> String {
         "new" => ConnMode::New,
         "keepalive" => ConnMode::Keepalive,
         "node" => ConnMode::Node,
+        "late-dns" => ConnMode::LateDns,
         _ => ConnMode::Reused,
     };
     let mut marks: Vec<(LaneKey, f64, String)> = Vec::new();

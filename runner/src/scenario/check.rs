@@ -261,6 +261,8 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
             "probes.write_rate"
         } else if e.0.starts_with("--write-bytes") {
             "probes.write_bytes"
+        } else if e.0.starts_with("--late-dns") {
+            "probes.late_dns"
         } else {
             "probes.modes"
         };

@@ -155,9 +155,13 @@ pub struct ProbeSpec {
     /// (client-go).
     #[serde(default = "default_probes")]
     pub probes: Vec<String>,
-    /// new, reused.
+    /// new, reused, keepalive, node, late-dns.
     #[serde(default = "default_modes")]
     pub modes: Vec<String>,
+    /// How long the late-dns lane's DNS cache keeps an answer past its
+    /// TTL (default 60s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_dns: Option<String>,
     /// A write load beside the probes: new ConfigMaps per second (0: none).
     #[serde(default)]
     pub write_rate: f64,
@@ -249,6 +253,7 @@ impl Default for ProbeSpec {
             timeout: default_timeout(),
             probes: default_probes(),
             modes: default_modes(),
+            late_dns: None,
             write_rate: 0.0,
             write_bytes: default_write_bytes(),
             warmup: default_warmup(),
@@ -292,6 +297,7 @@ impl ProbeSpec {
             timeout: self.timeout.clone(),
             probes: self.probes.join(","),
             modes: self.modes.join(","),
+            late_dns: self.late_dns.clone().unwrap_or_else(|| "60s".into()),
             write_rate: self.write_rate,
             write_bytes: self.write_bytes,
             candidates: le
