@@ -622,6 +622,12 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
     }
 }
 
+/// How many caches the `late-dns` lane spreads its requests over
+/// (`Resolver::late_fleet`): at Gardener's 120 s TTL and the default 60 s
+/// past it, their refreshes are 15 s apart, so the latest client of a
+/// fleet is matched within 15 s in every run.
+const LATE_DNS_CLIENTS: usize = 12;
+
 pub async fn run(cfg: ProbeConfig) -> Result<()> {
     let target = &cfg.target;
     let tls = target.tls()?;
@@ -635,11 +641,12 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     );
     transport.node = cfg.node;
     if cfg.modes.contains(&ConnMode::LateDns) {
-        transport.late_resolver = Some(Resolver::late(
-            target.resolve.clone(),
+        transport.late_resolvers = Resolver::late_fleet(
+            &target.resolve,
             &target.server_name,
             cfg.late_dns,
-        ));
+            LATE_DNS_CLIENTS,
+        );
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Record>();
     let mut file = tokio::fs::OpenOptions::new()

@@ -98,8 +98,11 @@ pub struct Resolver {
     name: String,
     cache: Mutex<Option<(Vec<IpAddr>, Instant)>>,
     /// How long an answer is kept past its TTL (zero: as the record says;
-    /// the `late-dns` lane's resolver keeps it longer).
+    /// the `late-dns` lane's resolvers keep it longer).
     past_ttl: Duration,
+    /// The share of its lifetime the first answer is kept (1: all of it):
+    /// caches filled at once but staggered so, refresh at spread times.
+    first_share: f64,
 }
 
 impl Resolver {
@@ -109,16 +112,32 @@ impl Resolver {
             name: name.to_string(),
             cache: Mutex::new(None),
             past_ttl: Duration::ZERO,
+            first_share: 1.0,
         }
     }
 
     /// As [`Resolver::new`], each answer kept `past_ttl` longer than its
-    /// TTL: a cache that outlives the record (the `late-dns` lane).
-    pub fn late(how: Resolve, name: &str, past_ttl: Duration) -> Resolver {
+    /// TTL: a cache that outlives the record (the `late-dns` lane); its
+    /// first answer kept `first_share` (0 to 1) of that lifetime.
+    pub fn late(how: Resolve, name: &str, past_ttl: Duration, first_share: f64) -> Resolver {
         Resolver {
             past_ttl,
+            first_share: first_share.clamp(0.0, 1.0),
             ..Resolver::new(how, name)
         }
+    }
+
+    /// The `late-dns` lane's clients: `n` caches, each keeping its answers
+    /// `past_ttl` past the TTL, whose first answers are kept 1/n, 2/n, …,
+    /// n/n of their lifetime, so that their refreshes spread evenly over
+    /// it. Whenever the API's record moves, one of them refreshed at most
+    /// 1/n of TTL + `past_ttl` before: the fleet's latest client, which
+    /// keeps the old answer about TTL + `past_ttl` after the move, is
+    /// among them in every run, not in one run of n.
+    pub fn late_fleet(how: &Resolve, name: &str, past_ttl: Duration, n: usize) -> Vec<Resolver> {
+        (1..=n.max(1))
+            .map(|i| Resolver::late(how.clone(), name, past_ttl, i as f64 / n.max(1) as f64))
+            .collect()
     }
 
     /// The name's addresses: from the cache while its answer is fresh
@@ -157,7 +176,13 @@ impl Resolver {
                 None,
             ));
         }
-        *c = Some((ips.clone(), Instant::now() + ttl + self.past_ttl));
+        let life = ttl + self.past_ttl;
+        let life = if c.is_none() {
+            life.mul_f64(self.first_share)
+        } else {
+            life
+        };
+        *c = Some((ips.clone(), Instant::now() + life));
         Ok(ips)
     }
 
@@ -264,9 +289,10 @@ pub fn classify_hyper(e: &hyper::Error, addr: Option<SocketAddr>) -> Failure {
 /// Connection settings shared by every probe.
 pub struct Transport {
     pub resolver: Resolver,
-    /// The `late-dns` lane's resolver (its own cache, kept past the TTL);
-    /// none: that lane resolves as the `new` lane does.
-    pub late_resolver: Option<Resolver>,
+    /// The `late-dns` lane's resolvers (`Resolver::late_fleet`), taken in
+    /// turn request by request; none: that lane resolves as `new` does.
+    pub late_resolvers: Vec<Resolver>,
+    next_late: std::sync::atomic::AtomicUsize,
     pub api_name: String,
     pub port: u16,
     /// The bearer token (none: a client certificate says who we are).
@@ -444,7 +470,8 @@ impl Transport {
     ) -> Transport {
         Transport {
             resolver,
-            late_resolver: None,
+            late_resolvers: Vec::new(),
+            next_late: Default::default(),
             api_name: api_name.to_string(),
             port,
             token,
@@ -827,7 +854,15 @@ impl Transport {
             }
             super::record::ConnMode::Node => self.send_node(method, path, body, deadline).await,
             super::record::ConnMode::LateDns => {
-                let r = self.late_resolver.as_ref().unwrap_or(&self.resolver);
+                let n = self.late_resolvers.len();
+                let r = if n == 0 {
+                    &self.resolver
+                } else {
+                    let i = self
+                        .next_late
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    &self.late_resolvers[i % n]
+                };
                 (self.send_fresh(r, method, path, body, deadline).await, None)
             }
         }
@@ -1120,19 +1155,53 @@ mod tests {
         let answer = Arc::new(AtomicU32::new(old.into()));
         let dns = one_record_dns(answer.clone()).await;
         let new = Resolver::new(Resolve::Lab(dns), "api.test");
-        let late = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(60));
-        let late_by_1s = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(1));
+        let late = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(60), 1.0);
+        let late_by_1s = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(1), 1.0);
         for r in [&new, &late, &late_by_1s] {
             assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(old)]);
         }
         answer.store(moved.into(), Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         assert_eq!(new.resolve().await.unwrap(), [IpAddr::V4(moved)]);
-        assert_eq!(late.resolve().await.unwrap(), [IpAddr::V4(old)], "kept 60 s past the TTL");
+        assert_eq!(
+            late.resolve().await.unwrap(),
+            [IpAddr::V4(old)],
+            "kept 60 s past the TTL"
+        );
         assert_eq!(
             late_by_1s.resolve().await.unwrap(),
             [IpAddr::V4(moved)],
             "kept 1 s past a 1 s TTL: gone after 2.5 s"
+        );
+    }
+
+    /// A fleet's caches refresh at spread times: filled at once, the
+    /// first of four (lifetime 1 s + 7 s) keeps its first answer a quarter
+    /// of that, 2 s, the last all 8 s; once the record moved, by 3.5 s the
+    /// first has the new answer and the last still the old one.
+    #[tokio::test]
+    async fn a_late_fleet_refreshes_at_spread_times() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let old: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        let moved: Ipv4Addr = "10.0.0.2".parse().unwrap();
+        let answer = Arc::new(AtomicU32::new(old.into()));
+        let dns = one_record_dns(answer.clone()).await;
+        let fleet = Resolver::late_fleet(&Resolve::Lab(dns), "api.test", Duration::from_secs(7), 4);
+        assert_eq!(fleet.len(), 4);
+        for r in &fleet {
+            assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(old)]);
+        }
+        answer.store(moved.into(), Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        assert_eq!(
+            fleet[0].resolve().await.unwrap(),
+            [IpAddr::V4(moved)],
+            "kept 2 s"
+        );
+        assert_eq!(
+            fleet[3].resolve().await.unwrap(),
+            [IpAddr::V4(old)],
+            "kept 8 s"
         );
     }
 }

@@ -64,12 +64,14 @@ pub enum ConnMode {
     /// `pkg/util/net/http.go`). In-cluster clients (kube-proxy, controllers,
     /// kubelets' pods) reach the API this way.
     Node,
-    /// A new connection per request, as `New`, through a resolver that keeps
-    /// its answer past the record's TTL (by the probes' `late_dns`, 60 s by
-    /// default): clients behind a cache that outlives the TTL (a node-local
-    /// cache serving stale answers, a JVM's own address cache, a resolver
-    /// that clamps TTLs up). After the API's record moves, they keep
-    /// connecting to the source's gateway for that long.
+    /// A new connection per request, as `New`, through caches that keep
+    /// their answer past the record's TTL (by the probes' `late_dns`, 60 s
+    /// by default): clients behind a cache that outlives the TTL (a
+    /// node-local cache serving stale answers, a JVM's own address cache, a
+    /// resolver that clamps TTLs up). Twelve caches, refreshed at spread
+    /// times, taken in turn: after the API's record moves, the latest of
+    /// them keeps connecting to the source's gateway for about TTL +
+    /// `late_dns`, in every run.
     #[serde(rename = "late-dns")]
     LateDns,
 }
