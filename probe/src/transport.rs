@@ -1144,33 +1144,43 @@ mod tests {
         addr
     }
 
+    /// The API's record before and after it moves.
+    const OLD: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const MOVED: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+    /// A DNS server answering [`OLD`] for `api.test` (TTL 1 s) and the
+    /// switch that makes it answer [`MOVED`].
+    async fn moving_record() -> (SocketAddr, impl Fn()) {
+        let answer = Arc::new(std::sync::atomic::AtomicU32::new(OLD.into()));
+        let dns = one_record_dns(answer.clone()).await;
+        (dns, move || {
+            answer.store(MOVED.into(), std::sync::atomic::Ordering::SeqCst)
+        })
+    }
+
     /// After the API's record changes, the `new` lane's resolver follows
     /// once the TTL (1 s) has passed; the `late-dns` lane's keeps the old
     /// answer `past_ttl` longer, then follows too.
     #[tokio::test]
     async fn a_late_resolver_keeps_the_old_answer_past_the_ttl() {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        let old: Ipv4Addr = "10.0.0.1".parse().unwrap();
-        let moved: Ipv4Addr = "10.0.0.2".parse().unwrap();
-        let answer = Arc::new(AtomicU32::new(old.into()));
-        let dns = one_record_dns(answer.clone()).await;
+        let (dns, move_it) = moving_record().await;
         let new = Resolver::new(Resolve::Lab(dns), "api.test");
         let late = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(60), 1.0);
         let late_by_1s = Resolver::late(Resolve::Lab(dns), "api.test", Duration::from_secs(1), 1.0);
         for r in [&new, &late, &late_by_1s] {
-            assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(old)]);
+            assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(OLD)]);
         }
-        answer.store(moved.into(), Ordering::SeqCst);
+        move_it();
         tokio::time::sleep(Duration::from_millis(2_500)).await;
-        assert_eq!(new.resolve().await.unwrap(), [IpAddr::V4(moved)]);
+        assert_eq!(new.resolve().await.unwrap(), [IpAddr::V4(MOVED)]);
         assert_eq!(
             late.resolve().await.unwrap(),
-            [IpAddr::V4(old)],
+            [IpAddr::V4(OLD)],
             "kept 60 s past the TTL"
         );
         assert_eq!(
             late_by_1s.resolve().await.unwrap(),
-            [IpAddr::V4(moved)],
+            [IpAddr::V4(MOVED)],
             "kept 1 s past a 1 s TTL: gone after 2.5 s"
         );
     }
@@ -1181,26 +1191,22 @@ mod tests {
     /// first has the new answer and the last still the old one.
     #[tokio::test]
     async fn a_late_fleet_refreshes_at_spread_times() {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        let old: Ipv4Addr = "10.0.0.1".parse().unwrap();
-        let moved: Ipv4Addr = "10.0.0.2".parse().unwrap();
-        let answer = Arc::new(AtomicU32::new(old.into()));
-        let dns = one_record_dns(answer.clone()).await;
+        let (dns, move_it) = moving_record().await;
         let fleet = Resolver::late_fleet(&Resolve::Lab(dns), "api.test", Duration::from_secs(7), 4);
         assert_eq!(fleet.len(), 4);
         for r in &fleet {
-            assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(old)]);
+            assert_eq!(r.resolve().await.unwrap(), [IpAddr::V4(OLD)]);
         }
-        answer.store(moved.into(), Ordering::SeqCst);
+        move_it();
         tokio::time::sleep(Duration::from_millis(3_500)).await;
         assert_eq!(
             fleet[0].resolve().await.unwrap(),
-            [IpAddr::V4(moved)],
+            [IpAddr::V4(MOVED)],
             "kept 2 s"
         );
         assert_eq!(
             fleet[3].resolve().await.unwrap(),
-            [IpAddr::V4(old)],
+            [IpAddr::V4(OLD)],
             "kept 8 s"
         );
     }
