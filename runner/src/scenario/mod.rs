@@ -297,7 +297,10 @@ impl ProbeSpec {
             timeout: self.timeout.clone(),
             probes: self.probes.join(","),
             modes: self.modes.join(","),
-            late_dns: self.late_dns.clone().unwrap_or_else(|| "60s".into()),
+            late_dns: self
+                .late_dns
+                .clone()
+                .unwrap_or_else(|| crate::probe::run::LATE_DNS.into()),
             write_rate: self.write_rate,
             write_bytes: self.write_bytes,
             candidates: le
