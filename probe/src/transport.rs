@@ -141,14 +141,18 @@ impl Resolver {
     }
 
     /// The name's addresses: from the cache while its answer is fresh
-    /// (the record's TTL, plus `past_ttl`), else asked again. The host's
-    /// resolver gives no TTL: its answers are kept only `past_ttl`.
+    /// (the record's TTL, plus `past_ttl`), else asked again. A fixed
+    /// address needs no cache; the host's resolver gives no TTL, so its
+    /// answers are kept only `past_ttl` (none: each lookup its own, side
+    /// by side).
     pub async fn resolve(&self) -> Result<Vec<IpAddr>, Failure> {
-        match &self.how {
-            Resolve::Fixed(ip) => return Ok(vec![*ip]),
-            // Nothing to keep: each lookup the host's own, side by side.
-            Resolve::System if self.past_ttl.is_zero() => return self.system().await,
-            _ => {}
+        let uncached = match self.how {
+            Resolve::Fixed(_) => true,
+            Resolve::System => self.past_ttl.is_zero(),
+            Resolve::Lab(_) => false,
+        };
+        if uncached {
+            return self.lookup().await.map(|(ips, _)| ips);
         }
         let mut c = self.cache.lock().await;
         if let Some((ips, until)) = c.as_ref() {
@@ -156,9 +160,27 @@ impl Resolver {
                 return Ok(ips.clone());
             }
         }
+        let (ips, ttl) = self.lookup().await?;
+        let life = ttl + self.past_ttl;
+        let life = if c.is_none() {
+            life.mul_f64(self.first_share)
+        } else {
+            life
+        };
+        *c = Some((ips.clone(), Instant::now() + life));
+        Ok(ips)
+    }
+
+    /// The name's addresses and their TTL, asked afresh.
+    async fn lookup(&self) -> Result<(Vec<IpAddr>, Duration), Failure> {
         let (ips, ttl): (Vec<IpAddr>, Duration) = match &self.how {
-            Resolve::Fixed(_) => unreachable!("answered above"),
-            Resolve::System => (self.system().await?, Duration::ZERO),
+            Resolve::Fixed(ip) => (vec![*ip], Duration::ZERO),
+            Resolve::System => {
+                let found = tokio::net::lookup_host((self.name.as_str(), 0))
+                    .await
+                    .map_err(|e| Failure::new(Outcome::Dns, format!("{}: {e}", self.name), None))?;
+                (found.map(|a| a.ip()).collect(), Duration::ZERO)
+            }
             Resolve::Lab(dns) => {
                 let (ips, ttl) = crate::dns::query_a(*dns, &self.name, Duration::from_secs(1))
                     .await
@@ -176,30 +198,7 @@ impl Resolver {
                 None,
             ));
         }
-        let life = ttl + self.past_ttl;
-        let life = if c.is_none() {
-            life.mul_f64(self.first_share)
-        } else {
-            life
-        };
-        *c = Some((ips.clone(), Instant::now() + life));
-        Ok(ips)
-    }
-
-    /// The host's resolver's answer.
-    async fn system(&self) -> Result<Vec<IpAddr>, Failure> {
-        let found = tokio::net::lookup_host((self.name.as_str(), 0))
-            .await
-            .map_err(|e| Failure::new(Outcome::Dns, format!("{}: {e}", self.name), None))?;
-        let ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
-        if ips.is_empty() {
-            return Err(Failure::new(
-                Outcome::Dns,
-                format!("no address for {}", self.name),
-                None,
-            ));
-        }
-        Ok(ips)
+        Ok((ips, ttl))
     }
 }
 
