@@ -34,7 +34,9 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
     let out = tempfile::tempdir().unwrap();
     let name = format!("cmp{}", std::process::id() % 10000);
     // The baseline with 5 s of probing instead of 20 s: what is checked
-    // here is the comparison's machinery, four labs' worth of it.
+    // here is the comparison's machinery, four labs' worth of it, two at
+    // a time (`--jobs 2`: each run still on a lab of its own, their
+    // networks apart).
     let fixture = out.path().join("baseline.yaml");
     let text = std::fs::read_to_string(root().join("fixtures/scenarios/baseline.yaml")).unwrap();
     assert!(
@@ -54,6 +56,8 @@ fn a_short_comparison_keeps_every_run_and_states_each_pass_rate() {
             "--variants",
             "exposure=termination,passthrough",
             "--repeat",
+            "2",
+            "--jobs",
             "2",
             "--seed",
             "4242",

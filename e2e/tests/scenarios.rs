@@ -1068,7 +1068,11 @@ fn scenario_five_member_25ms_drain_gateway() {
 enum Pace {
     /// The fixture's own: Gardener's 10 s step interval and 120 s TTL.
     Fixture,
-    /// The suite's: the gardenlets looking every 2 s, a 30 s TTL.
+    /// The suite's: the gardenlets looking every 2 s, a 30 s TTL, and
+    /// SourceSeedCleanup's modelled steps before the source API goes
+    /// (`cleanup_before_api`, 60 s by default: an order of magnitude, not
+    /// a measurement, docs/migration.md) held 15 s. By then the source's
+    /// Gateway is gone, so no client reaches the source API servers.
     Quick,
 }
 
@@ -1084,6 +1088,10 @@ fn at_pace(file: &str, pace: Pace) -> (PathBuf, Option<tempfile::TempDir>) {
         text.contains(gardeners) && !text.contains("  dns:"),
         "{file} changed: its topology no longer sets Gardener's step interval alone:\n{text}"
     );
+    assert!(
+        text.contains("\nmigration:\n") && !text.contains("cleanup_before_api"),
+        "{file} changed: its migration no longer leaves cleanup_before_api at the default:\n{text}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join(file);
     std::fs::write(
@@ -1091,6 +1099,10 @@ fn at_pace(file: &str, pace: Pace) -> (PathBuf, Option<tempfile::TempDir>) {
         text.replace(
             gardeners,
             "  garden: {step_interval: 2s}\n  dns: {ttl: 30}\n",
+        )
+        .replace(
+            "\nmigration:\n",
+            "\nmigration:\n  cleanup_before_api: 15s\n",
         ),
     )
     .unwrap();
