@@ -34,6 +34,11 @@ pub struct Manifest {
     pub object: Value,
 }
 
+/// The order below which a seed's objects need nothing the ingress brings
+/// (Istio's CRDs, MetalLB's addresses): the namespace and etcd's own
+/// objects.
+const BEFORE_INGRESS: u8 = 20;
+
 impl Manifest {
     fn new(order: u8, object: Value) -> Manifest {
         let kind = object["kind"].as_str().unwrap_or("object").to_lowercase();
@@ -43,6 +48,25 @@ impl Manifest {
             object,
         }
     }
+
+    /// Whether the object is applied before the ingress (its file's order).
+    fn before_ingress(&self) -> bool {
+        self.file
+            .get(..2)
+            .and_then(|o| o.parse::<u8>().ok())
+            .is_some_and(|o| o < BEFORE_INGRESS)
+    }
+}
+
+/// The files of `seed`'s etcd objects and its namespace (etcd's Services,
+/// its StatefulSets or `Etcd`, its NetworkPolicy): `up` applies them
+/// before MetalLB and Istio, so that etcd bootstraps while those install.
+pub fn etcd_files(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> Vec<String> {
+    seed_manifests(lab, t, s, seed)
+        .into_iter()
+        .filter(Manifest::before_ingress)
+        .map(|m| m.file)
+        .collect()
 }
 
 /// Labels every object of the lab carries.

@@ -8,8 +8,9 @@
 //! DIR/<seed>/istio-operator.yaml     `istioctl install -f`: the ingress gateway and its ports
 //! DIR/<seed>/metallb/*.yaml          LoadBalancer addresses on the seed's Docker network
 //! DIR/<seed>/coredns.yaml            the shoot's zone forwarded to the lab's DNS server
-//! DIR/<seed>/manifests/*.yaml        namespace, etcd, kube-apiserver, Istio routes, policy
+//! DIR/<seed>/manifests/*.yaml        namespace, etcd, kube-apiserver's Services, Istio routes, policy
 //! DIR/<seed>/secrets/*.yaml          TLS and tokens from the lab CA (0600; `up` only)
+//! DIR/<seed>/apiserver/*.yaml        kube-apiserver's Deployment, once etcd is ready (0600; `up` only)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -176,7 +177,7 @@ fn readme(lab: &str, t: &Topology) -> String {
              kubectl --context kind-{c} apply -f {seed}/metallb/\n\
              istioctl install -y --context kind-{c} -f {seed}/istio-operator.yaml\n\
              kubectl --context kind-{c} apply -f {seed}/manifests/00-namespace-{}.yaml\n\
-             kubectl --context kind-{c} apply -f {seed}/secrets/ -f {seed}/manifests/\n```\n\n",
+             kubectl --context kind-{c} apply -f {seed}/secrets/ -f {seed}/manifests/\n             kubectl --context kind-{c} apply -f {seed}/{APISERVER_DIR}/   # once etcd is ready\n```\n\n",
             super::METALLB_VERSION,
             namespace(&t.shoot.name),
         );
@@ -363,6 +364,38 @@ pub fn coredns(t: &Topology, dns: std::net::Ipv4Addr) -> Value {
     })
 }
 
+/// Where `<seed>`'s kube-apiserver Deployment is rendered (beside the
+/// Secrets, 0600: its probes carry the health-check token): apart from
+/// them, because `up` applies it only once the seed's etcd is ready, as
+/// gardenlet deploys kube-apiserver after etcd.
+pub const APISERVER_DIR: &str = "apiserver";
+
+/// The files under `<seed>/secrets/` that etcd's members mount (the CA,
+/// and druid's four Secrets or the lab's one per member), all in the
+/// shoot's namespace: `up` applies them with etcd's objects, before the
+/// ingress's namespace exists.
+pub fn etcd_secret_files(t: &Topology, s: &KindSettings, seed: &str) -> Vec<String> {
+    let mut names = vec!["ca".to_string()];
+    if s.with_etcd_druid {
+        names.extend(
+            [
+                super::druid::CA_BUNDLE_SECRET,
+                super::druid::SERVER_SECRET,
+                super::druid::PEER_SERVER_SECRET,
+                super::druid::CLIENT_SECRET,
+            ]
+            .map(String::from),
+        );
+    } else {
+        names.extend(
+            manifests::members(t, s, seed)
+                .iter()
+                .map(|m| format!("{}-tls", m.name)),
+        );
+    }
+    names.into_iter().map(|n| format!("{n}.yaml")).collect()
+}
+
 /// The Secrets of a seed, from the lab's CA and keys: each member's
 /// certificate (its SNI name and its Services' names; with etcd-druid
 /// instead the Secrets its `Etcd` names, `druid::secrets`), and
@@ -490,7 +523,7 @@ pub fn secrets(
         });
     }
     out.push(RenderedFile {
-        path: format!("{seed}/secrets/20-deployment-kube-apiserver.yaml").into(),
+        path: format!("{seed}/{APISERVER_DIR}/20-deployment-kube-apiserver.yaml").into(),
         contents: yaml(&manifests::apiserver_deployment(
             lab,
             &ns,
@@ -960,7 +993,7 @@ mod tests {
         let files = secrets("cpmlab", &t, &KindSettings::default(), "seed-a", &keys()).unwrap();
         let d = parse(file(
             &files,
-            "seed-a/secrets/20-deployment-kube-apiserver.yaml",
+            "seed-a/apiserver/20-deployment-kube-apiserver.yaml",
         ));
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         assert!(c["args"]
@@ -1179,6 +1212,34 @@ mod tests {
         assert_eq!(mode("kind/seed-a.yaml"), 0o644);
         assert!(d.path().join("steps.txt").exists());
         assert!(d.path().join("README.md").exists());
+    }
+
+    /// What `up` applies before the ingress is every Secret etcd's members
+    /// name, all in the shoot's namespace, with druid and without.
+    #[test]
+    fn etcd_s_secrets_are_rendered_in_the_shoot_s_namespace() {
+        let t = Topology::default();
+        let keys = crate::up::RenderKeys::generate("cpmlab").unwrap();
+        for druid in [false, true] {
+            let s = KindSettings {
+                with_etcd_druid: druid,
+                ..KindSettings::default()
+            };
+            for seed in ["seed-a", "seed-b"] {
+                let files = secrets("lab", &t, &s, seed, &keys).unwrap();
+                let names = etcd_secret_files(&t, &s, seed);
+                assert!(names.len() >= 4, "{names:?}");
+                for n in &names {
+                    let f = files
+                        .iter()
+                        .find(|f| f.path == Path::new(&format!("{seed}/secrets/{n}")))
+                        .unwrap_or_else(|| panic!("{seed}/secrets/{n} is not rendered"));
+                    let o = parse(f);
+                    assert_eq!(o["kind"], "Secret", "{n}");
+                    assert_eq!(o["metadata"]["namespace"], namespace(&t.shoot.name), "{n}");
+                }
+            }
+        }
     }
 
     /// The repository's kind-configs/ are what the default lab renders.

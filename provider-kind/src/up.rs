@@ -74,9 +74,10 @@ impl Step {
 /// The steps after the rendered files are in `dir`: per seed, its cluster
 /// on its own Docker network (made beforehand, `<lab>-<seed>`), its nodes'
 /// routes to the other networks through the wan router, CoreDNS asking the
-/// lab's DNS server for the shoot's zone, MetalLB with the seed's
-/// addresses, Istio's ingress gateway, then the shoot's namespace, secrets
-/// and manifests, and the waits that make each ready.
+/// lab's DNS server for the shoot's zone, the shoot's namespace (with
+/// druid, druid) and etcd's objects, MetalLB with the seed's addresses,
+/// Istio's ingress gateway, then the rest of the secrets and manifests,
+/// and the waits that make each ready.
 pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Path) -> Vec<Step> {
     let d = |p: String| dir.join(p).display().to_string();
     let ns = namespace(&t.shoot.name);
@@ -197,6 +198,68 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 "--timeout=120s",
             ],
         ));
+        v.push(kubectl(
+            format!("{seed}: shoot namespace"),
+            &[
+                "apply",
+                "-f",
+                &d(format!("{seed}/manifests/00-namespace-{ns}.yaml")),
+            ],
+        ));
+        if s.with_etcd_druid {
+            // etcd-druid as gardenlet deploys it, before any `Etcd`.
+            v.push(kubectl(
+                format!("{seed}: etcd-druid (its CRDs, RBAC, configuration, Deployment)"),
+                &[
+                    "apply",
+                    "--server-side",
+                    "-f",
+                    &d(format!("{seed}/etcd-druid")),
+                ],
+            ));
+            v.push(kubectl(
+                format!("{seed}: druid's CRDs established"),
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "crd/etcds.druid.gardener.cloud",
+                    "--timeout=60s",
+                ],
+            ));
+            v.push(kubectl(
+                format!("{seed}: etcd-druid ready"),
+                &[
+                    "-n",
+                    super::druid_operator::NAMESPACE,
+                    "rollout",
+                    "status",
+                    &format!("deployment/{}", super::druid_operator::NAME),
+                    "--timeout=180s",
+                ],
+            ));
+        }
+        // etcd's own objects next, before the ingress: the source's members
+        // (druid's, or the lab's StatefulSets) bootstrap while MetalLB and
+        // Istio install. Nothing of them needs either: their peers meet by
+        // in-cluster names, and the ingress names they also advertise
+        // resolve through the lab's DNS. The rest follows Istio below.
+        let files: Vec<String> = super::render::etcd_secret_files(t, s, seed)
+            .iter()
+            .map(|f| d(format!("{seed}/secrets/{f}")))
+            .chain(
+                super::manifests::etcd_files(lab, t, s, seed)
+                    .iter()
+                    .map(|f| d(format!("{seed}/manifests/{f}"))),
+            )
+            .collect();
+        let mut etcd_objects = vec!["apply"];
+        for f in &files {
+            etcd_objects.extend(["-f", f.as_str()]);
+        }
+        v.push(kubectl(
+            format!("{seed}: secrets and etcd's objects"),
+            &etcd_objects,
+        ));
         // MetalLB's own manifest, from its module (scripts/build-kind-images
         // puts it beside the images).
         let metallb = super::tools::metallb_manifest().display().to_string();
@@ -244,56 +307,21 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 &d(format!("{seed}/istio-operator.yaml")),
             ],
         ));
-        v.push(kubectl(
-            format!("{seed}: shoot namespace"),
-            &[
-                "apply",
-                "-f",
-                &d(format!("{seed}/manifests/00-namespace-{ns}.yaml")),
-            ],
-        ));
-        if s.with_etcd_druid {
-            // etcd-druid as gardenlet deploys it, before any `Etcd`.
-            v.push(kubectl(
-                format!("{seed}: etcd-druid (its CRDs, RBAC, configuration, Deployment)"),
-                &[
-                    "apply",
-                    "--server-side",
-                    "-f",
-                    &d(format!("{seed}/etcd-druid")),
-                ],
-            ));
-            v.push(kubectl(
-                format!("{seed}: druid's CRDs established"),
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "crd/etcds.druid.gardener.cloud",
-                    "--timeout=60s",
-                ],
-            ));
-            v.push(kubectl(
-                format!("{seed}: etcd-druid ready"),
-                &[
-                    "-n",
-                    super::druid_operator::NAMESPACE,
-                    "rollout",
-                    "status",
-                    &format!("deployment/{}", super::druid_operator::NAME),
-                    "--timeout=180s",
-                ],
-            ));
+        let apiserver = d(format!("{seed}/{}", super::render::APISERVER_DIR));
+        let mut rest = vec![
+            "apply".to_string(),
+            "-f".into(),
+            d(format!("{seed}/secrets")),
+            "-f".into(),
+            d(format!("{seed}/manifests")),
+        ];
+        // The destination's Deployment has no replica yet (the migration
+        // scales it): applied with the rest.
+        if seed != &t.source().name {
+            rest.extend(["-f".into(), apiserver.clone()]);
         }
-        v.push(kubectl(
-            format!("{seed}: secrets and manifests"),
-            &[
-                "apply",
-                "-f",
-                &d(format!("{seed}/secrets")),
-                "-f",
-                &d(format!("{seed}/manifests")),
-            ],
-        ));
+        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+        v.push(kubectl(format!("{seed}: secrets and manifests"), &rest));
         if seed == &t.source().name {
             // With druid, druid makes the pods: its own word that every
             // member is ready (the Etcd's `status.ready`) is waited for.
@@ -324,6 +352,18 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                     ],
                 )
             });
+            // kube-apiserver once etcd is ready, as gardenlet deploys it
+            // (gardener v1.150.0 `pkg/gardenlet/controller/shoot/shoot/
+            // reconciler_reconcile.go`: "Deploying Kubernetes API server"
+            // depends on waitUntilEtcdReady), not crash-looping before.
+            v.push(kubectl(
+                format!("{seed}: kube-apiserver"),
+                &[
+                    "apply",
+                    "-f",
+                    &d(format!("{seed}/{}", super::render::APISERVER_DIR)),
+                ],
+            ));
             v.push(kubectl(
                 format!("{seed}: kube-apiserver ready"),
                 &[
@@ -752,6 +792,34 @@ mod tests {
         // CoreDNS is configured before the shoot's pods need names.
         let pos = |what: &str| s.iter().position(|x| x.what.contains(what)).unwrap();
         assert!(pos("seed-a: CoreDNS ready") < pos("seed-a: secrets and manifests"));
+        // etcd's objects before the ingress (MetalLB, Istio), so that etcd
+        // bootstraps while those install; the rest after Istio.
+        assert!(pos("seed-a: CoreDNS ready") < pos("seed-a: secrets and etcd's objects"));
+        assert!(pos("seed-a: secrets and etcd's objects") < pos("seed-a: MetalLB"));
+        assert!(pos("seed-a: Istio") < pos("seed-a: secrets and manifests"));
+        // The source's kube-apiserver once its etcd is ready (as gardenlet
+        // deploys it); the destination's, without replicas, with the rest.
+        let exact = |what: &str| s.iter().position(|x| x.what == what).unwrap();
+        assert!(pos("seed-a: etcd ready") < exact("seed-a: kube-apiserver"));
+        assert!(exact("seed-a: kube-apiserver") < pos("seed-a: kube-apiserver ready"));
+        assert!(!s[pos("seed-a: secrets and manifests")]
+            .line()
+            .contains("/apiserver"));
+        assert!(s[pos("seed-b: secrets and manifests")]
+            .line()
+            .contains("seed-b/apiserver"));
+        let early = &s[pos("seed-a: secrets and etcd's objects")];
+        assert!(
+            early
+                .argv
+                .iter()
+                .any(|a| a.ends_with("seed-a/secrets/ca.yaml"))
+                && early.argv.iter().all(|a| !a.ends_with("/secrets")
+                    && !a.contains("deployment-kube-apiserver")
+                    && !a.contains("-30-")),
+            "{}",
+            early.line()
+        );
     }
 }
 
