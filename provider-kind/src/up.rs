@@ -308,19 +308,13 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             ],
         ));
         let apiserver = d(format!("{seed}/{}", super::render::APISERVER_DIR));
-        let mut rest = vec![
-            "apply".to_string(),
-            "-f".into(),
-            d(format!("{seed}/secrets")),
-            "-f".into(),
-            d(format!("{seed}/manifests")),
-        ];
+        let (secrets, manifests) = (d(format!("{seed}/secrets")), d(format!("{seed}/manifests")));
+        let mut rest = vec!["apply", "-f", &secrets, "-f", &manifests];
         // The destination's Deployment has no replica yet (the migration
         // scales it): applied with the rest.
         if seed != &t.source().name {
-            rest.extend(["-f".into(), apiserver.clone()]);
+            rest.extend(["-f", &apiserver]);
         }
-        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
         v.push(kubectl(format!("{seed}: secrets and manifests"), &rest));
         if seed == &t.source().name {
             // With druid, druid makes the pods: its own word that every
@@ -358,11 +352,7 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             // depends on waitUntilEtcdReady), not crash-looping before.
             v.push(kubectl(
                 format!("{seed}: kube-apiserver"),
-                &[
-                    "apply",
-                    "-f",
-                    &d(format!("{seed}/{}", super::render::APISERVER_DIR)),
-                ],
+                &["apply", "-f", &apiserver],
             ));
             v.push(kubectl(
                 format!("{seed}: kube-apiserver ready"),
