@@ -32,6 +32,8 @@ use crate::topology::{EtcdVersion, Topology};
 pub struct Manifest {
     pub file: String,
     pub object: Value,
+    /// Where it goes in the apply order (its file's prefix).
+    pub order: u8,
 }
 
 /// The order below which a seed's objects need nothing the ingress brings
@@ -46,15 +48,8 @@ impl Manifest {
         Manifest {
             file: format!("{order:02}-{kind}-{name}.yaml"),
             object,
+            order,
         }
-    }
-
-    /// Whether the object is applied before the ingress (its file's order).
-    fn before_ingress(&self) -> bool {
-        self.file
-            .get(..2)
-            .and_then(|o| o.parse::<u8>().ok())
-            .is_some_and(|o| o < BEFORE_INGRESS)
     }
 }
 
@@ -64,7 +59,7 @@ impl Manifest {
 pub fn etcd_files(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> Vec<String> {
     seed_manifests(lab, t, s, seed)
         .into_iter()
-        .filter(Manifest::before_ingress)
+        .filter(|m| m.order < BEFORE_INGRESS)
         .map(|m| m.file)
         .collect()
 }

@@ -300,6 +300,7 @@ fn metallb(lab: &str, t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
     vec![
         Manifest {
             file: "00-ipaddresspool.yaml".into(),
+            order: 0,
             object: json!({
                 "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
                 "metadata": {"name": seed, "namespace": "metallb-system", "labels": labels},
@@ -308,6 +309,7 @@ fn metallb(lab: &str, t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
         },
         Manifest {
             file: "01-l2advertisement.yaml".into(),
+            order: 1,
             object: json!({
                 "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
                 "metadata": {"name": seed, "namespace": "metallb-system", "labels": labels},
