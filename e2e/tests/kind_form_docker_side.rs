@@ -59,6 +59,11 @@ echo "istioctl $*" >> "$STUB_LOG"
 exit 0
 "#;
 
+const RENDER: &str = r#"#!/bin/sh
+echo "cpmlab-gardener-render $*" >> "$STUB_LOG"
+exit 0
+"#;
+
 fn write_stub(dir: &Path, name: &str, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
@@ -118,7 +123,12 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
         .tag;
     let stubs = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    for (n, t) in [("kind", KIND), ("kubectl", KUBECTL), ("istioctl", ISTIOCTL)] {
+    for (n, t) in [
+        ("kind", KIND),
+        ("kubectl", KUBECTL),
+        ("istioctl", ISTIOCTL),
+        ("cpmlab-gardener-render", RENDER),
+    ] {
         write_stub(stubs.path(), n, t);
     }
     let log = stubs.path().join("calls.log");
@@ -334,6 +344,20 @@ fn the_kind_form_s_own_side_with_kind_stubbed() {
     assert!(at("coredns.yaml") < at("/secrets"));
     for seed in ["seed-a", "seed-b"] {
         assert!(at("/secrets") < at(&format!("{seed}/gardenlet.yaml")));
+        // The shoot API's exposure, rendered by Gardener's component, once
+        // its namespace and kube-apiserver's Service are there.
+        let exposure = "cpmlab-gardener-render --values ";
+        let rendered = calls
+            .lines()
+            .position(|l| {
+                l.starts_with(exposure) && l.contains(&format!("{seed}/apiserver-exposure.json"))
+            })
+            .unwrap_or_else(|| panic!("{seed}'s exposure not rendered:\n{calls}"));
+        let manifests = calls
+            .lines()
+            .position(|l| l.contains(&format!("{seed}/manifests")))
+            .unwrap_or_else(|| panic!("{seed}'s manifests not applied:\n{calls}"));
+        assert!(manifests < rendered, "{calls}");
     }
 
     // `down` removes the clusters (kind delete), containers and networks.

@@ -14,12 +14,15 @@
 //!   leader election (`replicaCount: 2`): the lab's gardenlet elects no
 //!   leader, and two would run every step twice;
 //! - the ClusterRole's rules are the chart's verbs on what the lab's steps
-//!   touch, with create and patch on the seed's Istio objects, which the
-//!   chart grants gardener-resource-manager only (Gardener hands them over
-//!   in the ManagedResource `kube-apiserver-sni`; the lab applies them);
+//!   touch, with the chart's verbs on the seed's Istio objects, which
+//!   Gardener's gardenlet writes itself (the Gateway, VirtualService and
+//!   DestinationRules) or hands to gardener-resource-manager in the
+//!   ManagedResource `kube-apiserver-sni` (its EnvoyFilters; the lab keeps
+//!   the verbs for the `forward` handover's own objects);
 //! - it runs as root, not as the chart's 65532, and mounts from its node:
 //!   the lab's cpmlab binary (the image is only Debian's userland, so a
-//!   new build needs no new node image), kubectl, the lab's state
+//!   new build needs no new node image), kubectl, Gardener's renderer
+//!   (`apiserver_exposure`: the handovers apply its output), the lab's state
 //!   directory (the lab's cache of its members and API servers, which each
 //!   gardenlet writes its seed's part of) and the engine's socket (the
 //!   lab's DNS server, the stand-in for a cloud's DNS API, is a container).
@@ -50,6 +53,9 @@ pub const NODE_STATE: &str = "/cpmlab/state";
 pub const NODE_ENGINE_SOCKET: &str = "/cpmlab/engine.sock";
 /// Where kind's node image has kubectl.
 pub const NODE_KUBECTL: &str = "/usr/bin/kubectl";
+/// Where `up` puts Gardener's renderer (`apiserver_exposure`) in the node,
+/// beside the agent: the handovers run it in the gardenlet's pod.
+pub const NODE_RENDERER: &str = "/usr/local/bin/cpmlab-gardener-render";
 
 /// What of the host the gardenlet's node mounts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +144,9 @@ pub fn rules() -> Vec<Value> {
             ],
             &VERBS,
         ),
+        // The chart's: gardenlet hands objects to gardener-resource-manager
+        // as ManagedResources (the shoot API's EnvoyFilters).
+        rule("resources.gardener.cloud", &["managedresources"], &VERBS),
         rule("coordination.k8s.io", &["leases"], &VERBS),
         rule("policy", &["poddisruptionbudgets"], &VERBS),
         rule(
@@ -245,6 +254,7 @@ pub fn objects(i: &Inputs) -> Vec<Value> {
                             "volumeMounts": [
                                 mount("cpmlab", cpmlab_provider::AGENT_BIN, true),
                                 mount("kubectl", "/usr/local/bin/kubectl", true),
+                                mount("renderer", NODE_RENDERER, true),
                                 mount("lab-state", &root, false),
                                 mount("engine", "/var/run/docker.sock", false),
                                 mount("kubeconfig-garden", GARDEN_KUBECONFIG_DIR, true),
@@ -254,6 +264,7 @@ pub fn objects(i: &Inputs) -> Vec<Value> {
                         "volumes": [
                             host("cpmlab", cpmlab_provider::AGENT_BIN, "File"),
                             host("kubectl", NODE_KUBECTL, "File"),
+                            host("renderer", NODE_RENDERER, "File"),
                             host("lab-state", NODE_STATE, "Directory"),
                             host("engine", NODE_ENGINE_SOCKET, "Socket"),
                             {"name": "kubeconfig-garden", "secret": {"secretName": GARDEN_KUBECONFIG_SECRET}},

@@ -17,16 +17,19 @@ use cpmlab_exposure as exposure;
 use cpmlab_model::{addressing, labels, link, plan, state, topology};
 
 pub mod adapter;
+pub mod apiserver_exposure;
 pub mod cni;
 pub mod config;
 pub mod druid;
 pub mod druid_operator;
 pub mod gardenlet;
+pub mod gateway_sync;
 pub mod lab_state;
 pub mod manifests;
 pub mod members;
 pub mod provider;
 pub mod render;
+pub mod resource_manager;
 pub mod tools;
 pub mod up;
 

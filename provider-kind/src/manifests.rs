@@ -65,7 +65,7 @@ pub fn etcd_files(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> Vec<
 }
 
 /// Labels every object of the lab carries.
-fn labels(lab: &str, seed: &str, role: &str) -> Value {
+pub(crate) fn labels(lab: &str, seed: &str, role: &str) -> Value {
     json!({
         crate::labels::LABEL_LAB: lab,
         crate::labels::LABEL_SEED: seed,
@@ -120,7 +120,13 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
     ] {
         out.push(Manifest::new(20, apiserver_service(lab, &ns, seed, svc)));
     }
-    for o in crate::exposure::istio::objects(&exposure(t, s, seed), &placement(lab, seed)) {
+    // sni.go's objects are Gardener's own rendering, applied by `up`'s
+    // step "the shoot API's exposure" (`apiserver_exposure`).
+    let x = exposure(t, s, seed);
+    for o in crate::exposure::istio::objects(&x, &placement(lab, seed))
+        .into_iter()
+        .filter(|o| !super::apiserver_exposure::rendered_by_gardener(&x, o))
+    {
         let order = match o["kind"].as_str() {
             Some("Gateway") => 30,
             Some("VirtualService") => 31,

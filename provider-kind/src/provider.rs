@@ -547,37 +547,19 @@ fn api_exposure(state: &LabState, seed: &str) -> crate::exposure::Exposure {
     }
 }
 
-/// Changes the shoot API's Gateway in a seed so that Envoy drains its
-/// filter chain's connections with their routes intact (a merge patch that
-/// sets its servers with the drain host beside the API's: idempotent), and
-/// deletes sni.go's `<namespace>-apiserver-proxy` EnvoyFilter.
-pub fn api_gateway_drain_in_place(state: &LabState, seed: &str) -> Vec<Vec<String>> {
-    let ns = super::namespace(&state.topology.shoot.name);
-    let context = super::lab_state::context(&state.name, seed);
-    let api = crate::exposure::api_route(&state.topology);
-    let x = crate::exposure::Exposure {
-        api_gateway_draining: true,
-        ..api_exposure(state, seed)
-    };
-    let patch = serde_json::json!({"spec": {"servers": crate::exposure::istio::api_gateway_servers(&x, &api)}});
-    vec![
-        [
-            "kubectl",
-            "--context",
-            &context,
-            "patch",
-            "gateways.networking.istio.io",
-            crate::exposure::istio::API_GATEWAY,
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            &patch.to_string(),
-        ]
-        .map(String::from)
-        .to_vec(),
-        apiserver_proxy_removal(state, seed),
-    ]
+/// The `drain-gateway-in-place` handover in `seed` as the component's
+/// desired state (`apiserver_exposure::Mode::DRAINING`): Gardener's
+/// rendering with the drain host on every server of the API's Gateway
+/// (each server's filter chain changes, and Envoy drains its connections
+/// with the routes intact) and without the apiserver-proxy's EnvoyFilter
+/// (deleted as gardener-resource-manager deletes what a ManagedResource no
+/// longer holds). The renderer's command line and its values (its
+/// standard input); applying it again changes nothing.
+pub fn api_gateway_drain_in_place(
+    state: &LabState,
+    seed: &str,
+) -> (Vec<String>, serde_json::Value) {
+    api_exposure_in(state, seed, super::apiserver_exposure::Mode::DRAINING)
 }
 
 /// The `forward` handover's objects in `seed`, while it is the source and
@@ -619,55 +601,60 @@ pub fn api_forward_objects(state: &LabState, seed: &str) -> Option<Vec<serde_jso
     )
 }
 
-/// Deletes the shoot API's Gateway in a seed (Envoy drops its filter chain
-/// and drains its connections) and sni.go's `<namespace>-apiserver-proxy`
-/// EnvoyFilter (the internal listener: drained likewise); the VirtualService,
-/// the DestinationRules and the members' objects stay.
-pub fn api_gateway_removal(state: &LabState, seed: &str) -> Vec<Vec<String>> {
-    let ns = super::namespace(&state.topology.shoot.name);
-    vec![
-        istio_delete(
-            state,
-            seed,
-            "gateways.networking.istio.io",
-            crate::exposure::istio::API_GATEWAY,
-            &ns,
-        ),
-        apiserver_proxy_removal(state, seed),
-    ]
+/// The renderer's command line and values that put the `forward`
+/// handover's EnvoyFilters (`filters`) into the ManagedResource
+/// `kube-apiserver-sni` in the place of sni.go's of the same names: the
+/// mode Gardener's component has not, as its desired state.
+pub fn api_forward_managed(
+    state: &LabState,
+    seed: &str,
+    filters: Vec<serde_json::Value>,
+) -> (Vec<String>, serde_json::Value) {
+    let (argv, mut values) = api_exposure_in(state, seed, super::apiserver_exposure::Mode::SERVING);
+    values["replaceInManagedResource"] = serde_json::Value::Array(filters);
+    (argv, values)
 }
 
-/// Deletes sni.go's `<namespace>-apiserver-proxy` EnvoyFilter in a seed
-/// (the shoot nodes' internal listener: Envoy drains it).
-fn apiserver_proxy_removal(state: &LabState, seed: &str) -> Vec<String> {
-    let ns = super::namespace(&state.topology.shoot.name);
-    istio_delete(
-        state,
-        seed,
-        "envoyfilters.networking.istio.io",
-        &format!("{ns}-apiserver-proxy"),
-        super::INGRESS_NAMESPACE,
+/// The `drain-gateway` handover in `seed` as the component's desired state
+/// without the API's Gateway (`apiserver_exposure::Mode::RELEASED`): the
+/// Gateway deleted (Envoy drops its filter chain and drains its
+/// connections), the apiserver-proxy's EnvoyFilter gone from the
+/// ManagedResource (gardener-resource-manager deletes it, and Envoy drains
+/// the internal listener likewise); the VirtualService, the
+/// DestinationRules and the members' objects stay. The renderer's command
+/// line and its values (its standard input).
+pub fn api_gateway_removal(state: &LabState, seed: &str) -> (Vec<String>, serde_json::Value) {
+    api_exposure_in(state, seed, super::apiserver_exposure::Mode::RELEASED)
+}
+
+/// The renderer's command line and values that apply the shoot API's
+/// exposure in `seed` in `mode`.
+fn api_exposure_in(
+    state: &LabState,
+    seed: &str,
+    mode: super::apiserver_exposure::Mode,
+) -> (Vec<String>, serde_json::Value) {
+    use super::apiserver_exposure as exposure;
+    let context = super::lab_state::context(&state.name, seed);
+    (
+        exposure::apply_argv(&context, "-"),
+        exposure::values(&state.name, &state.topology, seed, mode),
     )
 }
 
-/// `kubectl delete` of one Istio object in a seed, not waiting, gone or not.
-fn istio_delete(
-    state: &LabState,
-    seed: &str,
-    kind: &str,
-    name: &str,
-    namespace: &str,
-) -> Vec<String> {
-    let context = super::lab_state::context(&state.name, seed);
+/// Deletes the shoot API's ManagedResource `kube-apiserver-sni` in a seed:
+/// gardener-resource-manager deletes its objects (it is not kept:
+/// `keepObjects: false`), as when Gardener deletes the shoot's namespace.
+pub fn sni_managed_resource_removal(state: &LabState, seed: &str) -> Vec<String> {
     [
         "kubectl",
         "--context",
-        &context,
+        &super::lab_state::context(&state.name, seed),
         "delete",
-        kind,
-        name,
+        "managedresources.resources.gardener.cloud",
+        super::apiserver_exposure::MANAGED_RESOURCE,
         "-n",
-        namespace,
+        &super::namespace(&state.topology.shoot.name),
         "--ignore-not-found",
         "--wait=false",
     ]
@@ -1176,49 +1163,12 @@ impl SeedOps for KindProvider {
     }
 
     async fn sync_gateway(&self, state: &LabState, seed: &str) -> Result<()> {
-        // Istio's routes are rendered for every planned member at `up`.
-        // Once the control plane has left a seed, its Istio objects go, as
-        // Gardener's source cleanup deletes the shoot's namespace and its
-        // EnvoyFilters in the ingress namespace: the gateway drops those
-        // filter chains and drains their connections, so clients that kept
-        // one to this seed's ingress reconnect (through DNS, to the other
-        // seed) instead of getting 503 from it for good.
-        if left_behind(state, seed) {
-            return kubectl_ok(gateway_objects_removal(&state.name, seed))
-                .await
-                .map(|_| ());
-        }
-        // The `drain-gateway` handover: the source's Gateway for the shoot
-        // and its apiserver-proxy listener go while its API still serves.
-        if released(state, seed) {
-            for argv in api_gateway_removal(state, seed) {
-                kubectl_ok(argv).await?;
+        for a in super::gateway_sync::actions(state, seed) {
+            match &a.input {
+                None => kubectl_ok(a.argv.clone()).await.map(|_| ()),
+                Some(input) => kubectl_apply(&a.argv, input).await.map(|_| ()),
             }
-        }
-        // The `drain-gateway-in-place` handover: the Gateway changed so
-        // that Envoy drains with the routes intact, before its deletion.
-        if draining(state, seed) {
-            for argv in api_gateway_drain_in_place(state, seed) {
-                kubectl_ok(argv).await?;
-            }
-        }
-        // The `forward` handover: the API's routes to the destination's
-        // gateway (applied again on a resume: the same objects).
-        if let Some(objects) = api_forward_objects(state, seed) {
-            let argv: Vec<String> = [
-                "kubectl",
-                "--context",
-                &super::lab_state::context(&state.name, seed),
-                "apply",
-                "-f",
-                "-",
-            ]
-            .map(String::from)
-            .to_vec();
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-            kubectl_apply(&argv, &list).await.with_context(|| {
-                format!("route {seed}'s shoot API to the destination's gateway")
-            })?;
+            .with_context(|| format!("{seed}: {}", a.what))?;
         }
         Ok(())
     }
@@ -1280,6 +1230,23 @@ impl SeedOps for KindProvider {
 }
 
 #[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// Lab `lab`'s state with a migration from seed-a to seed-b planned.
+    pub fn migrating(lab: &str) -> LabState {
+        let topo = crate::topology::Topology::default();
+        let nets: Vec<crate::addressing::Net24> = (0..4)
+            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
+            .collect();
+        let mut s = crate::plan::LabPlan::new(lab, &topo, &nets, "img:1").initial_state("x".into());
+        s.migration =
+            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
+        s
+    }
+}
+
+#[cfg(test)]
 mod tests {
     /// Only the source a migration has emptied loses its Istio objects:
     /// never a destination before its members join (the first run that
@@ -1306,54 +1273,36 @@ mod tests {
         assert!(left_behind(&s, "seed-a"));
     }
 
-    /// Lab `lab`'s state with a migration from seed-a to seed-b planned.
-    fn migrating(lab: &str) -> LabState {
-        let topo = crate::topology::Topology::default();
-        let nets: Vec<crate::addressing::Net24> = (0..4)
-            .map(|i| crate::addressing::Net24([10, 213, i, 0].into()))
-            .collect();
-        let mut s = crate::plan::LabPlan::new(lab, &topo, &nets, "img:1").initial_state("x".into());
-        s.migration =
-            Some(cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap());
-        s
-    }
+    use super::tests_support::migrating;
 
-    /// The `drain-gateway-in-place` handover patches the source's API
-    /// Gateway with the drain host beside the API's and deletes the
-    /// apiserver-proxy EnvoyFilter, until the deletion takes over.
+    /// The `drain-gateway-in-place` handover applies, in the source only,
+    /// the component's draining desired state (the drain host beside the
+    /// API's, no apiserver-proxy) through Gardener's renderer, never a
+    /// patch of one field, until the deletion takes over.
     #[test]
-    fn drain_gateway_in_place_patches_the_sources_api_gateway_then_yields_to_the_deletion() {
+    fn drain_gateway_in_place_renders_the_sources_draining_state_then_yields_to_the_deletion() {
         let mut s = migrating("t");
         assert!(!draining(&s, "seed-a"));
         s.migration.as_mut().unwrap().source_gateway_drained_unix_ms = Some(1.0);
         assert!(draining(&s, "seed-a") && !draining(&s, "seed-b") && !released(&s, "seed-a"));
-        let ns = super::super::namespace(&s.topology.shoot.name);
-        let argv = api_gateway_drain_in_place(&s, "seed-a");
-        assert_eq!(argv.len(), 2);
-        let joined: Vec<String> = argv.iter().map(|a| a.join(" ")).collect();
-        assert!(
-            joined[0].contains(&format!(
-                "patch gateways.networking.istio.io kube-apiserver -n {ns} --type=merge"
-            )),
-            "{}",
-            joined[0]
+        let (argv, values) = api_gateway_drain_in_place(&s, "seed-a");
+        assert_eq!(
+            argv.join(" "),
+            format!(
+                "cpmlab-gardener-render --values - --context {} --apply --delivery managed-resource",
+                super::super::lab_state::context("t", "seed-a")
+            )
         );
         let host = crate::exposure::api_route(&s.topology).host;
-        let patch: serde_json::Value = serde_json::from_str(argv[0].last().unwrap()).unwrap();
         assert_eq!(
-            patch["spec"]["servers"][0]["hosts"],
+            values["hosts"],
             serde_json::json!([
                 host.clone(),
                 cpmlab_model::migrate::gateway_handover::drain_host(&host)
             ])
         );
-        assert!(
-            joined[1].contains(&format!(
-                "delete envoyfilters.networking.istio.io {ns}-apiserver-proxy"
-            )),
-            "{}",
-            joined[1]
-        );
+        assert_eq!(values["apiServerProxy"], false);
+        assert_eq!(values["labels"]["cpmlab.seed"], "seed-a");
         s.migration
             .as_mut()
             .unwrap()
@@ -1424,11 +1373,11 @@ mod tests {
         }
     }
 
-    /// The `drain-gateway` handover releases only the source it marked, and
-    /// deletes the API's Gateway in the shoot namespace and the
-    /// apiserver-proxy EnvoyFilter in the ingress namespace, nothing else.
+    /// The `drain-gateway` handover releases only the source it marked: the
+    /// component's desired state without the API's Gateway and without the
+    /// apiserver-proxy, through Gardener's renderer, nothing else.
     #[test]
-    fn drain_gateway_deletes_the_sources_api_gateway_and_its_internal_listener() {
+    fn drain_gateway_renders_the_sources_state_without_its_api_gateway_and_internal_listener() {
         let mut s = migrating("t");
         assert!(!released(&s, "seed-a"));
         s.migration
@@ -1436,32 +1385,20 @@ mod tests {
             .unwrap()
             .source_gateway_released_unix_ms = Some(1.0);
         assert!(released(&s, "seed-a") && !released(&s, "seed-b"));
-        let ns = super::super::namespace(&s.topology.shoot.name);
-        let argv = api_gateway_removal(&s, "seed-a");
-        assert_eq!(argv.len(), 2);
-        let joined: Vec<String> = argv.iter().map(|a| a.join(" ")).collect();
-        assert!(
-            joined[0].contains(&format!(
-                "delete gateways.networking.istio.io kube-apiserver -n {ns}"
-            )),
-            "{}",
-            joined[0]
+        let (argv, values) = api_gateway_removal(&s, "seed-a");
+        assert_eq!(
+            argv.join(" "),
+            format!(
+                "cpmlab-gardener-render --values - --context {} --apply --delivery managed-resource",
+                super::super::lab_state::context("t", "seed-a")
+            )
         );
-        assert!(
-            joined[1].contains(&format!(
-                "delete envoyfilters.networking.istio.io {ns}-apiserver-proxy -n {}",
-                super::super::INGRESS_NAMESPACE
-            )),
-            "{}",
-            joined[1]
+        assert_eq!(values["omitGateway"], true);
+        assert_eq!(values["apiServerProxy"], false);
+        assert_eq!(
+            values["hosts"],
+            serde_json::json!([crate::exposure::api_route(&s.topology).host])
         );
-        for a in &joined {
-            assert!(
-                a.contains(&super::super::lab_state::context("t", "seed-a")),
-                "{a}"
-            );
-            assert!(a.contains("--ignore-not-found"), "{a}");
-        }
     }
 
     use super::*;

@@ -86,6 +86,21 @@ pub fn render_with(
             yaml(&istio_operator(t, s, seed, net)),
         ));
         out.push(file(
+            format!("{seed}/{}", super::apiserver_exposure::VALUES_FILE),
+            serde_json::to_string_pretty(&super::apiserver_exposure::values(
+                lab,
+                t,
+                seed,
+                super::apiserver_exposure::Mode::SERVING,
+            ))
+            .expect("JSON"),
+        ));
+        out.push(file(
+            format!("{seed}/{}", super::resource_manager::VALUES_FILE),
+            serde_json::to_string_pretty(&super::resource_manager::values(lab, seed))
+                .expect("JSON"),
+        ));
+        out.push(file(
             format!("{seed}/istio-namespace.yaml"),
             yaml(&ingress_namespace(lab, seed)),
         ));
@@ -1116,11 +1131,9 @@ mod tests {
             api["targetPort"]
         );
         assert_eq!(api["targetPort"], 9443);
-        let gw = parse(file(
-            &files,
-            "seed-a/manifests/30-gateway-kube-apiserver.yaml",
-        ));
-        assert_eq!(gw["spec"]["servers"][0]["port"]["number"], api["port"]);
+        // sni.go's Gateway (Gardener's rendering, applied at `up`) listens
+        // on kubeapiserverconstants.Port, 443.
+        assert_eq!(api["port"], 443);
     }
 
     /// With three nodes in three zones, a seed's members and API replicas
@@ -1298,12 +1311,10 @@ mod tests {
         for path in [
             "kind/seed-a.yaml",
             "seed-b/istio-operator.yaml",
+            "seed-b/apiserver-exposure.json",
             "seed-b/manifests/30-gateway-etcd-main.yaml",
-            "seed-b/manifests/30-gateway-kube-apiserver.yaml",
             "seed-b/manifests/31-virtualservice-seed-b-etcd-0.yaml",
             "seed-b/manifests/32-destinationrule-seed-b-etcd-0-peer.yaml",
-            "seed-b/manifests/31-virtualservice-kube-apiserver.yaml",
-            "seed-b/manifests/32-destinationrule-kube-apiserver-mtls.yaml",
             "seed-b/manifests/33-envoyfilter-apiserver-tls-termination.yaml",
             "seed-a/manifests/11-statefulset-seed-a-etcd-0.yaml",
             "seed-a/manifests/12-networkpolicy-allow-ingressgateway-to-etcd.yaml",
@@ -1312,6 +1323,7 @@ mod tests {
             let name = path
                 .replace('/', "__")
                 .trim_end_matches(".yaml")
+                .trim_end_matches(".json")
                 .to_string();
             insta::assert_snapshot!(name, file(&files, path).contents);
         }

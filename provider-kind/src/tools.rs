@@ -39,6 +39,9 @@ pub const TOOLS: &[(&str, &[&str])] = &[
     ("kind", &["version"]),
     ("kubectl", &["version", "--client"]),
     ("istioctl", &["version", "--remote=false"]),
+    // The shoot API's Istio objects as Gardener renders them
+    // (`apiserver_exposure`).
+    (super::apiserver_exposure::RENDERER, &["--version"]),
 ];
 
 /// A tool: the one `scripts/build-go --kind` installed, else on PATH (the

@@ -206,6 +206,18 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
                 &d(format!("{seed}/manifests/00-namespace-{ns}.yaml")),
             ],
         ));
+        // gardener-resource-manager as gardenlet deploys it in a seed: it
+        // delivers the shoot API's ManagedResource (below).
+        v.push(Step::new(
+            format!("{seed}: gardener-resource-manager (gardener's component)"),
+            &super::resource_manager::apply_argv(
+                &ctx,
+                &d(format!("{seed}/{}", super::resource_manager::VALUES_FILE)),
+            )
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ));
         if s.with_etcd_druid {
             // etcd-druid as gardenlet deploys it, before any `Etcd`.
             v.push(kubectl(
@@ -316,6 +328,32 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
             rest.extend(["-f", &apiserver]);
         }
         v.push(kubectl(format!("{seed}: secrets and manifests"), &rest));
+        v.push(kubectl(
+            format!("{seed}: gardener-resource-manager ready"),
+            &[
+                "-n",
+                super::resource_manager::NAMESPACE,
+                "rollout",
+                "status",
+                &format!("deployment/{}", super::resource_manager::DEPLOYMENT),
+                "--timeout=180s",
+            ],
+        ));
+        // The shoot API's Gateway, VirtualService and DestinationRules as
+        // Gardener's apiserverexposure component renders them, and its
+        // EnvoyFilters as the ManagedResource gardener-resource-manager
+        // delivers (it reads the namespace's UID and kube-apiserver's
+        // ClusterIP, so after the manifests).
+        v.push(Step::new(
+            format!("{seed}: the shoot API's exposure (gardener's apiserverexposure)"),
+            &super::apiserver_exposure::apply_argv(
+                &ctx,
+                &d(format!("{seed}/{}", super::apiserver_exposure::VALUES_FILE)),
+            )
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ));
         if seed == &t.source().name {
             // With druid, druid makes the pods: its own word that every
             // member is ready (the Etcd's `status.ready`) is waited for.
@@ -623,7 +661,28 @@ async fn copy_agent(lab: &str, node: &str) -> Result<()> {
             )],
         )
         .await
-        .with_context(|| format!("copy the cpmlab binary of {image} into {node}"))
+        .with_context(|| format!("copy the cpmlab binary of {image} into {node}"))?;
+    // The seed's gardenlet renders Gardener's objects for the handovers
+    // with the renderer `up` ran (`apiserver_exposure`), mounted from here.
+    let renderer =
+        super::tools::find_tool(super::apiserver_exposure::RENDERER).with_context(|| {
+            format!(
+                "{} is not built: run scripts/setup --kind",
+                super::apiserver_exposure::RENDERER
+            )
+        })?;
+    let bytes = std::fs::read(&renderer).with_context(|| format!("read {}", renderer.display()))?;
+    engine
+        .upload(
+            node,
+            &[cpmlab_provider::FileSpec::new(
+                super::gardenlet::NODE_RENDERER,
+                bytes,
+                0o755,
+            )],
+        )
+        .await
+        .with_context(|| format!("copy {} into {node}", renderer.display()))
 }
 
 /// The networks of a kind lab: the seeds' (kind's nodes join them) and the
