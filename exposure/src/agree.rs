@@ -119,8 +119,15 @@ fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
     for g in of_kind("Gateway") {
         for srv in g["spec"]["servers"].as_array().unwrap() {
             let port = srv["port"]["number"].as_u64().unwrap() as u16;
+            // The mode's zero value, which a proto's JSON leaves out (as
+            // Gardener's rendering does), is PASSTHROUGH (istio
+            // networking/v1alpha3/gateway.proto, ServerTLSSettings.TLSmode).
+            let mode = match s(&srv["tls"]["mode"]) {
+                m if m.is_empty() && srv["tls"].is_object() => "PASSTHROUGH".to_string(),
+                m => m,
+            };
             for h in srv["hosts"].as_array().unwrap() {
-                modes.insert((port, s(h)), s(&srv["tls"]["mode"]));
+                modes.insert((port, s(h)), mode.clone());
             }
         }
     }
@@ -281,7 +288,13 @@ fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
                     secs(&tcp["tcpKeepalive"]["interval"]),
                 ),
                 max_connection_s: secs(&tcp["maxConnectionDuration"]),
-                outlier_off_panic_zero: p["outlierDetection"]["minHealthPercent"] == 0,
+                // Present, with minHealthPercent 0 (the proto's zero
+                // value: Gardener's rendering leaves it out, `{}`).
+                outlier_off_panic_zero: p["outlierDetection"].is_object()
+                    && p["outlierDetection"]["minHealthPercent"]
+                        .as_u64()
+                        .unwrap_or(0)
+                        == 0,
                 upstream_tls: tls,
             },
         );
@@ -420,7 +433,14 @@ fn from_envoy(x: &envoy::Xds) -> Facts {
 
 /// Both renderings of `x`, reduced to facts, are equal.
 pub fn check(x: &Exposure) {
-    let istio_facts = from_istio(&istio::objects(x, &istio::tests_placement()), x);
+    check_objects(&istio::objects(x, &istio::tests_placement()), x);
+}
+
+/// `objects`, Istio objects for `x` from any renderer (Gardener's own, for
+/// the parts it renders), and the docker form's Envoy configuration of
+/// `x`, reduced to facts, are equal.
+pub fn check_objects(objects: &[Value], x: &Exposure) {
+    let istio_facts = from_istio(objects, x);
     let envoy_facts = from_envoy(&envoy::render(x));
     assert_eq!(
         istio_facts.chains, envoy_facts.chains,

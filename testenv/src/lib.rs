@@ -106,7 +106,7 @@ impl Need {
             Need::Envoy => "Envoy is not there (scripts/fetch-envoy)",
             Need::Chromium => "/usr/bin/chromium is missing (scripts/setup installs chromium)",
             Need::KindTools => {
-                "kind, kubectl or istioctl is not built (scripts/build-go --kind; \
+                "kind, kubectl, istioctl or cpmlab-gardener-render is not built (scripts/build-go --kind; \
                  `cpmlab doctor --provider kind` says what else)"
             }
             Need::EtcdKubectl => {
@@ -143,7 +143,9 @@ impl Need {
             Need::Clientgo => part("cpmlab-clientgo", "CPMLAB_CLIENTGO"),
             Need::Envoy => part("envoy", "CPMLAB_ENVOY"),
             Need::Chromium => std::path::Path::new("/usr/bin/chromium").is_file(),
-            Need::KindTools => ["kind", "kubectl", "istioctl"].iter().all(|b| tool(b)),
+            Need::KindTools => ["kind", "kubectl", "istioctl", "cpmlab-gardener-render"]
+                .iter()
+                .all(|b| tool(b)),
             Need::EtcdKubectl => ["etcd", "etcdctl", "kubectl"].iter().all(|b| tool(b)),
             Need::Druid => part("etcd-druid", "CPMLAB_ETCD_DRUID"),
             Need::Netem => kernel_has("sch_netem"),
