@@ -203,6 +203,19 @@ fn run_kind(file: &str, prefix: &str, extra: &[&str], limit_min: u64) -> KindRun
     }
 }
 
+/// `cpmlab` with a state directory of its own (`state`), at most 20
+/// minutes a command.
+fn cli_in(state: &std::path::Path) -> impl Fn(&[&str]) -> assert_cmd::assert::Assert + '_ {
+    move |args: &[&str]| {
+        assert_cmd::Command::new(bin())
+            .env("CPMLAB_STATE_DIR", state)
+            .env_remove("RUST_LOG")
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20 * 60))
+            .assert()
+    }
+}
+
 /// A kind form tool: where `scripts/build-go --kind` installs it (the lab
 /// takes it from there too), else from PATH.
 fn kind_tool(name: &str) -> std::path::PathBuf {
@@ -524,14 +537,7 @@ fn kind_etcd_druid_up() {
     use cpmlab_provider_kind::druid_operator::{BACKUP_RESTORE_IMAGE, WRAPPER_IMAGE};
     let state = tempfile::tempdir().unwrap();
     let name = format!("kdr{}", std::process::id() % 10000);
-    let cli = |args: &[&str]| {
-        assert_cmd::Command::new(bin())
-            .env("CPMLAB_STATE_DIR", state.path())
-            .env_remove("RUST_LOG")
-            .args(args)
-            .timeout(std::time::Duration::from_secs(20 * 60))
-            .assert()
-    };
+    let cli = cli_in(state.path());
     let started = std::time::Instant::now();
     let up = cli(&[
         "up",
@@ -669,14 +675,7 @@ fn kind_gardener_resource_manager_puts_back_a_deleted_envoy_filter() {
     }
     let state = tempfile::tempdir().unwrap();
     let name = format!("kgr{}", std::process::id() % 10000);
-    let cli = |args: &[&str]| {
-        assert_cmd::Command::new(bin())
-            .env("CPMLAB_STATE_DIR", state.path())
-            .env_remove("RUST_LOG")
-            .args(args)
-            .timeout(std::time::Duration::from_secs(20 * 60))
-            .assert()
-    };
+    let cli = cli_in(state.path());
     let up = cli(&["up", "--provider", "kind", "--name", &name]);
     let context = format!("kind-{name}-seed-a");
     let kubectl = |args: &[&str]| -> (bool, String) {

@@ -112,26 +112,15 @@ func sniValues(v *Values) *apiserverexposure.SNIValues {
 // and each ManagedResource with its Secrets and their objects.
 func collect(ctx context.Context, c client.Client, v *Values) (*Output, error) {
 	out := &Output{Seed: []*unstructured.Unstructured{}, ManagedResources: []ManagedResource{}}
-	for _, l := range []client.ObjectList{
+	seedObjects, err := listed(ctx, c, []client.ObjectList{
 		&istionetworkingv1beta1.GatewayList{},
 		&istionetworkingv1beta1.VirtualServiceList{},
 		&istionetworkingv1beta1.DestinationRuleList{},
-	} {
-		if err := c.List(ctx, l); err != nil {
-			return nil, err
-		}
-		items, err := meta.ExtractList(l)
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range items {
-			u, err := toUnstructured(i.(client.Object))
-			if err != nil {
-				return nil, err
-			}
-			out.Seed = append(out.Seed, u)
-		}
+	}, nil)
+	if err != nil {
+		return nil, err
 	}
+	out.Seed = append(out.Seed, seedObjects...)
 	mrs := &resourcesv1alpha1.ManagedResourceList{}
 	if err := c.List(ctx, mrs, client.InNamespace(v.Namespace)); err != nil {
 		return nil, err
@@ -264,4 +253,31 @@ func replaceInManagedResource(ctx context.Context, c client.Client, v *Values) e
 // fileName is sni.go's file name of an object in a ManagedResource.
 func fileName(u *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s__%s__%s.yaml", strings.ToLower(u.GetKind()), u.GetNamespace(), u.GetName())
+}
+
+// listed is every object of lists in the fake seed, each changed by edit
+// (if any) before it is made unstructured.
+func listed(ctx context.Context, c client.Client, lists []client.ObjectList, edit func(client.Object)) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, l := range lists {
+		if err := c.List(ctx, l); err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range items {
+			o := i.(client.Object)
+			if edit != nil {
+				edit(o)
+			}
+			u, err := toUnstructured(o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }

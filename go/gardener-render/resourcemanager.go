@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,29 +118,18 @@ func renderResourceManager(ctx context.Context, in []byte) ([]*unstructured.Unst
 		return nil, err
 	}
 	out = append(out, u)
-	for _, l := range resourceManagerLists {
-		if err := c.List(ctx, l); err != nil {
-			return nil, err
-		}
-		items, err := meta.ExtractList(l)
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range items {
-			o := i.(client.Object)
-			if d, ok := o.(*appsv1.Deployment); ok {
-				for i := range d.Spec.Template.Spec.Containers {
-					d.Spec.Template.Spec.Containers[i].Image = v.Image
-					d.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
-				}
+	objects, err := listed(ctx, c, resourceManagerLists, func(o client.Object) {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			for i := range d.Spec.Template.Spec.Containers {
+				d.Spec.Template.Spec.Containers[i].Image = v.Image
+				d.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
 			}
-			u, err := toUnstructured(o)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, u)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	out = append(out, objects...)
 	sort.SliceStable(out, func(i, j int) bool { return order(out[i]) < order(out[j]) })
 	return out, nil
 }

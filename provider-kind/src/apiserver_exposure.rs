@@ -194,13 +194,7 @@ mod tests {
             let gardener: Vec<String> = all
                 .iter()
                 .filter(|o| rendered_by_gardener(&x, o))
-                .map(|o| {
-                    format!(
-                        "{}/{}",
-                        o["kind"].as_str().unwrap(),
-                        o["metadata"]["name"].as_str().unwrap()
-                    )
-                })
+                .map(super::super::manifests::kind_and_name)
                 .collect();
             let ns = &x.namespace;
             let mut want = vec![

@@ -64,6 +64,16 @@ pub fn etcd_files(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> Vec<
         .collect()
 }
 
+/// An object's `Kind/name`, as tests list them.
+#[cfg(test)]
+pub(crate) fn kind_and_name(o: &Value) -> String {
+    format!(
+        "{}/{}",
+        o["kind"].as_str().unwrap_or_default(),
+        o["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
 /// Labels every object of the lab carries.
 pub(crate) fn labels(lab: &str, seed: &str, role: &str) -> Value {
     json!({

@@ -1331,13 +1331,7 @@ mod tests {
             let objects = api_forward_objects(&s, "seed-a").unwrap();
             let kinds: Vec<String> = objects
                 .iter()
-                .map(|o| {
-                    format!(
-                        "{}/{}",
-                        o["kind"].as_str().unwrap(),
-                        o["metadata"]["name"].as_str().unwrap()
-                    )
-                })
+                .map(super::super::manifests::kind_and_name)
                 .collect();
             let ns = super::super::namespace(&s.topology.shoot.name);
             let mut want = vec![

@@ -54,6 +54,14 @@ impl Step {
         }
     }
 
+    /// A step of an argv already built (`new`'s, owned).
+    fn of(what: impl Into<String>, argv: Vec<String>) -> Step {
+        Step {
+            argv,
+            ..Step::new(what, &[])
+        }
+    }
+
     fn retried_for(mut self, window: Duration) -> Step {
         self.retry_for = Some(window);
         self
@@ -208,15 +216,12 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
         ));
         // gardener-resource-manager as gardenlet deploys it in a seed: it
         // delivers the shoot API's ManagedResource (below).
-        v.push(Step::new(
+        v.push(Step::of(
             format!("{seed}: gardener-resource-manager (gardener's component)"),
-            &super::resource_manager::apply_argv(
+            super::resource_manager::apply_argv(
                 &ctx,
                 &d(format!("{seed}/{}", super::resource_manager::VALUES_FILE)),
-            )
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+            ),
         ));
         if s.with_etcd_druid {
             // etcd-druid as gardenlet deploys it, before any `Etcd`.
@@ -344,15 +349,12 @@ pub fn steps(lab: &str, t: &Topology, s: &KindSettings, nets: &[Net24], dir: &Pa
         // EnvoyFilters as the ManagedResource gardener-resource-manager
         // delivers (it reads the namespace's UID and kube-apiserver's
         // ClusterIP, so after the manifests).
-        v.push(Step::new(
+        v.push(Step::of(
             format!("{seed}: the shoot API's exposure (gardener's apiserverexposure)"),
-            &super::apiserver_exposure::apply_argv(
+            super::apiserver_exposure::apply_argv(
                 &ctx,
                 &d(format!("{seed}/{}", super::apiserver_exposure::VALUES_FILE)),
-            )
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+            ),
         ));
         if seed == &t.source().name {
             // With druid, druid makes the pods: its own word that every
