@@ -79,7 +79,7 @@ fn the_docker_form_s_envoy_agrees_with_gardener_s_rendered_objects() {
         objects.extend(
             cpmlab_exposure::istio::objects(&x, &cpmlab_exposure::istio::tests_placement())
                 .into_iter()
-                .filter(|o| !apiserver_exposure::rendered_by_gardener(&x, o)),
+                .filter(|o| !cpmlab_provider_kind::manifests::rendered_by_gardener(&x, o)),
         );
         eprintln!(
             "{mode:?}: {gardener} objects of Gardener's, {} in all",

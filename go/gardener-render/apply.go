@@ -80,10 +80,13 @@ func (s *seed) fill(ctx context.Context, v *Values) error {
 func (s *seed) apply(ctx context.Context, v *Values, out *Output, delivery string) error {
 	for _, o := range out.Seed {
 		if v.OmitGateway && o.GetKind() == "Gateway" {
-			if err := client.IgnoreNotFound(s.c.Delete(ctx, o)); err != nil {
+			switch err := s.c.Delete(ctx, o); {
+			case apierrors.IsNotFound(err):
+			case err != nil:
 				return fmt.Errorf("delete %s: %w", key(o), err)
+			default:
+				fmt.Printf("%s deleted (omitGateway)\n", key(o))
 			}
-			fmt.Printf("%s deleted (omitGateway)\n", key(o))
 			continue
 		}
 		if err := s.put(ctx, o, v.Labels); err != nil {
@@ -128,10 +131,13 @@ func (s *seed) apply(ctx context.Context, v *Values, out *Output, delivery strin
 			mr.SetGroupVersionKind(schema.GroupVersionKind{Group: "resources.gardener.cloud", Version: "v1alpha1", Kind: "ManagedResource"})
 			mr.SetNamespace(v.Namespace)
 			mr.SetName(managedResourceSNI)
-			if err := client.IgnoreNotFound(s.c.Delete(ctx, mr)); err != nil {
+			switch err := s.c.Delete(ctx, mr); {
+			case apierrors.IsNotFound(err):
+			case err != nil:
 				return fmt.Errorf("delete ManagedResource %s: %w", managedResourceSNI, err)
+			default:
+				fmt.Printf("ManagedResource %s/%s deleted\n", v.Namespace, managedResourceSNI)
 			}
-			fmt.Printf("ManagedResource %s/%s deleted\n", v.Namespace, managedResourceSNI)
 		} else if err := s.prune(ctx, v, managedResourceSNI, nil); err != nil {
 			return err
 		}

@@ -120,25 +120,6 @@ pub fn apply_argv(context: &str, values: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// Whether `o`, one of the lab's own Istio objects for `x`, is one sni.go
-/// renders (and the renderer applies in its stead).
-pub fn rendered_by_gardener(x: &crate::exposure::Exposure, o: &Value) -> bool {
-    let name = o["metadata"]["name"].as_str().unwrap_or_default();
-    match o["kind"].as_str() {
-        Some("Gateway") | Some("VirtualService") => name == crate::exposure::istio::API_GATEWAY,
-        Some("DestinationRule") => x.api.as_ref().is_some_and(|api| {
-            x.api_destinations()
-                .into_iter()
-                .any(|(d, _)| api.service_of(d) == name)
-        }),
-        Some("EnvoyFilter") => {
-            name == format!("{}-istio-tls-termination", x.namespace)
-                || name == format!("{}-apiserver-proxy", x.namespace)
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,7 +174,7 @@ mod tests {
             let all = crate::exposure::istio::objects(&x, &p);
             let gardener: Vec<String> = all
                 .iter()
-                .filter(|o| rendered_by_gardener(&x, o))
+                .filter(|o| super::super::manifests::rendered_by_gardener(&x, o))
                 .map(super::super::manifests::kind_and_name)
                 .collect();
             let ns = &x.namespace;
@@ -215,8 +196,10 @@ mod tests {
             want.sort();
             assert_eq!(got, want, "{mode}");
             // The members' routes and the chart's objects stay the lab's.
-            assert!(all.iter().any(|o| !rendered_by_gardener(&x, o)
-                && o["metadata"]["name"] == crate::exposure::istio::ETCD_GATEWAY));
+            assert!(all
+                .iter()
+                .any(|o| !super::super::manifests::rendered_by_gardener(&x, o)
+                    && o["metadata"]["name"] == crate::exposure::istio::ETCD_GATEWAY));
         }
     }
 }

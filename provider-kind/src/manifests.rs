@@ -135,7 +135,7 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
     let x = exposure(t, s, seed);
     for o in crate::exposure::istio::objects(&x, &placement(lab, seed))
         .into_iter()
-        .filter(|o| !super::apiserver_exposure::rendered_by_gardener(&x, o))
+        .filter(|o| !rendered_by_gardener(&x, o))
     {
         let order = match o["kind"].as_str() {
             Some("Gateway") => 30,
@@ -147,6 +147,26 @@ pub fn seed_manifests(lab: &str, t: &Topology, s: &KindSettings, seed: &str) -> 
     }
     out.sort_by(|a, b| a.file.cmp(&b.file));
     out
+}
+
+/// Whether `o`, one of the lab's own Istio objects for `x`, is one sni.go
+/// renders (and `cpmlab-gardener-render` applies in its stead:
+/// `apiserver_exposure`).
+pub fn rendered_by_gardener(x: &crate::exposure::Exposure, o: &Value) -> bool {
+    let name = o["metadata"]["name"].as_str().unwrap_or_default();
+    match o["kind"].as_str() {
+        Some("Gateway") | Some("VirtualService") => name == crate::exposure::istio::API_GATEWAY,
+        Some("DestinationRule") => x.api.as_ref().is_some_and(|api| {
+            x.api_destinations()
+                .into_iter()
+                .any(|(d, _)| api.service_of(d) == name)
+        }),
+        Some("EnvoyFilter") => {
+            name == format!("{}-istio-tls-termination", x.namespace)
+                || name == format!("{}-apiserver-proxy", x.namespace)
+        }
+        _ => false,
+    }
 }
 
 /// Where the kind form's Istio objects of `seed` go: its ingress gateway's

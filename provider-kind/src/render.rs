@@ -615,7 +615,7 @@ mod tests {
     /// is rendered, and its label selector matches each object.
     #[test]
     fn leaving_a_seed_removes_exactly_its_istio_objects() {
-        let argv = crate::provider::gateway_objects_removal("cpmlab", "seed-a");
+        let argv = crate::gateway_sync::gateway_objects_removal("cpmlab", "seed-a");
         let kinds = &argv[4];
         let selector = &argv[argv.iter().position(|a| a == "-l").unwrap() + 1];
         let mut seen = 0;
