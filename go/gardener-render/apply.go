@@ -252,9 +252,14 @@ func (s *seed) applyResourceManager(ctx context.Context, in []byte, objects []*u
 	}
 	for _, o := range objects {
 		var err error
-		if o.GetKind() == "Secret" || o.GetKind() == "Namespace" {
+		switch o.GetKind() {
+		case "Namespace":
+			// garden is shared: gardenlet's chart and etcd-druid's objects
+			// (applied server-side) label it as their own.
+			err = s.create(ctx, o, nil)
+		case "Secret":
 			err = s.create(ctx, o, v.Labels)
-		} else {
+		default:
 			err = s.put(ctx, o, v.Labels)
 		}
 		if err != nil {
