@@ -203,6 +203,17 @@ fn run_kind(file: &str, prefix: &str, extra: &[&str], limit_min: u64) -> KindRun
     }
 }
 
+/// `down` exited 0 and no lab object is left.
+fn down_left_nothing(down: &assert_cmd::assert::Assert, left: &[String]) {
+    assert_eq!(
+        down.get_output().status.code(),
+        Some(0),
+        "down: {}",
+        stdout(down)
+    );
+    assert!(left.is_empty(), "lab objects left: {left:?}");
+}
+
 /// `cpmlab` with a state directory of its own (`state`), at most 20
 /// minutes a command.
 fn cli_in(state: &std::path::Path) -> impl Fn(&[&str]) -> assert_cmd::assert::Assert + '_ {
@@ -643,13 +654,7 @@ fn kind_etcd_druid_up() {
         dest["spec"]["etcd"]["bootstrapWithExistingCluster"].is_object(),
         "{dest:#}"
     );
-    assert_eq!(
-        down.get_output().status.code(),
-        Some(0),
-        "down: {}",
-        stdout(&down)
-    );
-    assert!(left.is_empty(), "lab objects left: {left:?}");
+    down_left_nothing(&down, &left);
     assert!(!clusters.contains(&name), "kind clusters left: {clusters}");
 }
 
@@ -772,13 +777,7 @@ fn kind_gardener_resource_manager_puts_back_a_deleted_envoy_filter() {
     );
     assert!(deleted, "the EnvoyFilter could not be deleted");
     assert!(back.is_some(), "{filter} not back within 180 s");
-    assert_eq!(
-        down.get_output().status.code(),
-        Some(0),
-        "down: {}",
-        stdout(&down)
-    );
-    assert!(left.is_empty(), "lab objects left: {left:?}");
+    down_left_nothing(&down, &left);
 }
 
 /// The migration through etcd-druid on the kind form:
