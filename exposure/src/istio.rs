@@ -169,9 +169,8 @@ fn api_gateway(x: &Exposure, api: &ApiRoute, p: &Placement) -> Value {
     })
 }
 
-/// The API's Gateway's servers (one, on the API's port): what a merge patch
-/// of the Gateway sets to change its hosts in place.
-pub fn api_gateway_servers(x: &Exposure, api: &ApiRoute) -> Value {
+/// The API's Gateway's servers (one, on the API's port).
+fn api_gateway_servers(x: &Exposure, api: &ApiRoute) -> Value {
     let hosts = x.api_gateway_hosts(api);
     let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
     let s = match api.mode {
