@@ -85,6 +85,18 @@ pub struct ApiSpec {
     /// sets it. The `max-connection-age` gateway handover needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_max_connection_duration: Option<String>,
+    /// The control plane's push debounce for the seed gateways: a change
+    /// (an endpoint, the Gateway) is pushed once this long passed without
+    /// another (istiod's `PILOT_DEBOUNCE_AFTER`, 100ms: istio
+    /// pilot/pkg/features/tuning.go). The docker form's gateway agent
+    /// debounces so; the kind form sets istiod's variable.
+    #[serde(default = "default_gateway_debounce_after")]
+    pub gateway_debounce_after: String,
+    /// The longest a push waits while changes keep coming
+    /// (`PILOT_DEBOUNCE_MAX`, 10s). A large seed's istiod, busy with
+    /// every shoot's changes, pushes up to this late.
+    #[serde(default = "default_gateway_debounce_max")]
+    pub gateway_debounce_max: String,
 }
 
 /// How the shoot API is exposed on a seed's ingress gateway (Gardener's
@@ -281,6 +293,29 @@ impl ApiSpec {
             })
             .transpose()
     }
+
+    /// `gateway_debounce_after` and `gateway_debounce_max`, parsed (up to
+    /// a minute each, the first no longer than the second).
+    pub fn gateway_debounce(
+        &self,
+    ) -> Result<(std::time::Duration, std::time::Duration), (&'static str, String)> {
+        let parse = |field: &'static str, v: &str| {
+            crate::link::profile::parse_duration_max(field, v, std::time::Duration::from_secs(60))
+                .map_err(|b| (field, b.0))
+        };
+        let after = parse("api.gateway_debounce_after", &self.gateway_debounce_after)?;
+        let max = parse("api.gateway_debounce_max", &self.gateway_debounce_max)?;
+        if after > max {
+            return Err((
+                "api.gateway_debounce_after",
+                format!(
+                    "at most api.gateway_debounce_max ({}), got {}",
+                    self.gateway_debounce_max, self.gateway_debounce_after
+                ),
+            ));
+        }
+        Ok((after, max))
+    }
 }
 
 impl Default for ApiSpec {
@@ -295,6 +330,8 @@ impl Default for ApiSpec {
             exposure: ApiExposure::default(),
             readiness_probe: ProbeSpec::default(),
             gateway_max_connection_duration: None,
+            gateway_debounce_after: default_gateway_debounce_after(),
+            gateway_debounce_max: default_gateway_debounce_max(),
         }
     }
 }
@@ -304,6 +341,12 @@ fn default_api_replicas() -> u32 {
 }
 fn default_watch_termination_grace() -> String {
     "3s".into()
+}
+fn default_gateway_debounce_after() -> String {
+    "100ms".into()
+}
+fn default_gateway_debounce_max() -> String {
+    "10s".into()
 }
 fn default_termination_grace() -> String {
     "30s".into()
@@ -1068,6 +1111,9 @@ impl Topology {
             }
             Ok(_) => {}
         }
+        if let Err((field, msg)) = self.api.gateway_debounce() {
+            return e(field.into(), msg);
+        }
         if let Err((field, msg)) = self.api.readiness_probe.timing("api.readiness_probe") {
             return e(field, msg);
         }
@@ -1190,6 +1236,42 @@ mod tests {
         assert!(t.api.shutdown_send_retry_after);
         let e = parse("api:\n  termination_grace: soon\n").unwrap_err();
         assert_eq!(e.field, "api.termination_grace", "{e}");
+    }
+
+    /// istiod's debounce by default; a bad or inverted one is refused at
+    /// its field's line.
+    #[test]
+    fn the_gateway_debounce_is_istiods_unless_told() {
+        let t = parse("").unwrap();
+        assert_eq!(
+            t.api.gateway_debounce().unwrap(),
+            (
+                std::time::Duration::from_millis(100),
+                std::time::Duration::from_secs(10)
+            )
+        );
+        let t = parse("api:\n  gateway_debounce_after: 2s\n").unwrap();
+        assert_eq!(t.api.gateway_debounce().unwrap().0.as_millis(), 2000);
+        for (yaml, line, field) in [
+            (
+                "api:\n  gateway_debounce_after: soon\n",
+                2,
+                "api.gateway_debounce_after",
+            ),
+            (
+                "api:\n  replicas: 2\n  gateway_debounce_after: 11s\n",
+                3,
+                "api.gateway_debounce_after",
+            ),
+            (
+                "api:\n  gateway_debounce_max: 2m\n",
+                2,
+                "api.gateway_debounce_max",
+            ),
+        ] {
+            let e = parse(yaml).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (line, field), "{yaml}: {e}");
+        }
     }
 
     #[test]

@@ -260,6 +260,10 @@ pub fn istio_operator(t: &Topology, s: &KindSettings, seed: &str, net: Net24) ->
                     "env": {
                         "PILOT_ENABLE_METADATA_EXCHANGE": "false",
                         "PILOT_ENABLE_ALPN_FILTER": "false",
+                        // The topology's debounce (istiod's defaults unless
+                        // it says otherwise).
+                        "PILOT_DEBOUNCE_AFTER": t.api.gateway_debounce_after,
+                        "PILOT_DEBOUNCE_MAX": t.api.gateway_debounce_max,
                     },
                     "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
                 },
@@ -973,6 +977,14 @@ mod tests {
         assert_eq!(
             op["spec"]["values"]["pilot"]["env"]["PILOT_ENABLE_ALPN_FILTER"],
             "false"
+        );
+        assert_eq!(
+            (
+                &op["spec"]["values"]["pilot"]["env"]["PILOT_DEBOUNCE_AFTER"],
+                &op["spec"]["values"]["pilot"]["env"]["PILOT_DEBOUNCE_MAX"]
+            ),
+            (&json!("100ms"), &json!("10s")),
+            "istiod's own defaults, from the topology"
         );
         assert_eq!(op["spec"]["tag"], ISTIO_VERSION);
         assert_eq!(

@@ -325,6 +325,20 @@ pub async fn perform(
             };
             Ok(fault(verb, &hit, at))
         }
+        Action::Delete { target, grace } => {
+            let hit = resolve(&cpm.state_root, &cpm.lab, target).await?;
+            let c = &hit.container;
+            let at = now_unix_ms();
+            // Held while it stops: the new pod's container is started here,
+            // once the old one is gone, not by the kubelet's restart.
+            super::kubelet::hold(dir, c)?;
+            let stopped = provider.stop(c, *grace).await;
+            super::kubelet::release(dir, c)?;
+            stopped.with_context(|| format!("stopping {c} (SIGTERM, SIGKILL after {grace:?})"))?;
+            let state = dir.load()?;
+            provider.start(&state, c).await?;
+            Ok(fault("delete", &hit, at))
+        }
         Action::Partition(pair) | Action::Heal(pair) => {
             let verb = if matches!(action, Action::Partition(_)) {
                 "partition"

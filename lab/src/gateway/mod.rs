@@ -70,6 +70,11 @@ impl GatewayInput {
             .readiness_probe
             .timing("api.readiness_probe")
             .map_err(|(f, m)| format!("{f}: {m}"))?;
+        let (after, max) = state
+            .topology
+            .api
+            .gateway_debounce()
+            .map_err(|(f, m)| format!("{f}: {m}"))?;
         Ok(GatewayInput {
             seed: seed.to_string(),
             exposure: Exposure::of_docker_seed(state, seed),
@@ -88,7 +93,10 @@ impl GatewayInput {
                 })
                 .collect(),
             readiness,
-            debounce: DebounceSettings::default(),
+            debounce: DebounceSettings {
+                after_ms: after.as_millis() as u64,
+                max_ms: max.as_millis() as u64,
+            },
             termination_drain_ms: TERMINATION_DRAIN_MS,
         })
     }

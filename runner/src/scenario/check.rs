@@ -98,6 +98,11 @@ pub enum Action {
     Pause(TargetRef),
     Unpause(TargetRef),
     Restart(TargetRef),
+    /// The pod deleted: SIGTERM, SIGKILL after `grace`, started again.
+    Delete {
+        target: TargetRef,
+        grace: Duration,
+    },
     Partition(String),
     Heal(String),
     Link(LinkSpec),
@@ -113,6 +118,7 @@ impl Action {
             Action::Pause(t) => format!("pause {t}"),
             Action::Unpause(t) => format!("unpause {t}"),
             Action::Restart(t) => format!("restart {t}"),
+            Action::Delete { target, .. } => format!("delete {target}"),
             Action::Partition(p) => format!("partition {p}"),
             Action::Heal(p) => format!("heal {p}"),
             Action::Link(l) => format!("link {}", l.between),
@@ -181,6 +187,12 @@ impl std::fmt::Display for TargetRef {
 fn p(field: impl Into<String>, message: impl Into<String>) -> Problem {
     (field.into(), message.into())
 }
+
+/// A deleted pod's time between SIGTERM and SIGKILL: Kubernetes' default
+/// `terminationGracePeriodSeconds` (k8s.io/api core/v1
+/// `DefaultTerminationGracePeriodSeconds`), which etcd-druid v0.38.1's
+/// StatefulSet does not set (internal/component/statefulset/builder.go).
+pub const POD_GRACE: Duration = Duration::from_secs(30);
 
 fn time(field: &str, s: &str) -> Result<Duration, Problem> {
     parse_duration_max(field, s, MAX_TIME).map_err(|e| p(field, strip_flag(&e.0, field)))
@@ -550,6 +562,37 @@ fn planned(
     if let Some(x) = t("restart", &e.restart)? {
         actions.push(Action::Restart(x));
     }
+    if let Some(x) = t("delete", &e.delete)? {
+        let d = e.delete.as_ref().expect("parsed");
+        if !matches!(
+            x,
+            TargetRef::Member { .. } | TargetRef::MemberRole { .. } | TargetRef::Api { .. }
+        ) {
+            return Err(p(
+                format!("{f}.delete"),
+                "deletes a member's or an API replica's pod (`member` or `api`)",
+            ));
+        }
+        let grace = match &d.grace {
+            Some(g) => time(&format!("{f}.delete.grace"), g)?,
+            None => POD_GRACE,
+        };
+        actions.push(Action::Delete { target: x, grace });
+    }
+    for (name, v) in [
+        ("kill", &e.kill),
+        ("stop", &e.stop),
+        ("pause", &e.pause),
+        ("unpause", &e.unpause),
+        ("restart", &e.restart),
+    ] {
+        if v.as_ref().is_some_and(|t| t.grace.is_some()) {
+            return Err(p(
+                format!("{f}.{name}.grace"),
+                "a grace belongs to `delete` (SIGTERM, then SIGKILL after it)",
+            ));
+        }
+    }
     for (name, v, heal) in [("partition", &e.partition, false), ("heal", &e.heal, true)] {
         if let Some(pair) = v {
             Pair::parse(pair, nets).map_err(|e| p(format!("{f}.{name}"), e.0))?;
@@ -592,7 +635,7 @@ fn planned(
         }),
         0 => Err(p(
             &f,
-            "needs an action: kill, stop, pause, unpause, restart, partition, heal, link or migrate",
+            "needs an action: kill, stop, pause, unpause, restart, delete, partition, heal, link or migrate",
         )),
         _ => Err(p(
             &f,

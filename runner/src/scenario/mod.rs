@@ -426,6 +426,12 @@ pub struct TimelineEntry {
     /// Start it again (after a kill), or restart it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<Target>,
+    /// Delete a member's or an API replica's pod as a rolling update
+    /// does: SIGTERM (etcd hands its leadership over and stops, an API
+    /// server drains), SIGKILL after `grace`, and the new pod's container
+    /// started as soon as the old one is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<Target>,
     /// Drop everything on a link, `A:B`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
@@ -500,6 +506,11 @@ pub struct Target {
     /// With a role: only members in this seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
+    /// With `delete`: how long SIGTERM has before SIGKILL, e.g. 30s (the
+    /// default: Kubernetes' terminationGracePeriodSeconds, which
+    /// etcd-druid's StatefulSet leaves unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace: Option<String>,
 }
 
 /// A part of the garden a timeline action can hit.
@@ -919,6 +930,56 @@ mod tests {
             c.p99[&("MigrateDNSRecords".to_string(), "write".to_string())],
             Duration::from_secs(1)
         );
+    }
+
+    /// `delete` is a pod's deletion: SIGTERM with Kubernetes' default
+    /// grace unless the entry gives one; it hits members and API replicas
+    /// only, and a grace on any other action is refused at its field.
+    #[test]
+    fn delete_is_a_pods_deletion_with_its_grace() {
+        let f = parse_str(
+            "description: a rolling restart of the source's members\ntimeline:\n  - at: 20s\n    delete: {member: seed-a/2}\n  - at: 45s\n    delete: {api: seed-a/0, grace: 5s}\n",
+        )
+        .unwrap();
+        let t = &f.checked.timeline;
+        assert_eq!(
+            t[0].action,
+            Action::Delete {
+                target: TargetRef::Member {
+                    seed: "seed-a".into(),
+                    index: 2
+                },
+                grace: Duration::from_secs(30)
+            }
+        );
+        assert_eq!(t[0].action.describe(), "delete member seed-a/2");
+        assert_eq!(
+            t[1].action,
+            Action::Delete {
+                target: TargetRef::Api {
+                    seed: "seed-a".into(),
+                    index: 0
+                },
+                grace: Duration::from_secs(5)
+            }
+        );
+        for (entry, field) in [
+            ("delete: {gateway: seed-a}", "timeline[0].delete"),
+            (
+                "kill: {member: seed-a/0, grace: 5s}",
+                "timeline[0].kill.grace",
+            ),
+            (
+                "delete: {member: seed-a/0, grace: soon}",
+                "timeline[0].delete.grace",
+            ),
+        ] {
+            let e = parse_str(&format!(
+                "description: a bad delete entry\ntimeline:\n  - at: 5s\n    {entry}\n"
+            ))
+            .unwrap_err();
+            assert_eq!(e.field, field, "{entry}: {e}");
+        }
     }
 
     #[test]
