@@ -47,6 +47,9 @@ pub struct ProbeArgs {
     /// The shoot node's apiserver-proxy (ip:port), for the `node` lane.
     #[arg(long)]
     node: Option<std::net::SocketAddr>,
+    /// The shoot API's seed-bound name, for the `seed-bound` lane.
+    #[arg(long)]
+    seed_bound_name: Option<String>,
 }
 
 impl ProbeArgs {
@@ -332,6 +335,16 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 )
                 .into());
             }
+            if parsed
+                .modes
+                .contains(&cpmlab_probe::record::ConnMode::SeedBound)
+                && a.seed_bound_name.is_none()
+            {
+                return Err(BadInput(
+                    "--modes seed-bound: give --seed-bound-name, the shoot API's name under the serving seed's ingress domain".into(),
+                )
+                .into());
+            }
             cpmlab_probe::agent::run(cpmlab_probe::agent::ProbeConfig {
                 clientgo,
                 target: a.target()?,
@@ -346,6 +359,7 @@ pub async fn run(command: AgentCommand) -> Result<u8> {
                 write_bytes: parsed.write_bytes,
                 seeds_by_addr,
                 node: a.node,
+                seed_bound_name: a.seed_bound_name,
             })
             .await?;
             Ok(0)

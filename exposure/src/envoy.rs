@@ -78,6 +78,19 @@ pub const DNS_CLUSTER: &str = "envoy.clusters.dns";
 pub const LDS_FILE: &str = "lds.json";
 pub const CDS_FILE: &str = "cds.json";
 pub const RDS_FILE: &str = "rds.json";
+/// The `wildcard-tls` server's routes: a file of their own, as Envoy takes
+/// exactly one route configuration from a file an RDS subscription reads
+/// ("Unexpected RDS resource length" otherwise: envoy rds_impl.cc).
+pub const WILDCARD_RDS_FILE: &str = "rds-wildcard.json";
+
+/// The file a route configuration is read from.
+fn rds_file(route_config: &str) -> &'static str {
+    if route_config.contains(".wildcard-tls.") {
+        WILDCARD_RDS_FILE
+    } else {
+        RDS_FILE
+    }
+}
 
 /// The files under `TLS_DIR`.
 pub mod tls {
@@ -85,6 +98,10 @@ pub mod tls {
     /// gateway kube-apiserver's own).
     pub const SERVER_CERT: &str = "server.crt";
     pub const SERVER_KEY: &str = "server.key";
+    /// The seed's wildcard certificate and key for its ingress domain
+    /// (the `wildcard-tls` server's; Gardener's `<namespace>-kube-apiserver-wildcard-tls`).
+    pub const WILDCARD_CERT: &str = "wildcard.crt";
+    pub const WILDCARD_KEY: &str = "wildcard.key";
     /// The CA client certificates are checked against (Gardener: ca-client).
     pub const CLIENT_CA: &str = "client-ca.crt";
     /// The CA the replicas' serving certificates are checked against.
@@ -212,11 +229,21 @@ pub struct Xds {
 impl Xds {
     /// The files to write under `XDS_DIR` (not the endpoints).
     pub fn files(&self) -> Vec<(String, Value)> {
-        vec![
-            (RDS_FILE.into(), discovery_response(self.routes.clone())),
-            (CDS_FILE.into(), discovery_response(self.clusters.clone())),
-            (LDS_FILE.into(), discovery_response(self.listeners.clone())),
-        ]
+        let of = |file: &str| -> Vec<Value> {
+            self.routes
+                .iter()
+                .filter(|r| rds_file(r["name"].as_str().unwrap_or_default()) == file)
+                .cloned()
+                .collect()
+        };
+        let mut files = vec![(RDS_FILE.into(), discovery_response(of(RDS_FILE)))];
+        let wildcard = of(WILDCARD_RDS_FILE);
+        if !wildcard.is_empty() {
+            files.push((WILDCARD_RDS_FILE.into(), discovery_response(wildcard)));
+        }
+        files.push((CDS_FILE.into(), discovery_response(self.clusters.clone())));
+        files.push((LDS_FILE.into(), discovery_response(self.listeners.clone())));
+        files
     }
 }
 
@@ -261,13 +288,24 @@ pub fn render(x: &Exposure) -> Xds {
             clusters.push(passthrough_cluster(&r.destination));
         }
     }
-    let routes = match &x.api {
+    let mut routes = match &x.api {
         Some(api) if api.mode == ApiExposure::Termination && x.api_gateway_deleted => {
-            vec![deleted_gateway_routes(x, api)]
+            vec![deleted_gateway_routes(route_config_name(x, api))]
         }
         Some(api) if api.mode == ApiExposure::Termination => vec![api_routes(x, api)],
         _ => vec![],
     };
+    if let Some(api) = x
+        .api
+        .as_ref()
+        .filter(|a| a.mode == ApiExposure::Termination && !a.wildcard_hosts.is_empty())
+    {
+        routes.push(if x.api_gateway_deleted {
+            deleted_gateway_routes(wildcard_route_config_name(x, api))
+        } else {
+            wildcard_routes(x, api)
+        });
+    }
     Xds {
         listeners,
         clusters,
@@ -363,8 +401,49 @@ pub fn route_config_name(x: &Exposure, api: &ApiRoute) -> String {
     format!("https.{}.tls.kube-apiserver.{}", api.port, x.namespace)
 }
 
+/// The `wildcard-tls` server's route configuration name (sni.go's
+/// `wildcardRouteConfigurationName`).
+pub fn wildcard_route_config_name(x: &Exposure, api: &ApiRoute) -> String {
+    format!(
+        "https.{}.wildcard-tls.kube-apiserver.{}",
+        api.port, x.namespace
+    )
+}
+
+/// A server of the API's Gateway where TLS ends: its hosts, its
+/// certificate, its connection manager's route configuration.
+fn termination_chain(
+    x: &Exposure,
+    hosts: Vec<String>,
+    cert: &str,
+    key: &str,
+    routes: String,
+) -> Value {
+    json!({
+        "filter_chain_match": {"server_names": hosts},
+        "transport_socket": {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+                // OPTIONAL_MUTUAL: a client certificate is checked
+                // when given, not required.
+                "require_client_certificate": false,
+                "common_tls_context": {
+                    "alpn_protocols": ["h2", "http/1.1"],
+                    "tls_certificates": [{
+                        "certificate_chain": {"filename": tls_file(cert)},
+                        "private_key": {"filename": tls_file(key)},
+                    }],
+                    "validation_context": {"trusted_ca": {"filename": tls_file(tls::CLIENT_CA)}},
+                },
+            },
+        },
+        "filters": [http_connection_manager(x, routes)],
+    })
+}
+
 fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
-    let chain = match api.mode {
+    let chains = match api.mode {
         ApiExposure::Passthrough => {
             let mut c = passthrough_chain(
                 &api.host,
@@ -372,34 +451,33 @@ fn api_listener(x: &Exposure, api: &ApiRoute) -> Value {
                 "kube-apiserver",
             );
             c["filter_chain_match"]["server_names"] = json!(x.api_gateway_hosts(api));
-            c
+            vec![c]
         }
-        ApiExposure::Termination => json!({
-            "filter_chain_match": {"server_names": x.api_gateway_hosts(api)},
-            "transport_socket": {
-                "name": "envoy.transport_sockets.tls",
-                "typed_config": {
-                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
-                    // OPTIONAL_MUTUAL: a client certificate is checked
-                    // when given, not required.
-                    "require_client_certificate": false,
-                    "common_tls_context": {
-                        "alpn_protocols": ["h2", "http/1.1"],
-                        "tls_certificates": [{
-                            "certificate_chain": {"filename": tls_file(tls::SERVER_CERT)},
-                            "private_key": {"filename": tls_file(tls::SERVER_KEY)},
-                        }],
-                        "validation_context": {"trusted_ca": {"filename": tls_file(tls::CLIENT_CA)}},
-                    },
-                },
-            },
-            "filters": [http_connection_manager(x, api)],
-        }),
+        ApiExposure::Termination => {
+            let mut chains = vec![termination_chain(
+                x,
+                x.api_gateway_hosts(api),
+                tls::SERVER_CERT,
+                tls::SERVER_KEY,
+                route_config_name(x, api),
+            )];
+            let wildcard = x.api_wildcard_hosts(api);
+            if !wildcard.is_empty() {
+                chains.push(termination_chain(
+                    x,
+                    wildcard,
+                    tls::WILDCARD_CERT,
+                    tls::WILDCARD_KEY,
+                    wildcard_route_config_name(x, api),
+                ));
+            }
+            chains
+        }
     };
-    listener(api.port, vec![chain])
+    listener(api.port, chains)
 }
 
-fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
+fn http_connection_manager(x: &Exposure, route_config: String) -> Value {
     let mut hcm = json!({
         "name": "envoy.filters.network.http_connection_manager",
         "typed_config": {
@@ -418,8 +496,8 @@ fn http_connection_manager(x: &Exposure, api: &ApiRoute) -> Value {
             "http2_protocol_options": super::ingress_limits::http2_protocol_options(),
             "access_log": super::filters::access_log(true),
             "rds": {
-                "route_config_name": route_config_name(x, api),
-                "config_source": path_source(RDS_FILE),
+                "config_source": path_source(rds_file(&route_config)),
+                "route_config_name": route_config,
             },
             "http_filters": [
                 {
@@ -457,13 +535,18 @@ pub fn default_retry_policy() -> Value {
 /// inserts first (HTTP_ROUTE INSERT_BEFORE): requests the Lua filter
 /// authenticated by a client certificate go to the `-mtls` destination.
 pub fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
+    mtls_route_for(x, api, &api.host)
+}
+
+/// The mutual-TLS route the EnvoyFilter inserts for one of its hosts.
+fn mtls_route_for(x: &Exposure, api: &ApiRoute, host: &str) -> Value {
     json!({
         "match": {
             "prefix": "/",
             "dynamic_metadata": [{
                 "filter": "envoy.filters.http.lua",
                 "path": [{"key": AUTHENTICATED_HOST_KEY}],
-                "value": {"string_match": {"exact": api.host}},
+                "value": {"string_match": {"exact": host}},
             }],
         },
         "route": {"cluster": x.api_target(api, ApiDestination::MutualTls).cluster()},
@@ -477,10 +560,10 @@ pub fn mtls_route(x: &Exposure, api: &ApiRoute) -> Value {
 /// without a virtual host, which EnvoyFilters' HTTP_ROUTE patches have no
 /// virtual host to go into): the connections the removed chain still
 /// drains get 404 NR for every request they send before they go.
-fn deleted_gateway_routes(x: &Exposure, api: &ApiRoute) -> Value {
+fn deleted_gateway_routes(name: String) -> Value {
     json!({
         "@type": ty::ROUTE,
-        "name": route_config_name(x, api),
+        "name": name,
         "virtual_hosts": [],
     })
 }
@@ -490,44 +573,81 @@ fn deleted_gateway_routes(x: &Exposure, api: &ApiRoute) -> Value {
 /// by the EnvoyFilter; no retries, no timeout of its own), then the
 /// VirtualService's connection upgrade route and its default route.
 fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
+    let mut domains = vec![api.host.clone()];
+    domains.extend(api.authorities.iter().cloned());
+    route_configuration(x, api, route_config_name(x, api), &domains, true)
+}
+
+/// The `wildcard-tls` server's routes: the same VirtualService routes for
+/// the seed-bound names, a mutual-TLS route per name (the EnvoyFilter's
+/// `WildcardHosts`), and no SPDY upgrade on the connection upgrade route:
+/// Gardener's EnvoyFilter merges that into the `tls` server's route
+/// configuration only (envoyfilter-istio-tls-termination.yaml).
+fn wildcard_routes(x: &Exposure, api: &ApiRoute) -> Value {
+    route_configuration(
+        x,
+        api,
+        wildcard_route_config_name(x, api),
+        &api.wildcard_hosts,
+        false,
+    )
+}
+
+fn route_configuration(
+    x: &Exposure,
+    api: &ApiRoute,
+    name: String,
+    domains: &[String],
+    spdy: bool,
+) -> Value {
     let cluster = |d| x.api_target(api, d).cluster();
+    let mut upgrade = json!({
+        "cluster": cluster(ApiDestination::ConnectionUpgrade),
+        "timeout": "0s",
+        "retry_policy": default_retry_policy(),
+    });
+    if spdy {
+        upgrade["upgrade_configs"] =
+            json!([{"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"}]);
+    }
+    // The EnvoyFilter inserts its mutual-TLS routes first, one per host
+    // of the server (the authorities are the lab's, not a Gateway's).
+    let hosts: Vec<&String> = if spdy {
+        vec![&api.host]
+    } else {
+        domains.iter().collect()
+    };
+    let mut routes: Vec<Value> = hosts.iter().map(|h| mtls_route_for(x, api, h)).collect();
+    routes.push(json!({
+        "name": CONNECTION_UPGRADE_ROUTE,
+        "match": {
+            "prefix": "/",
+            "headers": [
+                {"name": "Connection", "string_match": {"exact": "Upgrade"}},
+                {"name": "Upgrade", "present_match": true},
+            ],
+        },
+        "route": upgrade,
+    }));
+    routes.push(json!({
+        "name": "default",
+        "match": {"prefix": "/"},
+        "route": {
+            "cluster": cluster(ApiDestination::Plain),
+            "timeout": "0s",
+            "retry_policy": default_retry_policy(),
+        },
+    }));
     json!({
         "@type": ty::ROUTE,
-        "name": route_config_name(x, api),
+        "name": name,
         "virtual_hosts": [{
-            "name": format!("{}:{}", api.host, api.port),
-            "domains": std::iter::once(&api.host)
-                .chain(&api.authorities)
+            "name": format!("{}:{}", domains[0], api.port),
+            "domains": domains
+                .iter()
                 .flat_map(|h| [h.clone(), format!("{h}:*")])
                 .collect::<Vec<_>>(),
-            "routes": [
-                mtls_route(x, api),
-                {
-                    "name": CONNECTION_UPGRADE_ROUTE,
-                    "match": {
-                        "prefix": "/",
-                        "headers": [
-                            {"name": "Connection", "string_match": {"exact": "Upgrade"}},
-                            {"name": "Upgrade", "present_match": true},
-                        ],
-                    },
-                    "route": {
-                        "cluster": cluster(ApiDestination::ConnectionUpgrade),
-                        "timeout": "0s",
-                        "retry_policy": default_retry_policy(),
-                        "upgrade_configs": [{"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"}],
-                    },
-                },
-                {
-                    "name": "default",
-                    "match": {"prefix": "/"},
-                    "route": {
-                        "cluster": cluster(ApiDestination::Plain),
-                        "timeout": "0s",
-                        "retry_policy": default_retry_policy(),
-                    },
-                },
-            ],
+            "routes": routes,
         }],
     })
 }
@@ -893,6 +1013,7 @@ pub(crate) mod tests {
                 service: "kube-apiserver".into(),
                 target_port: 443,
                 authorities: vec!["10.0.0.3".into()],
+                wildcard_hosts: vec![],
             }),
             tls,
             max_connection_duration_ms: None,
@@ -974,6 +1095,87 @@ pub(crate) mod tests {
             1 + 4,
             "the API and a cluster per member port"
         );
+    }
+
+    /// With the seed's wildcard certificate the API's Gateway has a second
+    /// server, `wildcard-tls`: its own chain (the seed-bound name, the
+    /// wildcard certificate), its own route configuration (sni.go's name),
+    /// a mutual-TLS route for the name and no SPDY upgrade (Gardener's
+    /// EnvoyFilter merges that into the `tls` server's routes only). The
+    /// in-place drain puts a drain host on both servers; the deletion
+    /// empties both route configurations.
+    #[test]
+    fn a_wildcard_certificate_adds_the_seed_bound_server() {
+        let bound = "api-local--local.ingress.seed-a.local.cpmlab.test";
+        let mut e = sample(ApiExposure::Termination);
+        e.api.as_mut().unwrap().wildcard_hosts = vec![bound.into()];
+        let x = render(&e);
+        let chains = &listener_of(&x, 443)["filter_chains"];
+        assert_eq!(chains.as_array().unwrap().len(), 2);
+        assert_eq!(
+            chains[1]["filter_chain_match"]["server_names"],
+            json!([bound])
+        );
+        let tls = &chains[1]["transport_socket"]["typed_config"]["common_tls_context"];
+        assert_eq!(
+            tls["tls_certificates"][0]["certificate_chain"]["filename"],
+            tls_file(tls::WILDCARD_CERT)
+        );
+        let hcm = &chains[1]["filters"][0]["typed_config"];
+        assert_eq!(
+            hcm["rds"]["route_config_name"],
+            "https.443.wildcard-tls.kube-apiserver.shoot--local--local"
+        );
+        let wild = x
+            .routes
+            .iter()
+            .find(|r| r["name"] == hcm["rds"]["route_config_name"])
+            .expect("the wildcard server's routes");
+        let vh = &wild["virtual_hosts"][0];
+        assert_eq!(vh["domains"], json!([bound, format!("{bound}:*")]));
+        assert_eq!(
+            vh["routes"][0]["match"]["dynamic_metadata"][0]["value"]["string_match"]["exact"],
+            bound
+        );
+        assert_eq!(vh["routes"][1]["name"], "connection-upgrade");
+        assert!(vh["routes"][1]["route"].get("upgrade_configs").is_none());
+        assert_eq!(vh["routes"][2]["name"], "default");
+        // The `tls` server is as without it.
+        let main = &x.routes[0]["virtual_hosts"][0]["routes"];
+        assert_eq!(
+            main[1]["route"]["upgrade_configs"][0]["upgrade_type"],
+            "spdy/3.1"
+        );
+        // Draining in place: a drain host on each server.
+        e.api_gateway_draining = true;
+        let x = render(&e);
+        let chains = &listener_of(&x, 443)["filter_chains"];
+        assert_eq!(
+            chains[1]["filter_chain_match"]["server_names"],
+            json!([bound, format!("cpmlab-drain.{bound}")])
+        );
+        assert_eq!(
+            chains[0]["filter_chain_match"]["server_names"][1],
+            "cpmlab-drain.api.local.cpmlab.test"
+        );
+        // Each route configuration in a file of its own (Envoy takes one
+        // from a file).
+        let names: Vec<String> = render(&e).files().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, [RDS_FILE, WILDCARD_RDS_FILE, CDS_FILE, LDS_FILE]);
+        assert_eq!(
+            hcm["rds"]["config_source"]["path_config_source"]["path"],
+            format!("{XDS_DIR}/{WILDCARD_RDS_FILE}")
+        );
+        // Deleted: no chain, both route configurations empty.
+        e.api_gateway_draining = false;
+        e.api_gateway_deleted = true;
+        let x = render(&e);
+        assert!(x.listeners.iter().all(|l| l["name"] != "0.0.0.0_443"));
+        assert_eq!(x.routes.len(), 2);
+        assert!(x
+            .routes
+            .iter()
+            .all(|r| r["virtual_hosts"].as_array().unwrap().is_empty()));
     }
 
     #[test]

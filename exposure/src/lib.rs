@@ -114,6 +114,11 @@ pub struct ApiRoute {
     /// API's DNS names only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub authorities: Vec<String>,
+    /// The seed-bound names the Gateway's `wildcard-tls` server serves
+    /// with the seed's wildcard certificate, where the seed has one
+    /// (sni.go's `WildcardConfiguration.Hosts`; TLS termination only here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wildcard_hosts: Vec<String>,
 }
 
 /// The destinations of the API in termination mode, as sni.go names them:
@@ -274,6 +279,21 @@ impl Exposure {
         hosts
     }
 
+    /// The hosts the Gateway's `wildcard-tls` server names: the seed-bound
+    /// names, and while it drains in place a drain host for each (none
+    /// without a wildcard certificate).
+    pub fn api_wildcard_hosts(&self, api: &ApiRoute) -> Vec<String> {
+        let mut hosts = api.wildcard_hosts.clone();
+        if self.api_gateway_draining {
+            hosts.extend(
+                api.wildcard_hosts
+                    .iter()
+                    .map(|h| cpmlab_model::migrate::gateway_handover::drain_host(h)),
+            );
+        }
+        hosts
+    }
+
     /// The gateway ports with passthrough routes, sorted, each once.
     pub fn tls_ports(&self) -> Vec<u16> {
         let mut p: Vec<u16> = self.tls.iter().map(|r| r.port).collect();
@@ -310,6 +330,9 @@ impl Exposure {
                 let mut api = api_route(&state.topology);
                 if let Some(s) = state.seed(seed) {
                     api.authorities.push(s.gateway.ip.to_string());
+                }
+                if state.topology.api.wildcard_certificate {
+                    api.wildcard_hosts = vec![state.topology.shoot.seed_bound_name(seed)];
                 }
                 api
             }),
@@ -384,6 +407,7 @@ pub fn api_route(t: &crate::topology::Topology) -> ApiRoute {
         service: "kube-apiserver".into(),
         target_port: API_PORT,
         authorities: vec![],
+        wildcard_hosts: vec![],
     }
 }
 

@@ -85,6 +85,14 @@ pub struct ApiSpec {
     /// sets it. The `max-connection-age` gateway handover needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_max_connection_duration: Option<String>,
+    /// Whether each seed has a wildcard certificate for its ingress domain
+    /// (a Secret with `gardener.cloud/role: controlplane-cert`): Gardener
+    /// then adds the server `wildcard-tls` for the shoot API's seed-bound
+    /// name (`ShootSpec::seed_bound_name`) to the shoot's Gateway (sni.go's
+    /// `WildcardConfiguration`) and advertises that name. The docker form
+    /// with TLS termination only; the `seed-bound` probe lane needs it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wildcard_certificate: bool,
     /// The control plane's push debounce for the seed gateways: a change
     /// (an endpoint, the Gateway) is pushed once this long passed without
     /// another (istiod's `PILOT_DEBOUNCE_AFTER`, 100ms: istio
@@ -330,6 +338,7 @@ impl Default for ApiSpec {
             exposure: ApiExposure::default(),
             readiness_probe: ProbeSpec::default(),
             gateway_max_connection_duration: None,
+            wildcard_certificate: false,
             gateway_debounce_after: default_gateway_debounce_after(),
             gateway_debounce_max: default_gateway_debounce_max(),
         }
@@ -683,6 +692,16 @@ impl ShootSpec {
     /// The shoot API name, `api.<shoot>.<domain>` as in Gardener.
     pub fn api_name(&self) -> String {
         format!("api.{}", self.zone())
+    }
+    /// The shoot API's seed-bound name in `seed`: `api-<technical ID
+    /// without "shoot--">.<the seed's ingress domain>` (gardenlet's
+    /// `ComputeKubeAPIServerHost`, pkg/gardenlet/operation/operation.go),
+    /// the seed's ingress domain being `ingress.<seed>.<zone>` here.
+    /// Gardener advertises it as `wildcard-tls-seed-bound` where the seed
+    /// has a wildcard certificate; it resolves to that seed's ingress
+    /// gateway whatever seed serves the shoot.
+    pub fn seed_bound_name(&self, seed: &str) -> String {
+        format!("api-local--{}.ingress.{seed}.{}", self.name, self.zone())
     }
 }
 
@@ -1111,6 +1130,12 @@ impl Topology {
             }
             Ok(_) => {}
         }
+        if self.api.wildcard_certificate && self.api.exposure == ApiExposure::Passthrough {
+            return e(
+                "api.wildcard_certificate".into(),
+                "the seed-bound server is built for TLS termination (api.exposure: termination): under passthrough kube-apiserver itself would serve the wildcard certificate by SNI, which the lab's API servers do not".into(),
+            );
+        }
         if let Err((field, msg)) = self.api.gateway_debounce() {
             return e(field.into(), msg);
         }
@@ -1169,6 +1194,10 @@ mod tests {
         assert_eq!(t.source().name, "seed-a");
         assert_eq!(t.destination().name, "seed-b");
         assert_eq!(t.shoot.api_name(), "api.local.cpmlab.test");
+        assert_eq!(
+            t.shoot.seed_bound_name("seed-a"),
+            "api-local--local.ingress.seed-a.local.cpmlab.test"
+        );
         assert_eq!(
             t.network_names(),
             vec!["seed-a", "seed-b", "clients", "garden"]

@@ -640,6 +640,10 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         cfg.seeds_by_addr.clone(),
     );
     transport.node = cfg.node;
+    transport.seed_bound = cfg
+        .seed_bound_name
+        .as_deref()
+        .map(|n| Resolver::new(target.resolve.clone(), n));
     if cfg.modes.contains(&ConnMode::LateDns) {
         transport.late_resolvers = Resolver::late_fleet(
             &target.resolve,

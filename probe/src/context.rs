@@ -57,6 +57,8 @@ pub struct ProbeConfig {
     pub clientgo: Option<super::clientgo_config::ClientGo>,
     /// The shoot node's apiserver-proxy, for the `node` lane.
     pub node: Option<std::net::SocketAddr>,
+    /// The shoot API's seed-bound name, for the `seed-bound` lane.
+    pub seed_bound_name: Option<String>,
 }
 
 pub(super) struct Ctx {

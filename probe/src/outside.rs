@@ -139,6 +139,16 @@ pub async fn start(
     }
     let kubeconfig = std::fs::canonicalize(kubeconfig)
         .with_context(|| format!("resolve {}", kubeconfig.display()))?;
+    if s.parse()?
+        .modes
+        .contains(&super::record::ConnMode::SeedBound)
+    {
+        return Err(crate::errors::BadInput(
+            "--modes seed-bound: the seed-bound name is the lab's (its DNS, its gateways); outside a lab, give that name as the kubeconfig's server instead"
+                .into(),
+        )
+        .into());
+    }
     if s.parse()?.modes.contains(&super::record::ConnMode::Node) {
         return Err(crate::errors::BadInput(
             "--modes node: the node lane goes through the lab's shoot node (its apiserver-proxy); \

@@ -33,7 +33,9 @@ pub struct ProbeSettings {
     /// node (a kept connection through a shoot node's apiserver-proxy,
     /// as in-cluster clients reach it), late-dns (a connection per
     /// request through a DNS cache that keeps each answer --late-dns past
-    /// its TTL).
+    /// its TTL), seed-bound (a connection per request by the shoot API's
+    /// seed-bound name in the seed serving at the start; the topology's
+    /// api.wildcard_certificate).
     #[arg(long, default_value = "new,reused")]
     pub modes: String,
     /// How long the late-dns lane keeps an answer past its TTL.
@@ -171,7 +173,7 @@ impl ProbeSettings {
             modes: parse_list(
                 "--modes",
                 &self.modes,
-                "new, reused, keepalive, node, late-dns",
+                "new, reused, keepalive, node, late-dns, seed-bound",
             )?,
             late_dns: d("--late-dns", &self.late_dns)?,
             candidates,
@@ -384,6 +386,19 @@ pub async fn start(
         node: None,
     };
     let mut client = client;
+    if parsed.modes.contains(&ConnMode::SeedBound) {
+        if !state.topology.api.wildcard_certificate {
+            return Err(BadInput(
+                "--modes seed-bound: the seeds have no wildcard certificate, so no seed-bound name (topology api.wildcard_certificate: true)".into(),
+            )
+            .into());
+        }
+        let serving = state.seed_by_role(crate::topology::SeedRole::Source);
+        client.args.push(format!(
+            "--seed-bound-name={}",
+            state.topology.shoot.seed_bound_name(&serving.name)
+        ));
+    }
     if parsed.modes.contains(&ConnMode::Node) {
         client.node = Some(super::node::spec(state));
         client

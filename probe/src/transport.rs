@@ -292,6 +292,9 @@ pub struct Transport {
     /// turn request by request; none: that lane resolves as `new` does.
     pub late_resolvers: Vec<Resolver>,
     next_late: std::sync::atomic::AtomicUsize,
+    /// The `seed-bound` lane's resolver, of the seed-bound name (none:
+    /// that lane fails every request, saying so).
+    pub seed_bound: Option<Resolver>,
     pub api_name: String,
     pub port: u16,
     /// The bearer token (none: a client certificate says who we are).
@@ -411,7 +414,9 @@ async fn connect_tls(
     } else {
         vec![b"http/1.1".to_vec()]
     };
-    let name = ServerName::try_from(t.api_name.clone())
+    // The server name is the resolved one's: the API's, or the seed-bound
+    // name for that lane.
+    let name = ServerName::try_from(resolver.name.clone())
         .map_err(|e| Failure::new(Outcome::Tls, e.to_string(), Some(addr)))?;
     let left = deadline.saturating_duration_since(Instant::now());
     match tokio::time::timeout(
@@ -442,10 +447,22 @@ fn request(
     path: &str,
     body: Option<Vec<u8>>,
 ) -> hyper::Request<Full<Bytes>> {
+    request_to(t, &t.api_name, method, path, body)
+}
+
+/// A request to `host` (the `Host` header): the API's name, or the
+/// seed-bound lane's.
+fn request_to(
+    t: &Transport,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> hyper::Request<Full<Bytes>> {
     let mut b = hyper::Request::builder()
         .method(method)
         .uri(path)
-        .header("host", &t.api_name)
+        .header("host", host)
         .header("accept", "application/json")
         .header("user-agent", "cpmlab-probe");
     if let Some(token) = &t.token {
@@ -470,6 +487,7 @@ impl Transport {
         Transport {
             resolver,
             late_resolvers: Vec::new(),
+            seed_bound: None,
             next_late: Default::default(),
             api_name: api_name.to_string(),
             port,
@@ -539,7 +557,7 @@ impl Transport {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let req = request(self, method, path, body);
+        let req = request_to(self, &resolver.name, method, path, body);
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, sender.send_request(req)).await {
             Err(_) => Err(Failure::new(
@@ -864,6 +882,17 @@ impl Transport {
                 };
                 (self.send_fresh(r, method, path, body, deadline).await, None)
             }
+            super::record::ConnMode::SeedBound => match &self.seed_bound {
+                Some(r) => (self.send_fresh(r, method, path, body, deadline).await, None),
+                None => (
+                    Err(Failure::new(
+                        Outcome::Error,
+                        "the seed-bound lane has no seed-bound name (--seed-bound-name)",
+                        None,
+                    )),
+                    None,
+                ),
+            },
         }
     }
 }
@@ -968,6 +997,43 @@ mod tests {
             }
             Err(f) => Err(f.error),
         }
+    }
+
+    /// The seed-bound lane connects by its own name, as SNI and `Host`: a
+    /// server whose certificate holds only the API's name refuses it; one
+    /// named as the certificate answers; and without a name every request
+    /// fails saying why.
+    #[tokio::test]
+    async fn the_seed_bound_lane_connects_by_its_own_name() {
+        use super::super::record::ConnMode;
+        let deadline = || Instant::now() + Duration::from_secs(5);
+        let (mut t, _) = h1_server(Serve {
+            answers: 100,
+            swallow: false,
+        })
+        .await;
+        let (r, _) = t
+            .send(ConnMode::SeedBound, "GET", "/", None, deadline())
+            .await;
+        let e = r.err().expect("no name, no request");
+        assert!(e.error.contains("--seed-bound-name"), "{}", e.error);
+        let fixed = || Resolve::Fixed("127.0.0.1".parse().unwrap());
+        t.seed_bound = Some(Resolver::new(
+            fixed(),
+            "api-local--local.ingress.seed-a.test",
+        ));
+        let (r, _) = t
+            .send(ConnMode::SeedBound, "GET", "/", None, deadline())
+            .await;
+        let e = r
+            .err()
+            .expect("the certificate does not hold the seed-bound name");
+        assert_eq!(e.outcome, Outcome::Tls, "{}", e.error);
+        t.seed_bound = Some(Resolver::new(fixed(), "api.test"));
+        let (r, _) = t
+            .send(ConnMode::SeedBound, "GET", "/", None, deadline())
+            .await;
+        assert_eq!(body(r).await.as_deref(), Ok("ok"));
     }
 
     #[tokio::test]

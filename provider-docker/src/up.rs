@@ -638,6 +638,14 @@ fn zone_records(state: &LabState) -> Vec<ARecord> {
             name: format!("{}-gateway.{zone}", s.name),
             ip: s.gateway.ip,
         });
+        // The seed-bound name: under the seed's ingress domain, its
+        // gateway's for good (a seed's wildcard record, not the shoot's).
+        if state.topology.api.wildcard_certificate {
+            r.push(ARecord {
+                name: state.topology.shoot.seed_bound_name(&s.name),
+                ip: s.gateway.ip,
+            });
+        }
     }
     for m in &state.members {
         r.extend(member_records(m));
@@ -689,7 +697,26 @@ pub fn gateway_files(
         .front_proxy
         .issue_client(crate::exposure::GATEWAY_CLIENT_CN)?;
     let at = |f: &str| format!("{}/{f}", envoy::TLS_DIR);
-    Ok(vec![
+    // The seed's wildcard certificate for its ingress domain, where the
+    // topology gives the seeds one: signed by the lab CA here (a public
+    // CA's in a landscape, which is why Gardener's kubeconfig for the
+    // seed-bound address carries no CA).
+    let wildcard = if state.topology.api.wildcard_certificate {
+        let name = state.topology.shoot.seed_bound_name(&seed.name);
+        let domain = name.split_once('.').map_or(name.as_str(), |(_, d)| d);
+        let c = keys.ca.issue_member(
+            &format!("{}-ingress-wildcard", seed.name),
+            &[format!("*.{domain}")],
+            &[],
+        )?;
+        vec![
+            FileSpec::new(at(tls::WILDCARD_CERT), c.cert_pem, 0o644),
+            FileSpec::new(at(tls::WILDCARD_KEY), c.key_pem, 0o600),
+        ]
+    } else {
+        vec![]
+    };
+    let mut files = vec![
         FileSpec::new(
             envoy::BOOTSTRAP,
             serde_json::to_vec_pretty(&envoy::bootstrap(&format!("{}-gateway", seed.name)))?,
@@ -707,7 +734,9 @@ pub fn gateway_files(
         FileSpec::new(at(tls::UPSTREAM_CA), keys.ca.cert_pem.clone(), 0o644),
         FileSpec::new(at(tls::PROXY_CERT), proxy.cert_pem, 0o644),
         FileSpec::new(at(tls::PROXY_KEY), proxy.key_pem, 0o600),
-    ])
+    ];
+    files.extend(wildcard);
+    Ok(files)
 }
 
 /// An etcd member's container; `cluster` is `--initial-cluster` (name, peer URL).

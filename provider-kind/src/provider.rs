@@ -575,6 +575,12 @@ impl Provider for KindProvider {
     /// in flight is dropped (its command killed), and `down` removes what
     /// was made.
     async fn up(&self, req: &UpRequest, progress: &Progress) -> Result<Up> {
+        if req.topology.api.wildcard_certificate {
+            return Err(crate::errors::BadInput(
+                "api.wildcard_certificate: the kind form has no seed-bound server yet (the docker form has)".into(),
+            )
+            .into());
+        }
         let make = super::up::create(
             &req.state_root,
             &req.lab,

@@ -478,6 +478,7 @@ pub fn mode_name(m: ConnMode) -> &'static str {
         ConnMode::Keepalive => "keepalive",
         ConnMode::Node => "node",
         ConnMode::LateDns => "late-dns",
+        ConnMode::SeedBound => "seed-bound",
     }
 }
 

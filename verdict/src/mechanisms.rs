@@ -274,6 +274,7 @@ fn clients(m: ConnMode) -> &'static str {
         ConnMode::Keepalive => "kept connections (HTTP/1.1 keep-alive)",
         ConnMode::Node => NODE_CLIENTS,
         ConnMode::LateDns => "new connections through a DNS cache that outlives the TTL",
+        ConnMode::SeedBound => "new connections by the source seed's seed-bound name",
     }
 }
 

@@ -74,6 +74,14 @@ pub enum ConnMode {
     /// `late_dns`, in every run.
     #[serde(rename = "late-dns")]
     LateDns,
+    /// A new connection per request by the shoot API's seed-bound name in
+    /// the seed that served it when the probes started (Gardener's
+    /// advertised address `wildcard-tls-seed-bound`,
+    /// `api-<technical ID>.<the seed's ingress domain>`, served by the
+    /// Gateway's `wildcard-tls` server): a name that stays with that
+    /// seed's gateway, so its clients never follow the shoot's DNS.
+    #[serde(rename = "seed-bound")]
+    SeedBound,
 }
 
 /// The class of a request's outcome.

@@ -1246,6 +1246,7 @@ fn anomaly_marks_svg(v: &Verdict, tl: &Timeline, lane_y: &[usize]) -> String {
         "keepalive" => ConnMode::Keepalive,
         "node" => ConnMode::Node,
         "late-dns" => ConnMode::LateDns,
+        "seed-bound" => ConnMode::SeedBound,
         _ => ConnMode::Reused,
     };
     let mut marks: Vec<(LaneKey, f64, String)> = Vec::new();

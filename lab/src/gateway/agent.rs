@@ -147,19 +147,29 @@ async fn push(
 ) -> Result<usize> {
     let xds = render::render(&input.exposure);
     let files = xds.files();
-    let (lds, rest): (Vec<_>, Vec<_>) = files.into_iter().partition(|(n, _)| n == render::LDS_FILE);
+    let of = |name: &str| -> Vec<(String, serde_json::Value)> {
+        files.iter().filter(|(n, _)| n == name).cloned().collect()
+    };
+    let (lds, cds) = (of(render::LDS_FILE), of(render::CDS_FILE));
+    // Every route configuration's file (the `wildcard-tls` server's has
+    // its own).
+    let rds: Vec<_> = files
+        .iter()
+        .filter(|(n, _)| n != render::LDS_FILE && n != render::CDS_FILE)
+        .cloned()
+        .collect();
     let eds = render::eds_files(&input.exposure, &ready_map(input, served));
     let mut n = written.write(&paths.xds_dir, &eds)?;
-    let clusters = written.write(&paths.xds_dir, &rest[1..])?;
+    let clusters = written.write(&paths.xds_dir, &cds)?;
     n += clusters;
     if clusters > 0 && envoy_up && written.changes(&lds) {
-        let version = rest[1].1["version_info"].as_str().unwrap_or_default();
+        let version = cds[0].1["version_info"].as_str().unwrap_or_default();
         if let Err(e) = wait_cds_version(version, CDS_TAKEN_DEADLINE).await {
             eprintln!("cpmlab-gateway: writing the listeners anyway: {e:#}");
         }
     }
     n += written.write(&paths.xds_dir, &lds)?;
-    n += written.write(&paths.xds_dir, &rest[..1])?; // routes
+    n += written.write(&paths.xds_dir, &rds)?;
     Ok(n)
 }
 

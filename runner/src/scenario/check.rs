@@ -280,6 +280,13 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         };
         p(field, e.0)
     })?;
+    if settings.modes.split(',').any(|m| m == "seed-bound") && !s.topology.api.wildcard_certificate
+    {
+        return Err(p(
+            "probes.modes",
+            "`seed-bound` connects by the shoot API's seed-bound name, which the seeds have only with a wildcard certificate: set topology.api.wildcard_certificate: true",
+        ));
+    }
     let warmup = time("probes.warmup", &s.probes.warmup)?;
     let mut cooldown = time("probes.cooldown", &s.probes.cooldown)?;
     // The destination's candidate takes a lease the source could not

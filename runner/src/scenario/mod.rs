@@ -756,6 +756,13 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, FileError> {
 /// form. The error names the file, the line and the field.
 pub fn check_form(sf: &ScenarioFile, kind: crate::state::ProviderKind) -> Result<(), FileError> {
     use crate::topology::EtcdOperator;
+    if kind == crate::state::ProviderKind::Kind && sf.scenario.topology.api.wildcard_certificate {
+        return Err(crate::yaml_file::error_at::<Scenario>(
+            &sf.path,
+            "topology.api.wildcard_certificate",
+            "the kind form has no seed-bound server yet: run it on the docker form",
+        ));
+    }
     if kind == crate::state::ProviderKind::Kind
         || sf.scenario.topology.etcd.operator == EtcdOperator::Lab
     {
@@ -1007,6 +1014,37 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "timeline[0].when.on", "{e}");
+    }
+
+    /// The seed-bound lane needs the seeds' wildcard certificate, which is
+    /// built for TLS termination on the docker form: each gap is refused
+    /// at its field.
+    #[test]
+    fn the_seed_bound_lane_needs_a_wildcard_certificate_on_the_docker_form() {
+        use crate::state::ProviderKind;
+        let e = parse_str("description: x\nprobes:\n  modes: [new, seed-bound]\n").unwrap_err();
+        assert_eq!(e.field, "probes.modes", "{e}");
+        assert!(e.message.contains("wildcard_certificate"), "{e}");
+        let e = parse_str(
+            "description: x\ntopology:\n  api: {exposure: passthrough, wildcard_certificate: true}\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "topology.api.wildcard_certificate", "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("bound.yaml");
+        std::fs::write(
+            &path,
+            "description: x\ntopology:\n  api: {wildcard_certificate: true}\nprobes:\n  modes: [seed-bound]\n",
+        )
+        .unwrap();
+        let f = load(&path).unwrap();
+        check_form(&f, ProviderKind::Docker).unwrap();
+        let e = check_form(&f, ProviderKind::Kind).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (3, "topology.api.wildcard_certificate"),
+            "{e}"
+        );
     }
 
     #[test]
