@@ -46,9 +46,13 @@ fn quiet_run_is_zero_downtime_then_a_write_put_past_the_api_fails_the_ledger() {
         return;
     }
     let lab = Lab::new("quiet");
-    lab.ok(&["up"]);
+    // Seeds with a wildcard certificate: the seed-bound lane reaches the
+    // API by its seed-bound name through the Gateway's `wildcard-tls`
+    // server (in the kept connection's place: two lanes, the load as
+    // before; every other test runs `reused`).
+    lab.ok(&["up", "--topology", &topology("seed-bound.yaml")]);
     // With a write load of new objects beside the ledger.
-    let run = start(&lab, &["--write-rate", "10"]);
+    let run = start(&lab, &["--write-rate", "10", "--modes", "new,seed-bound"]);
     // Beside the lab's probes, the same agent from the host through the
     // lab's kubeconfig, as it would measure any API server
     // (`probe start --kubeconfig`): it runs as a host process, in a
@@ -103,6 +107,9 @@ fn quiet_run_is_zero_downtime_then_a_write_put_past_the_api_fails_the_ledger() {
     let v = verdict(&run);
     assert_eq!(v["passed"], true, "{v:#}");
     assert_eq!(v["status"], "passed", "{:#}", v["rules"]);
+    let bound = &v["probes"]["get/seed-bound"];
+    assert!(f(&bound["requests"]) > 50.0, "{bound:#}");
+    assert_eq!(bound["requests"], bound["ok"], "{bound:#}");
     assert_eq!(v["zero_downtime"], true);
     assert_eq!(v["overall"]["requests"], v["overall"]["ok"]);
     assert!(f(&v["overall"]["requests"]) > 300.0, "{}", v["overall"]);
