@@ -59,12 +59,24 @@ fn the_docker_form_s_envoy_agrees_with_gardener_s_rendered_objects() {
     ) {
         return;
     }
-    for mode in [ApiExposure::Termination, ApiExposure::Passthrough] {
+    // And with the seed's wildcard certificate (termination): sni.go's
+    // `wildcard-tls` server for the seed-bound name, which the docker
+    // form serves (topology api.wildcard_certificate).
+    for (mode, wildcard) in [
+        (ApiExposure::Termination, false),
+        (ApiExposure::Passthrough, false),
+        (ApiExposure::Termination, true),
+    ] {
         let mut t = Topology::default();
         t.api.exposure = mode;
         let s = cpmlab_provider_kind::KindSettings::default();
-        let x = cpmlab_provider_kind::manifests::exposure(&t, &s, "seed-a");
+        let mut x = cpmlab_provider_kind::manifests::exposure(&t, &s, "seed-a");
         let mut values = apiserver_exposure::values("lab", &t, "seed-a", Mode::SERVING);
+        if wildcard {
+            let bound = t.shoot.seed_bound_name("seed-a");
+            x.api.as_mut().unwrap().wildcard_hosts = vec![bound.clone()];
+            values["wildcard"] = serde_json::json!({"hosts": [bound]});
+        }
         values["namespaceUID"] = "0e0e0e0e-0000-4000-8000-000000000001".into();
         values["apiServerClusterIP"] = "240.96.0.10".into();
         values.as_object_mut().unwrap().remove("labels");
@@ -82,7 +94,7 @@ fn the_docker_form_s_envoy_agrees_with_gardener_s_rendered_objects() {
                 .filter(|o| !cpmlab_provider_kind::manifests::rendered_by_gardener(&x, o)),
         );
         eprintln!(
-            "{mode:?}: {gardener} objects of Gardener's, {} in all",
+            "{mode:?} (wildcard {wildcard}): {gardener} objects of Gardener's, {} in all",
             objects.len()
         );
         cpmlab_exposure::agree::check_objects(&objects, &x);

@@ -116,6 +116,11 @@ fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
     let mut f = Facts::default();
     let of_kind = |k: &'static str| objects.iter().filter(move |o| o["kind"] == k);
     let mut modes: BTreeMap<(u16, String), String> = BTreeMap::new();
+    // Each server where TLS ends, by its port and first host (a filter
+    // chain's, as Envoy's first server name): its hosts and the route
+    // configuration istiod names after it (`https.<port>.<port
+    // name>.<gateway>.<namespace>`, pilot/pkg/model/gateway.go).
+    let mut servers: BTreeMap<(u16, String), (Vec<String>, String)> = BTreeMap::new();
     for g in of_kind("Gateway") {
         for srv in g["spec"]["servers"].as_array().unwrap() {
             let port = srv["port"]["number"].as_u64().unwrap() as u16;
@@ -126,13 +131,24 @@ fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
                 m if m.is_empty() && srv["tls"].is_object() => "PASSTHROUGH".to_string(),
                 m => m,
             };
-            for h in srv["hosts"].as_array().unwrap() {
-                modes.insert((port, s(h)), mode.clone());
+            let hosts: Vec<String> = srv["hosts"].as_array().unwrap().iter().map(s).collect();
+            for h in &hosts {
+                modes.insert((port, h.clone()), mode.clone());
+            }
+            if mode != "PASSTHROUGH" && !hosts.is_empty() {
+                let rc = format!(
+                    "https.{port}.{}.{}.{}",
+                    s(&srv["port"]["name"]),
+                    s(&g["metadata"]["name"]),
+                    s(&g["metadata"]["namespace"])
+                );
+                servers.insert((port, hosts[0].clone()), (hosts, rc));
             }
         }
     }
-    // The EnvoyFilter's inserted route goes first.
-    let mut inserted: Vec<(String, String)> = vec![];
+    // The EnvoyFilter's inserted routes go first, each into the route
+    // configuration it names.
+    let mut inserted: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     let mut upgrade_alpn: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let http_proxy_port = of_kind("Gateway")
         .find(|g| g["metadata"]["name"] == crate::http_proxy::GATEWAY_NAME)
@@ -179,7 +195,10 @@ fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
                 }
             }
             if p["applyTo"] == "HTTP_ROUTE" && p["patch"]["operation"] == "INSERT_BEFORE" {
-                inserted.push((String::new(), s(&p["patch"]["value"]["route"]["cluster"])));
+                inserted
+                    .entry(s(&p["match"]["routeConfiguration"]["name"]))
+                    .or_default()
+                    .push((String::new(), s(&p["patch"]["value"]["route"]["cluster"])));
             }
             if p["applyTo"] == "CLUSTER" {
                 let alpn = &p["patch"]["value"]["transportSocket"]["typedConfig"]
@@ -208,36 +227,49 @@ fn from_istio(objects: &[Value], x: &Exposure) -> Facts {
                 .insert((port, host), Chain::Passthrough { cluster: c });
         }
         if let Some(http) = vs["spec"]["http"].as_array() {
-            let host = s(&vs["spec"]["hosts"][0]);
             let hosts: Vec<String> = vs["spec"]["hosts"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(s)
                 .collect();
-            // A VirtualService without its Gateway routes nothing.
-            if modes.keys().any(|(_, h)| *h == host) {
-                f.authorities.insert(host.clone(), hosts);
-            }
-            let mut routes = inserted.clone();
+            let mut own = vec![];
             for r in http {
                 let c = cluster_name(&r["route"][0]["destination"]);
                 hosts_of_cluster.insert(c.clone(), s(&r["route"][0]["destination"]["host"]));
-                routes.push((s(&r["name"]), c));
+                own.push((s(&r["name"]), c));
             }
-            for c in &inserted {
+            for c in inserted.values().flatten() {
                 hosts_of_cluster.insert(c.1.clone(), c.1.rsplit("||").next().unwrap().to_string());
             }
-            for ((port, h), mode) in &modes {
-                if *h == host {
-                    f.chains.insert(
-                        (*port, h.clone()),
-                        Chain::Terminate {
-                            optional_mutual: mode == "OPTIONAL_MUTUAL",
-                            routes: routes.clone(),
-                        },
-                    );
-                }
+            // Each server that names one of its hosts gets its routes, after
+            // the EnvoyFilter's for that server's route configuration, and
+            // answers its hosts but those another server names (the lab's
+            // extra authorities, in no server, stay with every one); a
+            // VirtualService without its Gateway routes nothing.
+            for ((port, first), (server_hosts, rc)) in &servers {
+                let Some(answer) = hosts.iter().find(|h| server_hosts.contains(h)) else {
+                    continue;
+                };
+                let common: Vec<String> = hosts
+                    .iter()
+                    .filter(|h| {
+                        server_hosts.contains(h)
+                            || !servers.values().any(|(other, _)| other.contains(h))
+                    })
+                    .cloned()
+                    .collect();
+                let mode = &modes[&(*port, first.clone())];
+                f.authorities.insert(answer.clone(), common.clone());
+                let mut routes = inserted.get(rc).cloned().unwrap_or_default();
+                routes.extend(own.iter().cloned());
+                f.chains.insert(
+                    (*port, first.clone()),
+                    Chain::Terminate {
+                        optional_mutual: mode == "OPTIONAL_MUTUAL",
+                        routes,
+                    },
+                );
             }
         }
     }
