@@ -393,10 +393,10 @@ pub async fn start(
             )
             .into());
         }
-        let serving = state.seed_by_role(crate::topology::SeedRole::Source);
+        let source = state.seed_by_role(crate::topology::SeedRole::Source);
         client.args.push(format!(
             "--seed-bound-name={}",
-            state.topology.shoot.seed_bound_name(&serving.name)
+            state.topology.shoot.seed_bound_name(&source.name)
         ));
     }
     if parsed.modes.contains(&ConnMode::Node) {
