@@ -575,7 +575,8 @@ fn deleted_gateway_routes(name: String) -> Value {
 fn api_routes(x: &Exposure, api: &ApiRoute) -> Value {
     let mut domains = vec![api.host.clone()];
     domains.extend(api.authorities.iter().cloned());
-    route_configuration(x, api, route_config_name(x, api), &domains, true)
+    let mtls = std::slice::from_ref(&api.host);
+    route_configuration(x, api, route_config_name(x, api), &domains, mtls, true)
 }
 
 /// The `wildcard-tls` server's routes: the same VirtualService routes for
@@ -589,15 +590,21 @@ fn wildcard_routes(x: &Exposure, api: &ApiRoute) -> Value {
         api,
         wildcard_route_config_name(x, api),
         &api.wildcard_hosts,
+        &api.wildcard_hosts,
         false,
     )
 }
 
+/// A server's route configuration: the VirtualService's routes for
+/// `domains`, after the EnvoyFilter's mutual-TLS route for each of
+/// `mtls_hosts` (the server's hosts; the lab's extra authorities are no
+/// Gateway's), with the SPDY upgrade where the EnvoyFilter merges it.
 fn route_configuration(
     x: &Exposure,
     api: &ApiRoute,
     name: String,
     domains: &[String],
+    mtls_hosts: &[String],
     spdy: bool,
 ) -> Value {
     let cluster = |d| x.api_target(api, d).cluster();
@@ -610,14 +617,10 @@ fn route_configuration(
         upgrade["upgrade_configs"] =
             json!([{"upgrade_type": "spdy/3.1"}, {"upgrade_type": "websocket"}]);
     }
-    // The EnvoyFilter inserts its mutual-TLS routes first, one per host
-    // of the server (the authorities are the lab's, not a Gateway's).
-    let hosts: Vec<&String> = if spdy {
-        vec![&api.host]
-    } else {
-        domains.iter().collect()
-    };
-    let mut routes: Vec<Value> = hosts.iter().map(|h| mtls_route_for(x, api, h)).collect();
+    let mut routes: Vec<Value> = mtls_hosts
+        .iter()
+        .map(|h| mtls_route_for(x, api, h))
+        .collect();
     routes.push(json!({
         "name": CONNECTION_UPGRADE_ROUTE,
         "match": {

@@ -701,7 +701,12 @@ impl ShootSpec {
     /// has a wildcard certificate; it resolves to that seed's ingress
     /// gateway whatever seed serves the shoot.
     pub fn seed_bound_name(&self, seed: &str) -> String {
-        format!("api-local--{}.ingress.{seed}.{}", self.name, self.zone())
+        format!("api-local--{}.{}", self.name, self.ingress_domain(seed))
+    }
+    /// `seed`'s ingress domain under the lab's zone (Gardener's
+    /// `*.ingress.<seed domain>`).
+    pub fn ingress_domain(&self, seed: &str) -> String {
+        crate::migrate::gateway_handover::forward_host(seed, &self.zone())
     }
 }
 

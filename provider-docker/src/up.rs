@@ -702,11 +702,12 @@ pub fn gateway_files(
     // CA's in a landscape, which is why Gardener's kubeconfig for the
     // seed-bound address carries no CA).
     let wildcard = if state.topology.api.wildcard_certificate {
-        let name = state.topology.shoot.seed_bound_name(&seed.name);
-        let domain = name.split_once('.').map_or(name.as_str(), |(_, d)| d);
         let c = keys.ca.issue_member(
             &format!("{}-ingress-wildcard", seed.name),
-            &[format!("*.{domain}")],
+            &[format!(
+                "*.{}",
+                state.topology.shoot.ingress_domain(&seed.name)
+            )],
             &[],
         )?;
         vec![

@@ -254,7 +254,7 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         }
     }
     let settings = s.probes.settings(&s.topology);
-    settings.parse().map_err(|e| {
+    let parsed = settings.parse().map_err(|e| {
         let field = if e.0.starts_with("--lease-duration") {
             "probes.leader_election.lease_duration"
         } else if e.0.starts_with("--renew-deadline") {
@@ -280,7 +280,10 @@ pub fn check(s: &Scenario, path: &Path) -> Result<Checked, Problem> {
         };
         p(field, e.0)
     })?;
-    if settings.modes.split(',').any(|m| m == "seed-bound") && !s.topology.api.wildcard_certificate
+    if parsed
+        .modes
+        .contains(&crate::probe::record::ConnMode::SeedBound)
+        && !s.topology.api.wildcard_certificate
     {
         return Err(p(
             "probes.modes",
