@@ -706,8 +706,14 @@ impl ShootSpec {
     /// `seed`'s ingress domain under the lab's zone (Gardener's
     /// `*.ingress.<seed domain>`).
     pub fn ingress_domain(&self, seed: &str) -> String {
-        crate::migrate::gateway_handover::forward_host(seed, &self.zone())
+        ingress_domain(seed, &self.zone())
     }
+}
+
+/// `seed`'s ingress domain under the lab's zone `zone`, as Gardener names
+/// a seed's ingress domain (`*.ingress.<seed domain>`).
+pub fn ingress_domain(seed: &str, zone: &str) -> String {
+    format!("ingress.{seed}.{zone}")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

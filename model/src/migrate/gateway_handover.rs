@@ -128,7 +128,7 @@ pub fn drain_host(api_host: &str) -> String {
 /// Gardener names a seed's ingress domain (`*.ingress.<seed domain>`):
 /// the host of the ServiceEntry `forward` routes the shoot API to.
 pub fn forward_host(seed: &str, zone: &str) -> String {
-    format!("ingress.{seed}.{zone}")
+    crate::topology::ingress_domain(seed, zone)
 }
 
 impl GatewayHandover {
