@@ -818,9 +818,13 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
         "{file}: the source API servers go in SourceSeedCleanup after its 60 s (at +{:.1} s of it)",
         (deleted - cleanup) / 1e3
     );
-    let removal = note_at(&|n| n.starts_with("removing the leader"))
-        .first()
-        .copied();
+    // Where the source leader leaves: its removal, or the move of its
+    // leadership before it (the recommended fixture's `move-leader`).
+    let removal = note_at(&|n| {
+        n.starts_with("removing the leader") || n.starts_with("moving leadership")
+    })
+    .first()
+    .copied();
     let records = ndjson(&run.join("records.ndjson"));
     let end = |r: &Value| r["start_unix_ms"].as_f64().unwrap() + r["duration_ms"].as_f64().unwrap();
     let v: Value = read_json(&run.join("verdict.json"));
@@ -933,14 +937,14 @@ fn scenario_five_member_25ms_gep_termination() {
 /// The recommended handover (docs/recommendation.md): the GEP's order on
 /// Gardener's defaults, the source's Gateway for the shoot changed right
 /// after the DNS-cache wait so that Envoy drains its connections with their
-/// routes intact, and deleted after the drain (`drain-gateway-in-place`).
-/// From the run's own events and records: the Gateway changed after the
-/// record moved, was deleted at least 50 s later and before the first
-/// source member left; no get or list failed on any connection (no 404
-/// either); a write failed only at the leader's removal (etcd's request
-/// timeout), and readyz only in the election it starts, with etcd's checks
-/// failed (an election past kube-apiserver's 2 s etcd readiness timeout:
-/// a split vote); each other failure is a watch stream ending when the
+/// routes intact, and deleted after the drain (`drain-gateway-in-place`),
+/// the source leader's leadership moved to the destination before its
+/// removal (`move-leader`). From the run's own events and records: the
+/// Gateway changed after the record moved, was deleted at least 50 s later
+/// and before the first source member left; no get or list failed on any
+/// connection (no 404 either); a write failed only at the leadership's
+/// move (etcd's request timeout), and readyz (the fixture allows none)
+/// only in an election at it, with etcd's checks failed; each other failure is a watch stream ending when the
 /// drain ended; the kept lanes were served by the source before and by the
 /// destination after; no watch went silent or missed an event; and the
 /// verdict passed.
@@ -1201,9 +1205,13 @@ fn drain_gateway_at_25ms(tag: &str, file: &str, in_place: bool, pace: Pace) {
         );
     }
     let drain_end = released + 45_000.0;
-    let removal = note_at(&|n| n.starts_with("removing the leader"))
-        .first()
-        .copied();
+    // Where the source leader leaves: its removal, or the move of its
+    // leadership before it (the recommended fixture's `move-leader`).
+    let removal = note_at(&|n| {
+        n.starts_with("removing the leader") || n.starts_with("moving leadership")
+    })
+    .first()
+    .copied();
     let records = ndjson(&run.join("records.ndjson"));
     // Attempts refused unprocessed (a stream the GOAWAY refused) that the
     // client retried at once: judged by their retry, as the verdict does.

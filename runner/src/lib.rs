@@ -1122,9 +1122,9 @@ mod tests {
         assert_eq!(k.thresholds.read_p99_ms, 12_000.0);
         assert_eq!(k.thresholds.list_p99_ms, 20_000.0);
         assert_eq!(k.stall_ms, 4.0 * plain.stall_ms);
-        let le = crate::verdict::Hazard::LeaderElection;
-        assert_eq!(k.excuse[&le].max_ms, 40_000.0);
-        assert_eq!(k.excuse[&le].max, plain.excuse[&le].max);
+        let ml = crate::verdict::Hazard::MoveLeader;
+        assert_eq!(k.excuse[&ml].max_ms, 40_000.0);
+        assert_eq!(k.excuse[&ml].max, plain.excuse[&ml].max);
         assert_eq!(k.coverage, plain.coverage);
         assert_eq!(sf.checked.slowed(1.0).slow_factor, 1.0, "1 changes nothing");
         // A fixture's downtime limits stretch; its failed-request counts
