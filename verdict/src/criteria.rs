@@ -251,7 +251,10 @@ const PROBES: [&str; 8] = [
 pub fn is_lane_pattern(s: &str) -> bool {
     match s.split_once('/') {
         None => PROBES.contains(&s),
-        Some((p, m)) => PROBES.contains(&p) && (m == "new" || m == "reused"),
+        Some((p, m)) => {
+            PROBES.contains(&p)
+                && serde_json::from_value::<crate::record::ConnMode>(m.into()).is_ok()
+        }
     }
 }
 
@@ -487,5 +490,15 @@ mod tests {
         assert!(is_lane_pattern("informer-go/reused"));
         assert!(!is_lane_pattern("lease"));
         assert!(!is_lane_pattern("lease/reused"));
+    }
+
+    /// Every connection mode names a lane, by its name in the records.
+    #[test]
+    fn every_mode_names_a_lane() {
+        for m in ["new", "reused", "keepalive", "node", "late-dns", "seed-bound"] {
+            assert!(is_lane_pattern(&format!("write/{m}")), "{m}");
+        }
+        assert!(!is_lane_pattern("write/later"));
+        assert!(!is_lane_pattern("write/late_dns"));
     }
 }

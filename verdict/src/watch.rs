@@ -14,6 +14,14 @@
 //! watch (see `is_request`): they count against its availability in
 //! `zero-downtime`, but for a stream the peer closed in an EOF client-go
 //! ends a watch on (see `watch_end`).
+//!
+//! A watch delivers what it missed while down when it reconnects (it
+//! resumes from its last revision), so a write acknowledged while it was
+//! down is expected of it, unless it never had a stream again: a write
+//! acknowledged after its lane's last stream ended, with no stream after
+//! it, had no stream to arrive on. Such writes are *unobserved*, not
+//! missed: the lane's refusals count against its availability and its
+//! blind time against `coverage`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -76,6 +84,11 @@ pub struct WatchCheck {
     /// `watch_grace_ms` before the window end, not superseded by the fresh
     /// read after a 410), summed over modes.
     pub expected: u64,
+    /// Acknowledged writes after a lane's last stream ended, the lane
+    /// never connected again: no stream could deliver them (summed over
+    /// modes). Not judged here; `coverage` names the blind time.
+    #[serde(default)]
+    pub unobserved: u64,
     pub missed_count: u64,
     pub duplicated_count: u64,
     pub out_of_order_count: u64,
@@ -124,6 +137,7 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         gone_unread: 0,
         superseded: 0,
         expected: 0,
+        unobserved: 0,
         missed_count: 0,
         duplicated_count: 0,
         out_of_order_count: 0,
@@ -147,8 +161,11 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         // The value of the lane's last fresh read.
         let mut read_value: Option<u64> = None;
         let mut established: Option<f64> = None;
+        // When the lane's stream ended, while no stream has followed.
+        let mut ended: Option<f64> = None;
         for r in rs {
             if is_gone(r) {
+                ended.get_or_insert(r.start_unix_ms);
                 w.relists += 1;
                 unread += 1;
                 // 410s in a row before a fresh read: the skip starts at
@@ -166,6 +183,9 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
             }
             if super::is_request(r) && r.outcome != Outcome::Ok && !is_connect(r) {
                 w.errors += 1;
+                if r.event.as_deref() != Some("read") {
+                    ended.get_or_insert(r.start_unix_ms);
+                }
             }
             if is_fresh_read(r) {
                 if let Some(before) = gone_after.take() {
@@ -181,14 +201,18 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
             }
             if is_connect(r) {
                 w.connects += 1;
-                if r.outcome == Outcome::Ok && established.is_none() {
-                    established = Some(record_end(r));
+                if r.outcome == Outcome::Ok {
+                    ended = None;
+                    if established.is_none() {
+                        established = Some(record_end(r));
+                    }
                 }
                 continue;
             }
             if !is_data_event(r) {
                 continue;
             }
+            ended = None;
             w.events += 1;
             if established.is_none() {
                 // Events without a connect record: the watch was up by then.
@@ -243,21 +267,28 @@ pub fn check(all: &[&Record], window: &Window, th: &Thresholds) -> WatchCheck {
         };
         let mut expected: BTreeMap<u64, f64> = BTreeMap::new();
         let mut excused: BTreeSet<u64> = BTreeSet::new();
+        let mut unobserved: BTreeSet<u64> = BTreeSet::new();
         for r in &acked {
             let acked_at = record_end(r);
             let v = r.value.unwrap();
-            if r.start_unix_ms >= established && acked_at <= window.end_unix_ms - th.watch_grace_ms
+            if r.start_unix_ms < established || acked_at > window.end_unix_ms - th.watch_grace_ms {
+                continue;
+            }
+            if ended.is_some_and(|e| acked_at > e - th.watch_grace_ms) && !seen_values.contains(&v)
             {
-                if superseded.iter().any(|(a, b)| (*a..=*b).contains(&v)) {
-                    if !seen_values.contains(&v) {
-                        excused.insert(v);
-                    }
-                } else {
-                    expected.entry(v).or_insert(acked_at);
+                unobserved.insert(v);
+                continue;
+            }
+            if superseded.iter().any(|(a, b)| (*a..=*b).contains(&v)) {
+                if !seen_values.contains(&v) {
+                    excused.insert(v);
                 }
+            } else {
+                expected.entry(v).or_insert(acked_at);
             }
         }
         w.superseded += excused.len() as u64;
+        w.unobserved += unobserved.len() as u64;
         w.expected += expected.len() as u64;
         for (v, at) in expected {
             if !seen_values.contains(&v) {
@@ -310,11 +341,12 @@ pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
             name,
             status: RuleStatus::Passed,
             message: format!(
-                "{} event(s) over {} connect(s), {} expected write(s) all seen{}",
+                "{} event(s) over {} connect(s), {} expected write(s) all seen{}{}",
                 watch.events,
                 watch.connects,
                 watch.expected,
-                gone_note(watch)
+                gone_note(watch),
+                unobserved_note(watch)
             ),
         };
     }
@@ -357,7 +389,23 @@ pub fn rule(watch: &WatchCheck, ran: bool) -> Rule {
     Rule {
         name,
         status: RuleStatus::Failed,
-        message: format!("{}{}", parts.join("; "), gone_note(watch)),
+        message: format!(
+            "{}{}{}",
+            parts.join("; "),
+            gone_note(watch),
+            unobserved_note(watch)
+        ),
+    }
+}
+
+/// The writes no stream could deliver, for the rule's message: empty
+/// without any.
+fn unobserved_note(watch: &WatchCheck) -> String {
+    match watch.unobserved {
+        0 => String::new(),
+        n => format!(
+            "; {n} write(s) acknowledged after a watch's last stream ended, which never reconnected: not judged (coverage names the time it was blind)"
+        ),
     }
 }
 
@@ -383,6 +431,56 @@ mod judged {
             RuleStatus::Failed
         );
         assert!(!v.passed);
+    }
+
+    /// A watch whose stream broke at 5 s and never came back: the writes
+    /// acknowledged after it had no stream to arrive on (unobserved, not
+    /// missed); one acknowledged before it and never seen is missed; and
+    /// with a reconnect after the gap, the gap's writes are missed again.
+    #[test]
+    fn writes_after_a_watch_s_last_stream_are_unobserved_not_missed() {
+        let run = |drop_value: Option<u64>, reconnect: bool| {
+            let mut recs: Vec<Record> = clean_run()
+                .into_iter()
+                .filter(|r| {
+                    !(r.probe == ProbeKind::Watch
+                        && r.event.as_deref() == Some("MODIFIED")
+                        && (r.start_unix_ms >= T0 + 5_000.0 || r.value == drop_value))
+                })
+                .collect();
+            let mut b = rec(ProbeKind::Watch, ConnMode::Reused, 5_000.0, 0.0, Outcome::Error);
+            b.event = Some("broken".into());
+            b.error = Some("unexpected EOF during chunk size line".into());
+            recs.push(b);
+            let mut refused = connect(ConnMode::Reused, 5_001.0);
+            refused.outcome = Outcome::Refused;
+            recs.push(refused);
+            if reconnect {
+                recs.push(connect(ConnMode::Reused, 9_900.0));
+            }
+            recs.sort_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms));
+            for (i, r) in recs.iter_mut().enumerate() {
+                r.seq = i as u64;
+            }
+            compute(&recs, &[], &read_back(&recs, Some(100)), &th())
+        };
+        let v = run(None, false);
+        assert_eq!(v.watch.missed_count, 0, "{:?}", v.watch.watch_missed);
+        // Values 51 to 90: the last second before the window's end is grace.
+        assert_eq!(v.watch.unobserved, 40);
+        let rule = v.rule("watch-continuity").unwrap();
+        assert_eq!(rule.status, RuleStatus::Passed);
+        assert!(rule.message.contains("40 write(s) acknowledged after"), "{}", rule.message);
+        let v = run(Some(30), false);
+        assert_eq!(v.watch.missed_count, 1);
+        assert_eq!(v.watch.watch_missed[0].value, 30);
+        let v = run(None, true);
+        assert_eq!(v.watch.unobserved, 0);
+        assert!(v.watch.missed_count >= 40, "{}", v.watch.missed_count);
+        assert_eq!(
+            v.rule("watch-continuity").unwrap().status,
+            RuleStatus::Failed
+        );
     }
 
     #[test]

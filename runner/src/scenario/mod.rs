@@ -903,6 +903,29 @@ mod tests {
         }
     }
 
+    /// `expect.uncovered` takes every key the coverage rule gives a gap
+    /// (docs/verdict.md), and refuses others at their field.
+    #[test]
+    fn uncovered_takes_the_coverage_rule_s_keys() {
+        for key in [
+            "write/new@MigrateDNSRecords",
+            "watch/seed-bound@silence",
+            "get/late-dns@none",
+            "lab-events@end",
+            "writes-after-last-step",
+            "watch-continuity",
+        ] {
+            let text = format!("description: an accepted gap\nexpect:\n  uncovered: {{\"{key}\": \"why\"}}\n");
+            let f = parse_str(&text).unwrap_or_else(|e| panic!("{key}: {e}"));
+            assert_eq!(f.scenario.expect.uncovered[key], "why", "{key}");
+        }
+        for key in ["watch/new@later", "watch@silence", "lab-events@start"] {
+            let text = format!("description: an unknown gap\nexpect:\n  uncovered: {{\"{key}\": \"why\"}}\n");
+            let e = parse_str(&text).unwrap_err();
+            assert_eq!(e.field, format!("expect.uncovered.{key}"), "{e}");
+        }
+    }
+
     #[test]
     fn a_full_scenario_is_typed() {
         let f = parse_str(
