@@ -820,11 +820,10 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
     );
     // Where the source leader leaves: its removal, or the move of its
     // leadership before it (the recommended fixture's `move-leader`).
-    let removal = note_at(&|n| {
-        n.starts_with("removing the leader") || n.starts_with("moving leadership")
-    })
-    .first()
-    .copied();
+    let removal =
+        note_at(&|n| n.starts_with("removing the leader") || n.starts_with("moving leadership"))
+            .first()
+            .copied();
     let records = ndjson(&run.join("records.ndjson"));
     let end = |r: &Value| r["start_unix_ms"].as_f64().unwrap() + r["duration_ms"].as_f64().unwrap();
     let v: Value = read_json(&run.join("verdict.json"));
@@ -1207,11 +1206,10 @@ fn drain_gateway_at_25ms(tag: &str, file: &str, in_place: bool, pace: Pace) {
     let drain_end = released + 45_000.0;
     // Where the source leader leaves: its removal, or the move of its
     // leadership before it (the recommended fixture's `move-leader`).
-    let removal = note_at(&|n| {
-        n.starts_with("removing the leader") || n.starts_with("moving leadership")
-    })
-    .first()
-    .copied();
+    let removal =
+        note_at(&|n| n.starts_with("removing the leader") || n.starts_with("moving leadership"))
+            .first()
+            .copied();
     let records = ndjson(&run.join("records.ndjson"));
     // Attempts refused unprocessed (a stream the GOAWAY refused) that the
     // client retried at once: judged by their retry, as the verdict does.

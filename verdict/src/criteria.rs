@@ -495,7 +495,14 @@ mod tests {
     /// Every connection mode names a lane, by its name in the records.
     #[test]
     fn every_mode_names_a_lane() {
-        for m in ["new", "reused", "keepalive", "node", "late-dns", "seed-bound"] {
+        for m in [
+            "new",
+            "reused",
+            "keepalive",
+            "node",
+            "late-dns",
+            "seed-bound",
+        ] {
             assert!(is_lane_pattern(&format!("write/{m}")), "{m}");
         }
         assert!(!is_lane_pattern("write/later"));

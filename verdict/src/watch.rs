@@ -448,7 +448,13 @@ mod judged {
                         && (r.start_unix_ms >= T0 + 5_000.0 || r.value == drop_value))
                 })
                 .collect();
-            let mut b = rec(ProbeKind::Watch, ConnMode::Reused, 5_000.0, 0.0, Outcome::Error);
+            let mut b = rec(
+                ProbeKind::Watch,
+                ConnMode::Reused,
+                5_000.0,
+                0.0,
+                Outcome::Error,
+            );
             b.event = Some("broken".into());
             b.error = Some("unexpected EOF during chunk size line".into());
             recs.push(b);
@@ -470,7 +476,11 @@ mod judged {
         assert_eq!(v.watch.unobserved, 40);
         let rule = v.rule("watch-continuity").unwrap();
         assert_eq!(rule.status, RuleStatus::Passed);
-        assert!(rule.message.contains("40 write(s) acknowledged after"), "{}", rule.message);
+        assert!(
+            rule.message.contains("40 write(s) acknowledged after"),
+            "{}",
+            rule.message
+        );
         let v = run(Some(30), false);
         assert_eq!(v.watch.missed_count, 1);
         assert_eq!(v.watch.watch_missed[0].value, 30);

@@ -915,12 +915,16 @@ mod tests {
             "writes-after-last-step",
             "watch-continuity",
         ] {
-            let text = format!("description: an accepted gap\nexpect:\n  uncovered: {{\"{key}\": \"why\"}}\n");
+            let text = format!(
+                "description: an accepted gap\nexpect:\n  uncovered: {{\"{key}\": \"why\"}}\n"
+            );
             let f = parse_str(&text).unwrap_or_else(|e| panic!("{key}: {e}"));
             assert_eq!(f.scenario.expect.uncovered[key], "why", "{key}");
         }
         for key in ["watch/new@later", "watch@silence", "lab-events@start"] {
-            let text = format!("description: an unknown gap\nexpect:\n  uncovered: {{\"{key}\": \"why\"}}\n");
+            let text = format!(
+                "description: an unknown gap\nexpect:\n  uncovered: {{\"{key}\": \"why\"}}\n"
+            );
             let e = parse_str(&text).unwrap_err();
             assert_eq!(e.field, format!("expect.uncovered.{key}"), "{e}");
         }
