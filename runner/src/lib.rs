@@ -407,7 +407,11 @@ async fn drive(
     }
     cancel.check()?;
     step.detail("probes");
-    let p = s.probes.settings(&s.topology);
+    let mut p = s.probes.settings(&s.topology);
+    let platform = match (lighter_load(&mut p, factor), platform) {
+        (Some(load), Some(line)) => Some(format!("{line}; {load}")),
+        (load, line) => line.or(load),
+    };
     let d = cpm
         .run(
             &args(&[
@@ -686,6 +690,25 @@ fn slow_factor(dir: &LabDir) -> (f64, Option<String>) {
         None => None,
     };
     (factor, line)
+}
+
+/// A lab `factor` times slower than this machine (emulation, or
+/// `--slow-factor`) carries a load that much lighter: the probes' rate and
+/// the write load divided by it, as the limits about time are multiplied.
+/// Two cores emulating both seeds cannot carry the scenario's own load
+/// (docs/arm64.md). Returns the header's words for it, if it changed.
+fn lighter_load(p: &mut crate::probe::run::ProbeSettings, factor: f64) -> Option<String> {
+    if factor <= 1.0 {
+        return None;
+    }
+    let rate = p.rate;
+    p.rate = rate / factor;
+    p.write_rate /= factor;
+    Some(format!(
+        "the probes' rate {}/s a lane (the scenario's {}/s divided by the factor)",
+        cpmlab_model::platform::fmt_factor(p.rate),
+        cpmlab_model::platform::fmt_factor(rate)
+    ))
 }
 
 /// A lab command's exit as the runner takes it: 3 (the environment) stays
@@ -1103,6 +1126,21 @@ pub async fn run_all(
 #[cfg(test)]
 mod tests {
     use super::lab_for;
+
+    /// A slowed lab's probes carry the scenario's load divided by the
+    /// factor, and the header says so; at 1 nothing changes.
+    #[test]
+    fn a_slowed_lab_carries_a_lighter_load() {
+        let spec: crate::scenario::ProbeSpec =
+            serde_json::from_str(r#"{"rate": 20, "write_rate": 8}"#).unwrap();
+        let topo = cpmlab_model::topology::Topology::default();
+        let mut p = spec.settings(&topo);
+        assert_eq!(super::lighter_load(&mut p, 1.0), None);
+        assert_eq!((p.rate, p.write_rate), (20.0, 8.0));
+        let line = super::lighter_load(&mut p, 4.0).unwrap();
+        assert_eq!((p.rate, p.write_rate), (5.0, 2.0));
+        assert!(line.contains("5/s") && line.contains("20/s"), "{line}");
+    }
 
     #[test]
     fn a_slowed_scenario_is_judged_by_stretched_limits_about_time_only() {
