@@ -172,7 +172,7 @@ struct KindRun {
     /// Its state directory, kept as long as the run is read.
     _state: tempfile::TempDir,
     /// Where the fixture's copy at the suite's TTL is, if it needed one.
-    _copy: tempfile::TempDir,
+    _copy: Option<tempfile::TempDir>,
 }
 
 /// Runs `fixtures/scenarios/<file>` on the kind form with `extra`
@@ -182,17 +182,13 @@ struct KindRun {
 /// not about DNS): the migration waits one TTL, and the budget gets 20 s
 /// back.
 fn run_kind(file: &str, prefix: &str, extra: &[&str], limit_min: u64) -> KindRun {
-    let mut fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/scenarios")
         .join(file);
-    let text = std::fs::read_to_string(&fixture).unwrap();
-    let copy = tempfile::tempdir().unwrap();
-    let thirty = "  dns: {ttl: 30}\n";
-    if text.contains(thirty) {
-        let p = copy.path().join(fixture.file_name().unwrap());
-        std::fs::write(&p, text.replace(thirty, "  dns: {ttl: 10}\n")).unwrap();
-        fixture = p;
-    }
+    let (fixture, copy) = match common::at_suite_ttl(&fixture) {
+        Some((p, dir)) => (p, Some(dir)),
+        None => (fixture, None),
+    };
     let state = tempfile::tempdir().unwrap();
     let report = tempfile::tempdir().unwrap();
     let name = format!("{prefix}{}", std::process::id() % 10000);

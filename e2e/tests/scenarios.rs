@@ -818,12 +818,7 @@ fn gep_order_at_25ms(tag: &str, file: &str, peak: &str) {
         "{file}: the source API servers go in SourceSeedCleanup after its 60 s (at +{:.1} s of it)",
         (deleted - cleanup) / 1e3
     );
-    // Where the source leader leaves: its removal, or the move of its
-    // leadership before it (the recommended fixture's `move-leader`).
-    let removal =
-        note_at(&|n| n.starts_with("removing the leader") || n.starts_with("moving leadership"))
-            .first()
-            .copied();
+    let removal = note_at(&source_leader_leaves).first().copied();
     let records = ndjson(&run.join("records.ndjson"));
     let end = |r: &Value| r["start_unix_ms"].as_f64().unwrap() + r["duration_ms"].as_f64().unwrap();
     let v: Value = read_json(&run.join("verdict.json"));
@@ -1079,26 +1074,16 @@ enum Pace {
     Quick,
 }
 
-/// The suite's DNS TTL: 10 s where a fixture that is not about DNS has
-/// 30 s. A migration waits one TTL for DNS caches (EtcdMigrationComplete),
-/// so each such run gives CI's budget 20 s back; clients that honour the
-/// TTL move as before.
-const SUITE_TTL: &str = "  dns: {ttl: 10}\n";
+/// Where a run's notes say the source leader leaves: its removal, or the
+/// move of its leadership before it (`move-leader`).
+fn source_leader_leaves(note: &str) -> bool {
+    note.starts_with("removing the leader") || note.starts_with("moving leadership")
+}
 
-/// `file`'s text with the suite's TTL in place of its 30 s, in a file
-/// named as the fixture in the returned directory (kept until the run
-/// ends).
+/// `file` at the suite's TTL (`common::at_suite_ttl`); it must set 30 s.
 fn with_suite_ttl(file: &str) -> (PathBuf, tempfile::TempDir) {
-    let text = std::fs::read_to_string(fixture(file)).unwrap();
-    let thirty = "  dns: {ttl: 30}\n";
-    assert!(
-        text.contains(thirty),
-        "{file} changed: its topology no longer sets a 30 s TTL:\n{text}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join(file);
-    std::fs::write(&p, text.replace(thirty, SUITE_TTL)).unwrap();
-    (p, dir)
+    common::at_suite_ttl(&fixture(file))
+        .unwrap_or_else(|| panic!("{file} changed: its topology no longer sets a 30 s TTL"))
 }
 
 /// The fixture's text at `pace`, in a file named as the fixture in the
@@ -1123,7 +1108,7 @@ fn at_pace(file: &str, pace: Pace) -> (PathBuf, Option<tempfile::TempDir>) {
         &p,
         text.replace(
             gardeners,
-            &format!("  garden: {{step_interval: 2s}}\n{SUITE_TTL}"),
+            &format!("  garden: {{step_interval: 2s}}\n{}", common::SUITE_TTL),
         )
         .replace(
             "\nmigration:\n",
@@ -1204,12 +1189,7 @@ fn drain_gateway_at_25ms(tag: &str, file: &str, in_place: bool, pace: Pace) {
         );
     }
     let drain_end = released + 45_000.0;
-    // Where the source leader leaves: its removal, or the move of its
-    // leadership before it (the recommended fixture's `move-leader`).
-    let removal =
-        note_at(&|n| n.starts_with("removing the leader") || n.starts_with("moving leadership"))
-            .first()
-            .copied();
+    let removal = note_at(&source_leader_leaves).first().copied();
     let records = ndjson(&run.join("records.ndjson"));
     // Attempts refused unprocessed (a stream the GOAWAY refused) that the
     // client retried at once: judged by their retry, as the verdict does.

@@ -1060,3 +1060,26 @@ fn result_files(dir: &Path) -> Vec<Value> {
     }
     out
 }
+
+/// The suite's DNS TTL, 10 s, where a fixture that is not about DNS sets
+/// 30 s (`FIXTURE_TTL`): a migration waits one TTL for DNS caches
+/// (EtcdMigrationComplete), so each such run gives CI's budget 20 s back;
+/// clients that honour the TTL move as before.
+pub const SUITE_TTL: &str = "  dns: {ttl: 10}\n";
+/// The 30 s TTL such a fixture's topology sets.
+pub const FIXTURE_TTL: &str = "  dns: {ttl: 30}\n";
+
+/// `fixture`'s text with the suite's TTL in place of its 30 s, in a file
+/// of the same name in a new directory (kept as long as the returned
+/// guard); `None` where the fixture sets no 30 s TTL.
+pub fn at_suite_ttl(fixture: &Path) -> Option<(PathBuf, tempfile::TempDir)> {
+    let text =
+        std::fs::read_to_string(fixture).unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
+    if !text.contains(FIXTURE_TTL) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(fixture.file_name().unwrap());
+    std::fs::write(&p, text.replace(FIXTURE_TTL, SUITE_TTL)).unwrap();
+    Some((p, dir))
+}
