@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
+use cpmlab_verdict::record::{ConnMode, Outcome, ProbeKind, Record};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -30,6 +31,24 @@ fn start(lab: &Lab, args: &[&str]) -> PathBuf {
 fn verdict(run: &Path) -> Value {
     let text = std::fs::read_to_string(run.join("verdict.json")).expect("verdict.json");
     serde_json::from_str(&text).unwrap()
+}
+
+/// Waits at least `at_least`, then until `enough` holds of the runs'
+/// records so far (`records.ndjson`, written as the agents go), for at
+/// most two minutes: past that the assertions say what was short.
+fn wait_for_records(runs: &[&Path], at_least: Duration, enough: impl Fn(&[Vec<Record>]) -> bool) {
+    std::thread::sleep(at_least);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let rs: Vec<Vec<Record>> = runs
+            .iter()
+            .map(|r| cpmlab_verdict::read_records(&r.join("records.ndjson")).unwrap_or_default())
+            .collect();
+        if enough(&rs) || std::time::Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 fn f(v: &Value) -> f64 {
@@ -70,7 +89,23 @@ fn quiet_run_is_zero_downtime_then_a_write_put_past_the_api_fails_the_ledger() {
         st.contains("probes from the host") && st.contains("running"),
         "{st}"
     );
-    std::thread::sleep(Duration::from_secs(6));
+    // At least 6 s, and until both runs hold what the assertions below
+    // count: on a busy machine the agents start later and write slower,
+    // and a fixed sleep would then test the machine's speed.
+    let enough = |lab_run: &[Record], outside_run: &[Record]| {
+        let n = |rs: &[Record], p: &dyn Fn(&Record) -> bool| rs.iter().filter(|r| p(r)).count();
+        n(lab_run, &|r| {
+            r.probe == ProbeKind::Write && r.outcome == Outcome::Ok && r.value.is_some()
+        }) > 60
+            && n(lab_run, &|r| r.probe == ProbeKind::Load) >= 70
+            && n(lab_run, &|r| {
+                r.probe == ProbeKind::Get && r.mode == ConnMode::SeedBound
+            }) > 60
+            && n(outside_run, &|_| true) > 350
+    };
+    wait_for_records(&[&run, &outside_run], Duration::from_secs(6), |rs| {
+        enough(&rs[0], &rs[1])
+    });
     lab.cpmlab(&["probe", "stop"]).code(0);
     lab.cpmlab(&["probe", "stop", "--name", &outside]).code(0);
     let o = verdict(&outside_run);
