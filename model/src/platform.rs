@@ -28,10 +28,13 @@ pub const SLOW_FACTOR_ENV: &str = "CPMLAB_SLOW_FACTOR";
 /// The architectures a lab image is built for.
 pub const ARCHES: [&str; 2] = ["amd64", "arm64"];
 
-/// The factor an emulated lab's time limits get unless `--slow-factor`
-/// says otherwise: an estimate of the default scenario's wall time on
-/// linux/arm64 under qemu-user against linux/amd64 on the same machine,
-/// not yet measured (`scripts/bench-platform` measures it; docs/arm64.md).
+/// The factor an emulated lab's time limits and waits get, and its load
+/// is divided by, unless `--slow-factor` says otherwise. Measured on the
+/// default scenario (`scripts/bench-platform`, two runs each, a quarter of
+/// the load emulated; docs/figures.md): the wall time 2.17 times
+/// linux/amd64's, one request's latency 27 to 133 times. No one factor
+/// fits both; 4 is above the first (the lab's waits are not cut short)
+/// and divides the load enough for a migration to complete on two cores.
 pub const EMULATED_SLOW_FACTOR: f64 = 4.0;
 
 /// The architecture `linux/<arch>` names, or why it is not one the lab

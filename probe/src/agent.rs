@@ -497,12 +497,30 @@ async fn list_counter(c: &Ctx, mode: ConnMode) -> Option<u64> {
 
 /// Follows the counter from the last seen resourceVersion, reconnecting.
 /// Only a 410 Gone resets the revision it resumes from (to a new list).
-async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// One watch lane of the counter, reconnecting as a client does. `stop`
+/// says the writer has stopped: from then on the lane goes on until it has
+/// seen the last acknowledged value as an event, or for `catch_up` at
+/// most, so that a write acknowledged in the run's last seconds is judged
+/// by what the watch delivered, not by when the lane was told to stop (on
+/// a slow lab an event can take seconds to arrive).
+async fn watch_loop(
+    c: Arc<Ctx>,
+    mode: ConnMode,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    catch_up: Duration,
+) {
     use http_body_util::BodyExt;
     let mut last_rv: Option<u64> = None;
+    // The highest counter value an event of this lane carried.
+    let mut seen: u64 = 0;
+    let mut deadline: Option<tokio::time::Instant> = None;
+    let caught_up = |seen: u64| seen >= c.last_acked.load(Ordering::SeqCst);
     loop {
         if *stop.borrow() {
-            return;
+            let d = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + catch_up);
+            if caught_up(seen) || tokio::time::Instant::now() >= d {
+                return;
+            }
         }
         if last_rv.is_none() {
             match list_counter(&c, mode).await {
@@ -553,7 +571,14 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
         let mut buf: Vec<u8> = Vec::new();
         loop {
             let frame = tokio::select! {
-                _ = stop.changed() => return,
+                _ = stop.changed(), if deadline.is_none() => {
+                    deadline = Some(tokio::time::Instant::now() + catch_up);
+                    if caught_up(seen) {
+                        return;
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => return,
                 f = body.frame() => f,
             };
             let data = match frame {
@@ -613,10 +638,14 @@ async fn watch_loop(c: Arc<Ctx>, mode: ConnMode, mut stop: tokio::sync::watch::R
                     r.rv = Some(rv);
                     if ty != "BOOKMARK" {
                         r.value = Some(v);
+                        seen = seen.max(v);
                     }
                     last_rv = Some(rv.max(last_rv.unwrap_or(0)));
                 }
                 c.emit(r);
+            }
+            if deadline.is_some() && caught_up(seen) {
+                return;
             }
         }
     }
@@ -690,10 +719,12 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
-    // The informer stops after the others, once it has seen the last
-    // acknowledged write (or gave up waiting for it).
+    // The informer and the watch lanes stop after the others, once each
+    // has seen the last acknowledged write (or gave up waiting for it).
     let (informer_stop_tx, informer_stop_rx) = tokio::sync::watch::channel(false);
     let mut informer = None;
+    // The watch lanes stop as the informer does, caught up.
+    let mut watches = Vec::new();
     let mut write_task = None;
     for p in &cfg.probes {
         match p {
@@ -717,7 +748,12 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
             ProbeKind::InformerGo | ProbeKind::Lease => {}
             ProbeKind::Watch => {
                 for m in &cfg.modes {
-                    tasks.push(tokio::spawn(watch_loop(c.clone(), *m, stop_rx.clone())));
+                    watches.push(tokio::spawn(watch_loop(
+                        c.clone(),
+                        *m,
+                        informer_stop_rx.clone(),
+                        INFORMER_CATCH_UP,
+                    )));
                 }
             }
             simple => {
@@ -781,6 +817,10 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         None => None,
     };
     if let Some(t) = informer {
+        let _ = tokio::time::timeout(INFORMER_CATCH_UP + Duration::from_secs(1), t).await;
+    }
+    // They caught up beside the informer: each is done or about to be.
+    for t in watches {
         let _ = tokio::time::timeout(INFORMER_CATCH_UP + Duration::from_secs(1), t).await;
     }
     if let Some(mut lanes) = lanes {

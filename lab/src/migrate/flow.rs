@@ -183,6 +183,9 @@ impl<'a> Flow<'a> {
         cancel: Cancel,
         join_timeout: Duration,
     ) -> Result<Flow<'a>> {
+        // One of the lab's own waits: under emulation, stretched by the
+        // platform's factor.
+        let join_timeout = state.stretch(join_timeout);
         let tls = etcd::lab_tls(&dir)?;
         let read = |f: &str| {
             let p = dir.pki().join(f);
@@ -268,7 +271,9 @@ impl<'a> Flow<'a> {
         if settings.external {
             mig.driver = super::record::Driver::External;
         }
-        self.join_timeout = Duration::from_millis(settings.join_timeout_ms);
+        self.join_timeout = self
+            .state
+            .stretch(Duration::from_millis(settings.join_timeout_ms));
         self.state.migration = Some(mig);
         if settings.hold.is_some() {
             self.hold = settings.hold.clone();
