@@ -497,8 +497,7 @@ async fn list_counter(c: &Ctx, mode: ConnMode) -> Option<u64> {
 
 /// Follows the counter from the last seen resourceVersion, reconnecting.
 /// Only a 410 Gone resets the revision it resumes from (to a new list).
-/// One watch lane of the counter, reconnecting as a client does. `stop`
-/// says the writer has stopped: from then on the lane goes on until it has
+/// `stop` says the writer has stopped: from then on the lane goes on until it has
 /// seen the last acknowledged value as an event, or for `catch_up` at
 /// most, so that a write acknowledged in the run's last seconds is judged
 /// by what the watch delivered, not by when the lane was told to stop (on
