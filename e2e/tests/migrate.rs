@@ -87,26 +87,17 @@ fn unix_ms_now() -> f64 {
 /// more: the API took no write at the end.
 fn until_a_write_after(run: &Path, since: f64) {
     let limit = Duration::from_millis(PROBE_TIMEOUT_MS as u64 + 20_000);
-    let t0 = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(run.join("records.ndjson")).unwrap_or_default();
-        let acknowledged = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .any(|r| {
-                r["probe"] == "write"
-                    && r["outcome"] == "ok"
-                    && r["start_unix_ms"].as_f64().is_some_and(|t| t >= since)
-            });
-        if acknowledged {
-            return;
-        }
-        assert!(
-            t0.elapsed() < limit,
-            "no write acknowledged within {limit:?} after the migration: the API took no writes at the end"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let acknowledged = until_records(&[run], limit, |rs| {
+        rs[0].iter().any(|r| {
+            r.probe == cpmlab_verdict::record::ProbeKind::Write
+                && r.outcome == cpmlab_verdict::record::Outcome::Ok
+                && r.start_unix_ms >= since
+        })
+    });
+    assert!(
+        acknowledged,
+        "no write acknowledged within {limit:?} after the migration: the API took no writes at the end"
+    );
 }
 
 /// The migration's conditions straight from the state file (cheap to poll).

@@ -720,7 +720,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     let mut tasks = Vec::new();
     // The informer and the watch lanes stop after the others, once each
     // has seen the last acknowledged write (or gave up waiting for it).
-    let (informer_stop_tx, informer_stop_rx) = tokio::sync::watch::channel(false);
+    let (writer_stopped_tx, writer_stopped_rx) = tokio::sync::watch::channel(false);
     let mut informer = None;
     // The watch lanes stop as the informer does, caught up.
     let mut watches = Vec::new();
@@ -731,7 +731,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                 informer = Some(tokio::spawn(super::informer::run(
                     c.clone(),
                     Arc::new(Resolver::new(target.resolve.clone(), &target.server_name)),
-                    informer_stop_rx.clone(),
+                    writer_stopped_rx.clone(),
                     INFORMER_CATCH_UP,
                 )));
             }
@@ -750,7 +750,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
                     watches.push(tokio::spawn(watch_loop(
                         c.clone(),
                         *m,
-                        informer_stop_rx.clone(),
+                        writer_stopped_rx.clone(),
                         INFORMER_CATCH_UP,
                     )));
                 }
@@ -809,7 +809,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
     }
     // The writer has stopped: the last acknowledged value is final now.
-    let _ = informer_stop_tx.send(true);
+    let _ = writer_stopped_tx.send(true);
     let _ = cg_stop_tx.send(true);
     let lanes = match clientgo {
         Some(t) => t.await.ok(),

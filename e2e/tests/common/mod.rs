@@ -1083,3 +1083,27 @@ pub fn at_suite_ttl(fixture: &Path) -> Option<(PathBuf, tempfile::TempDir)> {
     std::fs::write(&p, text.replace(FIXTURE_TTL, SUITE_TTL)).unwrap();
     Some((p, dir))
 }
+
+/// Polls the runs' records so far (each `records.ndjson`, written as the
+/// agents go) until `enough` holds of them, for at most `limit`; whether
+/// it held.
+pub fn until_records(
+    runs: &[&Path],
+    limit: std::time::Duration,
+    enough: impl Fn(&[Vec<cpmlab_verdict::record::Record>]) -> bool,
+) -> bool {
+    let t0 = std::time::Instant::now();
+    loop {
+        let rs: Vec<_> = runs
+            .iter()
+            .map(|r| cpmlab_verdict::read_records(&r.join("records.ndjson")).unwrap_or_default())
+            .collect();
+        if enough(&rs) {
+            return true;
+        }
+        if t0.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
