@@ -691,30 +691,46 @@ impl<'a> Flow<'a> {
             .iter()
             .filter(|m| self.role_seed.as_ref().is_none_or(|s| &m.seed == s))
             .collect();
-        if mine.is_empty() {
-            return Ok(());
+        // A look at each container first (the engine's answer, at once),
+        // then the removals the lab's state records: etcd's view of the
+        // cluster is asked for only when a member that has not left
+        // stopped. Asked at every look, it cost the source's gardenlet 3 s
+        // a look once its members had left (a member that is gone answers
+        // nothing within the view's timeout): a hand-off that much past
+        // the step interval.
+        let mut stopped = Vec::new();
+        for m in mine {
+            if self.provider.workload_state(&m.container).await? == WorkloadState::Stopped {
+                stopped.push(m);
+            }
         }
-        let view = self.view().await;
-        // The removals as the file has them now, after the look (the
-        // destination records each right after etcd applied it).
-        let fresh = self.dir.load().ok();
+        // The removals as the file has them now (the destination records
+        // each right after etcd applied it).
+        let fresh = if stopped.is_empty() {
+            None
+        } else {
+            self.dir.load().ok()
+        };
         let departed: Vec<&str> = [fresh.as_ref(), Some(&self.state)]
             .into_iter()
             .flatten()
             .filter_map(|s| s.migration.as_ref())
             .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
             .collect();
-        for m in mine {
+        stopped.retain(|m| !departed.contains(&m.name.as_str()));
+        if stopped.is_empty() {
+            return Ok(());
+        }
+        let view = self.view().await;
+        for m in stopped {
             if !restart_wanted(&m.name, &view, &departed) {
                 continue;
             }
-            if self.provider.workload_state(&m.container).await? == WorkloadState::Stopped {
-                self.provider.start(&self.state, &m.container).await?;
-                self.note(
-                    line,
-                    &format!("etcd member {} had stopped; started it again", m.name),
-                );
-            }
+            self.provider.start(&self.state, &m.container).await?;
+            self.note(
+                line,
+                &format!("etcd member {} had stopped; started it again", m.name),
+            );
         }
         Ok(())
     }
