@@ -88,9 +88,18 @@ pub async fn run(provider: &dyn Provider, dir: LabDir, stop: Cancel) {
         }
         let held = held(&dir);
         // Members in etcd, and replicas whose pods are not being deleted.
+        // A member the migration removed from etcd stays in the state until
+        // its seed's cleanup; its etcd ends at its removal and is left
+        // stopped (the gardenlet's heal leaves it alone too).
+        let departed: BTreeSet<&str> = state
+            .migration
+            .iter()
+            .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
+            .collect();
         let mut pods: Vec<(String, Option<String>)> = state
             .members
             .iter()
+            .filter(|m| !departed.contains(m.name.as_str()))
             .map(|m| (m.container.clone(), None))
             .collect();
         pods.extend(
