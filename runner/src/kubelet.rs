@@ -77,6 +77,31 @@ struct Followed {
     looks: u32,
 }
 
+/// The containers the kubelet follows, each with the seed whose gateway
+/// it stands behind where it is an API replica: the members in etcd and
+/// the replicas whose pods are not being deleted. A member the migration
+/// removed from etcd stays in the state until its seed's cleanup; its etcd
+/// ended at its removal and is left stopped (the gardenlet's heal leaves
+/// it alone too).
+fn followed_pods(state: &crate::state::LabState) -> Vec<(String, Option<String>)> {
+    let departed: BTreeSet<&str> = state
+        .migration
+        .iter()
+        .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
+        .collect();
+    let members = state
+        .members
+        .iter()
+        .filter(|m| !departed.contains(m.name.as_str()))
+        .map(|m| (m.container.clone(), None));
+    let replicas = state
+        .apiservers
+        .iter()
+        .filter(|a| !a.terminating)
+        .map(|a| (a.container.clone(), Some(a.seed.clone())));
+    members.chain(replicas).collect()
+}
+
 /// Restarts stopped members and replicas until `stop`.
 pub async fn run(provider: &dyn Provider, dir: LabDir, stop: Cancel) {
     let mut followed: BTreeMap<String, Followed> = BTreeMap::new();
@@ -87,29 +112,7 @@ pub async fn run(provider: &dyn Provider, dir: LabDir, stop: Cancel) {
             return;
         }
         let held = held(&dir);
-        // Members in etcd, and replicas whose pods are not being deleted.
-        // A member the migration removed from etcd stays in the state until
-        // its seed's cleanup; its etcd ends at its removal and is left
-        // stopped (the gardenlet's heal leaves it alone too).
-        let departed: BTreeSet<&str> = state
-            .migration
-            .iter()
-            .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
-            .collect();
-        let mut pods: Vec<(String, Option<String>)> = state
-            .members
-            .iter()
-            .filter(|m| !departed.contains(m.name.as_str()))
-            .map(|m| (m.container.clone(), None))
-            .collect();
-        pods.extend(
-            state
-                .apiservers
-                .iter()
-                .filter(|a| !a.terminating)
-                .map(|a| (a.container.clone(), Some(a.seed.clone()))),
-        );
-        for (c, replica_of) in pods {
+        for (c, replica_of) in followed_pods(&state) {
             if held.contains(&c) {
                 continue;
             }
@@ -172,6 +175,23 @@ mod tests {
             [s(0), s(1), s(2), s(3), s(5), s(6), s(30)],
             [0, 10, 20, 40, 160, 300, 300]
         );
+    }
+
+    #[test]
+    fn members_that_left_etcd_and_draining_replicas_are_not_followed() {
+        let mut s = cpmlab_model::plan::sample_state();
+        let all = followed_pods(&s);
+        assert_eq!(all.len(), s.members.len() + s.apiservers.len());
+        let mut m = cpmlab_model::placement::migration(&s, "seed-a", "seed-b", "", 0.0).unwrap();
+        m.departed_members.push(s.members[0].clone());
+        s.migration = Some(m);
+        s.apiservers[0].terminating = true;
+        let left = followed_pods(&s);
+        assert_eq!(left.len(), all.len() - 2, "{left:?}");
+        assert!(!left.iter().any(|(c, _)| *c == s.members[0].container));
+        assert!(!left.iter().any(|(c, _)| *c == s.apiservers[0].container));
+        let replica = &s.apiservers[1];
+        assert!(left.contains(&(replica.container.clone(), Some(replica.seed.clone()))));
     }
 
     #[test]
