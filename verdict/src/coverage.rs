@@ -114,15 +114,26 @@ pub struct CoverageCheck {
 }
 
 /// The lanes a plan asks for: `probe/mode` of each probe it names in each
-/// of its modes; the informers' on their one kept connection; the write
-/// load's when it runs. The leader-election candidates are no lane: the
-/// lease rules judge them.
+/// of its modes; the informers' on their one kept connection, client-go's
+/// through the shoot node's apiserver-proxy when the plan runs the node
+/// lane (as the agent starts it, `probe/src/clientgo.rs`); the write load's
+/// when it runs. The leader-election candidates are no lane: the lease
+/// rules judge them.
 pub fn planned_lanes(p: &ProbePlan) -> BTreeSet<String> {
+    use crate::record::ConnMode;
     let mut out = BTreeSet::new();
     for k in &p.probes {
         match k {
-            ProbeKind::Informer | ProbeKind::InformerGo => {
-                out.insert(lane_key(*k, crate::record::ConnMode::Reused));
+            ProbeKind::Informer => {
+                out.insert(lane_key(*k, ConnMode::Reused));
+            }
+            ProbeKind::InformerGo => {
+                let mode = if p.modes.contains(&ConnMode::Node) {
+                    ConnMode::Node
+                } else {
+                    ConnMode::Reused
+                };
+                out.insert(lane_key(*k, mode));
             }
             ProbeKind::Lease => {}
             _ => {
@@ -571,6 +582,40 @@ mod tests {
             start_unix_ms: crate::testutil::T0,
             end_unix_ms: crate::testutil::T0 + secs * 1e3,
         }
+    }
+
+    #[test]
+    fn client_go_s_informer_is_planned_on_the_node_lane_when_the_plan_runs_it() {
+        let mut plan = plan_of(vec![
+            ProbeKind::Get,
+            ProbeKind::Informer,
+            ProbeKind::InformerGo,
+        ]);
+        plan.modes = vec![ConnMode::New, ConnMode::Reused];
+        let lanes = |p: &ProbePlan| planned_lanes(p).into_iter().collect::<Vec<_>>();
+        assert_eq!(
+            lanes(&plan),
+            [
+                "get/new",
+                "get/reused",
+                "informer-go/reused",
+                "informer/reused"
+            ]
+        );
+        // With the node lane the agent runs client-go's informer through
+        // the shoot node's apiserver-proxy; kube-rs's stays on its kept
+        // connection.
+        plan.modes.push(ConnMode::Node);
+        assert_eq!(
+            lanes(&plan),
+            [
+                "get/new",
+                "get/node",
+                "get/reused",
+                "informer-go/node",
+                "informer/reused"
+            ]
+        );
     }
 
     #[test]
