@@ -241,6 +241,13 @@ impl LabState {
     pub fn network(&self, name: &str) -> Option<&NetworkState> {
         self.networks.iter().find(|n| n.name == name)
     }
+    /// The names of the members the migration removed from etcd (they stay
+    /// among `members` until their seed's cleanup).
+    pub fn departed_members(&self) -> impl Iterator<Item = &str> {
+        self.migration
+            .iter()
+            .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
+    }
     pub fn seed(&self, name: &str) -> Option<&SeedState> {
         self.seeds.iter().find(|s| s.name == name)
     }

@@ -84,11 +84,7 @@ struct Followed {
 /// ended at its removal and is left stopped (the gardenlet's heal leaves
 /// it alone too).
 fn followed_pods(state: &crate::state::LabState) -> Vec<(String, Option<String>)> {
-    let departed: BTreeSet<&str> = state
-        .migration
-        .iter()
-        .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
-        .collect();
+    let departed: BTreeSet<&str> = state.departed_members().collect();
     let members = state
         .members
         .iter()

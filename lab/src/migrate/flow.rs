@@ -714,8 +714,7 @@ impl<'a> Flow<'a> {
         let departed: Vec<&str> = [fresh.as_ref(), Some(&self.state)]
             .into_iter()
             .flatten()
-            .filter_map(|s| s.migration.as_ref())
-            .flat_map(|m| m.departed_members.iter().map(|d| d.name.as_str()))
+            .flat_map(LabState::departed_members)
             .collect();
         stopped.retain(|m| !departed.contains(&m.name.as_str()));
         if stopped.is_empty() {
