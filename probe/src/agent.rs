@@ -513,7 +513,7 @@ async fn watch_loop(
     // The highest counter value an event of this lane carried.
     let mut seen: u64 = 0;
     let mut deadline: Option<tokio::time::Instant> = None;
-    let caught_up = |seen: u64| seen >= c.last_acked.load(Ordering::SeqCst);
+    let caught_up = |seen: u64| c.has_seen_last_ack(seen);
     loop {
         if *stop.borrow() {
             let d = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + catch_up);
@@ -825,7 +825,7 @@ pub async fn run(cfg: ProbeConfig) -> Result<()> {
     if let Some(mut lanes) = lanes {
         // client-go's informer catches up as the kube-rs one does.
         let since = Instant::now();
-        while lanes.informer_seen.load(Ordering::SeqCst) < c.last_acked.load(Ordering::SeqCst)
+        while !c.has_seen_last_ack(lanes.informer_seen.load(Ordering::SeqCst))
             && since.elapsed() < INFORMER_CATCH_UP
         {
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -75,6 +75,12 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
+    /// Whether a lane that has seen counter value `seen` has seen every
+    /// write the API acknowledged (the stream lanes' catch-up at the end).
+    pub(super) fn has_seen_last_ack(&self, seen: u64) -> bool {
+        seen >= self.last_acked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The seed behind a gateway address, for servers that do not say.
     pub(super) fn seed_of(&self, addr: Option<std::net::SocketAddr>) -> Option<String> {
         let std::net::SocketAddr::V4(a) = addr? else {

@@ -9,7 +9,6 @@
 //! acknowledged write and measure how late it learns of each.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -324,7 +323,7 @@ pub(super) async fn run(
             }
         };
         if let Some(since) = stopping_since {
-            if seen >= ctx.last_acked.load(Ordering::SeqCst) || since.elapsed() > catch_up {
+            if ctx.has_seen_last_ack(seen) || since.elapsed() > catch_up {
                 return;
             }
         }

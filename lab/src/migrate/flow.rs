@@ -704,13 +704,12 @@ impl<'a> Flow<'a> {
                 stopped.push(m);
             }
         }
+        if stopped.is_empty() {
+            return Ok(());
+        }
         // The removals as the file has them now (the destination records
         // each right after etcd applied it).
-        let fresh = if stopped.is_empty() {
-            None
-        } else {
-            self.dir.load().ok()
-        };
+        let fresh = self.dir.load().ok();
         let departed: Vec<&str> = [fresh.as_ref(), Some(&self.state)]
             .into_iter()
             .flatten()
